@@ -1,0 +1,94 @@
+// ddptrain entry logic: argument parsing, config loading, rendezvous, training, and exit codes.
+#include "app/cli.h"
+
+#include "app/config.h"
+#include "app/trainer.h"
+#include "dist/rendezvous.h"
+#include "models/classifier.h"
+
+#include <iostream>
+
+namespace ddp {
+
+std::string usage() {
+  return "usage: ddptrain CONFIG.toml [--section.key=value ...] [--print-config]\n"
+         "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
+         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one.\n"
+         "  --print-config   print the resolved configuration (every key) and exit\n";
+}
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs out;
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      out.help = true;
+    } else if (a == "--print-config") {
+      out.print_config = true;
+    } else if (a.rfind("--", 0) == 0 && a.find('.') != std::string::npos) {
+      out.overrides.push_back(a.substr(2));
+    } else if (a.rfind("-", 0) == 0) {
+      throw ConfigError(a + ": unknown option (overrides look like --section.key=value)");
+    } else if (out.config_path.empty()) {
+      out.config_path = a;
+    } else {
+      throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
+    }
+  }
+  if (out.config_path.empty() && !out.help) throw ConfigError("missing CONFIG.toml argument");
+  return out;
+}
+
+namespace {
+
+void print_banner(const Trainer& t) {
+  const Config& c = t.config();
+  const DistContext& d = t.dist();
+  std::cout << "ddptrain: job " << c.job.name << " | world " << d.world_size << " | backend " << d.backend
+            << " | device " << d.device.str() << "\n"
+            << "  model " << c.model.name << " (" << count_parameters(const_cast<Trainer&>(t).model())
+            << " parameters) | data " << t.dataset().name << " train " << t.dataset().train.size() << " test "
+            << t.dataset().test.size() << "\n"
+            << "  batch " << c.data.batch_size << " per rank x " << d.world_size << " ranks x "
+            << c.training.grad_accum_steps << " accumulation = " << c.data.batch_size * d.world_size *
+                                                                       c.training.grad_accum_steps
+            << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
+            << (c.amp.enabled ? c.amp.dtype : std::string("off")) << "\n"
+            << "  outputs in " << c.job.out_dir << std::endl;
+}
+
+}  // namespace
+
+int ddptrain_main(const std::vector<std::string>& args) {
+  std::string prefix;
+  try {
+    CliArgs cli = parse_cli(args);
+    if (cli.help) {
+      std::cout << usage();
+      return 0;
+    }
+    Config cfg = load_config(cli.config_path, cli.overrides);
+    if (cli.print_config) {
+      std::cout << format_config(cfg);
+      return 0;
+    }
+    RendezvousInfo info = rendezvous_from_env(process_env());
+    if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
+    DistContext ctx = init_distributed(info, cfg.dist);
+    Trainer trainer(cfg, ctx);
+    trainer.setup();
+    if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);
+    trainer.train();
+    return 0;
+  } catch (const ConfigError& e) {
+    std::cerr << prefix << "error: " << e.what() << std::endl;
+    if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();
+    return 2;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    // c10::Error carries a C++ backtrace after the first line; users get the message.
+    std::cerr << prefix << "error: " << what.substr(0, what.find('\n')) << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace ddp

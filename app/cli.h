@@ -1,0 +1,23 @@
+// ddptrain command line: CONFIG.toml, --section.key=value overrides, --print-config, --help.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct CliArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;  // "section.key=value"
+  bool print_config = false;
+  bool help = false;
+};
+
+// Throws ConfigError (exit code 2) for usage errors.
+CliArgs parse_cli(const std::vector<std::string>& args);
+std::string usage();
+
+// Runs ddptrain with argv[1..]; returns the process exit code (0 ok, 2 config/usage, 1 other failure).
+int ddptrain_main(const std::vector<std::string>& args);
+
+}  // namespace ddp

@@ -1,0 +1,329 @@
+// Strict TOML config loading (file + --section.key=value overrides), validation and printing.
+#include "app/config.h"
+
+#include "app/config_schema.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+namespace ddp {
+namespace {
+
+std::string where(const std::string& source, const toml::source_region& r) {
+  std::ostringstream os;
+  os << source << ":" << (r.begin.line ? r.begin.line : 1) << ":" << (r.begin.column ? r.begin.column : 1);
+  return os.str();
+}
+
+std::string describe(const toml::node& n) {
+  std::ostringstream os;
+  switch (n.type()) {
+    case toml::node_type::string: return "string \"" + *n.value<std::string>() + "\"";
+    case toml::node_type::integer: os << "integer " << *n.value<int64_t>(); return os.str();
+    case toml::node_type::floating_point: os << "float " << *n.value<double>(); return os.str();
+    case toml::node_type::boolean: return std::string("boolean ") + (*n.value<bool>() ? "true" : "false");
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+std::string format_number(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  std::string s = os.str();
+  // Shortest representation that reads back to the same double.
+  for (int p = 1; p <= 17; ++p) {
+    std::ostringstream t;
+    t << std::setprecision(p) << v;
+    if (std::stod(t.str()) == v) {
+      s = t.str();
+      break;
+    }
+  }
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+const char* kind_name(FieldKind k) {
+  switch (k) {
+    case FieldKind::Bool: return "a boolean (true/false)";
+    case FieldKind::Int: return "an integer";
+    case FieldKind::Float: return "a number";
+    case FieldKind::StringList: return "an array of strings";
+    default: return "a string";
+  }
+}
+
+// Applies one TOML value to a field; `loc` prefixes every error.
+void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v, const std::string& loc) {
+  const std::string name = section.name + "." + f.key;
+  auto type_error = [&] {
+    return ConfigError(loc + ": " + name + " must be " + kind_name(f.kind) + ", got " + describe(v));
+  };
+  auto check_range = [&](double x, const std::string& shown) {
+    bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
+    if (std::isnan(x) || low || x > f.max) {
+      std::string rule;
+      if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + format_number(f.min);
+      if (std::isfinite(f.max)) rule += (rule.empty() ? "<= " : " and <= ") + format_number(f.max);
+      if (rule.empty()) rule = "a finite number";
+      throw ConfigError(loc + ": " + name + " must be " + rule + ", got " + shown);
+    }
+  };
+  switch (f.kind) {
+    case FieldKind::Bool:
+      if (!v.is_boolean()) throw type_error();
+      *static_cast<bool*>(f.target) = *v.value<bool>();
+      break;
+    case FieldKind::Int: {
+      if (!v.is_integer()) throw type_error();
+      int64_t x = *v.value<int64_t>();
+      check_range(static_cast<double>(x), std::to_string(x));
+      *static_cast<int64_t*>(f.target) = x;
+      break;
+    }
+    case FieldKind::Float: {
+      if (!v.is_number()) throw type_error();
+      double x = *v.value<double>();
+      check_range(x, format_number(x));
+      *static_cast<double*>(f.target) = x;
+      break;
+    }
+    case FieldKind::String:
+      if (!v.is_string()) throw type_error();
+      *static_cast<std::string*>(f.target) = *v.value<std::string>();
+      break;
+    case FieldKind::Choice: {
+      if (!v.is_string()) throw type_error();
+      std::string s = *v.value<std::string>();
+      bool ok = std::find(f.choices.begin(), f.choices.end(), s) != f.choices.end();
+      if (!ok && !(f.choice_or_path && !s.empty())) {
+        std::string msg = loc + ": " + name + " must be one of " + join(f.choices, ", ") +
+                          (f.choice_or_path ? " or a path" : "") + ", got \"" + s + "\"";
+        std::string hint = closest_match(s, f.choices);
+        if (!hint.empty()) msg += "; did you mean \"" + hint + "\"?";
+        throw ConfigError(msg);
+      }
+      *static_cast<std::string*>(f.target) = s;
+      break;
+    }
+    case FieldKind::StringList: {
+      auto* out = static_cast<std::vector<std::string>*>(f.target);
+      if (v.is_string()) {
+        *out = {*v.value<std::string>()};
+        break;
+      }
+      const toml::array* arr = v.as_array();
+      if (!arr) throw type_error();
+      std::vector<std::string> items;
+      for (const auto& e : *arr) {
+        if (!e.is_string()) throw ConfigError(loc + ": " + name + " must be an array of strings, got " + describe(e));
+        items.push_back(*e.value<std::string>());
+      }
+      *out = items;
+      break;
+    }
+  }
+}
+
+std::vector<std::string> section_names(const std::vector<SectionSpec>& schema) {
+  std::vector<std::string> names;
+  for (const auto& s : schema) names.push_back(s.name);
+  return names;
+}
+
+std::vector<std::string> key_names(const SectionSpec& s) {
+  std::vector<std::string> names;
+  for (const auto& f : s.fields) names.push_back(f.key);
+  return names;
+}
+
+const SectionSpec* find_section(const std::vector<SectionSpec>& schema, const std::string& name) {
+  for (const auto& s : schema)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// "did you mean" for a key: first within its section, then as section.key anywhere.
+std::string key_hint(const std::vector<SectionSpec>& schema, const SectionSpec& section, const std::string& key) {
+  std::string hint = closest_match(key, key_names(section));
+  if (!hint.empty()) return section.name + "." + hint;
+  for (const auto& s : schema)
+    if (s.find(key)) return s.name + "." + key;
+  return "";
+}
+
+std::string unknown_section_message(const std::vector<SectionSpec>& schema, const std::string& name) {
+  std::string msg = "unknown section [" + name + "]";
+  std::string hint = closest_match(name, section_names(schema));
+  if (!hint.empty()) msg += "; did you mean [" + hint + "]?";
+  else msg += " (sections: " + join(section_names(schema)) + ")";
+  return msg;
+}
+
+std::string unknown_key_message(const std::vector<SectionSpec>& schema, const SectionSpec& s, const std::string& key) {
+  std::string msg = "unknown key " + s.name + "." + key;
+  std::string hint = key_hint(schema, s, key);
+  if (!hint.empty()) msg += "; did you mean " + hint + "?";
+  else msg += " (keys of [" + s.name + "]: " + join(key_names(s)) + ")";
+  return msg;
+}
+
+void apply_table(Config& cfg, const std::vector<SectionSpec>& schema, const toml::table& root,
+                 const std::string& source) {
+  for (const auto& [k, node] : root) {
+    std::string name(k.str());
+    std::string loc = where(source, k.source().begin.line ? k.source() : node.source());
+    const toml::table* table = node.as_table();
+    if (!table) {
+      std::string msg = loc + ": key " + name + " is outside any section";
+      for (const auto& s : schema)
+        if (s.find(name)) msg += "; did you mean " + s.name + "." + name + " (under [" + s.name + "])?";
+      throw ConfigError(msg);
+    }
+    const SectionSpec* section = find_section(schema, name);
+    if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, name));
+    for (const auto& [kk, value] : *table) {
+      std::string key(kk.str());
+      std::string kloc = where(source, kk.source().begin.line ? kk.source() : value.source());
+      const FieldSpec* field = section->find(key);
+      if (!field) throw ConfigError(kloc + ": " + unknown_key_message(schema, *section, key));
+      assign(*section, *field, value, where(source, value.source()));
+    }
+  }
+}
+
+void apply_override(Config& cfg, const std::vector<SectionSpec>& schema, const std::string& text) {
+  const std::string loc = "--" + text;
+  size_t eq = text.find('=');
+  if (eq == std::string::npos)
+    throw ConfigError(loc + ": an override must look like --section.key=value");
+  std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  size_t dot = path.find('.');
+  if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos)
+    throw ConfigError(loc + ": an override must name section.key, got \"" + path + "\"");
+  std::string sec = path.substr(0, dot), key = path.substr(dot + 1);
+  const SectionSpec* section = find_section(schema, sec);
+  if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, sec));
+  const FieldSpec* field = section->find(key);
+  if (!field) throw ConfigError(loc + ": " + unknown_key_message(schema, *section, key));
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + raw);
+  } catch (const toml::parse_error&) {
+    // A bare word is a string for string-valued keys (--model.name=resnet18).
+    if (field->kind == FieldKind::String || field->kind == FieldKind::Choice || field->kind == FieldKind::StringList) {
+      parsed = toml::table{{"v", raw}};
+    } else {
+      throw ConfigError(loc + ": " + sec + "." + key + " must be " + kind_name(field->kind) + ", got \"" + raw + "\"");
+    }
+  }
+  const toml::node* v = parsed.get("v");
+  // Unquoted words that TOML reads as another type (a path like 2024) stay strings for string keys.
+  if ((field->kind == FieldKind::String || (field->kind == FieldKind::Choice && field->choice_or_path)) &&
+      !v->is_string()) {
+    parsed = toml::table{{"v", raw}};
+    v = parsed.get("v");
+  }
+  assign(*section, *field, *v, loc);
+}
+
+void resolve_defaults(Config& cfg) {
+  if (cfg.data.dir.empty()) {
+    if (cfg.data.dataset == "fashion-mnist") cfg.data.dir = "/usr/share/datasets/fashion-mnist";
+    else if (cfg.data.dataset == "mnist") cfg.data.dir = "data/mnist";
+  }
+  bool fashion = cfg.data.dataset == "fashion-mnist";
+  if (cfg.data.mean < 0) cfg.data.mean = fashion ? 0.2860 : (cfg.data.dataset == "mnist" ? 0.1307 : 0.0);
+  if (cfg.data.std <= 0) cfg.data.std = fashion ? 0.3530 : (cfg.data.dataset == "mnist" ? 0.3081 : 1.0);
+  if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
+}
+
+void check_consistency(const Config& cfg, const std::string& source) {
+  auto fail = [&](const std::string& msg) { throw ConfigError(source + ": " + msg); };
+  if (cfg.data.download && cfg.data.dataset != "mnist")
+    fail("data.download is only supported for dataset \"mnist\" (got \"" + cfg.data.dataset + "\")");
+  if (cfg.data.dataset != "synthetic" && cfg.data.image_size != 28)
+    fail("data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
+  if (cfg.model.name == "net" && cfg.data.image_size != 28)
+    fail("model net expects 28x28 images (data.image_size = 28)");
+  if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != "sgd"))
+    fail("optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
+  Config cfg;
+  cfg.source = source_name;
+  auto schema = config_schema(cfg);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(where(source_name, e.source()) + ": " + std::string(e.description()));
+  }
+  apply_table(cfg, schema, root, source_name);
+  for (const auto& o : overrides) apply_override(cfg, schema, o);
+  resolve_defaults(cfg);
+  check_consistency(cfg, source_name);
+  return cfg;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), path, overrides);
+}
+
+std::string format_config(const Config& cfg_in) {
+  Config cfg = cfg_in;
+  auto schema = config_schema(cfg);
+  auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      if (static_cast<unsigned char>(ch) < 0x20) {
+        char esc[8];
+        std::snprintf(esc, sizeof esc, "\\u%04x", ch);
+        out += esc;
+        continue;
+      }
+      out += ch;
+    }
+    return out + "\"";
+  };
+  std::ostringstream os;
+  for (size_t i = 0; i < schema.size(); ++i) {
+    os << (i ? "\n" : "") << "[" << schema[i].name << "]\n";
+    for (const auto& f : schema[i].fields) {
+      os << f.key << " = ";
+      switch (f.kind) {
+        case FieldKind::Bool: os << (*static_cast<bool*>(f.target) ? "true" : "false"); break;
+        case FieldKind::Int: os << *static_cast<int64_t*>(f.target); break;
+        case FieldKind::Float: os << format_number(*static_cast<double*>(f.target)); break;
+        case FieldKind::String:
+        case FieldKind::Choice: os << quote(*static_cast<std::string*>(f.target)); break;
+        case FieldKind::StringList: {
+          const auto& items = *static_cast<std::vector<std::string>*>(f.target);
+          os << "[";
+          for (size_t j = 0; j < items.size(); ++j) os << (j ? ", " : "") << quote(items[j]);
+          os << "]";
+          break;
+        }
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace ddp

@@ -1,0 +1,141 @@
+// Run configuration: one documented struct per TOML section, plus loading, overriding and printing.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+// [job]: identity of the run and where its outputs go.
+struct JobConfig {
+  std::string name = "ddptrain";       // free text, printed in the setup banner
+  std::string out_dir = "runs/default";  // metrics.jsonl, tensorboard/, checkpoints/, model.pt
+  int64_t seed = 0;                     // model init, shuffling (seed + epoch) and dropout
+  int64_t threads = 0;                  // intra-op threads per rank; 0 = OMP_NUM_THREADS or torch default
+};
+
+// [data]: dataset, batching and normalisation.
+struct DataConfig {
+  std::string dataset = "fashion-mnist";  // mnist | fashion-mnist | synthetic
+  std::string dir;                        // IDX files; "" = the dataset's default folder
+  int64_t batch_size = 64;                // per rank, per micro-step
+  int64_t eval_batch_size = 1000;         // per rank
+  bool shuffle = true;                    // DistributedSampler shuffle (randperm seeded job.seed + epoch)
+  bool drop_last = false;                 // sampler truncates to a multiple of world size; loader drops a partial batch
+  int64_t workers = 1;                    // background batch-assembly threads (0 = on the training thread)
+  int64_t prefetch = 4;                   // batches assembled ahead per rank
+  double mean = -1;                       // normalisation; < 0 = dataset default
+  double std = -1;                        // normalisation; <= 0 = dataset default
+  bool download = false;                  // mnist only: fetch missing files from data.mirrors
+  std::vector<std::string> mirrors;       // URL prefixes; empty = torchvision's mirror list
+  int64_t synthetic_train_size = 6000;    // synthetic only
+  int64_t synthetic_test_size = 1000;     // synthetic only
+  int64_t image_size = 28;                // synthetic only (mnist formats are 28)
+};
+
+// [model]: architecture and optional starting weights.
+struct ModelConfig {
+  std::string name = "net";  // net | resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  int64_t in_channels = 1;
+  int64_t num_classes = 10;
+  double dropout = 0.5;      // net only; 0 disables both dropouts
+  std::string init_from;     // state dict saved by torch.save / model.pt
+};
+
+// [optimizer]: update rule (PyTorch's SGD / AdamW).
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adamw
+  double lr = 0.01;
+  double momentum = 0.0;     // sgd
+  double weight_decay = 0.0;
+  bool nesterov = false;     // sgd
+  double beta1 = 0.9;        // adamw
+  double beta2 = 0.999;      // adamw
+  double eps = 1e-8;         // adamw
+  std::string scale_lr = "none";  // none | linear (lr x world size)
+};
+
+// [lr_scheduler]: per optimizer step: linear warmup, then decay.
+struct LrSchedulerConfig {
+  int64_t warmup_steps = 0;
+  std::string decay = "none";  // none | cosine | step
+  double min_lr = 0.0;         // cosine floor
+  int64_t step_size = 1000;    // step decay: multiply by gamma every step_size steps after warmup
+  double gamma = 0.1;
+};
+
+// [training]: loop lengths and per-step options.
+struct TrainingConfig {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;         // optimizer steps; 0 = no limit
+  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
+  double clip_grad_norm = 0.0;   // 0 = off
+  int64_t eval_every_epochs = 1; // 0 = only at the end
+};
+
+// [amp]: autocast and loss scaling.
+struct AmpConfig {
+  bool enabled = false;
+  std::string dtype = "bf16";         // bf16 | fp16 (fp16 needs CUDA)
+  std::string loss_scaling = "auto";  // auto | dynamic | off
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+// [dist]: process group and DDP behaviour.
+struct DistConfig {
+  std::string backend = "auto";  // auto | gloo | nccl
+  double timeout_s = 300.0;
+  double bucket_cap_mb = 25.0;
+  bool broadcast_buffers = true;
+  std::string grad_compression = "none";  // none | fp16
+  bool find_unused_parameters = false;
+};
+
+// [checkpoint]: periodic training state.
+struct CheckpointConfig {
+  int64_t every_steps = 0;   // 0 = off
+  int64_t every_epochs = 0;  // 0 = off
+  int64_t keep_last = 3;
+  std::string dir;           // "" = job.out_dir/checkpoints
+  std::string resume = "auto";  // auto | never | PATH
+};
+
+// [metrics]: what rank 0 reports.
+struct MetricsConfig {
+  int64_t log_every_steps = 50;
+  std::string progress = "auto";  // auto | bar | plain | off
+  bool tensorboard = false;
+};
+
+struct Config {
+  JobConfig job;
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  LrSchedulerConfig lr_scheduler;
+  TrainingConfig training;
+  AmpConfig amp;
+  DistConfig dist;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  std::string source;  // path of the TOML file it came from ("" for defaults)
+};
+
+// A config or usage problem: the message starts with its location (FILE:LINE:COL or the override).
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads a TOML file strictly; overrides are "section.key=value" strings (without the leading --).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {});
+// Every key with its resolved value, as TOML that load_config reads back.
+std::string format_config(const Config& cfg);
+
+}  // namespace ddp

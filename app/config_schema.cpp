@@ -1,0 +1,145 @@
+// Config schema: every section and key of the TOML config, bound to the fields of ddp::Config.
+#include "app/config_schema.h"
+
+#include <algorithm>
+
+namespace ddp {
+namespace {
+
+FieldSpec boolean(const std::string& key, bool* target) { return {key, FieldKind::Bool, target, {}}; }
+
+FieldSpec integer(const std::string& key, int64_t* target, double min,
+                  double max = std::numeric_limits<double>::infinity()) {
+  FieldSpec f{key, FieldKind::Int, target, {}};
+  f.min = min;
+  f.max = max;
+  return f;
+}
+
+FieldSpec real(const std::string& key, double* target, double min, bool min_exclusive = false,
+               double max = std::numeric_limits<double>::infinity()) {
+  FieldSpec f{key, FieldKind::Float, target, {}};
+  f.min = min;
+  f.min_exclusive = min_exclusive;
+  f.max = max;
+  return f;
+}
+
+FieldSpec text(const std::string& key, std::string* target) { return {key, FieldKind::String, target, {}}; }
+
+FieldSpec choice(const std::string& key, std::string* target, std::vector<std::string> choices,
+                 bool or_path = false) {
+  FieldSpec f{key, FieldKind::Choice, target, std::move(choices)};
+  f.choice_or_path = or_path;
+  return f;
+}
+
+FieldSpec text_list(const std::string& key, std::vector<std::string>* target) {
+  return {key, FieldKind::StringList, target, {}};
+}
+
+constexpr double kAny = -std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+const FieldSpec* SectionSpec::find(const std::string& key) const {
+  for (const auto& f : fields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::vector<SectionSpec> config_schema(Config& c) {
+  return {
+      {"job",
+       {text("name", &c.job.name), text("out_dir", &c.job.out_dir), integer("seed", &c.job.seed, 0),
+        integer("threads", &c.job.threads, 0, 1024)}},
+      {"data",
+       {choice("dataset", &c.data.dataset, {"mnist", "fashion-mnist", "synthetic"}), text("dir", &c.data.dir),
+        integer("batch_size", &c.data.batch_size, 1), integer("eval_batch_size", &c.data.eval_batch_size, 1),
+        boolean("shuffle", &c.data.shuffle), boolean("drop_last", &c.data.drop_last),
+        integer("workers", &c.data.workers, 0, 64), integer("prefetch", &c.data.prefetch, 1, 1024),
+        real("mean", &c.data.mean, kAny), real("std", &c.data.std, kAny), boolean("download", &c.data.download),
+        text_list("mirrors", &c.data.mirrors), integer("synthetic_train_size", &c.data.synthetic_train_size, 1),
+        integer("synthetic_test_size", &c.data.synthetic_test_size, 1),
+        integer("image_size", &c.data.image_size, 16, 4096)}},
+      {"model",
+       {choice("name", &c.model.name, {"net", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}),
+        integer("in_channels", &c.model.in_channels, 1, 4096), integer("num_classes", &c.model.num_classes, 2),
+        real("dropout", &c.model.dropout, 0, false, 1.0), text("init_from", &c.model.init_from)}},
+      {"optimizer",
+       {choice("name", &c.optimizer.name, {"sgd", "adamw"}), real("lr", &c.optimizer.lr, 0, true),
+        real("momentum", &c.optimizer.momentum, 0, false, 1.0),
+        real("weight_decay", &c.optimizer.weight_decay, 0), boolean("nesterov", &c.optimizer.nesterov),
+        real("beta1", &c.optimizer.beta1, 0, false, 1.0), real("beta2", &c.optimizer.beta2, 0, false, 1.0),
+        real("eps", &c.optimizer.eps, 0, true), choice("scale_lr", &c.optimizer.scale_lr, {"none", "linear"})}},
+      {"lr_scheduler",
+       {integer("warmup_steps", &c.lr_scheduler.warmup_steps, 0),
+        choice("decay", &c.lr_scheduler.decay, {"none", "cosine", "step"}),
+        real("min_lr", &c.lr_scheduler.min_lr, 0), integer("step_size", &c.lr_scheduler.step_size, 1),
+        real("gamma", &c.lr_scheduler.gamma, 0, true, 1.0)}},
+      {"training",
+       {integer("epochs", &c.training.epochs, 1), integer("max_steps", &c.training.max_steps, 0),
+        integer("grad_accum_steps", &c.training.grad_accum_steps, 1, 1 << 20),
+        real("clip_grad_norm", &c.training.clip_grad_norm, 0),
+        integer("eval_every_epochs", &c.training.eval_every_epochs, 0)}},
+      {"amp",
+       {boolean("enabled", &c.amp.enabled), choice("dtype", &c.amp.dtype, {"bf16", "fp16"}),
+        choice("loss_scaling", &c.amp.loss_scaling, {"auto", "dynamic", "off"}),
+        real("init_scale", &c.amp.init_scale, 0, true), real("growth_factor", &c.amp.growth_factor, 1, true),
+        real("backoff_factor", &c.amp.backoff_factor, 0, true, 1.0),
+        integer("growth_interval", &c.amp.growth_interval, 1)}},
+      {"dist",
+       {choice("backend", &c.dist.backend, {"auto", "gloo", "nccl"}), real("timeout_s", &c.dist.timeout_s, 0, true),
+        real("bucket_cap_mb", &c.dist.bucket_cap_mb, 0, true), boolean("broadcast_buffers", &c.dist.broadcast_buffers),
+        choice("grad_compression", &c.dist.grad_compression, {"none", "fp16"}),
+        boolean("find_unused_parameters", &c.dist.find_unused_parameters)}},
+      {"checkpoint",
+       {integer("every_steps", &c.checkpoint.every_steps, 0), integer("every_epochs", &c.checkpoint.every_epochs, 0),
+        integer("keep_last", &c.checkpoint.keep_last, 1), text("dir", &c.checkpoint.dir),
+        choice("resume", &c.checkpoint.resume, {"auto", "never"}, /*or_path=*/true)}},
+      {"metrics",
+       {integer("log_every_steps", &c.metrics.log_every_steps, 1),
+        choice("progress", &c.metrics.progress, {"auto", "bar", "plain", "off"}),
+        boolean("tensorboard", &c.metrics.tensorboard)}},
+  };
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+namespace {
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+}  // namespace
+
+std::string closest_match(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(name, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  size_t limit = std::max<size_t>(2, name.size() / 3);
+  bool contains = !best.empty() && name.size() >= 3 &&
+                  (best.find(name) != std::string::npos || name.find(best) != std::string::npos);
+  return (best_distance <= limit || contains) ? best : "";
+}
+
+}  // namespace ddp

@@ -1,0 +1,39 @@
+// Config schema: the table of sections and keys, with type, allowed range or choices, bound to a Config.
+#pragma once
+
+#include "app/config.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+enum class FieldKind { Bool, Int, Float, String, Choice, StringList };
+
+struct FieldSpec {
+  std::string key;
+  FieldKind kind;
+  void* target;                       // bool*, int64_t*, double*, std::string*, std::vector<std::string>*
+  std::vector<std::string> choices;   // Choice: allowed values
+  bool choice_or_path = false;        // Choice: any other value is accepted as a file path
+  double min = -std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;
+  double max = std::numeric_limits<double>::infinity();
+};
+
+struct SectionSpec {
+  std::string name;
+  std::vector<FieldSpec> fields;
+  const FieldSpec* find(const std::string& key) const;
+};
+
+// The schema with every field pointing into cfg (cfg must outlive the result).
+std::vector<SectionSpec> config_schema(Config& cfg);
+
+// "a, b, c" for error messages.
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+// The candidate closest to name (edit distance), or "" when none is close enough to suggest.
+std::string closest_match(const std::string& name, const std::vector<std::string>& candidates);
+
+}  // namespace ddp

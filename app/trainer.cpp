@@ -1,0 +1,250 @@
+// Trainer: data, model, optimizer and DDP set-up; forward/backward, optimizer steps, epochs, evaluation, model.pt.
+#include "app/trainer.h"
+
+#include "checkpoint/state_dict.h"
+#include "dist/ddp.h"
+#include "dist/distributed_sampler.h"
+#include "dist/reduce.h"
+#include "optim/optimizer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+namespace ddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+}  // namespace
+
+Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {}
+Trainer::~Trainer() = default;
+
+void Trainer::log(const std::string& line) const {
+  if (ctx_.is_main() && cfg_.metrics.progress != "off") std::cout << line << std::endl;
+}
+
+void Trainer::write_metrics(const JsonRecord& r) {
+  if (ctx_.is_main()) metrics_.write(r);
+}
+
+LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.drop_last = drop_last;
+  o.workers = cfg_.data.workers;
+  o.prefetch = cfg_.data.prefetch;
+  o.mean = cfg_.data.mean;
+  o.std = cfg_.data.std;
+  return o;
+}
+
+void Trainer::setup() {
+  if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
+  dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed);
+
+  torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
+  model_ = make_model(cfg_.model);
+  if (!cfg_.model.init_from.empty())
+    apply_state(*model_, load_state_dict_file(cfg_.model.init_from), cfg_.model.init_from);
+  model_->to(ctx_.device);
+  if (ctx_.distributed()) ddp_ = std::make_unique<DistributedDataParallel>(model_, ctx_, cfg_.dist);
+  // Dropout draws from the global generator: a distinct, reproducible stream per rank.
+  torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
+
+  base_lr_ = cfg_.optimizer.lr * (cfg_.optimizer.scale_lr == "linear" ? static_cast<double>(ctx_.world_size) : 1.0);
+  optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
+
+  if (ctx_.is_main()) {
+    std::filesystem::create_directories(cfg_.job.out_dir);
+    std::string path = cfg_.job.out_dir + "/metrics.jsonl";
+    std::filesystem::remove(path);
+    metrics_ = JsonlWriter(path);
+  }
+}
+
+int64_t Trainer::steps_per_epoch() const {
+  DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
+                             static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
+  const int64_t n = sampler.num_samples(), b = cfg_.data.batch_size;
+  const int64_t batches = cfg_.data.drop_last ? n / b : (n + b - 1) / b;
+  const int64_t k = cfg_.training.grad_accum_steps;
+  return (batches + k - 1) / k;
+}
+
+StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
+  model_->train();
+  torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
+  if (ddp_) ddp_->pre_forward(sync);
+  torch::Tensor out = model_->forward(x);
+  if (ddp_) ddp_->post_forward(sync, out);
+  torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y);
+  (loss / loss_divisor).backward();
+  StepStats s;
+  s.samples = batch.size();
+  s.loss_sum = loss.item<double>() * static_cast<double>(s.samples);
+  s.correct = out.detach().argmax(1).eq(y).sum().item<int64_t>();
+  return s;
+}
+
+StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
+  optimizer_->zero_grad();
+  StepStats total;
+  const size_t n = micro_batches.size();
+  for (size_t i = 0; i < n; ++i) {
+    StepStats s = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.samples += s.samples;
+  }
+  optimizer_->step();
+  ++global_step_;
+  return total;
+}
+
+EvalResult Trainer::evaluate() {
+  if (ddp_) ddp_->sync_buffers();
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  const Split& test = dataset_.test;
+  BatchLoader loader(test, eval_shard(test.size(), ctx_.world_size, ctx_.rank),
+                     loader_options(cfg_.data.eval_batch_size, /*drop_last=*/false));
+  double loss_sum = 0, correct = 0, count = 0;
+  while (auto batch = loader.next()) {
+    torch::Tensor x = batch->images.to(ctx_.device), y = batch->labels.to(ctx_.device);
+    torch::Tensor out = model_->forward(x);
+    torch::Tensor loss = model_->outputs_log_probs()
+                             ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
+                             : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
+    loss_sum += loss.item<double>();
+    correct += static_cast<double>(out.argmax(1).eq(y).sum().item<int64_t>());
+    count += static_cast<double>(batch->size());
+  }
+  model_->train();
+  std::vector<double> reduced = all_reduce_sum(ctx_, {loss_sum, correct, count});
+  EvalResult r;
+  r.correct = static_cast<int64_t>(reduced[1]);
+  r.total = static_cast<int64_t>(reduced[2]);
+  r.loss = reduced[0] / reduced[2];
+  r.accuracy = reduced[1] / reduced[2];
+  return r;
+}
+
+TrainSummary Trainer::train() {
+  TrainSummary summary;
+  const auto start = Clock::now();
+  const int64_t epochs = cfg_.training.epochs, k = cfg_.training.grad_accum_steps;
+  const int64_t per_epoch = steps_per_epoch();
+  int64_t total_steps = epochs * per_epoch;
+  if (cfg_.training.max_steps > 0) total_steps = std::min(total_steps, cfg_.training.max_steps);
+  DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
+                             static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
+
+  double interval_loss = 0, interval_correct = 0, interval_samples = 0, total_samples = 0;
+  auto interval_start = Clock::now();
+  bool evaluated_last = false, done = false;
+  int64_t epoch = 0;
+  for (; epoch < epochs && !done; ++epoch) {
+    sampler.set_epoch(epoch);
+    BatchLoader loader(dataset_.train, sampler.indices(), loader_options(cfg_.data.batch_size, cfg_.data.drop_last));
+    const int64_t num_batches = loader.num_batches();
+    std::vector<Batch> group;
+    int64_t consumed = 0;
+    while (auto batch = loader.next()) {
+      group.push_back(std::move(*batch));
+      ++consumed;
+      if (static_cast<int64_t>(group.size()) < k && consumed < num_batches) continue;
+      const double lr = scheduled_lr(cfg_.lr_scheduler, base_lr_, global_step_, total_steps);
+      set_lr(*optimizer_, lr);
+      StepStats s = train_step(group);
+      group.clear();
+      interval_loss += s.loss_sum;
+      interval_correct += static_cast<double>(s.correct);
+      interval_samples += static_cast<double>(s.samples);
+      const bool last = global_step_ >= total_steps;
+      if (global_step_ % cfg_.metrics.log_every_steps == 0 || last || consumed == num_batches) {
+        std::vector<double> r = all_reduce_sum(ctx_, {interval_loss, interval_correct, interval_samples});
+        const double elapsed = seconds_since(interval_start);
+        const double sps = r[2] / std::max(elapsed, 1e-9);
+        total_samples += r[2];
+        write_metrics(JsonRecord()
+                          .add("kind", "train")
+                          .add("step", global_step_)
+                          .add("epoch", epoch + 1)
+                          .add("loss", r[0] / r[2])
+                          .add("accuracy", r[1] / r[2])
+                          .add("lr", lr)
+                          .add("samples_per_s", sps)
+                          .add("samples", static_cast<int64_t>(r[2]))
+                          .add("wall_s", seconds_since(start)));
+        log("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " step " +
+            std::to_string(global_step_) + "/" + std::to_string(total_steps) + " loss " + fmt("%.4f", r[0] / r[2]) +
+            " acc " + fmt("%.4f", r[1] / r[2]) + " lr " + fmt("%.6g", lr) + " samples/s " + fmt("%.0f", sps));
+        interval_loss = interval_correct = interval_samples = 0;
+        interval_start = Clock::now();
+      }
+      if (last) {
+        done = true;
+        break;
+      }
+    }
+    evaluated_last = false;
+    const int64_t every = cfg_.training.eval_every_epochs;
+    if (every > 0 && ((epoch + 1) % every == 0)) {
+      EvalResult e = evaluate();
+      summary.final_eval = e;
+      summary.best_accuracy = std::max(summary.best_accuracy, e.accuracy);
+      evaluated_last = true;
+      write_metrics(JsonRecord()
+                        .add("kind", "eval")
+                        .add("step", global_step_)
+                        .add("epoch", epoch + 1)
+                        .add("loss", e.loss)
+                        .add("accuracy", e.accuracy)
+                        .add("correct", e.correct)
+                        .add("total", e.total)
+                        .add("wall_s", seconds_since(start)));
+      log("eval epoch " + std::to_string(epoch + 1) + ": loss " + fmt("%.4f", e.loss) + " accuracy " +
+          fmt("%.4f", e.accuracy) + " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
+    }
+  }
+  if (!evaluated_last) {
+    EvalResult e = evaluate();
+    summary.final_eval = e;
+    summary.best_accuracy = std::max(summary.best_accuracy, e.accuracy);
+    write_metrics(JsonRecord()
+                      .add("kind", "eval")
+                      .add("step", global_step_)
+                      .add("epoch", epoch)
+                      .add("loss", e.loss)
+                      .add("accuracy", e.accuracy)
+                      .add("correct", e.correct)
+                      .add("total", e.total)
+                      .add("wall_s", seconds_since(start)));
+    log("eval (final): loss " + fmt("%.4f", e.loss) + " accuracy " + fmt("%.4f", e.accuracy) + " (" +
+        std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
+  }
+  summary.steps = global_step_;
+  summary.epochs = epoch;
+  summary.wall_s = seconds_since(start);
+  summary.samples_per_s = total_samples / std::max(summary.wall_s, 1e-9);
+  if (ctx_.is_main()) {
+    const std::string path = cfg_.job.out_dir + "/model.pt";
+    save_state_dict(path, module_state(*model_));
+    log("saved " + path);
+  }
+  barrier(ctx_);
+  return summary;
+}
+
+}  // namespace ddp

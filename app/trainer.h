@@ -1,0 +1,81 @@
+// Trainer: builds data, model, optimizer and DDP from a Config and runs the epoch loop with evaluation.
+#pragma once
+
+#include "app/config.h"
+#include "app/metrics.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "dist/context.h"
+#include "models/classifier.h"
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+
+namespace ddp {
+
+class DistributedDataParallel;
+
+struct EvalResult {
+  double loss = 0;      // mean loss over the whole test split (all ranks)
+  double accuracy = 0;  // correct / total
+  int64_t correct = 0;
+  int64_t total = 0;
+};
+
+// Sums over the micro-batches of one optimizer step, on this rank.
+struct StepStats {
+  double loss_sum = 0;  // sum of per-sample losses
+  int64_t correct = 0;
+  int64_t samples = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t epochs = 0;
+  EvalResult final_eval;
+  double best_accuracy = 0;
+  double wall_s = 0;
+  double samples_per_s = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(Config cfg, DistContext ctx);
+  ~Trainer();
+
+  // Loads data, builds the model (seeded by job.seed, or init_from), the optimizer and, for world > 1, DDP.
+  void setup();
+  // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
+  StepStats forward_backward(const Batch& batch, bool sync, double loss_divisor);
+  // One optimizer step over micro-batches (gradients synced on the last only).
+  StepStats train_step(const std::vector<Batch>& micro_batches);
+  EvalResult evaluate();
+  TrainSummary train();
+
+  Classifier& model() { return *model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const Dataset& dataset() const { return dataset_; }
+  const Config& config() const { return cfg_; }
+  const DistContext& dist() const { return ctx_; }
+  int64_t global_step() const { return global_step_; }
+  // Optimizer steps in one epoch for this world size.
+  int64_t steps_per_epoch() const;
+
+ private:
+  LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
+  void log(const std::string& line) const;
+  void write_metrics(const JsonRecord& r);
+
+  Config cfg_;
+  DistContext ctx_;
+  Dataset dataset_;
+  std::shared_ptr<Classifier> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  JsonlWriter metrics_;
+  double base_lr_ = 0;
+  int64_t global_step_ = 0;
+};
+
+}  // namespace ddp

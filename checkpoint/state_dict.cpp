@@ -1,0 +1,146 @@
+// State-dict ordering, atomic torch.save-compatible writing, loading (dict or OrderedDict) and strict applying.
+#include "checkpoint/state_dict.h"
+
+#include "checkpoint/pickle_reader.h"
+
+#include <torch/serialize.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+void collect(const torch::nn::Module& m, const std::string& prefix, NamedTensors& out) {
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) out.emplace_back(prefix + p.key(), p.value());
+  for (const auto& b : m.named_buffers(/*recurse=*/false)) out.emplace_back(prefix + b.key(), b.value());
+  for (const auto& child : m.named_children()) collect(*child.value(), prefix + child.key() + ".", out);
+}
+
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os.str() + "]";
+}
+
+std::string list_preview(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < 8; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > 8) out += ", ... (" + std::to_string(items.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+NamedTensors module_state(const torch::nn::Module& module) {
+  NamedTensors out;
+  collect(module, "", out);
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(path + ": write failed: " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": fsync/close failed: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_state_dict(const std::string& path, const NamedTensors& state) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : state) dict.insert(name, t.detach().cpu().contiguous());
+  write_file_atomic(path, torch::pickle_save(dict));
+}
+
+NamedTensors load_state_dict_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = read_torch_save(bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + std::string(e.what()) +
+                             "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")");
+  }
+  if (!value.isGenericDict())
+    throw std::runtime_error(path + ": expected a dict of name -> tensor, found " + value.tagKind() +
+                             "; save it as torch.save(dict(model.state_dict()), \"" + path + "\")");
+  NamedTensors out;
+  for (const auto& item : value.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor())
+      throw std::runtime_error(path + ": expected a dict of name -> tensor; entry of kind " + item.key().tagKind() +
+                               " -> " + item.value().tagKind() + " found");
+    out.emplace_back(item.key().toStringRef(), item.value().toTensor());
+  }
+  return out;
+}
+
+void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin) {
+  std::map<std::string, torch::Tensor> given(state.begin(), state.end());
+  std::vector<std::string> missing, mismatched;
+  NamedTensors own = module_state(module);
+  for (const auto& [name, t] : own) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != t.sizes()) {
+      mismatched.push_back(name + " (file " + shape_str(it->second.sizes()) + ", model " + shape_str(t.sizes()) + ")");
+    }
+    if (it != given.end()) given.erase(it);
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, _] : given) unexpected.push_back(name);
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    std::string msg = origin + ": state dict does not match the model:";
+    if (!missing.empty()) msg += " missing keys: " + list_preview(missing) + ";";
+    if (!unexpected.empty()) msg += " unexpected keys: " + list_preview(unexpected) + ";";
+    if (!mismatched.empty()) msg += " shape mismatch: " + list_preview(mismatched) + ";";
+    msg.pop_back();
+    throw std::runtime_error(msg);
+  }
+  std::map<std::string, torch::Tensor> lookup(state.begin(), state.end());
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : own) t.copy_(lookup.at(name));
+}
+
+}  // namespace ddp

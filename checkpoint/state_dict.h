@@ -1,0 +1,30 @@
+// Model state dicts: PyTorch-ordered name -> tensor lists, saved/loaded in torch.save's format.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddp {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// Parameters and buffers in nn.Module.state_dict() order (each module's own params, then buffers, then children).
+NamedTensors module_state(const torch::nn::Module& module);
+
+// Writes a dict of name -> tensor that Python's torch.load reads directly (zip format, via torch::pickle_save).
+// Atomic: written to PATH.tmp-PID, fsynced, renamed over PATH.
+void save_state_dict(const std::string& path, const NamedTensors& state);
+// Reads a dict of name -> tensor saved by torch.save (plain dict or OrderedDict) or by save_state_dict.
+NamedTensors load_state_dict_file(const std::string& path);
+// Copies `state` into the module's parameters and buffers; mismatches throw listing missing, unexpected
+// and mis-shaped keys, with `origin` (the file) in the message.
+void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin);
+
+// Atomic file write: PATH.tmp-PID, fsync, rename, fsync of the folder.
+void write_file_atomic(const std::string& path, const std::vector<char>& bytes);
+
+}  // namespace ddp

@@ -1,0 +1,32 @@
+// DistContext: this process's place in the job (rank, world, device) and its process group, if any.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace c10d {
+class Store;
+class ProcessGroup;
+}  // namespace c10d
+
+namespace ddp {
+
+struct DistContext {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  int64_t local_world_size = 1;
+  int64_t group_rank = 0;  // node index
+  std::string backend = "none";
+  torch::Device device = torch::kCPU;
+  c10::intrusive_ptr<c10d::Store> store;        // null for a world of one
+  c10::intrusive_ptr<c10d::ProcessGroup> group; // null for a world of one
+
+  bool is_main() const { return rank == 0; }
+  bool distributed() const { return static_cast<bool>(group); }
+};
+
+}  // namespace ddp

@@ -1,0 +1,91 @@
+// DistributedDataParallel: c10d::Reducer + broadcast_coalesced, mirroring DDP's __init__ and forward in PyTorch 1.13.
+#include "dist/ddp.h"
+
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <climits>
+
+namespace ddp {
+namespace {
+
+constexpr size_t kBroadcastBucketBytes = 250u * 1024 * 1024;  // DDP's broadcast_bucket_size
+constexpr int64_t kFirstBucketBytes = 1024 * 1024;            // dist._DEFAULT_FIRST_BUCKET_BYTES
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
+                                                 const DistConfig& cfg)
+    : module_(std::move(module)), ctx_(ctx), cfg_(cfg) {
+  TORCH_CHECK(ctx_.distributed(), "DistributedDataParallel needs a process group");
+  for (auto& p : module_->parameters())
+    if (p.requires_grad()) params_.push_back(p);
+  buffers_ = module_->buffers();
+
+  c10d::verify_params_across_processes(ctx_.group, params_, c10::nullopt);
+  {
+    // _sync_module_states: parameters then buffers, from rank 0.
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> states;
+    for (auto& p : module_->parameters()) states.push_back(p.detach());
+    for (auto& b : buffers_) states.push_back(b.detach());
+    if (!states.empty()) c10d::broadcast_coalesced(ctx_.group, states, kBroadcastBucketBytes, 0);
+  }
+
+  const int64_t bucket_bytes_cap = static_cast<int64_t>(cfg_.bucket_cap_mb * 1024 * 1024);
+  std::vector<bool> expect_sparse(params_.size(), false);
+  // As in _ddp_init_helper: without find_unused_parameters the first iteration uses one bucket; the
+  // Reducer rebuilds buckets (first 1 MiB, then bucket_bytes_cap) in gradient-ready order afterwards.
+  std::vector<size_t> limits = cfg_.find_unused_parameters
+                                   ? std::vector<size_t>{static_cast<size_t>(kFirstBucketBytes),
+                                                         static_cast<size_t>(bucket_bytes_cap)}
+                                   : std::vector<size_t>{static_cast<size_t>(LONG_MAX)};
+  auto [bucket_indices, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(params_, limits, expect_sparse);
+  std::reverse(bucket_indices.begin(), bucket_indices.end());
+  std::reverse(per_bucket_limits.begin(), per_bucket_limits.end());
+
+  reducer_ = std::make_shared<c10d::Reducer>(params_, bucket_indices, per_bucket_limits, ctx_.group, expect_sparse,
+                                             bucket_bytes_cap, cfg_.find_unused_parameters,
+                                             /*gradient_as_bucket_view=*/false,
+                                             std::unordered_map<size_t, std::string>{}, kFirstBucketBytes);
+  logger_ = std::make_shared<c10d::Logger>(reducer_);
+  reducer_->set_logger(logger_);
+  logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);
+  if (cfg_.grad_compression == "fp16") reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::sync_buffers() {
+  if (buffers_.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> bufs;
+  for (auto& b : buffers_) bufs.push_back(b.detach());
+  c10d::broadcast_coalesced(ctx_.group, bufs, kBroadcastBucketBytes, 0);
+}
+
+void DistributedDataParallel::pre_forward(bool sync) {
+  const bool grad = torch::GradMode::is_enabled();
+  if (grad && sync) reducer_->prepare_for_forward();
+  if (grad && reducer_->rebuild_buckets()) buckets_rebuilt_ = true;
+  if (require_forward_param_sync_ && cfg_.broadcast_buffers && !buffers_.empty()) sync_buffers();
+}
+
+void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {
+  if (torch::GradMode::is_enabled() && sync) {
+    require_forward_param_sync_ = true;
+    reducer_->prepare_for_backward(cfg_.find_unused_parameters ? std::vector<at::Tensor>{output}
+                                                               : std::vector<at::Tensor>{});
+  } else {
+    require_forward_param_sync_ = false;
+  }
+}
+
+std::vector<size_t> DistributedDataParallel::bucket_sizes() const {
+  std::vector<size_t> sizes;
+  for (const auto& b : reducer_->get_grad_buckets(/*return_zero_tensors=*/true)) sizes.push_back(b.getParameters().size());
+  return sizes;
+}
+
+}  // namespace ddp

@@ -1,0 +1,52 @@
+// DistributedDataParallel on PyTorch's own engine (c10d::Reducer), driven as torch/nn/parallel/distributed.py does.
+#pragma once
+
+#include "app/config.h"
+#include "dist/context.h"
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <vector>
+
+namespace c10d {
+class Reducer;
+class Logger;
+}  // namespace c10d
+
+namespace ddp {
+
+class DistributedDataParallel {
+ public:
+  // Verifies parameter shapes across ranks, broadcasts parameters and buffers from rank 0
+  // (broadcast_coalesced), and builds the Reducer: one bucket for the first iteration, then
+  // bucket_cap_mb buckets (first 1 MiB) rebuilt in gradient-ready order after it.
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx, const DistConfig& cfg);
+  ~DistributedDataParallel();
+
+  // Call before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
+  void pre_forward(bool sync);
+  // Call after the module's forward, before backward (output: for find_unused_parameters' graph walk).
+  void post_forward(bool sync, const torch::Tensor& output);
+  // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
+  void sync_buffers();
+
+  c10d::Reducer& reducer() { return *reducer_; }
+  // Number of gradient buckets and their parameter counts (in reduction order).
+  std::vector<size_t> bucket_sizes() const;
+  bool buckets_rebuilt() const { return buckets_rebuilt_; }
+
+ private:
+
+  std::shared_ptr<torch::nn::Module> module_;
+  DistContext ctx_;
+  DistConfig cfg_;
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> buffers_;
+  std::shared_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<c10d::Logger> logger_;
+  bool require_forward_param_sync_ = true;
+  bool buckets_rebuilt_ = false;
+};
+
+}  // namespace ddp

@@ -1,0 +1,36 @@
+// DistributedSampler: the index order of torch.utils.data.distributed.DistributedSampler (PyTorch 1.13), exactly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ddp {
+
+class DistributedSampler {
+ public:
+  DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed,
+                     bool drop_last);
+
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  // This rank's indices for the current epoch: randperm(seed + epoch) (or 0..N-1), padded by repeating
+  // from the start or truncated (drop_last) to total_size, then [rank : total_size : num_replicas].
+  std::vector<int64_t> indices() const;
+  // The padded/truncated global order before striding (what every rank agrees on).
+  std::vector<int64_t> global_indices() const;
+  int64_t num_samples() const { return num_samples_; }
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+
+ private:
+  int64_t size_, num_replicas_, rank_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t epoch_ = 0;
+  int64_t num_samples_;
+};
+
+// Evaluation sharding without padding: rank r gets r, r + world, ... < size, so every sample is seen once.
+std::vector<int64_t> eval_shard(int64_t size, int64_t num_replicas, int64_t rank);
+
+}  // namespace ddp

@@ -1,0 +1,19 @@
+// Collective helpers over the job's process group (no-ops for a world of one).
+#pragma once
+
+#include "dist/context.h"
+
+#include <vector>
+
+namespace ddp {
+
+// In-place all-reduce SUM of a CPU/device tensor; waits for completion.
+void all_reduce_sum(const DistContext& ctx, torch::Tensor& t);
+// All-reduce SUM of doubles (as float64), returns the reduced values.
+std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<double>& values);
+// All-reduce MAX of one value.
+double all_reduce_max(const DistContext& ctx, double value);
+// Blocks until every rank arrives.
+void barrier(const DistContext& ctx);
+
+}  // namespace ddp

@@ -1,0 +1,227 @@
+// Rendezvous: env parsing, TCPStore with a bounded join barrier that names missing ranks, Gloo/NCCL groups.
+#include "dist/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DDP_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace ddp {
+namespace {
+
+int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name) {
+  const std::string& v = env.at(name);
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used != v.size() || x < 0) throw std::invalid_argument(v);
+    return x;
+  } catch (const std::exception&) {
+    throw std::runtime_error("environment variable " + name + "=\"" + v + "\" is not a non-negative integer");
+  }
+}
+
+bool has(const std::map<std::string, std::string>& env, const std::string& name) {
+  auto it = env.find(name);
+  return it != env.end() && !it->second.empty();
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string describe_ranks(const std::vector<int64_t>& ranks) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) os << (i ? ", " : "") << ranks[i];
+  if (ranks.size() > 16) os << ", ... (" << ranks.size() << " in all)";
+  return os.str();
+}
+
+std::string rank_key(int64_t r) { return "ddptrain/joined/" + std::to_string(r); }
+
+// Every rank announces itself, then waits for all others; on timeout, names the ranks that never came.
+void join_barrier(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout,
+                  const std::string& address) {
+  store.set(rank_key(info.rank), std::vector<uint8_t>{1});
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int64_t> missing;
+  while (true) {
+    missing.clear();
+    for (int64_t r = 0; r < info.world_size; ++r)
+      if (!store.check({rank_key(r)})) missing.push_back(r);
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::ostringstream os;
+  os << "rank " << info.rank << ": timed out after " << timeout.count() / 1000.0 << " s waiting for rank(s) "
+     << describe_ranks(missing) << " of " << info.world_size << " to join the store at " << address
+     << " (dist.timeout_s)";
+  throw std::runtime_error(os.str());
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->timeout = timeout;
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname && *ifname) {
+    std::stringstream names(ifname);
+    std::string name;
+    while (std::getline(names, name, ','))
+      if (!name.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  options->threads = options->devices.size() * 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(info.rank),
+                                                     static_cast<int>(info.world_size), options);
+}
+
+}  // namespace
+
+bool cuda_build() {
+#ifdef DDP_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::map<std::string, std::string> process_env() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env) {
+  RendezvousInfo info;
+  if (has(env, "RANK") || has(env, "WORLD_SIZE")) {
+    if (!has(env, "RANK") || !has(env, "WORLD_SIZE"))
+      throw std::runtime_error(std::string("environment variable ") + (has(env, "RANK") ? "WORLD_SIZE" : "RANK") +
+                               " is missing (RANK and WORLD_SIZE come together, as torchrun sets them)");
+    info.source = "torchrun";
+    info.rank = parse_int(env, "RANK");
+    info.world_size = parse_int(env, "WORLD_SIZE");
+    info.local_rank = has(env, "LOCAL_RANK") ? parse_int(env, "LOCAL_RANK") : info.rank;
+    info.local_world_size = has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE") : info.world_size;
+    info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
+  } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
+    info.source = "slurm";
+    info.rank = parse_int(env, "SLURM_PROCID");
+    info.world_size = parse_int(env, "SLURM_NTASKS");
+    info.local_rank = has(env, "SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID") : 0;
+    info.local_world_size = has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE") : 1;
+    info.group_rank = has(env, "SLURM_NODEID") ? parse_int(env, "SLURM_NODEID") : 0;
+  } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
+    info.source = "openmpi";
+    info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
+    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE");
+    info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
+    info.local_world_size =
+        has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE") : 1;
+    info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
+  } else {
+    return info;
+  }
+  info.present = true;
+  const std::string prefix = info.source == "torchrun" ? "" : info.source + ": ";
+  if (info.world_size < 1) throw std::runtime_error(prefix + "world size must be >= 1");
+  if (info.rank >= info.world_size)
+    throw std::runtime_error(prefix + "rank " + std::to_string(info.rank) + " is out of range for world size " +
+                             std::to_string(info.world_size));
+  if (info.local_rank >= std::max<int64_t>(info.local_world_size, 1) && info.local_world_size > 0 &&
+      info.source == "torchrun" && has(env, "LOCAL_WORLD_SIZE"))
+    throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) + " is out of range for LOCAL_WORLD_SIZE=" +
+                             std::to_string(info.local_world_size));
+  if (info.world_size > 1) {
+    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"})
+      if (!has(env, name))
+        throw std::runtime_error(std::string("environment variable ") + name + " is required for a world of " +
+                                 std::to_string(info.world_size) + " (rank " + std::to_string(info.rank) + ")");
+    info.master_addr = env.at("MASTER_ADDR");
+    int64_t port = parse_int(env, "MASTER_PORT");
+    if (port < 1 || port > 65535) throw std::runtime_error("MASTER_PORT=" + env.at("MASTER_PORT") + " is not a port");
+    info.master_port = static_cast<int>(port);
+  }
+  auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
+  info.agent_store = agent != env.end() && lower(agent->second) == "true";
+  return info;
+}
+
+DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) {
+  DistContext ctx;
+  ctx.rank = info.rank;
+  ctx.world_size = info.world_size;
+  ctx.local_rank = info.local_rank;
+  ctx.local_world_size = info.local_world_size;
+  ctx.group_rank = info.group_rank;
+
+  std::string backend = cfg.backend;
+  if (backend == "auto") backend = (cuda_build() && torch::cuda::is_available()) ? "nccl" : "gloo";
+  if (backend == "nccl") {
+    if (!cuda_build())
+      throw std::runtime_error(
+          "dist.backend = \"nccl\" needs a CUDA build of ddptrain (this one is CPU-only: Debian's libtorch-dev has "
+          "no CUDA); use dist.backend = \"gloo\" or \"auto\"");
+    if (!torch::cuda::is_available()) throw std::runtime_error("dist.backend = \"nccl\" but no CUDA device is visible");
+    ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank));
+  }
+  ctx.backend = info.world_size > 1 ? backend : "none";
+  if (info.world_size <= 1) return ctx;
+
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
+  const std::string address = info.master_addr + ":" + std::to_string(info.master_port);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(info.master_port);
+  opts.isServer = info.rank == 0 && !info.agent_store;
+  opts.numWorkers = static_cast<size_t>(info.world_size);
+  opts.waitWorkers = false;  // join_barrier waits instead and can name who is missing
+  opts.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, opts);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::string first = what.substr(0, what.find('\n'));
+    if (opts.isServer)
+      throw std::runtime_error("rank 0: cannot serve the store on " + address + ": " + first +
+                               (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)"
+                                                                         : ""));
+    throw std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
+                             " within " + std::to_string(cfg.timeout_s) + " s (is rank 0 running?): " + first);
+  }
+  join_barrier(*store, info, timeout, address);
+  ctx.store = store;
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
+  if (backend == "gloo") {
+    ctx.group = make_gloo(prefixed, info, timeout);
+  } else {
+#ifdef DDP_WITH_CUDA
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    ctx.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, static_cast<int>(info.rank),
+                                                            static_cast<int>(info.world_size), options);
+#endif
+  }
+  ctx.backend = backend;
+  return ctx;
+}
+
+}  // namespace ddp

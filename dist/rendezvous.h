@@ -1,0 +1,34 @@
+// Rendezvous from the environment (torchrun, Slurm, Open MPI variables) and process-group creation.
+#pragma once
+
+#include "app/config.h"
+#include "dist/context.h"
+
+#include <map>
+#include <string>
+
+namespace ddp {
+
+struct RendezvousInfo {
+  bool present = false;         // false: no variables set, a world of one
+  std::string source = "none";  // torchrun | slurm | openmpi | none
+  int64_t rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, group_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: every rank is a store client
+};
+
+// Reads the job's place from env (a map, so tests can pass their own). Malformed values throw
+// std::runtime_error naming the variable.
+RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env);
+std::map<std::string, std::string> process_env();
+
+// Joins the job: TCPStore (rank 0 serves unless agent_store), a join barrier bounded by dist.timeout_s,
+// and the process group for dist.backend (gloo, or nccl on CUDA builds). A world of one gets no store
+// and no group.
+DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg);
+
+// Whether this build can run NCCL on CUDA.
+bool cuda_build();
+
+}  // namespace ddp

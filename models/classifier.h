@@ -1,0 +1,33 @@
+// Classifier: the interface every model implements (a Module whose forward maps images to class scores).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct ModelConfig;
+
+class Classifier : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // true: forward returns log-probabilities (loss = NLL); false: logits (loss = cross-entropy).
+  virtual bool outputs_log_probs() const { return false; }
+};
+
+// Builds model.name; parameters are initialised from the global CPU generator (seed it first).
+std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
+std::vector<std::string> model_names();
+
+// Factories, one file each.
+std::shared_ptr<Classifier> make_net(const ModelConfig& cfg);
+std::shared_ptr<Classifier> make_resnet(const std::string& name, const ModelConfig& cfg);
+
+// Number of trainable parameters.
+int64_t count_parameters(const torch::nn::Module& m);
+
+}  // namespace ddp

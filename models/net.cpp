@@ -1,0 +1,42 @@
+// Net: the classic PyTorch MNIST CNN (conv 1->10 k5, conv 10->20 k5, dropout2d, fc 320->50, fc 50->10, log_softmax).
+#include "app/config.h"
+#include "models/classifier.h"
+
+#include <torch/nn.h>
+
+namespace ddp {
+namespace {
+
+class Net : public Classifier {
+ public:
+  explicit Net(const ModelConfig& cfg)
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(cfg.in_channels, 10, 5)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(10, 20, 5)))),
+        conv2_drop(register_module("conv2_drop", torch::nn::Dropout2d(torch::nn::Dropout2dOptions(cfg.dropout)))),
+        fc1(register_module("fc1", torch::nn::Linear(320, 50))),
+        fc2(register_module("fc2", torch::nn::Linear(50, cfg.num_classes))),
+        dropout_(cfg.dropout) {}
+
+  torch::Tensor forward(torch::Tensor x) override {
+    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
+    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
+    x = x.view({-1, 320});
+    x = torch::relu(fc1->forward(x));
+    x = torch::dropout(x, dropout_, is_training());
+    x = fc2->forward(x);
+    return torch::log_softmax(x, 1);
+  }
+  bool outputs_log_probs() const override { return true; }
+
+ private:
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Dropout2d conv2_drop;
+  torch::nn::Linear fc1, fc2;
+  double dropout_;
+};
+
+}  // namespace
+
+std::shared_ptr<Classifier> make_net(const ModelConfig& cfg) { return std::make_shared<Net>(cfg); }
+
+}  // namespace ddp

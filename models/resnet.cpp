@@ -1,0 +1,126 @@
+// ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem.
+#include "app/config.h"
+#include "models/classifier.h"
+
+#include <torch/nn.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+}
+nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false));
+}
+
+// Residual block; `bottleneck` selects torchvision's Bottleneck (expansion 4) over BasicBlock (expansion 1).
+class Block : public nn::Module {
+ public:
+  Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample) {
+    const int64_t out = planes * (bottleneck ? 4 : 1);
+    if (bottleneck) {
+      convs_ = {register_module("conv1", conv1x1(inplanes, planes, 1)),
+                register_module("conv2", conv3x3(planes, planes, stride)),
+                register_module("conv3", conv1x1(planes, out, 1))};
+      bns_ = {register_module("bn1", nn::BatchNorm2d(planes)), register_module("bn2", nn::BatchNorm2d(planes)),
+              register_module("bn3", nn::BatchNorm2d(out))};
+    } else {
+      convs_ = {register_module("conv1", conv3x3(inplanes, planes, stride)),
+                register_module("conv2", conv3x3(planes, planes, 1))};
+      bns_ = {register_module("bn1", nn::BatchNorm2d(planes)), register_module("bn2", nn::BatchNorm2d(planes))};
+    }
+    register_module("relu", nn::ReLU(nn::ReLUOptions(true)));
+    if (downsample) {
+      downsample_ = register_module("downsample", nn::Sequential(conv1x1(inplanes, out, stride), nn::BatchNorm2d(out)));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;
+    torch::Tensor y = x;
+    for (size_t i = 0; i < convs_.size(); ++i) {
+      y = bns_[i]->forward(convs_[i]->forward(y));
+      if (i + 1 < convs_.size()) y = y.relu_();
+    }
+    return (y + identity).relu_();
+  }
+
+ private:
+  std::vector<nn::Conv2d> convs_;
+  std::vector<nn::BatchNorm2d> bns_;
+  nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE_IMPL(BlockModule, Block);
+
+class ResNet : public Classifier {
+ public:
+  ResNet(bool bottleneck, const std::vector<int64_t>& layers, const ModelConfig& cfg) : bottleneck_(bottleneck) {
+    conv1_ = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(cfg.in_channels, 64, 7).stride(2).padding(3).bias(false)));
+    bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+    register_module("relu", nn::ReLU(nn::ReLUOptions(true)));
+    maxpool_ = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    const int64_t widths[4] = {64, 128, 256, 512};
+    for (int i = 0; i < 4; ++i)
+      layers_.push_back(register_module("layer" + std::to_string(i + 1), make_layer(widths[i], layers[i], i ? 2 : 1)));
+    avgpool_ = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1})));
+    fc_ = register_module("fc", nn::Linear(512 * (bottleneck ? 4 : 1), cfg.num_classes));
+    // torchvision: kaiming_normal_(fan_out, relu) for convs, BN weight 1 / bias 0, zero_init_residual off.
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* conv = m->as<nn::Conv2d>()) {
+        nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+      } else if (auto* bn = m->as<nn::BatchNorm2d>()) {
+        nn::init::constant_(bn->weight, 1);
+        nn::init::constant_(bn->bias, 0);
+      }
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) override {
+    x = maxpool_->forward(bn1_->forward(conv1_->forward(x)).relu_());
+    for (auto& layer : layers_) x = layer->forward(x);
+    x = torch::flatten(avgpool_->forward(x), 1);
+    return fc_->forward(x);
+  }
+
+ private:
+  nn::Sequential make_layer(int64_t planes, int64_t blocks, int64_t stride) {
+    const int64_t expansion = bottleneck_ ? 4 : 1;
+    nn::Sequential layer;
+    bool downsample = stride != 1 || inplanes_ != planes * expansion;
+    layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample));
+    inplanes_ = planes * expansion;
+    for (int64_t i = 1; i < blocks; ++i) layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false));
+    return layer;
+  }
+
+  bool bottleneck_;
+  int64_t inplanes_ = 64;
+  nn::Conv2d conv1_{nullptr};
+  nn::BatchNorm2d bn1_{nullptr};
+  nn::MaxPool2d maxpool_{nullptr};
+  std::vector<nn::Sequential> layers_;
+  nn::AdaptiveAvgPool2d avgpool_{nullptr};
+  nn::Linear fc_{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<Classifier> make_resnet(const std::string& name, const ModelConfig& cfg) {
+  static const std::map<std::string, std::pair<bool, std::vector<int64_t>>> variants = {
+      {"resnet18", {false, {2, 2, 2, 2}}},  {"resnet34", {false, {3, 4, 6, 3}}},
+      {"resnet50", {true, {3, 4, 6, 3}}},   {"resnet101", {true, {3, 4, 23, 3}}},
+      {"resnet152", {true, {3, 8, 36, 3}}},
+  };
+  auto it = variants.find(name);
+  if (it == variants.end()) throw std::invalid_argument("unknown ResNet variant " + name);
+  return std::make_shared<ResNet>(it->second.first, it->second.second, cfg);
+}
+
+}  // namespace ddp
