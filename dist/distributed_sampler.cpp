@@ -16,7 +16,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
     throw std::invalid_argument("DistributedSampler: invalid rank " + std::to_string(rank) + ", should be in [0, " +
                                 std::to_string(num_replicas - 1) + "]");
-  if (dataset_size < 1) throw std::invalid_argument("DistributedSampler: empty dataset");
+  // Python accepts an empty dataset (every rank then yields nothing); only a negative size is meaningless here.
+  if (dataset_size < 0) throw std::invalid_argument("DistributedSampler: negative dataset size");
   if (drop_last && size_ % num_replicas != 0)
     num_samples_ = (size_ - num_replicas + num_replicas - 1) / num_replicas;  // ceil((N - R) / R)
   else

@@ -24,16 +24,21 @@ class Block : public nn::Module {
  public:
   Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample) {
     const int64_t out = planes * (bottleneck ? 4 : 1);
+    // torchvision registers each conv's BatchNorm right after it (conv1, bn1, conv2, bn2[, conv3, bn3]),
+    // which fixes the state_dict order.
+    std::vector<nn::Conv2d> convs;
+    std::vector<int64_t> widths;
     if (bottleneck) {
-      convs_ = {register_module("conv1", conv1x1(inplanes, planes, 1)),
-                register_module("conv2", conv3x3(planes, planes, stride)),
-                register_module("conv3", conv1x1(planes, out, 1))};
-      bns_ = {register_module("bn1", nn::BatchNorm2d(planes)), register_module("bn2", nn::BatchNorm2d(planes)),
-              register_module("bn3", nn::BatchNorm2d(out))};
+      convs = {conv1x1(inplanes, planes, 1), conv3x3(planes, planes, stride), conv1x1(planes, out, 1)};
+      widths = {planes, planes, out};
     } else {
-      convs_ = {register_module("conv1", conv3x3(inplanes, planes, stride)),
-                register_module("conv2", conv3x3(planes, planes, 1))};
-      bns_ = {register_module("bn1", nn::BatchNorm2d(planes)), register_module("bn2", nn::BatchNorm2d(planes))};
+      convs = {conv3x3(inplanes, planes, stride), conv3x3(planes, planes, 1)};
+      widths = {planes, planes};
+    }
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const std::string n = std::to_string(i + 1);
+      convs_.push_back(register_module("conv" + n, convs[i]));
+      bns_.push_back(register_module("bn" + n, nn::BatchNorm2d(widths[i])));
     }
     register_module("relu", nn::ReLU(nn::ReLUOptions(true)));
     if (downsample) {
