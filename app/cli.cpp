@@ -14,7 +14,8 @@ std::string usage() {
   return "usage: ddptrain CONFIG.toml [--section.key=value ...] [--print-config]\n"
          "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
          "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one.\n"
-         "  --print-config   print the resolved configuration (every key) and exit\n";
+         "  --print-config   print the resolved configuration (every key) and exit\n"
+         "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n";
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
@@ -24,7 +25,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.help = true;
     } else if (a == "--print-config") {
       out.print_config = true;
-    } else if (a.rfind("--", 0) == 0 && a.find('.') != std::string::npos) {
+    } else if (a == "--eval-only") {
+      out.eval_only = true;
+    } else if (a.rfind("--", 0) == 0 && a.find_first_of(".=") != std::string::npos) {
       out.overrides.push_back(a.substr(2));
     } else if (a.rfind("-", 0) == 0) {
       throw ConfigError(a + ": unknown option (overrides look like --section.key=value)");
@@ -77,7 +80,8 @@ int ddptrain_main(const std::vector<std::string>& args) {
     Trainer trainer(cfg, ctx);
     trainer.setup();
     if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);
-    trainer.train();
+    if (cli.eval_only) trainer.evaluate_only();
+    else trainer.train();
     return 0;
   } catch (const ConfigError& e) {
     std::cerr << prefix << "error: " << e.what() << std::endl;

@@ -10,6 +10,7 @@ struct CliArgs {
   std::string config_path;
   std::vector<std::string> overrides;  // "section.key=value"
   bool print_config = false;
+  bool eval_only = false;  // evaluate model.init_from (or the initial weights) and exit
   bool help = false;
 };
 

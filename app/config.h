@@ -94,6 +94,7 @@ struct DistConfig {
   bool broadcast_buffers = true;
   std::string grad_compression = "none";  // none | fp16
   bool find_unused_parameters = false;
+  int64_t check_replicas_every = 0;  // every N optimizer steps, verify all ranks hold bit-identical parameters (0 = off)
 };
 
 // [checkpoint]: periodic training state.

@@ -17,11 +17,12 @@ FieldSpec integer(const std::string& key, int64_t* target, double min,
 }
 
 FieldSpec real(const std::string& key, double* target, double min, bool min_exclusive = false,
-               double max = std::numeric_limits<double>::infinity()) {
+               double max = std::numeric_limits<double>::infinity(), bool max_exclusive = false) {
   FieldSpec f{key, FieldKind::Float, target, {}};
   f.min = min;
   f.min_exclusive = min_exclusive;
   f.max = max;
+  f.max_exclusive = max_exclusive;
   return f;
 }
 
@@ -70,7 +71,7 @@ std::vector<SectionSpec> config_schema(Config& c) {
        {choice("name", &c.optimizer.name, {"sgd", "adamw"}), real("lr", &c.optimizer.lr, 0, true),
         real("momentum", &c.optimizer.momentum, 0, false, 1.0),
         real("weight_decay", &c.optimizer.weight_decay, 0), boolean("nesterov", &c.optimizer.nesterov),
-        real("beta1", &c.optimizer.beta1, 0, false, 1.0), real("beta2", &c.optimizer.beta2, 0, false, 1.0),
+        real("beta1", &c.optimizer.beta1, 0, false, 1.0, true), real("beta2", &c.optimizer.beta2, 0, false, 1.0, true),
         real("eps", &c.optimizer.eps, 0, true), choice("scale_lr", &c.optimizer.scale_lr, {"none", "linear"})}},
       {"lr_scheduler",
        {integer("warmup_steps", &c.lr_scheduler.warmup_steps, 0),
@@ -86,13 +87,14 @@ std::vector<SectionSpec> config_schema(Config& c) {
        {boolean("enabled", &c.amp.enabled), choice("dtype", &c.amp.dtype, {"bf16", "fp16"}),
         choice("loss_scaling", &c.amp.loss_scaling, {"auto", "dynamic", "off"}),
         real("init_scale", &c.amp.init_scale, 0, true), real("growth_factor", &c.amp.growth_factor, 1, true),
-        real("backoff_factor", &c.amp.backoff_factor, 0, true, 1.0),
+        real("backoff_factor", &c.amp.backoff_factor, 0, true, 1.0, true),
         integer("growth_interval", &c.amp.growth_interval, 1)}},
       {"dist",
        {choice("backend", &c.dist.backend, {"auto", "gloo", "nccl"}), real("timeout_s", &c.dist.timeout_s, 0, true),
         real("bucket_cap_mb", &c.dist.bucket_cap_mb, 0, true), boolean("broadcast_buffers", &c.dist.broadcast_buffers),
         choice("grad_compression", &c.dist.grad_compression, {"none", "fp16"}),
-        boolean("find_unused_parameters", &c.dist.find_unused_parameters)}},
+        boolean("find_unused_parameters", &c.dist.find_unused_parameters),
+        integer("check_replicas_every", &c.dist.check_replicas_every, 0)}},
       {"checkpoint",
        {integer("every_steps", &c.checkpoint.every_steps, 0), integer("every_epochs", &c.checkpoint.every_epochs, 0),
         integer("keep_last", &c.checkpoint.keep_last, 1), text("dir", &c.checkpoint.dir),

@@ -8,6 +8,7 @@
 #include "optim/optimizer.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,7 +28,10 @@ std::string fmt(const char* format, double v) {
 
 }  // namespace
 
-Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {}
+Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {
+  // Test hook: DDPTRAIN_TEST_PERTURB_RANK=r nudges rank r's weights after step 1 (proves the replica check fails).
+  if (const char* r = std::getenv("DDPTRAIN_TEST_PERTURB_RANK")) test_perturb_rank_ = std::atoll(r);
+}
 Trainer::~Trainer() = default;
 
 void Trainer::log(const std::string& line) const {
@@ -109,7 +113,27 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
   }
   optimizer_->step();
   ++global_step_;
+  if (test_perturb_rank_ == ctx_.rank && global_step_ == 1) {
+    torch::NoGradGuard no_grad;
+    model_->parameters()[0].view(-1)[0].add_(1e-3);
+  }
+  const int64_t every = cfg_.dist.check_replicas_every;
+  if (every > 0 && global_step_ % every == 0) check_replicas_identical(ctx_, model_->parameters(), global_step_);
   return total;
+}
+
+void Trainer::report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label) {
+  write_metrics(JsonRecord()
+                    .add("kind", "eval")
+                    .add("step", global_step_)
+                    .add("epoch", epoch)
+                    .add("loss", e.loss)
+                    .add("accuracy", e.accuracy)
+                    .add("correct", e.correct)
+                    .add("total", e.total)
+                    .add("wall_s", wall_s));
+  log("eval " + label + ": loss " + fmt("%.4f", e.loss) + " accuracy " + fmt("%.4f", e.accuracy) + " (" +
+      std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
 }
 
 EvalResult Trainer::evaluate() {
@@ -201,38 +225,16 @@ TrainSummary Trainer::train() {
     evaluated_last = false;
     const int64_t every = cfg_.training.eval_every_epochs;
     if (every > 0 && ((epoch + 1) % every == 0)) {
-      EvalResult e = evaluate();
-      summary.final_eval = e;
-      summary.best_accuracy = std::max(summary.best_accuracy, e.accuracy);
+      summary.final_eval = evaluate();
+      summary.best_accuracy = std::max(summary.best_accuracy, summary.final_eval.accuracy);
       evaluated_last = true;
-      write_metrics(JsonRecord()
-                        .add("kind", "eval")
-                        .add("step", global_step_)
-                        .add("epoch", epoch + 1)
-                        .add("loss", e.loss)
-                        .add("accuracy", e.accuracy)
-                        .add("correct", e.correct)
-                        .add("total", e.total)
-                        .add("wall_s", seconds_since(start)));
-      log("eval epoch " + std::to_string(epoch + 1) + ": loss " + fmt("%.4f", e.loss) + " accuracy " +
-          fmt("%.4f", e.accuracy) + " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
+      report_eval(summary.final_eval, epoch + 1, seconds_since(start), "epoch " + std::to_string(epoch + 1));
     }
   }
   if (!evaluated_last) {
-    EvalResult e = evaluate();
-    summary.final_eval = e;
-    summary.best_accuracy = std::max(summary.best_accuracy, e.accuracy);
-    write_metrics(JsonRecord()
-                      .add("kind", "eval")
-                      .add("step", global_step_)
-                      .add("epoch", epoch)
-                      .add("loss", e.loss)
-                      .add("accuracy", e.accuracy)
-                      .add("correct", e.correct)
-                      .add("total", e.total)
-                      .add("wall_s", seconds_since(start)));
-    log("eval (final): loss " + fmt("%.4f", e.loss) + " accuracy " + fmt("%.4f", e.accuracy) + " (" +
-        std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
+    summary.final_eval = evaluate();
+    summary.best_accuracy = std::max(summary.best_accuracy, summary.final_eval.accuracy);
+    report_eval(summary.final_eval, epoch, seconds_since(start), "(final)");
   }
   summary.steps = global_step_;
   summary.epochs = epoch;
@@ -245,6 +247,18 @@ TrainSummary Trainer::train() {
   }
   barrier(ctx_);
   return summary;
+}
+
+}  // namespace ddp
+
+namespace ddp {
+
+EvalResult Trainer::evaluate_only() {
+  const auto start = Clock::now();
+  EvalResult e = evaluate();
+  report_eval(e, 0, seconds_since(start), "(eval only)");
+  barrier(ctx_);
+  return e;
 }
 
 }  // namespace ddp

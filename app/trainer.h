@@ -11,6 +11,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <memory>
+#include <string>
 
 namespace ddp {
 
@@ -52,6 +53,8 @@ class Trainer {
   StepStats train_step(const std::vector<Batch>& micro_batches);
   EvalResult evaluate();
   TrainSummary train();
+  // Evaluates the current weights (init_from or fresh init), reports it like a training eval, no training.
+  EvalResult evaluate_only();
 
   Classifier& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -65,6 +68,7 @@ class Trainer {
  private:
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
   void log(const std::string& line) const;
+  void report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label);
   void write_metrics(const JsonRecord& r);
 
   Config cfg_;
@@ -76,6 +80,7 @@ class Trainer {
   JsonlWriter metrics_;
   double base_lr_ = 0;
   int64_t global_step_ = 0;
+  int64_t test_perturb_rank_ = -1;
 };
 
 }  // namespace ddp

@@ -34,3 +34,34 @@ void barrier(const DistContext& ctx) {
 }
 
 }  // namespace ddp
+
+namespace ddp {
+
+int64_t tensors_digest(const std::vector<torch::Tensor>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : tensors) {
+    torch::Tensor c = t.detach().cpu().contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    const size_t n = c.numel() * c.element_size();
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return static_cast<int64_t>(h >> 2);
+}
+
+void check_replicas_identical(const DistContext& ctx, const std::vector<torch::Tensor>& tensors, int64_t step) {
+  if (!ctx.distributed()) return;
+  const int64_t h = tensors_digest(tensors);
+  std::vector<at::Tensor> v{torch::tensor({h, -h}, torch::kInt64).to(ctx.device)};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  ctx.group->allreduce(v, opts)->wait();
+  torch::Tensor r = v[0].cpu();
+  const int64_t max_h = r[0].item<int64_t>(), min_h = -r[1].item<int64_t>();
+  if (max_h != min_h)
+    throw std::runtime_error("replicas diverged after step " + std::to_string(step) + ": rank " +
+                             std::to_string(ctx.rank) + " parameter digest " + std::to_string(h) +
+                             " differs from another rank's (min " + std::to_string(min_h) + ", max " +
+                             std::to_string(max_h) + ")");
+}
+
+}  // namespace ddp

@@ -17,3 +17,12 @@ double all_reduce_max(const DistContext& ctx, double value);
 void barrier(const DistContext& ctx);
 
 }  // namespace ddp
+
+namespace ddp {
+
+// A 62-bit FNV-1a digest of the tensors' bytes (bit-exact comparison of replicas).
+int64_t tensors_digest(const std::vector<torch::Tensor>& tensors);
+// Throws std::runtime_error naming the step if ranks' digests differ.
+void check_replicas_identical(const DistContext& ctx, const std::vector<torch::Tensor>& tensors, int64_t step);
+
+}  // namespace ddp

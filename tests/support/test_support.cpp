@@ -1,0 +1,163 @@
+// Test helpers: binaries, temp dirs, subprocesses, files, ports and tiny IDX datasets.
+#include "tests/support/test_support.h"
+
+#include "checkpoint/state_dict.h"
+#include "data/idx.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace ddp::test {
+
+std::string source_dir() { return DDP_SOURCE_DIR; }
+std::string binary_dir() { return DDP_BINARY_DIR; }
+std::string ddptrain_path() { return binary_dir() + "/ddptrain"; }
+std::string python() {
+  const char* p = std::getenv("DDP_TEST_PYTHON");
+  return p && *p ? p : "/usr/bin/python3";
+}
+std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+std::string shared_mnist_dir() { return source_dir() + "/../shared/data/mnist"; }
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "ddptest-XXXXXX").string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CommandResult run_command(const std::string& command_line) {
+  CommandResult r;
+  std::string cmd = "bash -c " + shell_quote(command_line) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed for: " + command_line);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(pipe);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    throw std::runtime_error("bind failed");
+  }
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed) {
+  std::filesystem::create_directories(dir);
+  torch::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  auto make = [&](int n, const std::string& prefix) {
+    torch::Tensor labels = torch::randint(10, {n}, gen, torch::kInt64);
+    // Class-dependent bright square plus noise: learnable in a few steps.
+    torch::Tensor images = torch::randint(0, 60, {n, 28, 28}, gen, torch::kInt64);
+    for (int i = 0; i < n; ++i) {
+      int64_t c = labels[i].item<int64_t>();
+      int64_t r0 = (c / 5) * 12 + 2, c0 = (c % 5) * 5 + 1;
+      images[i].slice(0, r0, r0 + 10).slice(1, c0, c0 + 4).add_(180);
+    }
+    write_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", images.clamp(0, 255).to(torch::kUInt8));
+    write_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", labels.to(torch::kUInt8));
+  };
+  make(n_train, "train");
+  make(n_test, "t10k");
+}
+
+std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env,
+                                  int threads_per_rank) {
+  TempDir logs;
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < world_size; ++r) {
+    script += "(env RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
+              " WORLD_SIZE=" + std::to_string(world_size) + " LOCAL_WORLD_SIZE=" + std::to_string(world_size) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+              " OMP_NUM_THREADS=" + std::to_string(threads_per_rank) + " " + extra_env + " " +
+              shell_quote(ddptrain_path()) + " " + args + " > " + logs.path() + "/out" + std::to_string(r) +
+              " 2>&1; echo $? > " + logs.path() + "/rc" + std::to_string(r) + ") &\n";
+  }
+  script += "wait\n";
+  run_command(script);
+  std::vector<RankResult> results(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    results[r].output = read_file(logs / ("out" + std::to_string(r)));
+    results[r].exit_code = std::stoi(read_file(logs / ("rc" + std::to_string(r))));
+  }
+  return results;
+}
+
+double max_state_diff(const std::string& path_a, const std::string& path_b) {
+  auto a = load_state_dict_file(path_a), b = load_state_dict_file(path_b);
+  if (a.size() != b.size()) throw std::runtime_error("state dicts differ in size");
+  std::map<std::string, torch::Tensor> bm(b.begin(), b.end());
+  double diff = 0;
+  for (const auto& [name, t] : a) {
+    auto it = bm.find(name);
+    if (it == bm.end() || it->second.sizes() != t.sizes()) throw std::runtime_error("key/shape differs: " + name);
+    diff = std::max(diff, (t.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
+  }
+  return diff;
+}
+
+}  // namespace ddp::test

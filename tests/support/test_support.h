@@ -1,0 +1,62 @@
+// Test helpers: paths of the built binaries and sources, temp dirs, running commands and reading files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddp::test {
+
+std::string source_dir();                 // repository root
+std::string binary_dir();                 // CMake build dir (holds ddptrain, ddprun)
+std::string ddptrain_path();
+std::string python();                     // /usr/bin/python3 (has torch); override with DDP_TEST_PYTHON
+std::string fashion_mnist_dir();          // /usr/share/datasets/fashion-mnist
+std::string shared_mnist_dir();           // ../shared/data/mnist relative to the repo (may not exist)
+
+// A fresh empty directory under /tmp, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command line (bash -c), capturing stdout+stderr.
+CommandResult run_command(const std::string& command_line);
+// Quotes one argument for bash.
+std::string shell_quote(const std::string& s);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& text);
+// Lines of a text file.
+std::vector<std::string> read_lines(const std::string& path);
+
+// A free TCP port on 127.0.0.1.
+int free_port();
+
+// Small MNIST-format dataset written as IDX files into dir (train n_train, test n_test), deterministic from seed.
+void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed);
+
+struct RankResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Starts world_size ddptrain processes (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set as torchrun
+// would) with `args`, waits for all, returns each rank's exit code and output. extra_env: "K=V K2=V2".
+std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env = "",
+                                  int threads_per_rank = 1);
+
+// Max |a - b| over all entries of two state-dict files (throws if keys or shapes differ).
+double max_state_diff(const std::string& path_a, const std::string& path_b);
+
+}  // namespace ddp::test
