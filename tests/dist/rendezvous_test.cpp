@@ -1,0 +1,173 @@
+// Rendezvous: env parsing (torchrun, Slurm, Open MPI), bounded joins naming missing ranks, port in use,
+// NCCL on a CPU build, and a dead peer ending the job instead of hanging it.
+#include "dist/rendezvous.h"
+
+#include "tests/support/test_support.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+namespace ddp::test {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::string error_of(const Env& env) {
+  try {
+    rendezvous_from_env(env);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Rendezvous, NoVariablesIsWorldOfOne) {
+  RendezvousInfo info = rendezvous_from_env({{"HOME", "/root"}});
+  EXPECT_FALSE(info.present);
+  EXPECT_EQ(info.world_size, 1);
+  DistContext ctx = init_distributed(info, DistConfig{});
+  EXPECT_FALSE(ctx.distributed());
+  EXPECT_FALSE(ctx.store);
+}
+
+TEST(Rendezvous, TorchrunVariables) {
+  RendezvousInfo info = rendezvous_from_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                                             {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
+                                             {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
+                                             {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_EQ(info.source, "torchrun");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.world_size, 4);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 2);
+  EXPECT_EQ(info.group_rank, 1);
+  EXPECT_EQ(info.master_addr, "10.0.0.1");
+  EXPECT_EQ(info.master_port, 29500);
+  EXPECT_TRUE(info.agent_store);
+}
+
+TEST(Rendezvous, SlurmAndOpenMpiVariables) {
+  RendezvousInfo slurm = rendezvous_from_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                                              {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(slurm.source, "slurm");
+  EXPECT_EQ(slurm.rank, 5);
+  EXPECT_EQ(slurm.world_size, 8);
+  EXPECT_EQ(slurm.local_rank, 1);
+  RendezvousInfo mpi = rendezvous_from_env({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                                            {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"MASTER_ADDR", "h"},
+                                            {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(mpi.source, "openmpi");
+  EXPECT_EQ(mpi.rank, 2);
+  EXPECT_EQ(mpi.world_size, 3);
+  // torchrun's variables win when both are present.
+  RendezvousInfo both = rendezvous_from_env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"SLURM_PROCID", "5"},
+                                             {"SLURM_NTASKS", "8"}});
+  EXPECT_EQ(both.source, "torchrun");
+}
+
+TEST(Rendezvous, MalformedVariablesNameTheVariable) {
+  EXPECT_NE(error_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\""), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}}).find("WORLD_SIZE is missing"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is out of range for world size 2"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}).find("MASTER_ADDR is required"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT is required"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})
+                .find("MASTER_PORT=70000"),
+            std::string::npos);
+}
+
+TEST(Rendezvous, NcclOnCpuBuildIsAClearError) {
+  if (cuda_build()) GTEST_SKIP() << "CUDA build";
+  DistConfig cfg;
+  cfg.backend = "nccl";
+  try {
+    init_distributed(rendezvous_from_env({}), cfg);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA build"), std::string::npos) << e.what();
+  }
+}
+
+std::string tiny_job(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 64, 16, 1);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\nbatch_size = 8\n[dist]\ntimeout_s = 2.0\n");
+  return dir / "cfg.toml";
+}
+
+TEST(Rendezvous, MissingPeerTimesOutNamingRanksAndAddress) {
+  TempDir dir;
+  std::string cfg = tiny_job(dir);
+  const int port = free_port();
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_command("RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                       ddptrain_path() + " " + cfg);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank(s) 1, 2 of 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("timed out after 2 s"), std::string::npos) << r.output;
+  EXPECT_LT(secs, 20.0);
+}
+
+TEST(Rendezvous, ClientWithoutServerFailsClearly) {
+  TempDir dir;
+  std::string cfg = tiny_job(dir);
+  const int port = free_port();
+  auto r = run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                       ddptrain_path() + " " + cfg);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] error: rank 1: could not reach the store at 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Rendezvous, PortInUseNamesAddressAndPort) {
+  TempDir dir;
+  std::string cfg = tiny_job(dir);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  auto r = run_command("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                       ddptrain_path() + " " + cfg);
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot serve the store on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << r.output;
+}
+
+TEST(Rendezvous, DeadPeerEndsTheJobInsteadOfHanging) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 4000, 16, 1);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\nbatch_size = 8\n[training]\nepochs = 50\n[dist]\ntimeout_s = 20.0\n");
+  const int port = free_port();
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                          " OMP_NUM_THREADS=1 ";
+  auto start = std::chrono::steady_clock::now();
+  // Rank 1 is killed (SIGKILL) after 3 s; rank 0 must fail on its own, well before its 20 s timeout x epochs.
+  auto r = run_command("(RANK=1 " + env + "timeout -s KILL 3 " + ddptrain_path() + " " + dir / "cfg.toml" +
+                       " >/dev/null 2>&1 &) ; RANK=0 " + env + ddptrain_path() + " " + dir / "cfg.toml");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("error:"), std::string::npos) << r.output;
+  EXPECT_LT(secs, 30.0) << r.output;
+}
+
+}  // namespace
+}  // namespace ddp::test
