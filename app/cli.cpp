@@ -6,6 +6,10 @@
 #include "dist/rendezvous.h"
 #include "models/classifier.h"
 
+#include <glog/logging.h>
+
+#include <cstdlib>
+#include <iomanip>
 #include <iostream>
 
 namespace ddp {
@@ -62,6 +66,9 @@ void print_banner(const Trainer& t) {
 }  // namespace
 
 int ddptrain_main(const std::vector<std::string>& args) {
+  // c10d logs through glog; ddptrain reports failures itself, as one `error:` line.
+  if (!std::getenv("GLOG_minloglevel")) FLAGS_minloglevel = 3;
+  FLAGS_logtostderr = true;
   std::string prefix;
   try {
     CliArgs cli = parse_cli(args);

@@ -102,7 +102,9 @@ struct CheckpointConfig {
   int64_t every_steps = 0;   // 0 = off
   int64_t every_epochs = 0;  // 0 = off
   int64_t keep_last = 3;
+  int64_t keep_best = 0;     // also keep the N best by eval accuracy
   std::string dir;           // "" = job.out_dir/checkpoints
+  std::string on_error = "fail";  // fail | warn: what a failed checkpoint write does to the run
   std::string resume = "auto";  // auto | never | PATH
 };
 

@@ -97,7 +97,8 @@ std::vector<SectionSpec> config_schema(Config& c) {
         integer("check_replicas_every", &c.dist.check_replicas_every, 0)}},
       {"checkpoint",
        {integer("every_steps", &c.checkpoint.every_steps, 0), integer("every_epochs", &c.checkpoint.every_epochs, 0),
-        integer("keep_last", &c.checkpoint.keep_last, 1), text("dir", &c.checkpoint.dir),
+        integer("keep_last", &c.checkpoint.keep_last, 1), integer("keep_best", &c.checkpoint.keep_best, 0),
+        text("dir", &c.checkpoint.dir), choice("on_error", &c.checkpoint.on_error, {"fail", "warn"}),
         choice("resume", &c.checkpoint.resume, {"auto", "never"}, /*or_path=*/true)}},
       {"metrics",
        {integer("log_every_steps", &c.metrics.log_every_steps, 1),
@@ -129,19 +130,23 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string closest_match(const std::string& name, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::string::npos;
+  // A near miss by edit distance, else a name that contains the other ("optim" -> "optimizer").
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
+  std::string best_near, best_containing;
+  size_t near_distance = limit + 1, containing_distance = std::string::npos;
   for (const auto& c : candidates) {
     size_t d = edit_distance(name, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
+    if (d < near_distance) {
+      near_distance = d;
+      best_near = c;
+    }
+    bool contains = name.size() >= 3 && (c.find(name) != std::string::npos || name.find(c) != std::string::npos);
+    if (contains && d < containing_distance) {
+      containing_distance = d;
+      best_containing = c;
     }
   }
-  size_t limit = std::max<size_t>(2, name.size() / 3);
-  bool contains = !best.empty() && name.size() >= 3 &&
-                  (best.find(name) != std::string::npos || name.find(best) != std::string::npos);
-  return (best_distance <= limit || contains) ? best : "";
+  return best_near.empty() ? best_containing : best_near;
 }
 
 }  // namespace ddp

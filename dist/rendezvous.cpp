@@ -49,6 +49,12 @@ std::string describe_ranks(const std::vector<int64_t>& ranks) {
   return os.str();
 }
 
+std::string format_seconds(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
 std::string rank_key(int64_t r) { return "ddptrain/joined/" + std::to_string(r); }
 
 // Every rank announces itself, then waits for all others; on timeout, names the ranks that never came.
@@ -205,7 +211,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
                                (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)"
                                                                          : ""));
     throw std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
-                             " within " + std::to_string(cfg.timeout_s) + " s (is rank 0 running?): " + first);
+                             " within " + format_seconds(cfg.timeout_s) + " s (is rank 0 running?): " + first);
   }
   join_barrier(*store, info, timeout, address);
   ctx.store = store;
