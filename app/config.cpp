@@ -5,8 +5,14 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <iomanip>
 #include <sstream>
 
@@ -19,12 +25,21 @@ std::string where(const std::string& source, const toml::source_region& r) {
   return os.str();
 }
 
+std::string format_number(double v);
+
+// Errors are one line: newlines (in a toml++ description or an override's text) become spaces.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
 std::string describe(const toml::node& n) {
   std::ostringstream os;
   switch (n.type()) {
     case toml::node_type::string: return "string \"" + *n.value<std::string>() + "\"";
     case toml::node_type::integer: os << "integer " << *n.value<int64_t>(); return os.str();
-    case toml::node_type::floating_point: os << "float " << *n.value<double>(); return os.str();
+    case toml::node_type::floating_point: return "float " + format_number(*n.value<double>());
     case toml::node_type::boolean: return std::string("boolean ") + (*n.value<bool>() ? "true" : "false");
     case toml::node_type::table: return "a table";
     case toml::node_type::array: return "an array";
@@ -65,13 +80,18 @@ void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v,
   auto type_error = [&] {
     return ConfigError(loc + ": " + name + " must be " + kind_name(f.kind) + ", got " + describe(v));
   };
+  auto bound = [&](double b) {
+    return f.kind == FieldKind::Int ? std::to_string(static_cast<int64_t>(b)) : format_number(b);
+  };
   auto check_range = [&](double x, const std::string& shown) {
     bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
-    if (std::isnan(x) || low || x > f.max) {
+    bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
+    if (!std::isfinite(x)) throw ConfigError(loc + ": " + name + " must be a finite number, got " + shown);
+    if (low || high) {
       std::string rule;
-      if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + format_number(f.min);
-      if (std::isfinite(f.max)) rule += (rule.empty() ? "<= " : " and <= ") + format_number(f.max);
-      if (rule.empty()) rule = "a finite number";
+      if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + bound(f.min);
+      if (std::isfinite(f.max))
+        rule += (rule.empty() ? "" : " and ") + std::string(f.max_exclusive ? "< " : "<= ") + bound(f.max);
       throw ConfigError(loc + ": " + name + " must be " + rule + ", got " + shown);
     }
   };
@@ -149,12 +169,22 @@ const SectionSpec* find_section(const std::vector<SectionSpec>& schema, const st
   return nullptr;
 }
 
-// "did you mean" for a key: first within its section, then as section.key anywhere.
-std::string key_hint(const std::vector<SectionSpec>& schema, const SectionSpec& section, const std::string& key) {
-  std::string hint = closest_match(key, key_names(section));
-  if (!hint.empty()) return section.name + "." + hint;
+// "did you mean" for a key: the same key in another section, else a near miss within its section,
+// else a near miss anywhere (as section.key).
+std::string key_hint(const std::vector<SectionSpec>& schema, const SectionSpec* section, const std::string& key) {
   for (const auto& s : schema)
-    if (s.find(key)) return s.name + "." + key;
+    if (&s != section && s.find(key)) return s.name + "." + key;
+  if (section) {
+    std::string hint = closest_match(key, key_names(*section));
+    if (!hint.empty()) return section->name + "." + hint;
+  }
+  std::vector<std::string> all;
+  for (const auto& s : schema)
+    for (const auto& f : s.fields) all.push_back(f.key);
+  std::string hint = closest_match(key, all);
+  if (hint.empty()) return "";
+  for (const auto& s : schema)
+    if (s.find(hint)) return s.name + "." + hint;
   return "";
 }
 
@@ -168,45 +198,77 @@ std::string unknown_section_message(const std::vector<SectionSpec>& schema, cons
 
 std::string unknown_key_message(const std::vector<SectionSpec>& schema, const SectionSpec& s, const std::string& key) {
   std::string msg = "unknown key " + s.name + "." + key;
-  std::string hint = key_hint(schema, s, key);
+  std::string hint = key_hint(schema, &s, key);
   if (!hint.empty()) msg += "; did you mean " + hint + "?";
   else msg += " (keys of [" + s.name + "]: " + join(key_names(s)) + ")";
   return msg;
 }
 
-void apply_table(Config& cfg, const std::vector<SectionSpec>& schema, const toml::table& root,
-                 const std::string& source) {
-  for (const auto& [k, node] : root) {
-    std::string name(k.str());
-    std::string loc = where(source, k.source().begin.line ? k.source() : node.source());
-    const toml::table* table = node.as_table();
+// Where each key was set ("data.batch_size" -> "FILE:LINE:COL" or "--data.batch_size=8").
+using KeyLocations = std::map<std::string, std::string>;
+
+const toml::source_region& key_region(const toml::key& k, const toml::node& value) {
+  return k.source().begin.line ? k.source() : value.source();
+}
+
+// The entries of a table in file order (toml++ keeps them sorted by name), so the first error is reported.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (const auto& [k, v] : t) entries.emplace_back(&k, &v);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& ra = key_region(*a.first, *a.second).begin;
+    const auto& rb = key_region(*b.first, *b.second).begin;
+    return std::tie(ra.line, ra.column) < std::tie(rb.line, rb.column);
+  });
+  return entries;
+}
+
+void apply_table(const std::vector<SectionSpec>& schema, const toml::table& root, const std::string& source,
+                 KeyLocations& locations) {
+  for (const auto& [k, node] : in_file_order(root)) {
+    std::string name(k->str());
+    std::string loc = where(source, key_region(*k, *node));
+    const toml::table* table = node->as_table();
+    const SectionSpec* section = find_section(schema, name);
+    if (!table && section)
+      throw ConfigError(loc + ": " + name + " must be a table ([" + name + "]), got " + describe(*node));
     if (!table) {
       std::string msg = loc + ": key " + name + " is outside any section";
-      for (const auto& s : schema)
-        if (s.find(name)) msg += "; did you mean " + s.name + "." + name + " (under [" + s.name + "])?";
+      std::string hint = key_hint(schema, nullptr, name);
+      if (!hint.empty())
+        msg += "; did you mean " + hint + " (under [" + hint.substr(0, hint.find('.')) + "])?";
       throw ConfigError(msg);
     }
-    const SectionSpec* section = find_section(schema, name);
     if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, name));
-    for (const auto& [kk, value] : *table) {
-      std::string key(kk.str());
-      std::string kloc = where(source, kk.source().begin.line ? kk.source() : value.source());
+    for (const auto& [kk, value] : in_file_order(*table)) {
+      std::string key(kk->str());
       const FieldSpec* field = section->find(key);
-      if (!field) throw ConfigError(kloc + ": " + unknown_key_message(schema, *section, key));
-      assign(*section, *field, value, where(source, value.source()));
+      if (!field)
+        throw ConfigError(where(source, key_region(*kk, *value)) + ": " + unknown_key_message(schema, *section, key));
+      std::string value_loc = where(source, value->source());
+      assign(*section, *field, *value, value_loc);
+      locations[name + "." + key] = value_loc;
     }
   }
 }
 
-void apply_override(Config& cfg, const std::vector<SectionSpec>& schema, const std::string& text) {
-  const std::string loc = "--" + text;
+void apply_override(const std::vector<SectionSpec>& schema, const std::string& text, KeyLocations& locations) {
+  const std::string loc = "--" + one_line(text);
   size_t eq = text.find('=');
   if (eq == std::string::npos)
     throw ConfigError(loc + ": an override must look like --section.key=value");
   std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
   size_t dot = path.find('.');
-  if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos)
-    throw ConfigError(loc + ": an override must name section.key, got \"" + path + "\"");
+  if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos) {
+    std::string msg = loc + ": an override must name section.key, got \"" + path + "\"";
+    size_t last_dot = path.rfind('.');
+    std::string key = last_dot == std::string::npos ? path : path.substr(last_dot + 1);
+    std::string hint = key_hint(schema, nullptr, key);
+    if (!hint.empty()) msg += "; did you mean --" + hint + "=" + raw + "?";
+    throw ConfigError(msg);
+  }
+  if (raw.find_first_of("\r\n") != std::string::npos)
+    throw ConfigError(loc + ": an override value must be on one line");
   std::string sec = path.substr(0, dot), key = path.substr(dot + 1);
   const SectionSpec* section = find_section(schema, sec);
   if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, sec));
@@ -231,6 +293,7 @@ void apply_override(Config& cfg, const std::vector<SectionSpec>& schema, const s
     v = parsed.get("v");
   }
   assign(*section, *field, *v, loc);
+  locations[path] = loc;
 }
 
 void resolve_defaults(Config& cfg) {
@@ -244,17 +307,32 @@ void resolve_defaults(Config& cfg) {
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
 }
 
-void check_consistency(const Config& cfg, const std::string& source) {
-  auto fail = [&](const std::string& msg) { throw ConfigError(source + ": " + msg); };
+// Rules across keys; the error points at the first of `keys` that the file or an override set.
+void check_consistency(const Config& cfg, const std::string& source, const KeyLocations& locations) {
+  auto fail = [&](std::initializer_list<const char*> keys, const std::string& msg) {
+    std::string loc = source + ":1:1";
+    for (const char* k : keys) {
+      auto it = locations.find(k);
+      if (it != locations.end()) {
+        loc = it->second;
+        break;
+      }
+    }
+    throw ConfigError(loc + ": " + msg);
+  };
   if (cfg.data.download && cfg.data.dataset != "mnist")
-    fail("data.download is only supported for dataset \"mnist\" (got \"" + cfg.data.dataset + "\")");
+    fail({"data.download", "data.dataset"},
+         "data.download is only supported for dataset \"mnist\" (got \"" + cfg.data.dataset + "\")");
   if (cfg.data.dataset != "synthetic" && cfg.data.image_size != 28)
-    fail("data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
+    fail({"data.image_size", "data.dataset"},
+         "data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
   if (cfg.model.name == "net" && cfg.data.image_size != 28)
-    fail("model net expects 28x28 images (data.image_size = 28)");
+    fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != "sgd"))
-    fail("optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
+    fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
+         "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
 }
+
 
 }  // namespace
 
@@ -267,20 +345,24 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   try {
     root = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& e) {
-    throw ConfigError(where(source_name, e.source()) + ": " + std::string(e.description()));
+    throw ConfigError(where(source_name, e.source()) + ": " + one_line(std::string(e.description())));
   }
-  apply_table(cfg, schema, root, source_name);
-  for (const auto& o : overrides) apply_override(cfg, schema, o);
+  KeyLocations locations;
+  apply_table(schema, root, source_name, locations);
+  for (const auto& o : overrides) apply_override(schema, o, locations);
   resolve_defaults(cfg);
-  check_consistency(cfg, source_name);
+  check_consistency(cfg, source_name, locations);
   return cfg;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a directory, not a config file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open config file");
+  if (!in) throw ConfigError(path + ": cannot open config file: " + std::strerror(errno));
   std::stringstream buf;
   buf << in.rdbuf();
+  if (in.bad()) throw ConfigError(path + ": cannot read config file");
   return parse_config(buf.str(), path, overrides);
 }
 
@@ -291,7 +373,7 @@ std::string format_config(const Config& cfg_in) {
     std::string out = "\"";
     for (char ch : s) {
       if (ch == '"' || ch == '\\') out += '\\';
-      if (static_cast<unsigned char>(ch) < 0x20) {
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
         char esc[8];
         std::snprintf(esc, sizeof esc, "\\u%04x", ch);
         out += esc;

@@ -20,6 +20,7 @@ struct FieldSpec {
   double min = -std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
   double max = std::numeric_limits<double>::infinity();
+  bool max_exclusive = false;
 };
 
 struct SectionSpec {

@@ -1,0 +1,141 @@
+// IDX (MNIST-format) reader and writer: raw or gzip (every member checked, nothing after it but zero padding).
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile f) const {
+    if (f) gzclose(f);
+  }
+};
+using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not an IDX file");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open IDX file: ") + (errno ? std::strerror(errno) : "open failed"));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) fail(path, "read error");
+  return buf.str();
+}
+
+bool starts_gzip_member(const std::string& bytes, size_t pos) {
+  return pos + 1 < bytes.size() && static_cast<unsigned char>(bytes[pos]) == 0x1f &&
+         static_cast<unsigned char>(bytes[pos + 1]) == 0x8b;
+}
+
+// Inflates every gzip member; like Python's gzip module (torchvision's reader) it accepts zero padding after
+// the last member and rejects anything else there.
+std::string gunzip(const std::string& bytes, const std::string& path) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) fail(path, "zlib initialisation failed");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
+  // The trailer's ISIZE (size mod 2^32) sizes the buffer when plausible, so a single member inflates in one go.
+  size_t isize = 0;
+  for (int i = 0; i < 4 && bytes.size() >= 4; ++i)
+    isize |= size_t(static_cast<unsigned char>(bytes[bytes.size() - 4 + i])) << (8 * i);
+  size_t initial = isize + 1 <= bytes.size() * 16 ? isize + 1 : bytes.size() * 2;
+  std::string out(std::max<size_t>(initial, 1024), '\0');
+  size_t pos = 0, produced = 0;
+  while (true) {
+    if (produced == out.size()) out.resize(out.size() * 2);
+    size_t in_left = bytes.size() - pos, out_left = out.size() - produced;
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data())) + pos;
+    zs.avail_in = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
+    zs.next_out = reinterpret_cast<Bytef*>(out.data()) + produced;
+    zs.avail_out = static_cast<uInt>(std::min<size_t>(out_left, 1u << 30));
+    uInt avail_in_before = zs.avail_in, avail_out_before = zs.avail_out;
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    pos += avail_in_before - zs.avail_in;
+    produced += avail_out_before - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      while (pos < bytes.size() && bytes[pos] == 0) ++pos;
+      if (pos == bytes.size()) break;
+      if (!starts_gzip_member(bytes, pos))
+        fail(path, "trailing bytes after the gzip data (offset " + std::to_string(pos) + " of " +
+                       std::to_string(bytes.size()) + ")");
+      inflateReset(&zs);
+    } else if (rc == Z_BUF_ERROR && pos == bytes.size() && zs.avail_out > 0) {
+      fail(path, "truncated gzip data (unexpected end of file)");
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      fail(path, std::string("corrupt gzip data: ") + (zs.msg ? zs.msg : "zlib error " + std::to_string(rc)));
+    }
+  }
+  out.resize(produced);
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor read_idx(const std::string& path) {
+  std::string bytes = read_whole_file(path);
+  if (starts_gzip_member(bytes, 0)) bytes = gunzip(bytes, path);
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < 4) fail(path, "truncated IDX header");
+  if (p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4) {
+    char magic[16];
+    std::snprintf(magic, sizeof magic, "0x%02x%02x%02x%02x", p[0], p[1], p[2], p[3]);
+    fail(path, std::string("bad IDX magic ") + magic +
+                   " (expected 0x00000801..0x00000804: unsigned bytes, 1-4 dimensions)");
+  }
+  const int ndim = p[3];
+  const size_t header = 4 + 4 * static_cast<size_t>(ndim);
+  if (bytes.size() < header) fail(path, "truncated IDX header");
+  std::vector<int64_t> dims(ndim);
+  int64_t total = 1;
+  for (int d = 0; d < ndim; ++d) {
+    const unsigned char* b = p + 4 + 4 * d;
+    dims[d] = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
+    if (dims[d] <= 0 || dims[d] > (int64_t(1) << 31))
+      fail(path, "invalid IDX dimension " + std::to_string(d) + " = " + std::to_string(dims[d]));
+    total *= dims[d];
+    if (total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
+  }
+  const size_t payload = bytes.size() - header;
+  if (payload < static_cast<size_t>(total))
+    fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(payload));
+  if (payload > static_cast<size_t>(total))
+    fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
+                   std::to_string(payload) + ")");
+  torch::Tensor out = torch::empty(dims, torch::kUInt8);
+  std::memcpy(out.data_ptr<uint8_t>(), p + header, static_cast<size_t>(total));
+  return out;
+}
+
+void write_idx(const std::string& path, const torch::Tensor& data_in) {
+  torch::Tensor data = data_in.to(torch::kUInt8).contiguous();
+  bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  GzFile f(gzopen(path.c_str(), gz ? "wb6" : "wbT"));
+  if (!f) throw std::runtime_error(path + ": cannot create IDX file");
+  std::vector<unsigned char> header = {0, 0, 0x08, static_cast<unsigned char>(data.dim())};
+  for (int64_t d : data.sizes())
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<unsigned char>((d >> shift) & 0xff));
+  bool ok = gzwrite(f.get(), header.data(), static_cast<unsigned>(header.size())) == static_cast<int>(header.size());
+  if (ok && data.numel() > 0)
+    ok = gzwrite(f.get(), data.data_ptr<uint8_t>(), static_cast<unsigned>(data.numel())) ==
+         static_cast<int>(data.numel());
+  if (!ok) throw std::runtime_error(path + ": write failed");
+  gzFile raw = f.release();
+  if (gzclose(raw) != Z_OK) throw std::runtime_error(path + ": write failed on close");
+}
+
+}  // namespace ddp
