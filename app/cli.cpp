@@ -2,6 +2,7 @@
 #include "app/cli.h"
 
 #include "app/config.h"
+#include "app/preemption.h"
 #include "app/trainer.h"
 #include "dist/rendezvous.h"
 #include "models/classifier.h"
@@ -81,6 +82,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
       std::cout << format_config(cfg);
       return 0;
     }
+    install_preemption_handlers();
     RendezvousInfo info = rendezvous_from_env(process_env());
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
     DistContext ctx = init_distributed(info, cfg.dist);

@@ -1,6 +1,7 @@
 // Trainer: data, model, optimizer and DDP set-up; forward/backward, optimizer steps, epochs, evaluation, model.pt.
 #include "app/trainer.h"
 
+#include "app/preemption.h"
 #include "checkpoint/state_dict.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
@@ -69,12 +70,14 @@ void Trainer::setup() {
   base_lr_ = cfg_.optimizer.lr * (cfg_.optimizer.scale_lr == "linear" ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
 
-  if (ctx_.is_main()) {
-    std::filesystem::create_directories(cfg_.job.out_dir);
-    std::string path = cfg_.job.out_dir + "/metrics.jsonl";
-    std::filesystem::remove(path);
-    metrics_ = JsonlWriter(path);
-  }
+}
+
+void Trainer::open_metrics(bool append) {
+  if (!ctx_.is_main() || metrics_.is_open()) return;
+  std::filesystem::create_directories(cfg_.job.out_dir);
+  const std::string path = cfg_.job.out_dir + "/metrics.jsonl";
+  if (!append) std::filesystem::remove(path);
+  metrics_ = JsonlWriter(path);
 }
 
 int64_t Trainer::steps_per_epoch() const {
@@ -171,23 +174,25 @@ TrainSummary Trainer::train() {
   const int64_t per_epoch = steps_per_epoch();
   int64_t total_steps = epochs * per_epoch;
   if (cfg_.training.max_steps > 0) total_steps = std::min(total_steps, cfg_.training.max_steps);
+  resume();
+  summary.best_accuracy = best_accuracy_;
   DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
                              static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
 
   double interval_loss = 0, interval_correct = 0, interval_samples = 0, total_samples = 0;
   auto interval_start = Clock::now();
-  bool evaluated_last = false, done = false;
-  int64_t epoch = 0;
-  for (; epoch < epochs && !done; ++epoch) {
+  bool evaluated_last = false, done = global_step_ >= total_steps;
+  while (epoch_ < epochs && !done) {
+    const int64_t epoch = epoch_;
     sampler.set_epoch(epoch);
-    BatchLoader loader(dataset_.train, sampler.indices(), loader_options(cfg_.data.batch_size, cfg_.data.drop_last));
+    BatchLoader loader(dataset_.train, sampler.indices(), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
+                       batch_in_epoch_);
     const int64_t num_batches = loader.num_batches();
     std::vector<Batch> group;
-    int64_t consumed = 0;
     while (auto batch = loader.next()) {
       group.push_back(std::move(*batch));
-      ++consumed;
-      if (static_cast<int64_t>(group.size()) < k && consumed < num_batches) continue;
+      ++batch_in_epoch_;
+      if (static_cast<int64_t>(group.size()) < k && batch_in_epoch_ < num_batches) continue;
       const double lr = scheduled_lr(cfg_.lr_scheduler, base_lr_, global_step_, total_steps);
       set_lr(*optimizer_, lr);
       StepStats s = train_step(group);
@@ -196,7 +201,7 @@ TrainSummary Trainer::train() {
       interval_correct += static_cast<double>(s.correct);
       interval_samples += static_cast<double>(s.samples);
       const bool last = global_step_ >= total_steps;
-      if (global_step_ % cfg_.metrics.log_every_steps == 0 || last || consumed == num_batches) {
+      if (global_step_ % cfg_.metrics.log_every_steps == 0 || last || batch_in_epoch_ == num_batches) {
         std::vector<double> r = all_reduce_sum(ctx_, {interval_loss, interval_correct, interval_samples});
         const double elapsed = seconds_since(interval_start);
         const double sps = r[2] / std::max(elapsed, 1e-9);
@@ -217,27 +222,49 @@ TrainSummary Trainer::train() {
         interval_loss = interval_correct = interval_samples = 0;
         interval_start = Clock::now();
       }
+      if (cfg_.checkpoint.every_steps > 0 && global_step_ % cfg_.checkpoint.every_steps == 0) save_checkpoint(-1);
+      if (stop_requested()) {
+        save_checkpoint(-1);
+        summary.preempted = true;
+        log("preempted by signal " + std::to_string(preemption_signal()) + " at step " +
+            std::to_string(global_step_) + "; checkpoint in " + cfg_.checkpoint.dir +
+            "; run the same command again to resume (checkpoint.resume = \"auto\")");
+        summary.steps = global_step_;
+        summary.wall_s = seconds_since(start);
+        return summary;
+      }
       if (last) {
         done = true;
         break;
       }
     }
+    if (batch_in_epoch_ < num_batches) break;  // max_steps reached inside the epoch
+    ++epoch_;
+    batch_in_epoch_ = 0;
     evaluated_last = false;
     const int64_t every = cfg_.training.eval_every_epochs;
-    if (every > 0 && ((epoch + 1) % every == 0)) {
+    double accuracy = -1;
+    if (every > 0 && (epoch_ % every == 0)) {
       summary.final_eval = evaluate();
-      summary.best_accuracy = std::max(summary.best_accuracy, summary.final_eval.accuracy);
+      accuracy = summary.final_eval.accuracy;
+      best_accuracy_ = std::max(best_accuracy_, accuracy);
       evaluated_last = true;
-      report_eval(summary.final_eval, epoch + 1, seconds_since(start), "epoch " + std::to_string(epoch + 1));
+      report_eval(summary.final_eval, epoch_, seconds_since(start), "epoch " + std::to_string(epoch_));
     }
+    if (cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0) save_checkpoint(accuracy);
+    if (global_step_ >= total_steps) done = true;
   }
   if (!evaluated_last) {
     summary.final_eval = evaluate();
-    summary.best_accuracy = std::max(summary.best_accuracy, summary.final_eval.accuracy);
-    report_eval(summary.final_eval, epoch, seconds_since(start), "(final)");
+    best_accuracy_ = std::max(best_accuracy_, summary.final_eval.accuracy);
+    report_eval(summary.final_eval, epoch_, seconds_since(start), "(final)");
   }
+  // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
+  const bool checkpointing = cfg_.checkpoint.every_steps > 0 || cfg_.checkpoint.every_epochs > 0;
+  if (checkpointing && last_checkpoint_step_ != global_step_) save_checkpoint(summary.final_eval.accuracy);
+  summary.best_accuracy = best_accuracy_;
   summary.steps = global_step_;
-  summary.epochs = epoch;
+  summary.epochs = epoch_;
   summary.wall_s = seconds_since(start);
   summary.samples_per_s = total_samples / std::max(summary.wall_s, 1e-9);
   if (ctx_.is_main()) {
@@ -254,6 +281,7 @@ TrainSummary Trainer::train() {
 namespace ddp {
 
 EvalResult Trainer::evaluate_only() {
+  open_metrics(/*append=*/false);
   const auto start = Clock::now();
   EvalResult e = evaluate();
   report_eval(e, 0, seconds_since(start), "(eval only)");

@@ -10,6 +10,8 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <ATen/core/Dict.h>
+
 #include <memory>
 #include <string>
 
@@ -38,6 +40,7 @@ struct TrainSummary {
   double best_accuracy = 0;
   double wall_s = 0;
   double samples_per_s = 0;
+  bool preempted = false;  // stopped by SIGTERM/SIGINT after writing a checkpoint
 };
 
 class Trainer {
@@ -55,6 +58,15 @@ class Trainer {
   TrainSummary train();
   // Evaluates the current weights (init_from or fresh init), reports it like a training eval, no training.
   EvalResult evaluate_only();
+
+  // Everything a checkpoint holds (torch.load-readable dict); collective: every rank must call it.
+  c10::impl::GenericDict state_dict();
+  // Restores state_dict(); mismatched model keys/shapes throw listing them.
+  void load_state_dict(const c10::impl::GenericDict& state);
+  // Rank 0 writes a checkpoint of the current state (collective). eval_accuracy < 0: none.
+  void save_checkpoint(double eval_accuracy);
+  // Applies checkpoint.resume (auto | never | PATH); rank 0 chooses and broadcasts the bytes.
+  void resume();
 
   Classifier& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -79,7 +91,14 @@ class Trainer {
   std::unique_ptr<DistributedDataParallel> ddp_;
   JsonlWriter metrics_;
   double base_lr_ = 0;
+  bool stop_requested() const;
+  void open_metrics(bool append);
+
   int64_t global_step_ = 0;
+  int64_t epoch_ = 0;           // epoch in progress (0-based)
+  int64_t batch_in_epoch_ = 0;  // micro-batches of epoch_ consumed (a multiple of grad_accum_steps or the end)
+  double best_accuracy_ = 0;
+  int64_t last_checkpoint_step_ = -1;
   int64_t test_perturb_rank_ = -1;
 };
 

@@ -65,3 +65,33 @@ void check_replicas_identical(const DistContext& ctx, const std::vector<torch::T
 }
 
 }  // namespace ddp
+
+namespace ddp {
+
+std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tensor& t) {
+  if (!ctx.distributed()) return {t.clone()};
+  std::vector<at::Tensor> input{t.contiguous().to(ctx.device)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int64_t r = 0; r < ctx.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
+  ctx.group->allgather(output, input)->wait();
+  std::vector<torch::Tensor> out;
+  for (auto& o : output[0]) out.push_back(o.cpu());
+  return out;
+}
+
+void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes) {
+  if (!ctx.distributed()) return;
+  std::vector<at::Tensor> size{torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64).to(ctx.device)};
+  ctx.group->broadcast(size)->wait();
+  const int64_t n = size[0].cpu().item<int64_t>();
+  torch::Tensor data = ctx.rank == 0 ? torch::from_blob(bytes.data(), {n}, torch::kUInt8).clone()
+                                     : torch::empty({n}, torch::kUInt8);
+  std::vector<at::Tensor> payload{data.to(ctx.device)};
+  if (n > 0) ctx.group->broadcast(payload)->wait();
+  if (ctx.rank != 0) {
+    torch::Tensor cpu = payload[0].cpu();
+    bytes.assign(static_cast<const char*>(cpu.data_ptr()), static_cast<const char*>(cpu.data_ptr()) + n);
+  }
+}
+
+}  // namespace ddp

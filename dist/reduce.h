@@ -26,3 +26,12 @@ int64_t tensors_digest(const std::vector<torch::Tensor>& tensors);
 void check_replicas_identical(const DistContext& ctx, const std::vector<torch::Tensor>& tensors, int64_t step);
 
 }  // namespace ddp
+
+namespace ddp {
+
+// Every rank's copy of `t` (same shape on all ranks), in rank order. A world of one returns {t}.
+std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tensor& t);
+// Rank 0's bytes on every rank (others' input is replaced).
+void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes);
+
+}  // namespace ddp
