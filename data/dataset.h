@@ -1,0 +1,44 @@
+// Image classification datasets (train + test split, uint8 images) and the registry that builds them by name.
+#pragma once
+
+#include "app/config.h"
+
+#include <torch/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct Split {
+  torch::Tensor images;  // uint8 [N, C, H, W]
+  torch::Tensor labels;  // int64 [N]
+  int64_t size() const { return labels.size(0); }
+};
+
+struct Dataset {
+  std::string name;
+  Split train;
+  Split test;
+  int64_t channels = 1;
+  int64_t image_size = 28;
+  int64_t num_classes = 10;
+};
+
+using DatasetFactory = std::function<Dataset(const DataConfig&, const ModelConfig&, int64_t seed)>;
+
+// Builds data.dataset; throws std::runtime_error naming the missing or bad file.
+Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed);
+// Names the registry knows (mnist, fashion-mnist, synthetic).
+std::vector<std::string> dataset_names();
+
+// Factories, one file each.
+Dataset load_mnist_format(const std::string& name, const DataConfig& data);
+Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
+
+// Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's
+// ToTensor + Normalize compute it.
+torch::Tensor normalize_images(const torch::Tensor& uint8_images, double mean, double std);
+
+}  // namespace ddp

@@ -1,0 +1,60 @@
+// BatchLoader: assembles normalised batches from a list of sample indices, prefetched on worker threads.
+#pragma once
+
+#include "data/dataset.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace ddp {
+
+struct Batch {
+  torch::Tensor images;  // float [B, C, H, W], normalised
+  torch::Tensor labels;  // int64 [B]
+  int64_t size() const { return labels.size(0); }
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool drop_last = false;  // drop a final partial batch
+  int64_t workers = 1;     // 0 = assemble on the calling thread
+  int64_t prefetch = 4;    // batches ready ahead of the consumer
+  double mean = 0.0;
+  double std = 1.0;
+};
+
+class BatchLoader {
+ public:
+  // indices: this rank's samples in order; start_batch skips the first batches (resume inside an epoch).
+  BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch = 0);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  int64_t num_batches() const { return num_batches_; }
+  // Next batch in order, or nullopt at the end. Rethrows a worker's error.
+  std::optional<Batch> next();
+
+ private:
+  Batch assemble(int64_t batch_index) const;
+  void worker_loop(int64_t worker_id);
+
+  const Split& split_;
+  std::vector<int64_t> indices_;
+  LoaderOptions options_;
+  int64_t num_batches_;
+  int64_t next_ = 0;  // next batch handed to the consumer
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ddp
