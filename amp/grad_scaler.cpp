@@ -1,0 +1,230 @@
+// GradScaler: scale / unscale / step / update of torch.cuda.amp.GradScaler, with CPU versions of its two kernels.
+#include "amp/grad_scaler.h"
+
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+#include <ATen/ops/_amp_update_scale.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+double number(const c10::impl::GenericDict& state, const std::string& key) {
+  if (!state.contains(c10::IValue(key))) throw std::invalid_argument("GradScaler state_dict has no '" + key + "'");
+  const c10::IValue v = state.at(c10::IValue(key));
+  if (v.isDouble()) return v.toDouble();
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+  throw std::invalid_argument("GradScaler state_dict '" + key + "' is not a number");
+}
+
+}  // namespace
+
+void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
+                      double backoff_factor, int64_t growth_interval) {
+  if (found_inf != 0.0f) {
+    scale = static_cast<float>(scale * backoff_factor);
+    growth_tracker = 0;
+    return;
+  }
+  const int32_t successful = growth_tracker + 1;
+  if (successful == growth_interval) {
+    const float new_scale = static_cast<float>(scale * growth_factor);
+    if (std::isfinite(new_scale)) scale = new_scale;  // never grow past float32's range to inf
+    growth_tracker = 0;
+  } else {
+    growth_tracker = successful;
+  }
+}
+
+void unscale_grads_cpu(const std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
+                       const torch::Tensor& inv_scale) {
+  for (const torch::Tensor& grad : grads) {
+    torch::Tensor g = grad;
+    if (!torch::isfinite(g).all().item<bool>()) found_inf.fill_(1.0);
+    if (g.scalar_type() == torch::kFloat || g.scalar_type() == torch::kDouble) {
+      g.mul_(inv_scale);  // float32 (float64 for double grads) product, as the kernel's opmath
+    } else {
+      g.copy_(g.to(torch::kFloat).mul_(inv_scale));
+    }
+  }
+}
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options)) {
+  if (options_.enabled) {
+    if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
+    if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
+  }
+}
+
+void GradScaler::check_initialised(const char* what) const {
+  if (!scale_.defined())
+    throw std::logic_error(std::string("GradScaler: attempted ") + what +
+                           " but the scale is not initialised; call scale(loss) earlier in the iteration");
+}
+
+GradScaler::OptimizerState& GradScaler::state_of(torch::optim::Optimizer& opt) { return per_optimizer_[&opt]; }
+
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
+  if (!options_.enabled) return loss;
+  if (!scale_.defined()) {
+    const auto device = loss.device();
+    scale_ = torch::full({1}, options_.init_scale, torch::dtype(torch::kFloat).device(device));
+    growth_tracker_ = torch::full({1}, init_growth_tracker_, torch::dtype(torch::kInt).device(device));
+  }
+  return loss * scale_.to(loss.device(), /*non_blocking=*/true);
+}
+
+void GradScaler::unscale(torch::optim::Optimizer& opt) {
+  if (!options_.enabled) return;
+  check_initialised("unscale");
+  OptimizerState& st = state_of(opt);
+  if (st.stage == Stage::kUnscaled)
+    throw std::logic_error("unscale() has already been called on this optimizer since the last update().");
+  if (st.stage == Stage::kStepped) throw std::logic_error("unscale() is being called after step().");
+
+  torch::NoGradGuard no_grad;
+  // FP32 division can be imprecise for certain compile options, so the reciprocal is taken in FP64 (as Python).
+  const torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  // Gradients grouped by device, then dtype; one found_inf per device, as Python's _unscale_grads_.
+  std::map<std::pair<int, int>, std::map<int, std::vector<torch::Tensor>>> groups;
+  std::map<std::pair<int, int>, c10::Device> devices;
+  for (auto& group : opt.param_groups()) {
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (p.grad().scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
+      torch::Tensor g = p.grad().is_sparse() ? p.grad()._values() : p.grad();
+      const std::pair<int, int> dev{static_cast<int>(g.device().type()), g.device().index()};
+      devices.emplace(dev, g.device());
+      groups[dev][static_cast<int>(g.scalar_type())].push_back(g);
+    }
+  }
+  torch::Tensor found_inf = torch::zeros({1}, scale_.options());
+  for (auto& [dev, per_dtype] : groups) {
+    const c10::Device device = devices.at(dev);
+    torch::Tensor device_found_inf = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
+    const torch::Tensor device_inv_scale = inv_scale.to(device);
+    for (auto& [dtype, grads] : per_dtype) {
+      if (device.is_cpu()) {
+        unscale_grads_cpu(grads, device_found_inf, device_inv_scale);
+      } else {
+        at::_amp_foreach_non_finite_check_and_unscale_(grads, device_found_inf, device_inv_scale);
+      }
+    }
+    found_inf.add_(device_found_inf.to(scale_.device()));
+  }
+  st.local_found_inf = found_inf.item<double>();
+  if (options_.reduce_found_inf) found_inf.fill_(options_.reduce_found_inf(st.local_found_inf));
+  st.found_inf = found_inf;
+  st.stage = Stage::kUnscaled;
+}
+
+void GradScaler::set_found_inf(torch::optim::Optimizer& opt, double value) {
+  if (!options_.enabled) return;
+  OptimizerState& st = state_of(opt);
+  if (st.stage != Stage::kUnscaled)
+    throw std::logic_error("set_found_inf() needs unscale() on this optimizer first, and no step() yet.");
+  st.found_inf.fill_(value);
+}
+
+bool GradScaler::step(torch::optim::Optimizer& opt) {
+  if (!options_.enabled) {
+    opt.step();
+    return true;
+  }
+  check_initialised("step");
+  if (state_of(opt).stage == Stage::kStepped)
+    throw std::logic_error("step() has already been called since the last update().");
+  if (state_of(opt).stage == Stage::kReady) unscale(opt);
+  OptimizerState& st = state_of(opt);
+  const bool run = st.found_inf.item<double>() == 0.0;
+  if (run) {
+    opt.step();
+  } else {
+    ++skipped_steps_;
+  }
+  st.stage = Stage::kStepped;
+  return run;
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  check_initialised("update");
+  torch::Tensor combined;
+  for (auto& [opt, st] : per_optimizer_) {
+    if (!st.found_inf.defined()) continue;
+    torch::Tensor f = st.found_inf.to(scale_.device());
+    combined = combined.defined() ? combined + f : f.clone();
+  }
+  if (!combined.defined()) throw std::logic_error("No inf checks were recorded prior to update().");
+  if (scale_.is_cuda()) {
+    at::_amp_update_scale_(scale_, growth_tracker_, combined, options_.growth_factor, options_.backoff_factor,
+                           options_.growth_interval);
+  } else {
+    float scale = scale_.item<float>();
+    int32_t tracker = growth_tracker_.item<int32_t>();
+    amp_update_scale(scale, tracker, combined.item<float>(), options_.growth_factor, options_.backoff_factor,
+                     options_.growth_interval);
+    scale_.fill_(scale);
+    growth_tracker_.fill_(tracker);
+  }
+  per_optimizer_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!options_.enabled) return;
+  check_initialised("update");
+  scale_.fill_(new_scale);
+  per_optimizer_.clear();
+}
+
+bool GradScaler::found_inf() const {
+  double total = 0.0;
+  for (const auto& [opt, st] : per_optimizer_)
+    if (st.found_inf.defined()) total += st.found_inf.item<double>();
+  return total != 0.0;
+}
+
+bool GradScaler::local_found_inf() const {
+  for (const auto& [opt, st] : per_optimizer_)
+    if (st.local_found_inf != 0.0) return true;
+  return false;
+}
+
+double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
+}
+
+int64_t GradScaler::growth_tracker() const {
+  if (!options_.enabled) return 0;
+  return growth_tracker_.defined() ? growth_tracker_.item<int32_t>() : init_growth_tracker_;
+}
+
+c10::impl::GenericDict GradScaler::state_dict() const {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  if (!options_.enabled) return d;
+  d.insert("scale", get_scale());
+  d.insert("growth_factor", options_.growth_factor);
+  d.insert("backoff_factor", options_.backoff_factor);
+  d.insert("growth_interval", options_.growth_interval);
+  d.insert("_growth_tracker", growth_tracker());
+  return d;
+}
+
+void GradScaler::load_state_dict(const c10::impl::GenericDict& state) {
+  if (!options_.enabled) return;
+  if (state.size() == 0)
+    throw std::runtime_error(
+        "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
+  options_.init_scale = number(state, "scale");
+  if (scale_.defined()) scale_.fill_(options_.init_scale);
+  options_.growth_factor = number(state, "growth_factor");
+  options_.backoff_factor = number(state, "backoff_factor");
+  options_.growth_interval = static_cast<int64_t>(number(state, "growth_interval"));
+  init_growth_tracker_ = static_cast<int64_t>(number(state, "_growth_tracker"));
+  if (growth_tracker_.defined()) growth_tracker_.fill_(init_growth_tracker_);
+}
+
+}  // namespace ddp

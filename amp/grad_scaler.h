@@ -1,0 +1,96 @@
+// GradScaler: dynamic loss scaling with torch.cuda.amp.GradScaler's rules, defaults and state_dict, CPU and CUDA.
+#pragma once
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+#include <string>
+
+namespace ddp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2**16
+  double growth_factor = 2.0;   // must be > 1
+  double backoff_factor = 0.5;  // must be < 1
+  int64_t growth_interval = 2000;
+  bool enabled = true;
+  // Called once per unscale() with the local found_inf (0 or 1); its result decides skipping and backoff.
+  // Multi-rank training passes an all-reduce (MAX) here so every rank skips the same steps.
+  std::function<double(double)> reduce_found_inf;
+};
+
+// Python: scaler.scale(loss).backward(); scaler.unscale_(opt) (optional); scaler.step(opt); scaler.update().
+// The scale lives in a float32 tensor and the growth tracker in an int32 tensor on the loss's device, as in
+// Python; update() applies _amp_update_scale_'s rule (on CUDA via the ATen kernel, on CPU with equal math).
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  // loss * scale (the loss unchanged when disabled). The first call creates the scale on loss's device.
+  torch::Tensor scale(const torch::Tensor& loss);
+  // Multiplies every gradient of opt by 1/scale (reciprocal taken in float64, applied in float32) and records
+  // whether any was inf/NaN (checked before unscaling), then applies reduce_found_inf. Once per optimizer
+  // per update(): a second call, or a call after step(), throws std::logic_error.
+  void unscale(torch::optim::Optimizer& opt);
+  // Unscales if not yet done, then runs opt.step() unless found_inf. Returns whether opt.step() ran.
+  bool step(torch::optim::Optimizer& opt);
+  // Backs off / grows the scale from this iteration's found_inf (summed over optimizers), then forgets the
+  // per-optimizer stages. Throws std::logic_error if no optimizer was unscaled since the last update().
+  void update();
+  // update(new_scale): Python's manual override; fills the scale and leaves the growth tracker alone.
+  void update(double new_scale);
+
+  // The found_inf that decides (after reduce_found_inf / set_found_inf), summed over this iteration's
+  // optimizers; local_found_inf is the value the gradients alone gave, before any reduction. Both read the
+  // current iteration: update() resets them to false.
+  bool found_inf() const;
+  bool local_found_inf() const;
+  // Replaces the deciding found_inf of opt (after unscale, before step), e.g. with an all-reduced value.
+  void set_found_inf(torch::optim::Optimizer& opt, double value);
+
+  bool is_enabled() const { return options_.enabled; }
+  double get_scale() const;          // init_scale before the first scale(); 1.0 when disabled
+  int64_t growth_tracker() const;    // consecutive clean steps since the last growth or backoff; 0 when disabled
+  int64_t skipped_steps() const { return skipped_steps_; }  // step() calls that skipped opt.step()
+  const GradScalerOptions& options() const { return options_; }
+
+  // Python's state_dict(): {scale: float, growth_factor: float, backoff_factor: float, growth_interval: int,
+  // _growth_tracker: int}; empty when disabled. load_state_dict of an empty dict throws (as Python does).
+  c10::impl::GenericDict state_dict() const;
+  void load_state_dict(const c10::impl::GenericDict& state);
+
+ private:
+  enum class Stage { kReady, kUnscaled, kStepped };
+  struct OptimizerState {
+    Stage stage = Stage::kReady;
+    double local_found_inf = 0.0;
+    torch::Tensor found_inf;  // float32 [1] on the scale's device: the deciding value
+  };
+  OptimizerState& state_of(torch::optim::Optimizer& opt);
+  void check_initialised(const char* what) const;
+
+  GradScalerOptions options_;
+  int64_t init_growth_tracker_ = 0;
+  torch::Tensor scale_;           // float32 [1]
+  torch::Tensor growth_tracker_;  // int32 [1]
+  std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
+  int64_t skipped_steps_ = 0;
+};
+
+// One _amp_update_scale_ step on CPU scalars, as the CUDA kernel computes it: found_inf -> scale * backoff,
+// tracker 0; else tracker + 1 == interval -> scale * growth (kept only if finite), tracker 0; else tracker + 1.
+void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
+                      double backoff_factor, int64_t growth_interval);
+
+// _amp_foreach_non_finite_check_and_unscale_ on CPU: found_inf = 1 if any element of grads is inf/NaN, and
+// every grad is multiplied by inv_scale in float32 (also when found_inf), as the CUDA kernel does.
+void unscale_grads_cpu(const std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
+                       const torch::Tensor& inv_scale);
+
+}  // namespace ddp

@@ -1,0 +1,195 @@
+// GradScaler unit behaviour: the found_inf reduction hook, once-per-step unscale, misuse errors, disabled mode,
+// and the CPU unscale kernel's semantics (scaled grads written even when non-finite, bf16 via float32).
+#include "amp/grad_scaler.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace ddp::test {
+namespace {
+
+// A Linear 3->2 with a fixed batch; backward of scaler.scale(loss), optionally with an inf in one grad.
+struct Tiny {
+  torch::nn::Linear model{nullptr};
+  std::unique_ptr<torch::optim::SGD> opt;
+  torch::Tensor x, y;
+
+  explicit Tiny(uint64_t seed, double lr = 0.1) {
+    torch::manual_seed(seed);
+    model = torch::nn::Linear(3, 2);
+    opt = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+    x = torch::randn({4, 3});
+    y = torch::randn({4, 2});
+  }
+  void backward(GradScaler& scaler, bool inject_inf) {
+    opt->zero_grad();
+    scaler.scale(torch::mse_loss(model->forward(x), y)).backward();
+    if (inject_inf) model->weight.grad().view({-1})[0].fill_(INFINITY);
+  }
+  torch::Tensor weight() const { return model->weight.detach().clone(); }
+};
+
+GradScalerOptions with_hook(std::function<double(double)> hook) {
+  GradScalerOptions o;
+  o.growth_interval = 3;
+  o.reduce_found_inf = std::move(hook);
+  return o;
+}
+
+// A rank-local inf that the reduction reports as 0 steps and grows like a clean step, and the reverse.
+TEST(GradScalerTest, ReducedFoundInfDecidesSkipAndUpdate) {
+  std::vector<double> seen;
+  double reduced = 0.0;
+  GradScaler hooked(with_hook([&](double local) {
+    seen.push_back(local);
+    return reduced;
+  }));
+  GradScaler clean(with_hook(nullptr));
+  GradScaler overflowed(with_hook(nullptr));
+  Tiny a(1), b(1), c(1);
+
+  // Local inf, reduced 0: the step runs, the update counts a clean step.
+  reduced = 0.0;
+  a.backward(hooked, true);
+  b.backward(clean, false);
+  hooked.unscale(*a.opt);
+  EXPECT_TRUE(hooked.local_found_inf());
+  EXPECT_FALSE(hooked.found_inf());
+  const auto before = a.weight();
+  EXPECT_TRUE(hooked.step(*a.opt));
+  EXPECT_FALSE(torch::equal(a.weight(), before));
+  EXPECT_TRUE(clean.step(*b.opt));
+  hooked.update();
+  clean.update();
+  EXPECT_EQ(hooked.get_scale(), clean.get_scale());
+  EXPECT_EQ(hooked.growth_tracker(), clean.growth_tracker());
+  EXPECT_EQ(hooked.growth_tracker(), 1);
+  EXPECT_EQ(hooked.skipped_steps(), 0);
+
+  // Local clean, reduced 1: the step is skipped and the scale backs off like a real overflow.
+  reduced = 1.0;
+  Tiny a2(2);
+  a2.backward(hooked, false);
+  c.backward(overflowed, true);
+  overflowed.step(*c.opt);
+  overflowed.update();  // a real overflow from the same scale (hooked is still at init_scale after one clean step)
+  const auto before2 = a2.weight();
+  EXPECT_FALSE(hooked.step(*a2.opt));
+  EXPECT_TRUE(torch::equal(a2.weight(), before2));
+  EXPECT_FALSE(hooked.local_found_inf());
+  EXPECT_TRUE(hooked.found_inf());
+  hooked.update();
+  EXPECT_EQ(hooked.get_scale(), overflowed.get_scale());
+  EXPECT_EQ(hooked.growth_tracker(), 0);
+  EXPECT_EQ(hooked.skipped_steps(), 1);
+  EXPECT_EQ(seen, (std::vector<double>{1.0, 0.0}));  // the hook got each step's local value
+}
+
+TEST(GradScalerTest, SetFoundInfOverridesBetweenUnscaleAndStep) {
+  GradScaler scaler;
+  Tiny t(3);
+  t.backward(scaler, true);
+  EXPECT_THROW(scaler.set_found_inf(*t.opt, 0.0), std::logic_error);  // before unscale
+  scaler.unscale(*t.opt);
+  EXPECT_TRUE(scaler.found_inf());
+  scaler.set_found_inf(*t.opt, 0.0);
+  EXPECT_FALSE(scaler.found_inf());
+  EXPECT_TRUE(scaler.local_found_inf());
+  EXPECT_TRUE(scaler.step(*t.opt));
+  scaler.update();
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+}
+
+// With a power-of-two scale and no overflow, scaling commutes with float32 rounding: unscaled gradients equal
+// the unscaled backward's bit for bit, and step() after an explicit unscale() does not unscale again.
+TEST(GradScalerTest, UnscaleOncePerStepExactForPowerOfTwoScale) {
+  Tiny plain(4), scaled(4);
+  plain.opt->zero_grad();
+  torch::mse_loss(plain.model->forward(plain.x), plain.y).backward();
+  GradScaler scaler;
+  scaled.backward(scaler, false);
+  EXPECT_FALSE(torch::equal(scaled.model->weight.grad(), plain.model->weight.grad()));
+  scaler.unscale(*scaled.opt);
+  EXPECT_TRUE(torch::equal(scaled.model->weight.grad(), plain.model->weight.grad()));
+  EXPECT_TRUE(torch::equal(scaled.model->bias.grad(), plain.model->bias.grad()));
+  EXPECT_THROW(scaler.unscale(*scaled.opt), std::logic_error);
+  EXPECT_TRUE(scaler.step(*scaled.opt));
+  EXPECT_TRUE(torch::equal(scaled.model->weight.grad(), plain.model->weight.grad()));
+  plain.opt->step();
+  EXPECT_TRUE(torch::equal(scaled.model->weight, plain.model->weight));
+  EXPECT_THROW(scaler.step(*scaled.opt), std::logic_error);
+  EXPECT_THROW(scaler.unscale(*scaled.opt), std::logic_error);
+  scaler.update();
+  EXPECT_THROW(scaler.update(), std::logic_error);  // no inf checks since the last update
+}
+
+TEST(GradScalerTest, MisuseBeforeScaleAndBadOptionsThrow) {
+  Tiny t(5);
+  GradScaler scaler;
+  EXPECT_EQ(scaler.get_scale(), 65536.0);  // init_scale until the first scale()
+  EXPECT_THROW(scaler.unscale(*t.opt), std::logic_error);
+  EXPECT_THROW(scaler.step(*t.opt), std::logic_error);
+  EXPECT_THROW(scaler.update(), std::logic_error);
+  GradScalerOptions bad;
+  bad.growth_factor = 1.0;
+  EXPECT_THROW(GradScaler{bad}, std::invalid_argument);
+  bad = {};
+  bad.backoff_factor = 1.0;
+  EXPECT_THROW(GradScaler{bad}, std::invalid_argument);
+  EXPECT_THROW(GradScaler{}.load_state_dict(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get())),
+               std::runtime_error);
+}
+
+TEST(GradScalerTest, DisabledIsAPassThrough) {
+  GradScalerOptions o;
+  o.enabled = false;
+  GradScaler scaler(o);
+  Tiny t(6);
+  const auto loss = torch::mse_loss(t.model->forward(t.x), t.y);
+  EXPECT_TRUE(scaler.scale(loss).is_same(loss));
+  loss.backward();
+  const auto grad = t.model->weight.grad().clone();
+  scaler.unscale(*t.opt);
+  EXPECT_TRUE(torch::equal(t.model->weight.grad(), grad));
+  const auto before = t.weight();
+  EXPECT_TRUE(scaler.step(*t.opt));
+  EXPECT_FALSE(torch::equal(t.weight(), before));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_EQ(scaler.state_dict().size(), 0u);
+}
+
+// The CUDA kernel flags non-finite inputs and still writes every value times inv_scale (in float32 opmath).
+TEST(GradScalerTest, CpuUnscaleKernelWritesScaledValuesAndFlagsNonFinite) {
+  const auto inv_scale = torch::full({1}, 0.1f);
+  auto g32 = torch::tensor({3.0f, INFINITY, -5.0f});
+  auto g_nan = torch::tensor({1.0f, NAN});
+  auto g_bf16 = torch::tensor({3.0f, 7.0f, 1.5f}).to(torch::kBFloat16);
+  const auto g32_in = g32.clone(), bf16_in = g_bf16.clone();
+  auto found = torch::zeros({1});
+  unscale_grads_cpu({g32, g_bf16}, found, inv_scale);
+  EXPECT_EQ(found.item<float>(), 1.0f);
+  EXPECT_TRUE(torch::equal(g32, g32_in * inv_scale));  // inf * 0.1 stays inf, others scaled
+  EXPECT_TRUE(torch::equal(g_bf16, (bf16_in.to(torch::kFloat) * inv_scale).to(torch::kBFloat16)));
+  auto clean = torch::zeros({1});
+  unscale_grads_cpu({torch::ones({4})}, clean, inv_scale);
+  EXPECT_EQ(clean.item<float>(), 0.0f);
+  unscale_grads_cpu({g_nan}, clean, inv_scale);
+  EXPECT_EQ(clean.item<float>(), 1.0f);
+}
+
+TEST(GradScalerTest, Fp16GradientsAreRefusedLikePyTorch) {
+  GradScaler scaler;
+  auto p = torch::zeros({2}, torch::kHalf).requires_grad_();
+  p.mutable_grad() = torch::ones({2}, torch::kHalf);
+  torch::optim::SGD opt({p}, torch::optim::SGDOptions(0.1));
+  scaler.scale(torch::ones({}));
+  EXPECT_THROW(scaler.unscale(opt), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ddp::test
