@@ -39,6 +39,20 @@ std::string list_preview(const std::vector<std::string>& items) {
   return out;
 }
 
+// What a Python user would call the value: "a list", "an int", ...
+std::string python_kind(const c10::IValue& v) {
+  if (v.isTensor()) return "a tensor";
+  if (v.isGenericDict()) return "a dict";
+  if (v.isList()) return "a list";
+  if (v.isTuple()) return "a tuple";
+  if (v.isString()) return "a str";
+  if (v.isInt()) return "an int";
+  if (v.isDouble()) return "a float";
+  if (v.isBool()) return "a bool";
+  if (v.isNone()) return "None";
+  return "a " + v.tagKind();
+}
+
 }  // namespace
 
 NamedTensors module_state(const torch::nn::Module& module) {
@@ -92,24 +106,31 @@ void save_state_dict(const std::string& path, const NamedTensors& state) {
 }
 
 NamedTensors load_state_dict_file(const std::string& path) {
+  const std::string hint = "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")";
   if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
+  if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a state dict file");
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(path + ": read error: " + std::strerror(errno));
   c10::IValue value;
   try {
     value = read_torch_save(bytes);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + e.what_without_backtrace() + hint);
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + std::string(e.what()) +
-                             "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")");
+    throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + std::string(e.what()) + hint);
   }
   if (!value.isGenericDict())
-    throw std::runtime_error(path + ": expected a dict of name -> tensor, found " + value.tagKind() +
-                             "; save it as torch.save(dict(model.state_dict()), \"" + path + "\")");
+    throw std::runtime_error(path + ": expected a dict of name -> tensor, found " + python_kind(value) + hint);
   NamedTensors out;
   for (const auto& item : value.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor())
-      throw std::runtime_error(path + ": expected a dict of name -> tensor; entry of kind " + item.key().tagKind() +
-                               " -> " + item.value().tagKind() + " found");
+    if (!item.key().isString())
+      throw std::runtime_error(path + ": expected a dict of name -> tensor, found a key that is " +
+                               python_kind(item.key()) + hint);
+    if (!item.value().isTensor())
+      throw std::runtime_error(path + ": expected a dict of name -> tensor, but \"" + item.key().toStringRef() +
+                               "\" holds " + python_kind(item.value()) + hint);
     out.emplace_back(item.key().toStringRef(), item.value().toTensor());
   }
   return out;

@@ -1,0 +1,108 @@
+// Tests: ddptrain's model.pt evaluates the same in PyTorch; init_from a Python OrderedDict trains like torch SGD.
+#include "checkpoint/state_dict.h"
+#include "tests/checkpoint/state_dict_oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+// Runs build/ddptrain on a tiny MNIST-format set in `data_dir` with out_dir `out_dir`; returns its result.
+CommandResult run_ddptrain(const TempDir& dir, const std::string& data_dir, const std::string& out_dir,
+                           const std::string& model, const std::string& overrides) {
+  write_file(dir / "run.toml", "[job]\nout_dir = \"" + out_dir + "\"\nseed = 4\n\n[data]\ndataset = \"mnist\"\n" +
+                                   "dir = \"" + data_dir + "\"\nbatch_size = 32\n\n[model]\nname = \"" + model +
+                                   "\"\n\n[training]\nepochs = 1\n\n[metrics]\nprogress = \"off\"\n");
+  return run_command(shell_quote(ddptrain_path()) + " " + shell_quote(dir / "run.toml") + " " + overrides);
+}
+
+struct EvalCounts {
+  int64_t correct = -1;
+  double loss = -1;
+};
+
+// `correct` and `loss` of the last "kind":"eval" record in OUT_DIR/metrics.jsonl (-1 when there is none).
+EvalCounts last_eval(const std::string& out_dir) {
+  EvalCounts e;
+  const std::regex correct("\"correct\":([0-9]+)"), loss("\"loss\":([-+0-9.eE]+)");
+  for (const std::string& line : read_lines(out_dir + "/metrics.jsonl")) {
+    std::smatch c, l;
+    if (line.find("\"kind\":\"eval\"") != std::string::npos && std::regex_search(line, c, correct) &&
+        std::regex_search(line, l, loss))
+      e = {std::stoll(c[1]), std::stod(l[1])};
+  }
+  return e;
+}
+
+EvalCounts python_eval(const std::string& model, const std::string& pt, const std::string& data_dir) {
+  CommandResult r = run_oracle("eval " + model + " " + shell_quote(pt) + " " + shell_quote(data_dir));
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex("correct=([0-9]+) total=[0-9]+ loss=([-+0-9.eE]+)"))) return {-2, -2};
+  return {std::stoll(m[1]), std::stod(m[2])};
+}
+
+void expect_python_eval_equals_ddptrain(const std::string& model, int n_train, int n_test, const std::string& extra) {
+  SKIP_WITHOUT_PYTHON_TORCH();
+  TempDir dir;
+  write_tiny_mnist(dir / "data", n_train, n_test, /*seed=*/1);
+  CommandResult run = run_ddptrain(dir, dir / "data", dir / "out", model, extra);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const EvalCounts ours = last_eval(dir / "out");
+  ASSERT_GE(ours.correct, 0) << "no eval record in metrics.jsonl";
+  const EvalCounts python = python_eval(model, dir / "out/model.pt", dir / "data");
+  std::cout << "[ " << model << " ] eval correct: ddptrain " << ours.correct << ", PyTorch " << python.correct << " of "
+            << n_test << "; mean loss |difference| " << std::abs(python.loss - ours.loss) << " (loss " << ours.loss
+            << ")" << std::endl;
+  EXPECT_EQ(python.correct, ours.correct);
+  EXPECT_NEAR(python.loss, ours.loss, 1e-6 * std::max(1.0, std::abs(ours.loss)));
+}
+
+TEST(StateDictDdptrain, NetModelPtEvaluatesIdenticallyInPyTorch) {
+  // Two epochs so that the last of several eval records is the one compared; accuracy ends mid-range (~80%).
+  expect_python_eval_equals_ddptrain("net", 256, 200,
+                                     "--optimizer.lr=0.05 --optimizer.momentum=0.5 --training.epochs=2");
+}
+
+TEST(StateDictDdptrain, ResNet18ModelPtEvaluatesIdenticallyInTorchvision) {
+  expect_python_eval_equals_ddptrain("resnet18", 64, 64, "--training.max_steps=2 --optimizer.lr=0.05");
+}
+
+TEST(StateDictDdptrain, InitFromPythonOrderedDictThenTwoStepsMatchTorchOptimSgd) {
+  SKIP_WITHOUT_PYTHON_TORCH();
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 96, 16, /*seed=*/2);
+  run_oracle("save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init") + " --seed 5");
+  // 3 batches per epoch; max_steps stops after the first 2 (seed 4: randperm seeded 4 + epoch 0).
+  CommandResult run = run_ddptrain(dir, dir / "data", dir / "out", "net",
+                                   "--model.init_from=" + shell_quote(dir / "init.pt") +
+                                       " --model.dropout=0 --training.max_steps=2 --optimizer.lr=0.05");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run_oracle("sgd " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "data") + " " +
+             shell_quote(dir / "expected") + " --steps 2 --batch 32 --lr 0.05 --seed 4");
+  const NamedTensors ours = load_state_dict_file(dir / "out/model.pt");
+  const double diff = max_abs_difference(read_dump(dir / "expected"), ours);
+  const double moved = max_abs_difference(read_dump(dir / "init"), ours);
+  std::cout << "init_from + 2 SGD steps: max |ddptrain - torch.optim.SGD| = " << diff
+            << ", max |after - init| = " << moved << std::endl;
+  EXPECT_LE(diff, 1e-6);
+  EXPECT_GT(moved, 1e-3);  // the two steps did change the weights
+}
+
+TEST(StateDictDdptrain, InitFromMismatchedFileFailsNamingFileAndKeys) {
+  SKIP_WITHOUT_PYTHON_TORCH();
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 32, 16, /*seed=*/3);
+  run_oracle("save resnet18 " + shell_quote(dir / "r.pt") + " " + shell_quote(dir / "r"));
+  CommandResult run = run_ddptrain(dir, dir / "data", dir / "out", "net",
+                                   "--model.init_from=" + shell_quote(dir / "r.pt"));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find(dir / "r.pt"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("missing keys: conv1.bias"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace ddp::test

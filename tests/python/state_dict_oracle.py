@@ -1,0 +1,223 @@
+# State-dict oracle for tests/checkpoint: PyTorch writes torch.save fixtures, loads ddptrain's files, evaluates, trains.
+"""Run with /usr/bin/python3 (torch 1.13 + torchvision). Subcommands:
+
+  save KIND PT DUMP [--plain] [--seed S] [--protocol P]
+      KIND = resnet18 | net | tensors. Writes torch.save(state_dict) (an OrderedDict; --plain: a dict) to PT
+      and the values to DUMP.txt / DUMP.bin (see dump()).
+  save-other WHAT PT
+      WHAT = module (torch.save(Net())) | list (of tensors) | checkpoint ({"model": state_dict, "epoch": 3}).
+  load-into MODEL PT DUMP
+      torch.load(PT) into MODEL (resnet18 | net) with strict=True, then dumps model.state_dict() to DUMP.
+  eval MODEL PT DATA_DIR [--mean M --std S --batch B]
+      Eval mode, MODEL loaded (strict) from PT, on DATA_DIR/t10k-*; prints "correct=C total=N loss=MEAN_LOSS".
+  sgd INIT_PT DATA_DIR DUMP --steps K --batch B --lr LR --seed S
+      Net from INIT_PT, K steps of plain SGD (nll_loss, dropout 0) over randperm(N, seed S) batches; dumps result.
+"""
+import argparse
+import gzip
+import struct
+import sys
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+class Net(nn.Module):
+    """models/net.cpp: the classic PyTorch MNIST example network."""
+
+    def __init__(self, dropout=0.5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.conv2_drop = nn.Dropout2d(dropout)
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, 10)
+        self.dropout = dropout
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = x.view(-1, 320)
+        x = F.relu(self.fc1(x))
+        x = F.dropout(x, self.dropout, training=self.training)
+        x = self.fc2(x)
+        return F.log_softmax(x, dim=1)
+
+
+def resnet18_1ch():
+    model = torchvision.models.resnet18(num_classes=10)
+    model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return model
+
+
+def make_model(name):
+    return {"net": Net, "resnet18": resnet18_1ch}[name]()
+
+
+def dump(state, prefix):
+    """PREFIX.txt: one line per entry "key<TAB>dtype<TAB>d0,d1,...<TAB>nbytes"; PREFIX.bin: the contiguous bytes."""
+    with open(prefix + ".txt", "w") as txt, open(prefix + ".bin", "wb") as raw:
+        for key, value in state.items():
+            t = value.detach().cpu().contiguous()
+            data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            shape = ",".join(str(d) for d in t.shape)
+            txt.write(f"{key}\t{str(t.dtype).replace('torch.', '')}\t{shape}\t{len(data)}\n")
+            raw.write(data)
+
+
+def tensors_fixture():
+    """Views with offsets and strides, shared storages and every plain dtype."""
+    base = torch.randn(6, 7)
+    wide = torch.randn(4, 5, dtype=torch.float64)
+    state = OrderedDict()
+    state["base"] = base
+    state["slice"] = base[1:4, 2:6]                 # offset 9, strides (7, 1), shares base's storage
+    state["transposed"] = base.t()                  # strides (1, 7)
+    state["every_other"] = base[:, ::2]             # stride 2
+    state["row"] = base[5]                          # offset 35
+    state["double_view"] = wide[2:, 1:]             # alone in its storage, offset and strides
+    state["half"] = torch.randn(3, 2).half()
+    state["bfloat16"] = torch.randn(5).bfloat16()
+    state["int64_scalar"] = torch.tensor(12345678901, dtype=torch.int64)
+    state["int32"] = torch.randint(-1000, 1000, (2, 3), dtype=torch.int32)
+    state["int16"] = torch.randint(-1000, 1000, (4,), dtype=torch.int16)
+    state["int8"] = torch.randint(-100, 100, (4,), dtype=torch.int8)
+    state["uint8"] = torch.randint(0, 255, (3, 3), dtype=torch.uint8)
+    state["bool"] = torch.rand(7) > 0.5
+    state["complex64"] = torch.randn(3, dtype=torch.complex64)
+    state["empty"] = torch.zeros(0, 4)
+    return state
+
+
+def save(args):
+    torch.manual_seed(args.seed)
+    if args.kind == "tensors":
+        state = tensors_fixture()
+    else:
+        model = make_model(args.kind)
+        if args.kind == "resnet18":  # one train-mode forward: BN running stats and num_batches_tracked move
+            model.train()
+            with torch.no_grad():
+                model(torch.randn(2, 1, 28, 28))
+        state = model.state_dict()
+    obj = dict(state) if args.plain else state
+    torch.save(obj, args.pt, pickle_protocol=args.protocol)
+    dump(state, args.dump)
+
+
+def save_other(args):
+    torch.manual_seed(0)
+    model = Net()
+    obj = {"module": lambda: model,
+           "list": lambda: [p.detach() for p in model.parameters()],
+           "checkpoint": lambda: {"model": model.state_dict(), "epoch": 3}}[args.what]()
+    torch.save(obj, args.pt)
+
+
+def load_model(name, pt):
+    model = make_model(name)
+    model.load_state_dict(torch.load(pt), strict=True)
+    return model
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+        data = f.read()
+    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
+    assert zero == 0 and dtype == 0x08, path
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+
+
+def normalize(images, mean, std):
+    return images.to(torch.float32).div_(255).sub_(mean).div_(std).unsqueeze(1)
+
+
+def load_split(data_dir, prefix):
+    images = read_idx(f"{data_dir}/{prefix}-images-idx3-ubyte.gz")
+    labels = read_idx(f"{data_dir}/{prefix}-labels-idx1-ubyte.gz").to(torch.int64)
+    return images, labels
+
+
+def evaluate(args):
+    model = load_model(args.model, args.pt)
+    model.eval()
+    images, labels = load_split(args.data_dir, "t10k")
+    correct, loss_sum = 0, 0.0
+    with torch.no_grad():
+        for start in range(0, len(labels), args.batch):
+            x = normalize(images[start:start + args.batch], args.mean, args.std)
+            y = labels[start:start + args.batch]
+            out = model(x)
+            loss = F.nll_loss if args.model == "net" else F.cross_entropy  # Net outputs log-probabilities
+            loss_sum += float(loss(out, y, reduction="sum"))
+            correct += int(out.argmax(1).eq(y).sum())
+    print(f"correct={correct} total={len(labels)} loss={loss_sum / len(labels)!r}")
+
+
+def sgd(args):
+    model = Net(dropout=0.0)
+    model.load_state_dict(torch.load(args.init_pt), strict=True)
+    model.train()
+    images, labels = load_split(args.data_dir, "train")
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    g = torch.Generator()
+    g.manual_seed(args.seed)  # DistributedSampler, epoch 0
+    order = torch.randperm(len(labels), generator=g).tolist()
+    for step in range(args.steps):
+        idx = torch.tensor(order[step * args.batch:(step + 1) * args.batch])
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(normalize(images[idx], MNIST_MEAN, MNIST_STD)), labels[idx])
+        loss.backward()
+        optimizer.step()
+    dump(model.state_dict(), args.dump)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("save")
+    p.add_argument("kind", choices=["resnet18", "net", "tensors"])
+    p.add_argument("pt")
+    p.add_argument("dump")
+    p.add_argument("--plain", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--protocol", type=int, default=2)
+    p.set_defaults(fn=save)
+    p = sub.add_parser("save-other")
+    p.add_argument("what", choices=["module", "list", "checkpoint"])
+    p.add_argument("pt")
+    p.set_defaults(fn=save_other)
+    p = sub.add_parser("load-into")
+    p.add_argument("model", choices=["resnet18", "net"])
+    p.add_argument("pt")
+    p.add_argument("dump")
+    p.set_defaults(fn=lambda a: dump(load_model(a.model, a.pt).state_dict(), a.dump))
+    p = sub.add_parser("eval")
+    p.add_argument("model", choices=["resnet18", "net"])
+    p.add_argument("pt")
+    p.add_argument("data_dir")
+    p.add_argument("--mean", type=float, default=MNIST_MEAN)
+    p.add_argument("--std", type=float, default=MNIST_STD)
+    p.add_argument("--batch", type=int, default=1000)
+    p.set_defaults(fn=evaluate)
+    p = sub.add_parser("sgd")
+    p.add_argument("init_pt")
+    p.add_argument("data_dir")
+    p.add_argument("dump")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.set_defaults(fn=sgd)
+    args = parser.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
