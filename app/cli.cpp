@@ -70,6 +70,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
   // c10d logs through glog; ddptrain reports failures itself, as one `error:` line.
   if (!std::getenv("GLOG_minloglevel")) FLAGS_minloglevel = 3;
   FLAGS_logtostderr = true;
+  install_preemption_handlers();
   std::string prefix;
   try {
     CliArgs cli = parse_cli(args);
@@ -82,7 +83,6 @@ int ddptrain_main(const std::vector<std::string>& args) {
       std::cout << format_config(cfg);
       return 0;
     }
-    install_preemption_handlers();
     RendezvousInfo info = rendezvous_from_env(process_env());
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
     DistContext ctx = init_distributed(info, cfg.dist);

@@ -1,0 +1,186 @@
+// Exact resume: (run to N) == (run to k, stop, resume to N) bit for bit, mid-epoch and at an epoch boundary,
+// on 1 and 2 ranks, with dropout and gradient accumulation; corrupt newest checkpoint falls back; retention;
+// a failed write keeps earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
+#include "checkpoint/checkpoint_store.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace ddp::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 320 samples / batch 16 = 20 micro-batches per epoch on 1 rank (10 per rank on 2).
+std::string resume_config(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 320, 32, 12);
+  write_file(dir / "cfg.toml", "[job]\nseed = 21\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
+                                   "\"\nbatch_size = 16\n[model]\nname = \"net\"\ndropout = 0.5\n" +
+                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n[training]\nepochs = 3\n" +
+                                   "[checkpoint]\nevery_steps = 4\nkeep_last = 3\n[metrics]\nlog_every_steps = 5\n");
+  return dir / "cfg.toml";
+}
+
+CommandResult train(const std::string& cfg, const std::string& args) {
+  return run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " " + args);
+}
+
+bool same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
+
+struct Case {
+  int world;
+  int stop_at;  // optimizer steps of the interrupted run
+  int accum;
+};
+
+class ExactResume : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
+  const Case c = GetParam();
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  const std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
+  auto run = [&](const std::string& args) {
+    if (c.world == 1) {
+      auto r = train(cfg, common + args);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      return r.output;
+    }
+    auto rs = run_ranks(c.world, cfg + common + args);
+    for (auto& r : rs) EXPECT_EQ(r.exit_code, 0) << r.output;
+    return rs[0].output;
+  };
+  run(" --job.out_dir=" + dir / "full");
+  run(" --job.out_dir=" + dir / "part --training.max_steps=" + std::to_string(c.stop_at));
+  std::string out = run(" --job.out_dir=" + dir / "part");
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_NE(out.find("at step " + std::to_string(c.stop_at)), std::string::npos) << out;
+  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"))
+      << "max diff " << max_state_diff(dir / "full/model.pt", dir / "part/model.pt");
+}
+
+// 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5). Mid-epoch and epoch-boundary stops.
+INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
+                         ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1},
+                                           Case{2, 10, 1}, Case{2, 7, 2}),
+                         [](const auto& info) {
+                           return "world" + std::to_string(info.param.world) + "_stop" +
+                                  std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum);
+                         });
+
+TEST(Checkpoint, CorruptNewestFallsBackToPreviousAndStillMatches) {
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10").exit_code, 0);
+  // The newest (step 10) loses its tail: its CRC no longer matches its manifest.
+  const std::string newest = dir / "part/checkpoints/step-00000010.pt";
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  auto r = train(cfg, "--job.out_dir=" + dir / "part");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping corrupt checkpoint: " + newest), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+}
+
+TEST(Checkpoint, RetentionKeepsLastNCompleteOnes) {
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=22").exit_code, 0);
+  CheckpointStore store(dir / "o/checkpoints", 3, 0);
+  auto all = store.list();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].step, 22);  // final state
+  EXPECT_EQ(all[1].step, 20);
+  EXPECT_EQ(all[2].step, 16);
+  for (const auto& c : all) EXPECT_EQ(CheckpointStore::verify(c), "");
+  EXPECT_FALSE(fs::exists(dir / "o/checkpoints/step-00000012.pt"));
+}
+
+TEST(Checkpoint, FailedWriteKeepsEarlierCheckpointsAndSaysSo) {
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  auto r = run_command("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=12 OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
+                       " --job.out_dir=" + dir / "o");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: checkpoint at step 12 failed: No space left on device"), std::string::npos)
+      << r.output;
+  CheckpointStore store(dir / "o/checkpoints", 3, 0);
+  auto all = store.list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].step, 8);
+  EXPECT_EQ(CheckpointStore::verify(all[0]), "");
+  EXPECT_EQ(CheckpointStore::verify(all[1]), "");
+  // on_error = warn keeps training.
+  auto w = run_command("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=12 OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
+                       " --job.out_dir=" + dir / "w --checkpoint.on_error=warn --training.max_steps=14");
+  EXPECT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_NE(w.output.find("warning: checkpoint at step 12 failed"), std::string::npos) << w.output;
+}
+
+TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
+  auto r = train(cfg, "--job.out_dir=" + dir / "o --model.name=resnet18");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("state dict does not match the model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing keys: bn1.weight, bn1.bias"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shape mismatch: conv1.weight (file [10, 1, 5, 5], model [64, 1, 7, 7])"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("unexpected keys:"), std::string::npos) << r.output;
+}
+
+TEST(Checkpoint, ReadableFromPython) {
+  if (run_command(python() + " -c 'import torch'").exit_code != 0) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
+  auto r = run_command(python() + " -c \"import torch; d = torch.load('" + dir / "o/checkpoints/step-00000004.pt" +
+                       "'); print(sorted(d.keys())); print(d['global_step'], d['epoch'], d['batch_in_epoch'], "
+                       "d['world_size'], len(d['rng_cpu']), d['model']['fc2.bias'].shape, "
+                       "sorted(d['optimizer'].keys())[:2])\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'batch_in_epoch', 'best_accuracy', 'config', 'config_hash', 'epoch', 'format_version', "
+                          "'global_step', 'model', 'optimizer', 'optimizer_name', 'rng_cpu', 'world_size'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("4 0 4 1 1 torch.Size([10]) ['0.momentum_buffer', '1.momentum_buffer']"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 2000, 32, 13);
+  write_file(dir / "cfg.toml", "[job]\nseed = 2\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
+                                   "\"\nbatch_size = 8\n[model]\ndropout = 0.5\n[optimizer]\nlr = 0.02\n" +
+                                   "momentum = 0.9\n[training]\nepochs = 2\n[checkpoint]\nevery_epochs = 1\n" +
+                                   "[metrics]\nlog_every_steps = 5\n");
+  const std::string cfg = dir / "cfg.toml";
+  auto full = run_ranks(2, cfg + " --job.out_dir=" + dir / "full");
+  for (auto& r : full) ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Rank 1 gets SIGTERM once training runs (mid-epoch); every rank must stop at the same step and exit 0.
+  const int port = free_port();
+  std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1 ";
+  std::string args = " " + cfg + " --job.out_dir=" + dir / "part";
+  auto r = run_command("RANK=0 " + env + ddptrain_path() + args + " > " + dir / "r0.log" + " 2>&1 & p0=$!; RANK=1 " +
+                       env + ddptrain_path() + args + " > " + dir / "r1.log" +
+                       " 2>&1 & p1=$!; for i in $(seq 200); do grep -q 'step 10/' " + dir / "r0.log" +
+                       " 2>/dev/null && break; sleep 0.1; done; kill -TERM $p1; wait $p0; e0=$?; wait $p1; e1=$?; echo rc $e0 $e1");
+  EXPECT_NE(r.output.find("rc 0 0"), std::string::npos) << r.output << read_file(dir / "r0.log") << read_file(dir / "r1.log");
+  const std::string log0 = read_file(dir / "r0.log");
+  ASSERT_NE(log0.find("preempted by signal"), std::string::npos) << log0;
+  EXPECT_FALSE(fs::exists(dir / "part/model.pt"));
+  auto resumed = run_ranks(2, cfg + " --job.out_dir=" + dir / "part");
+  for (auto& rr : resumed) ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
+  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+}
+
+}  // namespace
+}  // namespace ddp::test
