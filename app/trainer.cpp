@@ -1,6 +1,8 @@
 // Trainer: data, model, optimizer and DDP set-up; forward/backward, optimizer steps, epochs, evaluation, model.pt.
 #include "app/trainer.h"
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "app/preemption.h"
 #include "checkpoint/state_dict.h"
 #include "dist/ddp.h"
@@ -10,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -32,6 +35,15 @@ std::string fmt(const char* format, double v) {
 Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {
   // Test hook: DDPTRAIN_TEST_PERTURB_RANK=r nudges rank r's weights after step 1 (proves the replica check fails).
   if (const char* r = std::getenv("DDPTRAIN_TEST_PERTURB_RANK")) test_perturb_rank_ = std::atoll(r);
+  // Test hook: DDPTRAIN_TEST_INF_GRAD=r:k puts an inf into rank r's gradients (after sync) at step k (1-based).
+  if (const char* v = std::getenv("DDPTRAIN_TEST_INF_GRAD")) {
+    std::string spec(v);
+    size_t colon = spec.find(':');
+    if (colon != std::string::npos) {
+      test_inf_rank_ = std::atoll(spec.substr(0, colon).c_str());
+      test_inf_step_ = std::atoll(spec.substr(colon + 1).c_str());
+    }
+  }
 }
 Trainer::~Trainer() = default;
 
@@ -67,6 +79,24 @@ void Trainer::setup() {
   // Dropout draws from the global generator: a distinct, reproducible stream per rank.
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
 
+  if (cfg_.amp.enabled) {
+    amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype);
+    if (amp_dtype_ == c10::ScalarType::Half && !ctx_.device.is_cuda())
+      throw ConfigError(cfg_.source + ": amp.dtype = \"fp16\" needs a CUDA device; use \"bf16\" on CPU");
+  }
+  const bool scaling = cfg_.amp.enabled && (cfg_.amp.loss_scaling == "dynamic" ||
+                                            (cfg_.amp.loss_scaling == "auto" && cfg_.amp.dtype == "fp16"));
+  if (scaling) {
+    GradScalerOptions o;
+    o.init_scale = cfg_.amp.init_scale;
+    o.growth_factor = cfg_.amp.growth_factor;
+    o.backoff_factor = cfg_.amp.backoff_factor;
+    o.growth_interval = cfg_.amp.growth_interval;
+    // Every rank must skip the same steps: found_inf is all-reduced (MAX) before it decides.
+    o.reduce_found_inf = [this](double v) { return all_reduce_max(ctx_, v); };
+    scaler_ = std::make_unique<GradScaler>(o);
+  }
+
   base_lr_ = cfg_.optimizer.lr * (cfg_.optimizer.scale_lr == "linear" ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
 
@@ -93,10 +123,16 @@ StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_d
   model_->train();
   torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
   if (ddp_) ddp_->pre_forward(sync);
-  torch::Tensor out = model_->forward(x);
+  torch::Tensor out;
+  {
+    AutocastGuard autocast(ctx_.device, cfg_.amp.enabled, amp_dtype_);
+    out = model_->forward(x);
+  }
   if (ddp_) ddp_->post_forward(sync, out);
+  out = out.to(torch::kFloat32);  // loss and its reduction in fp32
   torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y);
-  (loss / loss_divisor).backward();
+  torch::Tensor scaled = loss / loss_divisor;
+  (scaler_ ? scaler_->scale(scaled) : scaled).backward();
   StepStats s;
   s.samples = batch.size();
   s.loss_sum = loss.item<double>() * static_cast<double>(s.samples);
@@ -114,7 +150,21 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
     total.correct += s.correct;
     total.samples += s.samples;
   }
-  optimizer_->step();
+  if (test_inf_rank_ == ctx_.rank && test_inf_step_ == global_step_ + 1) {
+    torch::NoGradGuard no_grad;
+    model_->parameters()[0].grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+  }
+  const double clip = cfg_.training.clip_grad_norm;
+  if (clip > 0) {
+    if (scaler_) scaler_->unscale(*optimizer_);  // clip the true gradients
+    total.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), clip);
+  }
+  if (scaler_) {
+    total.skipped = !scaler_->step(*optimizer_);
+    scaler_->update();
+  } else {
+    optimizer_->step();
+  }
   ++global_step_;
   if (test_perturb_rank_ == ctx_.rank && global_step_ == 1) {
     torch::NoGradGuard no_grad;
@@ -206,8 +256,8 @@ TrainSummary Trainer::train() {
         const double elapsed = seconds_since(interval_start);
         const double sps = r[2] / std::max(elapsed, 1e-9);
         total_samples += r[2];
-        write_metrics(JsonRecord()
-                          .add("kind", "train")
+        JsonRecord rec;
+        rec.add("kind", "train")
                           .add("step", global_step_)
                           .add("epoch", epoch + 1)
                           .add("loss", r[0] / r[2])
@@ -215,7 +265,10 @@ TrainSummary Trainer::train() {
                           .add("lr", lr)
                           .add("samples_per_s", sps)
                           .add("samples", static_cast<int64_t>(r[2]))
-                          .add("wall_s", seconds_since(start)));
+                          .add("loss_scale", scaler_ ? scaler_->get_scale() : 1.0)
+                          .add("skipped_steps", scaler_ ? scaler_->skipped_steps() : int64_t{0});
+        if (s.grad_norm >= 0) rec.add("grad_norm", s.grad_norm);
+        write_metrics(rec.add("wall_s", seconds_since(start)));
         log("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " step " +
             std::to_string(global_step_) + "/" + std::to_string(total_steps) + " loss " + fmt("%.4f", r[0] / r[2]) +
             " acc " + fmt("%.4f", r[1] / r[2]) + " lr " + fmt("%.6g", lr) + " samples/s " + fmt("%.0f", sps));

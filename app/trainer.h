@@ -18,6 +18,7 @@
 namespace ddp {
 
 class DistributedDataParallel;
+class GradScaler;
 
 struct EvalResult {
   double loss = 0;      // mean loss over the whole test split (all ranks)
@@ -31,6 +32,8 @@ struct StepStats {
   double loss_sum = 0;  // sum of per-sample losses
   int64_t correct = 0;
   int64_t samples = 0;
+  double grad_norm = -1;  // pre-clip global L2 norm (only computed when clipping)
+  bool skipped = false;   // loss scaler found inf/NaN: no parameter or optimizer state changed
 };
 
 struct TrainSummary {
@@ -70,6 +73,7 @@ class Trainer {
 
   Classifier& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  GradScaler* scaler() { return scaler_.get(); }
   const Dataset& dataset() const { return dataset_; }
   const Config& config() const { return cfg_; }
   const DistContext& dist() const { return ctx_; }
@@ -89,6 +93,8 @@ class Trainer {
   std::shared_ptr<Classifier> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<GradScaler> scaler_;  // null when loss scaling is off
+  c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   JsonlWriter metrics_;
   double base_lr_ = 0;
   bool stop_requested() const;
@@ -100,6 +106,7 @@ class Trainer {
   double best_accuracy_ = 0;
   int64_t last_checkpoint_step_ = -1;
   int64_t test_perturb_rank_ = -1;
+  int64_t test_inf_rank_ = -1, test_inf_step_ = -1;  // DDPTRAIN_TEST_INF_GRAD=rank:step
 };
 
 }  // namespace ddp

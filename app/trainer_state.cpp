@@ -1,4 +1,5 @@
 // Trainer state: state_dict / load_state_dict, checkpoint writing, resume selection, preemption agreement.
+#include "amp/grad_scaler.h"
 #include "app/preemption.h"
 #include "app/trainer.h"
 #include "checkpoint/checkpoint_store.h"
@@ -56,6 +57,8 @@ c10::impl::GenericDict Trainer::state_dict() {
   out.insert("model", model);
   out.insert("optimizer_name", cfg_.optimizer.name);
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
+  out.insert("scaler", scaler_ ? scaler_->state_dict()
+                               : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
   out.insert("global_step", global_step_);
   out.insert("epoch", epoch_);
   out.insert("batch_in_epoch", batch_in_epoch_);
@@ -85,6 +88,8 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
     throw std::runtime_error("checkpoint was written with optimizer " + opt_name + ", config asks for " +
                              cfg_.optimizer.name);
   load_optimizer_state_dict(*optimizer_, field(state, "optimizer").toGenericDict());
+  const auto scaler_state = field(state, "scaler").toGenericDict();
+  if (scaler_ && scaler_state.size() > 0) scaler_->load_state_dict(scaler_state);
   global_step_ = field(state, "global_step").toInt();
   epoch_ = field(state, "epoch").toInt();
   batch_in_epoch_ = field(state, "batch_in_epoch").toInt();

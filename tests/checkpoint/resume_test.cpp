@@ -146,7 +146,7 @@ TEST(Checkpoint, ReadableFromPython) {
                        "sorted(d['optimizer'].keys())[:2])\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'batch_in_epoch', 'best_accuracy', 'config', 'config_hash', 'epoch', 'format_version', "
-                          "'global_step', 'model', 'optimizer', 'optimizer_name', 'rng_cpu', 'world_size'"),
+                          "'global_step', 'model', 'optimizer', 'optimizer_name', 'rng_cpu', 'scaler', 'world_size'"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("4 0 4 1 1 torch.Size([10]) ['0.momentum_buffer', '1.momentum_buffer']"),

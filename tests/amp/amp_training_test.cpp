@@ -1,0 +1,79 @@
+// AMP in training: bf16 autocast with dynamic loss scaling overflows from a huge init_scale, backs off and
+// trains with ranks bit-identical; an inf on one rank makes every rank skip; fp16 on CPU is a config error.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+std::string amp_config(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 320, 64, 14);
+  write_file(dir / "cfg.toml", "[job]\nseed = 4\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\n" +
+                                   "dir = \"" + dir / "data" + "\"\nbatch_size = 16\n[model]\ndropout = 0.0\n" +
+                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n[training]\nepochs = 2\n" +
+                                   "[amp]\nenabled = true\ndtype = \"bf16\"\nloss_scaling = \"dynamic\"\n" +
+                                   "[dist]\ncheck_replicas_every = 1\n[metrics]\nlog_every_steps = 1\n");
+  return dir / "cfg.toml";
+}
+
+std::vector<double> field_values(const std::string& jsonl, const std::string& key) {
+  std::vector<double> out;
+  std::regex re("\"kind\":\"train\".*\"" + key + "\":([-0-9.eE+]+)");
+  std::smatch m;
+  std::istringstream in(jsonl);
+  std::string line;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, re)) out.push_back(std::stod(m[1]));
+  return out;
+}
+
+TEST(AmpTraining, HugeInitScaleOverflowsBacksOffThenTrainsWithRanksIdentical) {
+  TempDir dir;
+  std::string cfg = amp_config(dir);
+  // Inputs scaled up (std 0.02) give gradients above 1, so 3.4e38 x gradient overflows float.
+  auto results = run_ranks(2, cfg + " --amp.init_scale=3.4e38 --amp.growth_interval=5 --data.std=0.02 --optimizer.lr=0.002");
+  for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;  // check_replicas_every = 1 passed
+  const std::string metrics = read_file(dir / "out/metrics.jsonl");
+  auto scales = field_values(metrics, "loss_scale");
+  auto skipped = field_values(metrics, "skipped_steps");
+  auto losses = field_values(metrics, "loss");
+  ASSERT_EQ(scales.size(), 20u);
+  EXPECT_GE(skipped.front(), 1);           // the first step overflowed and was skipped
+  EXPECT_LT(scales.front(), 3.4e38);         // and the scale backed off
+  EXPECT_LT(skipped.back(), scales.size());  // most steps were taken
+  // Loss scale grows again after growth_interval clean steps at some point.
+  bool grew = false;
+  for (size_t i = 1; i < scales.size(); ++i) grew = grew || scales[i] > scales[i - 1];
+  EXPECT_TRUE(grew);
+  // It trains: the last loss is below the loss of the first step taken after the overflows.
+  EXPECT_LT(losses.back(), losses[static_cast<size_t>(skipped.back())]);
+}
+
+TEST(AmpTraining, InfOnOneRankMakesEveryRankSkipThatStep) {
+  TempDir dir;
+  std::string cfg = amp_config(dir);
+  auto results = run_ranks(2, cfg + " --amp.init_scale=1024 --training.max_steps=6", "DDPTRAIN_TEST_INF_GRAD=1:3");
+  for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;  // replicas still bit-identical every step
+  auto skipped = field_values(read_file(dir / "out/metrics.jsonl"), "skipped_steps");
+  auto scales = field_values(read_file(dir / "out/metrics.jsonl"), "loss_scale");
+  ASSERT_EQ(skipped.size(), 6u);
+  EXPECT_EQ(skipped[1], 0);
+  EXPECT_EQ(skipped[2], 1);  // step 3 skipped everywhere
+  EXPECT_EQ(skipped[5], 1);
+  EXPECT_EQ(scales[1], 1024);
+  EXPECT_EQ(scales[2], 512);  // backed off once
+}
+
+TEST(AmpTraining, Fp16OnCpuIsAConfigError) {
+  TempDir dir;
+  std::string cfg = amp_config(dir);
+  auto r = run_command(ddptrain_path() + " " + cfg + " --amp.dtype=fp16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("amp.dtype = \"fp16\" needs a CUDA device"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddp::test
