@@ -1,0 +1,51 @@
+// ddprun command line: torchrun's flags (dashes or underscores, --flag=value or --flag value) into LaunchOptions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+// Which std streams of a worker a --redirects/--tee value selects: 1 = stdout, 2 = stderr, 3 = both.
+// Either one value for every local rank ("3") or per local rank ("0:1,1:3"; unnamed ranks get 0).
+struct StreamSelection {
+  int all = 0;
+  std::map<int64_t, int> by_local_rank;
+  int for_local_rank(int64_t local_rank) const;
+};
+constexpr int kStdout = 1;
+constexpr int kStderr = 2;
+
+struct LaunchOptions {
+  int64_t nnodes = 1;
+  int64_t nproc_per_node = 1;
+  int64_t node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool standalone = false;          // one node, a free port on 127.0.0.1, a random run id
+  int64_t max_restarts = 0;
+  std::string log_dir;              // "" = no log files
+  StreamSelection redirects;        // streams that go to log files only
+  StreamSelection tee;              // streams that go to log files and the console
+  bool streams_chosen = false;      // --redirects or --tee given (else --log-dir keeps every stream)
+  std::string run_id = "none";      // TORCHELASTIC_RUN_ID
+  std::string role = "default";     // ROLE_NAME
+  double rdzv_timeout_s = 600;      // how long nodes wait for each other (torchrun's static rendezvous default)
+  double grace_period_s = 30;       // SIGTERM to SIGKILL when stopping workers (torchrun's default)
+  bool help = false;
+  std::vector<std::string> program;  // PROGRAM ARGS...
+};
+
+// A usage problem: ddprun prints "error: <what>" and exits 2.
+struct LaunchUsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses ddprun's argv[1..]; the first argument that is not a flag (or everything after "--") is PROGRAM ARGS.
+LaunchOptions parse_launch_args(const std::vector<std::string>& args);
+std::string launch_usage();
+
+}  // namespace ddp
