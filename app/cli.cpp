@@ -70,7 +70,6 @@ int ddptrain_main(const std::vector<std::string>& args) {
   // c10d logs through glog; ddptrain reports failures itself, as one `error:` line.
   if (!std::getenv("GLOG_minloglevel")) FLAGS_minloglevel = 3;
   FLAGS_logtostderr = true;
-  install_preemption_handlers();
   std::string prefix;
   try {
     CliArgs cli = parse_cli(args);
@@ -86,6 +85,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
     RendezvousInfo info = rendezvous_from_env(process_env());
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
     DistContext ctx = init_distributed(info, cfg.dist);
+    // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
+    // never comes) they keep their default action so a launcher can stop a waiting rank at once.
+    install_preemption_handlers();
     Trainer trainer(cfg, ctx);
     trainer.setup();
     if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);

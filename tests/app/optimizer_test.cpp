@@ -1,0 +1,89 @@
+// Optimizers, LR schedules and gradient clipping against PyTorch: SGD (momentum, nesterov, weight decay) with
+// clip_grad_norm_, and AdamW with warmup + cosine / step decay, from the same init and data order.
+#include "optim/optimizer.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+struct OptimCase {
+  std::string name;
+  std::string ours;    // ddptrain overrides
+  std::string python;  // optim_reference.py flags
+};
+
+class OptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
+
+TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
+  if (run_command(python() + " -c 'import torch'").exit_code != 0) GTEST_SKIP() << "no torch in " << python();
+  const OptimCase& c = GetParam();
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 192, 16, 17);
+  const std::string scripts = source_dir() + "/tests/python";
+  ASSERT_EQ(run_command(python() + " " + scripts + "/make_net_init.py " + dir / "init.pt" + " 5").exit_code, 0);
+  auto ref = run_command(python() + " " + scripts + "/optim_reference.py --data " + dir / "data" + " --init " +
+                         dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 " +
+                         c.python);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  write_file(dir / "cfg.toml", "[job]\nseed = 3\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\n" +
+                                   "dir = \"" + dir / "data" + "\"\nbatch_size = 16\n[model]\ndropout = 0.0\n" +
+                                   "init_from = \"" + dir / "init.pt" + "\"\n[training]\nepochs = 5\n" +
+                                   "max_steps = 25\n[metrics]\nlog_every_steps = 1\n");
+  auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " " + c.ours);
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 2e-6);
+  EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);
+  // With clipping, each step's pre-clip norm equals PyTorch's clip_grad_norm_ return value.
+  std::regex py_re("grad_norm ([0-9.eE+-]+)"), our_re("\"grad_norm\":([0-9.eE+-]+)");
+  std::vector<double> py_norms, our_norms;
+  for (std::sregex_iterator it(ref.output.begin(), ref.output.end(), py_re), end; it != end; ++it)
+    py_norms.push_back(std::stod((*it)[1]));
+  const std::string metrics = read_file(dir / "out/metrics.jsonl");
+  for (std::sregex_iterator it(metrics.begin(), metrics.end(), our_re), end; it != end; ++it)
+    our_norms.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(py_norms.size(), our_norms.size());
+  for (size_t i = 0; i < py_norms.size(); ++i) EXPECT_NEAR(our_norms[i], py_norms[i], 1e-5 * py_norms[i]) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optim, OptimizerVsPyTorch,
+    ::testing::Values(
+        OptimCase{"sgd_nesterov_wd_clip",
+                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+                  "--optimizer.weight_decay=0.01 --training.clip_grad_norm=0.5",
+                  "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --clip 0.5"},
+        OptimCase{"adamw_warmup_cosine",
+                  "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
+                  "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
+                  "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
+        OptimCase{"sgd_step_decay",
+                  "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
+                  "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",
+                  "--optimizer sgd --lr 0.1 --momentum 0.5 --decay step --step_size 7 --gamma 0.3"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(LrSchedule, WarmupThenCosineAndStep) {
+  LrSchedulerConfig cfg;
+  cfg.warmup_steps = 4;
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 0, 100), 0.25);
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 3, 100), 1.0);
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 50, 100), 1.0);
+  cfg.decay = "cosine";
+  cfg.min_lr = 0.1;
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 4, 104), 1.0);
+  EXPECT_NEAR(scheduled_lr(cfg, 1.0, 54, 104), 0.55, 1e-12);
+  EXPECT_NEAR(scheduled_lr(cfg, 1.0, 104, 104), 0.1, 1e-12);
+  cfg.decay = "step";
+  cfg.step_size = 10;
+  cfg.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 13, 100), 1.0);
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 14, 100), 0.5);
+  EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 34, 100), 0.125);
+}
+
+}  // namespace
+}  // namespace ddp::test

@@ -1,0 +1,75 @@
+# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_ and a LambdaLR with
+# ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ddp_reference import Net, find, read_idx  # noqa: E402
+
+
+def lr_factor(step, warmup, decay, total, base, min_lr, step_size, gamma):
+    if step < warmup:
+        return (step + 1) / warmup
+    after = step - warmup
+    if decay == "cosine":
+        span = max(1, total - warmup)
+        progress = min(1.0, after / span)
+        return (min_lr + (base - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))) / base
+    if decay == "step":
+        return gamma ** (after // step_size)
+    return 1.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for name, kind, default in [("data", str, None), ("init", str, None), ("out", str, None), ("batch", int, 16),
+                                ("steps", int, 10), ("optimizer", str, "sgd"), ("lr", float, 0.05),
+                                ("momentum", float, 0.0), ("weight_decay", float, 0.0), ("nesterov", int, 0),
+                                ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
+                                ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
+                                ("seed", int, 0), ("mean", float, 0.1307), ("std", float, 0.3081)]:
+        p.add_argument("--" + name, type=kind, default=default)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    model = Net(0.0)
+    model.load_state_dict(torch.load(a.init))
+    images = read_idx(find(a.data, "train-images-idx3-ubyte"))
+    labels = read_idx(find(a.data, "train-labels-idx1-ubyte")).long()
+    x = images.unsqueeze(1).to(torch.float32).div(255).sub(a.mean).div(a.std)
+    ds = TensorDataset(x, labels)
+    sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=a.seed)
+    loader = DataLoader(ds, batch_size=a.batch, sampler=sampler)
+    if a.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
+                              nesterov=bool(a.nesterov))
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
+    step, epoch = 0, 0
+    while step < a.steps:
+        sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            opt.zero_grad()
+            F.nll_loss(model(xb), yb).backward()
+            if a.clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+                print("grad_norm %.9g" % norm.item())
+            opt.step()
+            sched.step()
+            step += 1
+            if step == a.steps:
+                break
+        epoch += 1
+    torch.save(dict(model.state_dict()), a.out)
+
+
+if __name__ == "__main__":
+    main()
