@@ -1,0 +1,67 @@
+// Distributed options end to end: an agent-hosted store (TORCHELASTIC_USE_AGENT_STORE), Gloo interface
+// selection via GLOO_SOCKET_IFNAME, and optimizer.scale_lr = "linear".
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace ddp::test {
+namespace {
+
+std::string small_job(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 64, 16, 18);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\nbatch_size = 8\n[optimizer]\nlr = 0.01\n" +
+                                   "[dist]\ntimeout_s = 20.0\n[metrics]\nlog_every_steps = 1\n");
+  return dir / "cfg.toml";
+}
+
+TEST(DistOptions, AgentStoreMakesEveryRankAClient) {
+  if (run_command(python() + " -c 'import torch.distributed'").exit_code != 0) GTEST_SKIP() << "no torch";
+  TempDir dir;
+  std::string cfg = small_job(dir);
+  const int port = free_port();
+  // The "agent": a TCPStore server outside the job (as torchelastic's agent hosts it).
+  const std::string server = python() + " -c \"import torch.distributed as d, time; s = d.TCPStore('127.0.0.1', " +
+                             std::to_string(port) + ", 3, True, wait_for_workers=False); open('" + dir / "up" +
+                             "', 'w').close(); time.sleep(60)\"";
+  std::string script = server + " & srv=$!; for i in $(seq 100); do [ -e " + dir / "up" +
+                       " ] && break; sleep 0.1; done; ";
+  for (int r = 0; r < 2; ++r)
+    script += "(RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+              " TORCHELASTIC_USE_AGENT_STORE=True OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " > " +
+              dir / ("r" + std::to_string(r)) + " 2>&1; echo $? > " + dir / ("rc" + std::to_string(r)) + ") & ";
+  script += "wait %2 %3; kill $srv";
+  run_command(script);
+  EXPECT_EQ(read_file(dir / "rc0"), "0\n") << read_file(dir / "r0");
+  EXPECT_EQ(read_file(dir / "rc1"), "0\n") << read_file(dir / "r1");
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/model.pt"));
+}
+
+TEST(DistOptions, GlooSocketIfnameSelectsTheInterface) {
+  TempDir dir;
+  std::string cfg = small_job(dir);
+  auto ok = run_ranks(2, cfg, "GLOO_SOCKET_IFNAME=lo");
+  for (auto& r : ok) EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto bad = run_ranks(2, cfg + " --job.out_dir=" + dir / "bad", "GLOO_SOCKET_IFNAME=nosuchif0");
+  for (auto& r : bad) {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("nosuchif0"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("error:"), std::string::npos) << r.output;
+  }
+}
+
+TEST(DistOptions, LinearLrScalingMultipliesByWorldSize) {
+  TempDir dir;
+  std::string cfg = small_job(dir);
+  auto rs = run_ranks(2, cfg + " --optimizer.scale_lr=linear --training.max_steps=2");
+  for (auto& r : rs) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_file(dir / "out/metrics.jsonl").find("\"lr\":0.02,"), std::string::npos);
+  auto one = run_ranks(2, cfg + " --training.max_steps=2 --job.out_dir=" + dir / "plain");
+  for (auto& r : one) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_file(dir / "plain/metrics.jsonl").find("\"lr\":0.01,"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp::test
