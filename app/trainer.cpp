@@ -235,8 +235,8 @@ TrainSummary Trainer::train() {
   while (epoch_ < epochs && !done) {
     const int64_t epoch = epoch_;
     sampler.set_epoch(epoch);
-    BatchLoader loader(dataset_.train, sampler.indices(), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
-                       batch_in_epoch_);
+    BatchLoader loader(dataset_.train, sampler.indices_from(epoch_sample_offset_),
+                       loader_options(cfg_.data.batch_size, cfg_.data.drop_last), batch_in_epoch_);
     const int64_t num_batches = loader.num_batches();
     std::vector<Batch> group;
     while (auto batch = loader.next()) {
@@ -294,6 +294,7 @@ TrainSummary Trainer::train() {
     if (batch_in_epoch_ < num_batches) break;  // max_steps reached inside the epoch
     ++epoch_;
     batch_in_epoch_ = 0;
+    epoch_sample_offset_ = 0;
     evaluated_last = false;
     const int64_t every = cfg_.training.eval_every_epochs;
     double accuracy = -1;

@@ -103,6 +103,7 @@ class Trainer {
   int64_t global_step_ = 0;
   int64_t epoch_ = 0;           // epoch in progress (0-based)
   int64_t batch_in_epoch_ = 0;  // micro-batches of epoch_ consumed (a multiple of grad_accum_steps or the end)
+  int64_t epoch_sample_offset_ = 0;  // global-order position this epoch's loader started at (resharded resume)
   double best_accuracy_ = 0;
   int64_t last_checkpoint_step_ = -1;
   int64_t test_perturb_rank_ = -1;

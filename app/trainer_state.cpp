@@ -62,6 +62,8 @@ c10::impl::GenericDict Trainer::state_dict() {
   out.insert("global_step", global_step_);
   out.insert("epoch", epoch_);
   out.insert("batch_in_epoch", batch_in_epoch_);
+  out.insert("epoch_sample_offset", epoch_sample_offset_);
+  out.insert("batch_size", cfg_.data.batch_size);
   out.insert("world_size", ctx_.world_size);
   out.insert("best_accuracy", best_accuracy_);
   // Every rank's CPU generator state (dropout streams differ per rank).
@@ -97,14 +99,17 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   const int64_t saved_world = field(state, "world_size").toInt();
   std::vector<torch::Tensor> rngs;
   for (const auto& v : field(state, "rng_cpu").toListRef()) rngs.push_back(v.toTensor());
-  if (saved_world != ctx_.world_size) {
-    // The position is kept in optimizer steps; the sampler re-shards the epoch for the new world.
+  epoch_sample_offset_ = field(state, "epoch_sample_offset").toInt();
+  const int64_t saved_batch = field(state, "batch_size").toInt();
+  if (saved_world != ctx_.world_size || saved_batch != cfg_.data.batch_size) {
+    // Continue the epoch from the saved position in the global sample order, re-sharded for this world.
+    epoch_sample_offset_ += batch_in_epoch_ * saved_batch * saved_world;
+    batch_in_epoch_ = 0;
     if (ctx_.is_main())
-      std::cerr << "warning: checkpoint was written by " << saved_world << " ranks, resuming on " << ctx_.world_size
-                << ": the epoch restarts its data order at the saved step count (not bit-identical)" << std::endl;
-    const int64_t per_epoch = steps_per_epoch();
-    epoch_ = global_step_ / std::max<int64_t>(per_epoch, 1);
-    batch_in_epoch_ = (global_step_ % std::max<int64_t>(per_epoch, 1)) * cfg_.training.grad_accum_steps;
+      std::cerr << "warning: checkpoint was written by " << saved_world << " rank(s) x batch " << saved_batch
+                << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size
+                << ": epoch " << epoch_ + 1 << " continues from sample " << epoch_sample_offset_
+                << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
   }
   if (ctx_.rank < static_cast<int64_t>(rngs.size())) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();

@@ -54,6 +54,13 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
+std::vector<int64_t> DistributedSampler::indices_from(int64_t offset) const {
+  if (offset == 0) return indices();
+  std::vector<int64_t> all = global_indices(), mine;
+  for (int64_t i = offset + rank_; i < total_size(); i += num_replicas_) mine.push_back(all[i]);
+  return mine;
+}
+
 std::vector<int64_t> eval_shard(int64_t size, int64_t num_replicas, int64_t rank) {
   std::vector<int64_t> out;
   for (int64_t i = rank; i < size; i += num_replicas) out.push_back(i);

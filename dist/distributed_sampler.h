@@ -16,6 +16,9 @@ class DistributedSampler {
   // This rank's indices for the current epoch: randperm(seed + epoch) (or 0..N-1), padded by repeating
   // from the start or truncated (drop_last) to total_size, then [rank : total_size : num_replicas].
   std::vector<int64_t> indices() const;
+  // This rank's share of the global order from position `offset` on ([offset + rank : total : replicas]):
+  // resuming an epoch that a different world size started, from the saved position in the global order.
+  std::vector<int64_t> indices_from(int64_t offset) const;
   // The padded/truncated global order before striding (what every rank agrees on).
   std::vector<int64_t> global_indices() const;
   int64_t num_samples() const { return num_samples_; }
