@@ -4,6 +4,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "app/preemption.h"
+#include "app/tensorboard.h"
 #include "checkpoint/state_dict.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
@@ -108,6 +109,7 @@ void Trainer::open_metrics(bool append) {
   const std::string path = cfg_.job.out_dir + "/metrics.jsonl";
   if (!append) std::filesystem::remove(path);
   metrics_ = JsonlWriter(path);
+  if (cfg_.metrics.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(cfg_.job.out_dir + "/tensorboard");
 }
 
 int64_t Trainer::steps_per_epoch() const {
@@ -185,6 +187,10 @@ void Trainer::report_eval(const EvalResult& e, int64_t epoch, double wall_s, con
                     .add("correct", e.correct)
                     .add("total", e.total)
                     .add("wall_s", wall_s));
+  if (tensorboard_) {
+    tensorboard_->add_scalar("eval/loss", e.loss, global_step_);
+    tensorboard_->add_scalar("eval/accuracy", e.accuracy, global_step_);
+  }
   log("eval " + label + ": loss " + fmt("%.4f", e.loss) + " accuracy " + fmt("%.4f", e.accuracy) + " (" +
       std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
 }
@@ -269,6 +275,13 @@ TrainSummary Trainer::train() {
                           .add("skipped_steps", scaler_ ? scaler_->skipped_steps() : int64_t{0});
         if (s.grad_norm >= 0) rec.add("grad_norm", s.grad_norm);
         write_metrics(rec.add("wall_s", seconds_since(start)));
+        if (tensorboard_) {
+          tensorboard_->add_scalar("train/loss", r[0] / r[2], global_step_);
+          tensorboard_->add_scalar("train/accuracy", r[1] / r[2], global_step_);
+          tensorboard_->add_scalar("lr", lr, global_step_);
+          tensorboard_->add_scalar("amp/loss_scale", scaler_ ? scaler_->get_scale() : 1.0, global_step_);
+          tensorboard_->add_scalar("perf/samples_per_s", sps, global_step_);
+        }
         log("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " step " +
             std::to_string(global_step_) + "/" + std::to_string(total_steps) + " loss " + fmt("%.4f", r[0] / r[2]) +
             " acc " + fmt("%.4f", r[1] / r[2]) + " lr " + fmt("%.6g", lr) + " samples/s " + fmt("%.0f", sps));

@@ -19,6 +19,7 @@ namespace ddp {
 
 class DistributedDataParallel;
 class GradScaler;
+class TensorBoardWriter;
 
 struct EvalResult {
   double loss = 0;      // mean loss over the whole test split (all ranks)
@@ -96,6 +97,7 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;  // null when loss scaling is off
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   JsonlWriter metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0, metrics.tensorboard
   double base_lr_ = 0;
   bool stop_requested() const;
   void open_metrics(bool append);
