@@ -1,0 +1,145 @@
+# Reporting for ddp_bench.py: machine description, medians and ratios as markdown, and the block it keeps in RESULTS.md.
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+
+HEADER = """# ddptrain vs PyTorch DDP: benchmark results
+
+Written by `bench/ddp_bench.py` (see `bench/README.md`); every number below comes from an actual run of it, on
+the machine described in its block. Each block is replaced when the same command is run again.
+
+How to read them: samples/s is the whole job's training throughput after a warm-up (ddptrain's own
+`metrics.jsonl` intervals; the Python side times the same intervals), so ddptrain's final evaluation is not in
+it. "sync off" for ddptrain means each rank runs as an independent world of one (ddptrain has no switch to turn
+gradient synchronisation off); for Python, a plain model in each process without a process group. A world of
+one has no process group on either side. Ratios are ddptrain / Python: above 1 for samples/s favours ddptrain,
+below 1 for time and memory favours ddptrain.
+
+"""
+
+
+def machine_description(repo):
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+        cpu = m.group(1).strip() if m else cpu
+    with open("/proc/meminfo") as f:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+    import torch
+    import torchvision
+
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory": f"{kb / 1024 / 1024:.1f} GiB",
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "ddptrain_commit": commit.stdout.strip() or "unknown",
+    }
+
+
+def load_average():
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, spec=None):
+    """spec None: whole numbers from 100 up, otherwise three significant digits (2.83, 12.4)."""
+    if value is None:
+        return "n/a"
+    if spec is None:
+        spec = ".0f" if abs(value) >= 100 else ".1f" if abs(value) >= 10 else ".2f"
+    return format(value, spec)
+
+
+def ratio(a, b):
+    return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def rss_text(per_rep_rss):
+    """Median peak RSS per rank over repetitions, 'r0 / r1' MiB."""
+    ranks = len(per_rep_rss[0])
+    return " / ".join(fmt(median([rep[r] for rep in per_rep_rss])) for r in range(ranks))
+
+
+def rss_median_all(per_rep_rss):
+    return median([v for rep in per_rep_rss for v in rep])
+
+
+def config_table(label, results):
+    """results: side -> dict(rates[], first_step[], rss[[per rank]]). One markdown table for one configuration."""
+    d, p = results["ddptrain"], results["python"]
+    rd, rp = median(d["rates"]), median(p["rates"])
+    sd, sp = median(d["first_step"]), median(p["first_step"])
+    md, mp = rss_median_all(d["rss"]), rss_median_all(p["rss"])
+    reps = len(d["rates"])
+    lines = [
+        f"#### {label}",
+        "",
+        "| | ddptrain | PyTorch DDP (Python) | ddptrain / Python |",
+        "| --- | ---: | ---: | ---: |",
+        f"| train samples/s, median of {reps} | {fmt(rd)} | {fmt(rp)} | {ratio(rd, rp)} |",
+        f"| samples/s per repetition | {', '.join(fmt(r) for r in d['rates'])} "
+        f"| {', '.join(fmt(r) for r in p['rates'])} | |",
+        f"| start to first optimizer step, s (median) | {fmt(sd, '.2f')} | {fmt(sp, '.2f')} | {ratio(sd, sp)} |",
+        f"| first step per repetition, s | {', '.join(fmt(t, '.2f') for t in d['first_step'])} "
+        f"| {', '.join(fmt(t, '.2f') for t in p['first_step'])} | |",
+        f"| peak RSS per rank, MiB (median; rank 0 / rank 1) | {rss_text(d['rss'])} | {rss_text(p['rss'])} "
+        f"| {ratio(md, mp)} |",
+        "",
+    ]
+    return lines, (rd, rp, sd, sp, md, mp)
+
+
+def summary_table(rows):
+    lines = [
+        "| configuration | ddptrain samples/s | Python samples/s | ratio | ddptrain first step s | Python first step s "
+        "| ddptrain RSS/rank MiB | Python RSS/rank MiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, (rd, rp, sd, sp, md, mp) in rows:
+        lines.append(f"| {label} | {fmt(rd)} | {fmt(rp)} | {ratio(rd, rp)} | {fmt(sd, '.2f')} | {fmt(sp, '.2f')} "
+                     f"| {fmt(md)} | {fmt(mp)} |")
+    return lines + [""]
+
+
+def sync_overhead_lines(rows_by_key):
+    """For each (model, precision, world, data) run both with sync on and off: throughput on / off per side."""
+    lines = []
+    for key, on in rows_by_key.items():
+        if key[-1] != "on":
+            continue
+        off = rows_by_key.get(key[:-1] + ("off",))
+        if off is None:
+            continue
+        lines.append(f"| {' '.join(str(k) for k in key[:-1])} | {fmt(on[0])} / {fmt(off[0])} = {ratio(on[0], off[0])} "
+                     f"| {fmt(on[1])} / {fmt(off[1])} = {ratio(on[1], off[1])} |")
+    if not lines:
+        return []
+    return ["Gradient sync cost (samples/s with sync on / sync off, same per-rank batch):", "",
+            "| model precision world data | ddptrain | Python |", "| --- | ---: | ---: |"] + lines + [""]
+
+
+def update_results_file(path, key, block):
+    """Replaces the block of this key in RESULTS.md (or appends it)."""
+    begin, end = f"<!-- BEGIN {key} -->", f"<!-- END {key} -->"
+    text = open(path).read() if os.path.exists(path) else HEADER
+    new = f"{begin}\n{block.rstrip()}\n{end}\n"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
+    text = pattern.sub(lambda _: new, text) if pattern.search(text) else text.rstrip() + "\n\n" + new
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
