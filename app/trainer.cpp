@@ -12,6 +12,7 @@
 #include "optim/optimizer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <cstdio>
@@ -49,7 +50,7 @@ Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::
 Trainer::~Trainer() = default;
 
 void Trainer::log(const std::string& line) const {
-  if (ctx_.is_main() && cfg_.metrics.progress != "off") std::cout << line << std::endl;
+  const_cast<Progress&>(progress_).message(line);
 }
 
 void Trainer::write_metrics(const JsonRecord& r) {
@@ -69,6 +70,7 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
 
 void Trainer::setup() {
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
+  progress_ = Progress(cfg_.metrics.progress, ctx_.is_main());
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed);
 
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
@@ -253,6 +255,22 @@ TrainSummary Trainer::train() {
       set_lr(*optimizer_, lr);
       StepStats s = train_step(group);
       group.clear();
+      auto snapshot = [&](double loss, double accuracy, double sps) {
+        ProgressSnapshot p;
+        p.epoch = epoch + 1;
+        p.epochs = epochs;
+        p.step_in_epoch = (batch_in_epoch_ + k - 1) / k;
+        p.steps_in_epoch = std::min((num_batches + k - 1) / k, p.step_in_epoch + total_steps - global_step_);
+        p.global_step = global_step_;
+        p.total_steps = total_steps;
+        p.loss = loss;
+        p.accuracy = accuracy;
+        p.lr = lr;
+        p.loss_scale = scaler_ ? scaler_->get_scale() : 1.0;
+        p.samples_per_s = sps;
+        return p;
+      };
+      progress_.on_step(snapshot(NAN, NAN, NAN));
       interval_loss += s.loss_sum;
       interval_correct += static_cast<double>(s.correct);
       interval_samples += static_cast<double>(s.samples);
@@ -282,9 +300,7 @@ TrainSummary Trainer::train() {
           tensorboard_->add_scalar("amp/loss_scale", scaler_ ? scaler_->get_scale() : 1.0, global_step_);
           tensorboard_->add_scalar("perf/samples_per_s", sps, global_step_);
         }
-        log("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " step " +
-            std::to_string(global_step_) + "/" + std::to_string(total_steps) + " loss " + fmt("%.4f", r[0] / r[2]) +
-            " acc " + fmt("%.4f", r[1] / r[2]) + " lr " + fmt("%.6g", lr) + " samples/s " + fmt("%.0f", sps));
+        progress_.on_log(snapshot(r[0] / r[2], r[1] / r[2], sps));
         interval_loss = interval_correct = interval_samples = 0;
         interval_start = Clock::now();
       }
@@ -304,6 +320,7 @@ TrainSummary Trainer::train() {
         break;
       }
     }
+    progress_.end_epoch();
     if (batch_in_epoch_ < num_batches) break;  // max_steps reached inside the epoch
     ++epoch_;
     batch_in_epoch_ = 0;
@@ -334,13 +351,31 @@ TrainSummary Trainer::train() {
   summary.epochs = epoch_;
   summary.wall_s = seconds_since(start);
   summary.samples_per_s = total_samples / std::max(summary.wall_s, 1e-9);
+  summary.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
+  summary.checkpoints_written = checkpoints_written_;
+  summary.model_path = cfg_.job.out_dir + "/model.pt";
   if (ctx_.is_main()) {
-    const std::string path = cfg_.job.out_dir + "/model.pt";
-    save_state_dict(path, module_state(*model_));
-    log("saved " + path);
+    save_state_dict(summary.model_path, module_state(*model_));
+    print_summary(summary);
   }
   barrier(ctx_);
   return summary;
+}
+
+void Trainer::print_summary(const TrainSummary& s) {
+  char buf[128];
+  auto row = [&](const char* name, const std::string& value) {
+    std::snprintf(buf, sizeof buf, "  %-22s %s", name, value.c_str());
+    log(buf);
+  };
+  log("summary");
+  row("final eval accuracy", fmt("%.4f", s.final_eval.accuracy) + " (best " + fmt("%.4f", s.best_accuracy) + ")");
+  row("epochs done / steps", std::to_string(s.epochs) + " / " + std::to_string(s.steps));
+  row("wall time", fmt("%.1f s", s.wall_s));
+  row("mean samples/s", fmt("%.0f", s.samples_per_s));
+  row("skipped AMP steps", std::to_string(s.skipped_steps));
+  row("checkpoints written", std::to_string(s.checkpoints_written));
+  row("model", s.model_path);
 }
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 
 #include "app/config.h"
 #include "app/metrics.h"
+#include "app/progress.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/context.h"
@@ -44,6 +45,9 @@ struct TrainSummary {
   double best_accuracy = 0;
   double wall_s = 0;
   double samples_per_s = 0;
+  int64_t skipped_steps = 0;        // AMP steps skipped for inf/NaN
+  int64_t checkpoints_written = 0;  // by this run
+  std::string model_path;           // final model.pt ("" when preempted)
   bool preempted = false;  // stopped by SIGTERM/SIGINT after writing a checkpoint
 };
 
@@ -85,6 +89,7 @@ class Trainer {
  private:
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
   void log(const std::string& line) const;
+  void print_summary(const TrainSummary& s);
   void report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label);
   void write_metrics(const JsonRecord& r);
 
@@ -97,6 +102,8 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;  // null when loss scaling is off
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   JsonlWriter metrics_;
+  Progress progress_{"off", false};
+  int64_t checkpoints_written_ = 0;
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0, metrics.tensorboard
   double base_lr_ = 0;
   bool stop_requested() const;

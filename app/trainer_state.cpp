@@ -134,6 +134,7 @@ void Trainer::save_checkpoint(double eval_accuracy) {
       CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
       CheckpointInfo info = store.save(torch::pickle_save(state), global_step_, epoch_, eval_accuracy);
       log("checkpoint " + info.payload_path);
+      ++checkpoints_written_;
     } catch (const std::exception& e) {
       error = std::string("checkpoint at step ") + std::to_string(global_step_) + " failed: " + e.what() +
               " (earlier checkpoints are intact)";

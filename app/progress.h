@@ -1,0 +1,46 @@
+// Rank-0 progress display: a live per-epoch bar on a TTY, plain log lines otherwise, or nothing.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace ddp {
+
+struct ProgressSnapshot {
+  int64_t epoch = 1, epochs = 1;
+  int64_t step_in_epoch = 0, steps_in_epoch = 0;  // optimizer steps
+  int64_t global_step = 0, total_steps = 0;
+  double loss = NAN, accuracy = NAN, lr = 0, loss_scale = 1, samples_per_s = NAN;  // NaN: not reported yet
+};
+
+class Progress {
+ public:
+  // mode: auto | bar | plain | off (auto = bar when stdout is a terminal, else plain). Silent unless enabled.
+  Progress(const std::string& mode, bool enabled);
+  // Every optimizer step (the bar redraws at most 10 times a second; plain prints nothing here).
+  void on_step(const ProgressSnapshot& s);
+  // Every metrics.log_every_steps with freshly reduced values (plain prints a line; the bar updates).
+  void on_log(const ProgressSnapshot& s);
+  // A message on its own line (eval results, checkpoints): the bar is cleared first and redrawn later.
+  void message(const std::string& line);
+  // Ends the current epoch's bar with a newline.
+  void end_epoch();
+  bool bar() const { return mode_ == "bar"; }
+  const std::string& mode() const { return mode_; }
+
+  // The bar line for a snapshot (without carriage return), `width` columns for the bar itself.
+  static std::string render_bar(const ProgressSnapshot& s, double eta_s, int width = 24);
+
+ private:
+  void draw(const ProgressSnapshot& s, bool force);
+
+  std::string mode_;
+  bool drawn_ = false;
+  ProgressSnapshot last_;
+  std::chrono::steady_clock::time_point last_draw_{}, epoch_start_{};
+  int64_t epoch_start_step_ = -1;
+};
+
+}  // namespace ddp

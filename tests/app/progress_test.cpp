@@ -1,0 +1,81 @@
+// Progress output: a live bar redrawn in place on a real TTY (run under script(1)), plain lines when piped,
+// nothing with progress = off; other ranks print nothing but errors; the run summary at the end.
+#include "app/progress.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp::test {
+namespace {
+
+std::string progress_config(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 640, 32, 20);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\nbatch_size = 16\n[training]\nepochs = 2\n" +
+                                   "[metrics]\nlog_every_steps = 10\n");
+  return dir / "cfg.toml";
+}
+
+size_t count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(Progress, BarOnARealTerminalRedrawsInPlace) {
+  TempDir dir;
+  std::string cfg = progress_config(dir);
+  auto r = run_command("script -qec " + shell_quote(ddptrain_path() + " " + cfg) + " /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GE(count(r.output, "\repoch 1/2 ["), 2u) << r.output;  // redrawn with carriage returns
+  EXPECT_NE(r.output.find("\repoch 2/2 [########################] 40/40 loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("samples/s ETA "), std::string::npos);
+  EXPECT_EQ(r.output.find("epoch 1/2 step 10/80"), std::string::npos);  // no plain lines on a TTY
+  EXPECT_NE(r.output.find("eval epoch 1: loss"), std::string::npos);
+  EXPECT_NE(r.output.find("summary"), std::string::npos);
+}
+
+TEST(Progress, PlainLinesWhenPipedAndNothingWhenOff) {
+  TempDir dir;
+  std::string cfg = progress_config(dir);
+  auto r = run_command(ddptrain_path() + " " + cfg + " | cat");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos);
+  EXPECT_NE(r.output.find("epoch 1/2 step 10/80 loss "), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "epoch 2/2 step "), 4u) << r.output;  // steps 50, 60, 70, 80
+  EXPECT_NE(r.output.find("  final eval accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  model                  " + dir / "out/model.pt"), std::string::npos) << r.output;
+  auto off = run_command(ddptrain_path() + " " + cfg + " --metrics.progress=off --job.out_dir=" + dir / "off");
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_EQ(off.output, "");
+}
+
+TEST(Progress, OnlyRankZeroPrints) {
+  TempDir dir;
+  std::string cfg = progress_config(dir);
+  auto rs = run_ranks(2, cfg);
+  for (auto& r : rs) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(rs[0].output.find("summary"), std::string::npos);
+  EXPECT_EQ(rs[1].output, "");
+}
+
+TEST(Progress, BarRendering) {
+  ProgressSnapshot s;
+  s.epoch = 2;
+  s.epochs = 3;
+  s.step_in_epoch = 6;
+  s.steps_in_epoch = 12;
+  s.loss = 0.5;
+  s.accuracy = 0.75;
+  s.lr = 0.01;
+  s.loss_scale = 65536;
+  s.samples_per_s = 1234;
+  EXPECT_EQ(Progress::render_bar(s, 75, 10),
+            "epoch 2/3 [#####.....] 6/12 loss 0.5000 acc 0.7500 lr 0.01 scale 6.55e+04 1234 samples/s ETA 01:15");
+  s.loss = NAN;
+  EXPECT_NE(Progress::render_bar(s, NAN, 10).find("loss - acc 0.7500"), std::string::npos);
+  EXPECT_NE(Progress::render_bar(s, NAN, 10).find("ETA --:--"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp::test
