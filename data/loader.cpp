@@ -55,6 +55,11 @@ void BatchLoader::worker_loop(int64_t worker_id) {
   }
 }
 
+int64_t BatchLoader::prefetched() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(ready_.size());
+}
+
 std::optional<Batch> BatchLoader::next() {
   if (next_ >= num_batches_) return std::nullopt;
   if (workers_.empty()) return assemble(next_++);

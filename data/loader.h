@@ -38,6 +38,8 @@ class BatchLoader {
   int64_t num_batches() const { return num_batches_; }
   // Next batch in order, or nullopt at the end. Rethrows a worker's error.
   std::optional<Batch> next();
+  // Batches assembled and waiting (at most options.prefetch).
+  int64_t prefetched();
 
  private:
   Batch assemble(int64_t batch_index) const;
