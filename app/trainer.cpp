@@ -158,10 +158,18 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
     torch::NoGradGuard no_grad;
     model_->parameters()[0].grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
   }
+  // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
+  // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
+  if (scaler_) scaler_->unscale(*optimizer_);
   const double clip = cfg_.training.clip_grad_norm;
   if (clip > 0) {
-    if (scaler_) scaler_->unscale(*optimizer_);  // clip the true gradients
     total.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), clip);
+  } else {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : model_->parameters())
+      if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+    total.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
   }
   if (scaler_) {
     total.skipped = !scaler_->step(*optimizer_);
@@ -291,7 +299,7 @@ TrainSummary Trainer::train() {
                           .add("samples", static_cast<int64_t>(r[2]))
                           .add("loss_scale", scaler_ ? scaler_->get_scale() : 1.0)
                           .add("skipped_steps", scaler_ ? scaler_->skipped_steps() : int64_t{0});
-        if (s.grad_norm >= 0) rec.add("grad_norm", s.grad_norm);
+        rec.add("grad_norm", s.grad_norm);
         write_metrics(rec.add("wall_s", seconds_since(start)));
         if (tensorboard_) {
           tensorboard_->add_scalar("train/loss", r[0] / r[2], global_step_);

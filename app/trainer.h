@@ -34,7 +34,7 @@ struct StepStats {
   double loss_sum = 0;  // sum of per-sample losses
   int64_t correct = 0;
   int64_t samples = 0;
-  double grad_norm = -1;  // pre-clip global L2 norm (only computed when clipping)
+  double grad_norm = -1;  // pre-clip global L2 norm of the unscaled gradients
   bool skipped = false;   // loss scaler found inf/NaN: no parameter or optimizer state changed
 };
 

@@ -37,7 +37,7 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
   EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 2e-6);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);
-  // With clipping, each step's pre-clip norm equals PyTorch's clip_grad_norm_ return value.
+  // Each step's pre-clip gradient norm equals PyTorch's clip_grad_norm_ return value.
   std::regex py_re("grad_norm ([0-9.eE+-]+)"), our_re("\"grad_norm\":([0-9.eE+-]+)");
   std::vector<double> py_norms, our_norms;
   for (std::sregex_iterator it(ref.output.begin(), ref.output.end(), py_re), end; it != end; ++it)
@@ -45,6 +45,7 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
   const std::string metrics = read_file(dir / "out/metrics.jsonl");
   for (std::sregex_iterator it(metrics.begin(), metrics.end(), our_re), end; it != end; ++it)
     our_norms.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(py_norms.size(), 25u);
   ASSERT_EQ(py_norms.size(), our_norms.size());
   for (size_t i = 0; i < py_norms.size(); ++i) EXPECT_NEAR(our_norms[i], py_norms[i], 1e-5 * py_norms[i]) << i;
 }
