@@ -135,6 +135,41 @@ TEST(Checkpoint, KeepBestKeepsTheBestEvaluatedBesidesTheNewest) {
   EXPECT_DOUBLE_EQ(kept_best, best);
 }
 
+TEST(Checkpoint, ResumeFromAnExplicitPathAndNever) {
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12").exit_code, 0);
+  // An explicit older checkpoint (step 8), from another folder, continues exactly too.
+  auto r = train(cfg, "--job.out_dir=" + dir / "other --checkpoint.resume=" + dir / "part/checkpoints/step-00000008.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "other/model.pt"));
+  // never: a fresh start although checkpoints exist.
+  auto fresh = train(cfg, "--job.out_dir=" + dir / "part --checkpoint.resume=never --training.max_steps=2");
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  EXPECT_EQ(fresh.output.find("resumed from"), std::string::npos) << fresh.output;
+  // A missing path is an error naming it.
+  auto missing = train(cfg, "--job.out_dir=" + dir / "x --checkpoint.resume=" + dir / "nope.pt");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find(dir / "nope.pt"), std::string::npos) << missing.output;
+}
+
+TEST(Checkpoint, SecondSignalExitsImmediately) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 4000, 32, 13);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "o" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\nbatch_size = 256\n[model]\nname = \"resnet18\"\n" +
+                                   "[training]\nepochs = 50\n[checkpoint]\nevery_steps = 100000\n" +
+                                   "[metrics]\nlog_every_steps = 1\n");
+  // Two signals inside one (slow) step: the second exits with 128 + SIGTERM before any checkpoint.
+  auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " > " + dir / "log" + " 2>&1 & p=$!; " +
+                       "for i in $(seq 300); do grep -q 'step 1/' " + dir / "log" +
+                       " 2>/dev/null && break; sleep 0.1; done; kill -TERM $p; sleep 0.05; kill -TERM $p; wait $p; echo rc $?");
+  EXPECT_NE(r.output.find("rc 143"), std::string::npos) << r.output << read_file(dir / "log");
+  EXPECT_NE(read_file(dir / "log").find("second signal received"), std::string::npos) << read_file(dir / "log");
+}
+
 TEST(Checkpoint, CorruptNewestFallsBackToPreviousAndStillMatches) {
   TempDir dir;
   std::string cfg = resume_config(dir);
