@@ -1,0 +1,37 @@
+// ddprun --max-restarts with ddptrain checkpoints: a worker killed with SIGKILL at several steps is restarted,
+// resumes from the newest complete checkpoint, and the final model.pt is bit-identical to an uninterrupted run.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp::test {
+namespace {
+
+TEST(LauncherRestartResume, KilledWorkerRestartsAndEndsBitIdentical) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 640, 32, 21);
+  write_file(dir / "cfg.toml", "[job]\nseed = 6\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
+                                   "\"\nbatch_size = 16\n[model]\ndropout = 0.5\n[optimizer]\nlr = 0.05\n" +
+                                   "momentum = 0.9\n[training]\nepochs = 3\n[checkpoint]\nevery_steps = 10\n" +
+                                   "[metrics]\nlog_every_steps = 1\n[dist]\ntimeout_s = 30.0\n");
+  const std::string ddprun = binary_dir() + "/ddprun";
+  const std::string common = " --standalone --nproc-per-node=2 --grace-period=2 ";
+  auto full = run_command(ddprun + common + ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  for (int kill_at : {13, 38}) {
+    const std::string out = dir / ("killed" + std::to_string(kill_at));
+    // Wait until step kill_at is logged, then SIGKILL one worker (a child of ddprun).
+    auto r = run_command(ddprun + common + "--max-restarts=1 " + ddptrain_path() + " " + dir / "cfg.toml" +
+                         " --job.out_dir=" + out + " > " + out + ".log 2>&1 & p=$!; for i in $(seq 600); do grep -q " +
+                         "'\"step\":" + std::to_string(kill_at) + ",' " + out + "/metrics.jsonl 2>/dev/null && break; " +
+                         "sleep 0.05; done; kill -9 $(pgrep -P $p | tail -n 1); wait $p; echo rc $?");
+    const std::string log = read_file(out + ".log");
+    EXPECT_NE(r.output.find("rc 0"), std::string::npos) << r.output << log;
+    EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
+    EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+    EXPECT_EQ(read_file(dir / "full/model.pt"), read_file(out + "/model.pt")) << "kill at step " << kill_at;
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
