@@ -244,8 +244,9 @@ TEST(Checkpoint, ReadableFromPython) {
                        "d['world_size'], len(d['rng_cpu']), d['model']['fc2.bias'].shape, "
                        "sorted(d['optimizer'].keys())[:2])\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("'batch_in_epoch', 'best_accuracy', 'config', 'config_hash', 'epoch', 'format_version', "
-                          "'global_step', 'model', 'optimizer', 'optimizer_name', 'rng_cpu', 'scaler', 'world_size'"),
+  EXPECT_NE(r.output.find("'batch_in_epoch', 'batch_size', 'best_accuracy', 'config', 'config_hash', 'epoch', "
+                          "'epoch_sample_offset', 'format_version', 'global_step', 'model', 'optimizer', "
+                          "'optimizer_name', 'rng_cpu', 'scaler', 'world_size'"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("4 0 4 1 1 torch.Size([10]) ['0.momentum_buffer', '1.momentum_buffer']"),
