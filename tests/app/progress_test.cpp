@@ -50,6 +50,26 @@ TEST(Progress, PlainLinesWhenPipedAndNothingWhenOff) {
   EXPECT_EQ(off.output, "");
 }
 
+TEST(Progress, SetupBannerAndResumePoint) {
+  TempDir dir;
+  std::string cfg = progress_config(dir);
+  auto r = run_command(ddptrain_path() + " " + cfg + " --training.max_steps=30 --checkpoint.every_steps=20" +
+                       " --training.grad_accum_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& part :
+       {std::string("world 1 | backend none | device cpu"), std::string("model net (21840 parameters)"),
+        std::string("data mnist train 640 test 32"),
+        std::string("batch 16 per rank x 1 ranks x 2 accumulation = 32 per step | 20 steps/epoch | amp off"),
+        "outputs in " + dir / "out"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  auto resumed = run_command(ddptrain_path() + " " + cfg + " --checkpoint.every_steps=20 --training.grad_accum_steps=2");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + dir / "out/checkpoints/step-00000030.pt" +
+                                " at step 30 (epoch 2, micro-batch 20)"),
+            std::string::npos)
+      << resumed.output;
+}
+
 TEST(Progress, OnlyRankZeroPrints) {
   TempDir dir;
   std::string cfg = progress_config(dir);
