@@ -101,7 +101,11 @@ int ddptrain_main(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     std::string what = e.what();
     // c10::Error carries a C++ backtrace after the first line; users get the message.
-    std::cerr << prefix << "error: " << what.substr(0, what.find('\n')) << std::endl;
+    std::string first = what.substr(0, what.find('\n'));
+    // Gloo says how long it waited, not which setting that was or what it means.
+    if (first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos)
+      first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
+    std::cerr << prefix << "error: " << first << std::endl;
     return 1;
   }
 }
