@@ -42,6 +42,11 @@ struct ModelConfig {
   int64_t num_classes = 10;
   double dropout = 0.5;      // net only; 0 disables both dropouts
   std::string init_from;     // state dict saved by torch.save / model.pt
+  // Layout of convolution activations and weights while they run (parameters stay contiguous):
+  // auto | contiguous | channels_last. auto: channels_last for net, contiguous for resnet* (bench/RESULTS.md).
+  std::string memory_format = "auto";
+  // Convolutions leave out kernel taps that only read zero padding (3x3 over a 1x1 map = 1x1): same sums, less work.
+  bool skip_padding_taps = true;
 };
 
 // [optimizer]: update rule (PyTorch's SGD / AdamW).

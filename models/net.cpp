@@ -1,6 +1,7 @@
 // Net: the classic PyTorch MNIST CNN (conv 1->10 k5, conv 10->20 k5, dropout2d, fc 320->50, fc 50->10, log_softmax).
 #include "app/config.h"
 #include "models/classifier.h"
+#include "models/conv.h"
 
 #include <torch/nn.h>
 
@@ -15,12 +16,13 @@ class Net : public Classifier {
         conv2_drop(register_module("conv2_drop", torch::nn::Dropout2d(torch::nn::Dropout2dOptions(cfg.dropout)))),
         fc1(register_module("fc1", torch::nn::Linear(320, 50))),
         fc2(register_module("fc2", torch::nn::Linear(50, cfg.num_classes))),
-        dropout_(cfg.dropout) {}
+        dropout_(cfg.dropout),
+        kernels_(conv_kernels(cfg, /*channels_last_by_default=*/true)) {}
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
-    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
-    x = x.view({-1, 320});
+    x = torch::relu(torch::max_pool2d(conv2d_forward(*conv1, x, kernels_), 2));
+    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2d_forward(*conv2, x, kernels_)), 2));
+    x = x.contiguous().view({-1, 320});  // NCHW order, whatever layout the convolutions ran in
     x = torch::relu(fc1->forward(x));
     x = torch::dropout(x, dropout_, is_training());
     x = fc2->forward(x);
@@ -33,6 +35,7 @@ class Net : public Classifier {
   torch::nn::Dropout2d conv2_drop;
   torch::nn::Linear fc1, fc2;
   double dropout_;
+  ConvKernels kernels_;
 };
 
 }  // namespace

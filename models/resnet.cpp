@@ -1,6 +1,7 @@
 // ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem.
 #include "app/config.h"
 #include "models/classifier.h"
+#include "models/conv.h"
 
 #include <torch/nn.h>
 
@@ -22,7 +23,8 @@ nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
 // Residual block; `bottleneck` selects torchvision's Bottleneck (expansion 4) over BasicBlock (expansion 1).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample) {
+  Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample, ConvKernels kernels)
+      : kernels_(kernels) {
     const int64_t out = planes * (bottleneck ? 4 : 1);
     // torchvision registers each conv's BatchNorm right after it (conv1, bn1, conv2, bn2[, conv3, bn3]),
     // which fixes the state_dict order.
@@ -50,7 +52,7 @@ class Block : public nn::Module {
     torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;
     torch::Tensor y = x;
     for (size_t i = 0; i < convs_.size(); ++i) {
-      y = bns_[i]->forward(convs_[i]->forward(y));
+      y = bns_[i]->forward(conv2d_forward(*convs_[i], y, kernels_));
       if (i + 1 < convs_.size()) y = y.relu_();
     }
     return (y + identity).relu_();
@@ -60,12 +62,14 @@ class Block : public nn::Module {
   std::vector<nn::Conv2d> convs_;
   std::vector<nn::BatchNorm2d> bns_;
   nn::Sequential downsample_{nullptr};
+  ConvKernels kernels_;
 };
 TORCH_MODULE_IMPL(BlockModule, Block);
 
 class ResNet : public Classifier {
  public:
-  ResNet(bool bottleneck, const std::vector<int64_t>& layers, const ModelConfig& cfg) : bottleneck_(bottleneck) {
+  ResNet(bool bottleneck, const std::vector<int64_t>& layers, const ModelConfig& cfg)
+      : bottleneck_(bottleneck), kernels_(conv_kernels(cfg, /*channels_last_by_default=*/false)) {
     conv1_ = register_module(
         "conv1", nn::Conv2d(nn::Conv2dOptions(cfg.in_channels, 64, 7).stride(2).padding(3).bias(false)));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
@@ -88,7 +92,7 @@ class ResNet : public Classifier {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = maxpool_->forward(bn1_->forward(conv1_->forward(x)).relu_());
+    x = maxpool_->forward(bn1_->forward(conv2d_forward(*conv1_, x, kernels_)).relu_());
     for (auto& layer : layers_) x = layer->forward(x);
     x = torch::flatten(avgpool_->forward(x), 1);
     return fc_->forward(x);
@@ -99,13 +103,14 @@ class ResNet : public Classifier {
     const int64_t expansion = bottleneck_ ? 4 : 1;
     nn::Sequential layer;
     bool downsample = stride != 1 || inplanes_ != planes * expansion;
-    layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample));
+    layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample, kernels_));
     inplanes_ = planes * expansion;
-    for (int64_t i = 1; i < blocks; ++i) layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false));
+    for (int64_t i = 1; i < blocks; ++i) layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false, kernels_));
     return layer;
   }
 
   bool bottleneck_;
+  ConvKernels kernels_;
   int64_t inplanes_ = 64;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};

@@ -73,9 +73,15 @@ def steps_csv(text):
     return {int(s) for s in text.split(",") if s}
 
 
+def in_memory_format(model, args):
+    # ddptrain's model.memory_format: channels_last runs the convolutions in NHWC (PyTorch's own recipe).
+    return model.to(memory_format=torch.channels_last) if args.memory_format == "channels_last" else model
+
+
 def autocast_forward(args):
     model = Net(0.0)
     model.load_state_dict(torch.load(args.model))
+    model = in_memory_format(model, args)
     model.eval()
     x = torch.load(args.input)["x"]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -86,6 +92,7 @@ def autocast_forward(args):
 def train(args):
     model = nn.Linear(4, 3) if args.arch == "linear" else Net(0.0)
     model.load_state_dict(torch.load(args.model))
+    model = in_memory_format(model, args)
     batch = torch.load(args.batch)
     x, y = batch["x"], batch["y"]
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
@@ -154,6 +161,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last"])
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     {"autocast-forward": autocast_forward, "train": train, "load-state": load_state}[args.mode](args)
