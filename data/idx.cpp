@@ -1,6 +1,7 @@
 // IDX (MNIST-format) reader and writer: raw or gzip (every member checked, nothing after it but zero padding).
 #include "data/idx.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -32,15 +33,65 @@ std::string read_whole_file(const std::string& path) {
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open IDX file: ") + (errno ? std::strerror(errno) : "open failed"));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail(path, "read error");
-  return buf.str();
+  std::string bytes;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) {
+    bytes.resize(size);
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    bytes.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad()) fail(path, "read error");
+  }
+  if (ec || in.peek() != std::char_traits<char>::eof()) {  // not a regular file, or it grew: read to the end
+    in.clear();
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    if (in.bad()) fail(path, "read error");
+    bytes += rest.str();
+  }
+  return bytes;
 }
 
 bool starts_gzip_member(const std::string& bytes, size_t pos) {
   return pos + 1 < bytes.size() && static_cast<unsigned char>(bytes[pos]) == 0x1f &&
          static_cast<unsigned char>(bytes[pos + 1]) == 0x8b;
+}
+
+// The gzip members inflated by libdeflate (about 3x faster than zlib here) straight into a byte tensor, or an
+// undefined tensor when libdeflate rejects the data: gunzip() then inflates it again to say exactly what is wrong.
+torch::Tensor inflate_fast(const std::string& bytes) {
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                  libdeflate_free_decompressor);
+  if (!d || bytes.size() < 18) return {};
+  size_t isize = 0;  // the last member's ISIZE: the whole size for the usual single member
+  for (int i = 0; i < 4; ++i) isize |= size_t(static_cast<unsigned char>(bytes[bytes.size() - 4 + i])) << (8 * i);
+  int64_t capacity = static_cast<int64_t>(std::max<size_t>(isize, 1024));
+  torch::Tensor out = torch::empty({capacity}, torch::kUInt8);
+  size_t pos = 0, produced = 0;
+  while (pos < bytes.size()) {
+    size_t in_used = 0, out_used = 0;
+    auto rc = libdeflate_gzip_decompress_ex(d.get(), bytes.data() + pos, bytes.size() - pos,
+                                            out.data_ptr<uint8_t>() + produced, out.numel() - produced, &in_used,
+                                            &out_used);
+    if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      if (out.numel() > (int64_t(1) << 37)) return {};
+      torch::Tensor bigger = torch::empty({out.numel() * 2}, torch::kUInt8);
+      std::memcpy(bigger.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), produced);
+      out = bigger;
+      continue;
+    }
+    if (rc != LIBDEFLATE_SUCCESS) return {};
+    pos += in_used;
+    produced += out_used;
+    while (pos < bytes.size() && bytes[pos] == 0) ++pos;  // zero padding after the last member
+    if (pos < bytes.size() && !starts_gzip_member(bytes, pos)) return {};
+  }
+  return out.narrow(0, 0, static_cast<int64_t>(produced));
+}
+
+torch::Tensor to_byte_tensor(const std::string& bytes) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
 }
 
 // Inflates every gzip member; like Python's gzip module (torchvision's reader) it accepts zero padding after
@@ -87,10 +138,19 @@ std::string gunzip(const std::string& bytes, const std::string& path) {
 }  // namespace
 
 torch::Tensor read_idx(const std::string& path) {
-  std::string bytes = read_whole_file(path);
-  if (starts_gzip_member(bytes, 0)) bytes = gunzip(bytes, path);
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() < 4) fail(path, "truncated IDX header");
+  torch::Tensor content;  // the whole IDX file, uncompressed, as bytes
+  {
+    std::string file = read_whole_file(path);
+    if (starts_gzip_member(file, 0)) {
+      content = inflate_fast(file);
+      if (!content.defined()) content = to_byte_tensor(gunzip(file, path));
+    } else {
+      content = to_byte_tensor(file);
+    }
+  }
+  const size_t size = static_cast<size_t>(content.numel());
+  const auto* p = content.data_ptr<uint8_t>();
+  if (size < 4) fail(path, "truncated IDX header");
   if (p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4) {
     char magic[16];
     std::snprintf(magic, sizeof magic, "0x%02x%02x%02x%02x", p[0], p[1], p[2], p[3]);
@@ -99,7 +159,7 @@ torch::Tensor read_idx(const std::string& path) {
   }
   const int ndim = p[3];
   const size_t header = 4 + 4 * static_cast<size_t>(ndim);
-  if (bytes.size() < header) fail(path, "truncated IDX header");
+  if (size < header) fail(path, "truncated IDX header");
   std::vector<int64_t> dims(ndim);
   int64_t total = 1;
   for (int d = 0; d < ndim; ++d) {
@@ -110,15 +170,14 @@ torch::Tensor read_idx(const std::string& path) {
     total *= dims[d];
     if (total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
   }
-  const size_t payload = bytes.size() - header;
+  const size_t payload = size - header;
   if (payload < static_cast<size_t>(total))
     fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(payload));
   if (payload > static_cast<size_t>(total))
     fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
                    std::to_string(payload) + ")");
-  torch::Tensor out = torch::empty(dims, torch::kUInt8);
-  std::memcpy(out.data_ptr<uint8_t>(), p + header, static_cast<size_t>(total));
-  return out;
+  // A view of the payload (no copy): at most `header` bytes of the storage go unused.
+  return content.narrow(0, static_cast<int64_t>(header), total).view(dims);
 }
 
 void write_idx(const std::string& path, const torch::Tensor& data_in) {
