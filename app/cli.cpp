@@ -102,8 +102,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
     std::string what = e.what();
     // c10::Error carries a C++ backtrace after the first line; users get the message.
     std::string first = what.substr(0, what.find('\n'));
-    // Gloo says how long it waited, not which setting that was or what it means.
-    if (first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos)
+    // Gloo says how long it waited (or that a timeout closed the connection), not which setting that was.
+    if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
+        first.find("Application timeout caused pair closure") != std::string::npos)
       first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
     std::cerr << prefix << "error: " << first << std::endl;
     return 1;

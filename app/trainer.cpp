@@ -346,6 +346,7 @@ TrainSummary Trainer::train() {
     if (cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0) save_checkpoint(accuracy);
     if (global_step_ >= total_steps) done = true;
   }
+  if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now
   if (!evaluated_last) {
     summary.final_eval = evaluate();
     best_accuracy_ = std::max(best_accuracy_, summary.final_eval.accuracy);

@@ -200,9 +200,12 @@ void Trainer::resume() {
       ", micro-batch " + std::to_string(batch_in_epoch_) + ")");
 }
 
-bool Trainer::stop_requested() const {
+bool Trainer::stop_requested() {
   const double local = preemption_signal() != 0 ? 1.0 : 0.0;
-  return all_reduce_max(ctx_, local) > 0;
+  if (!ctx_.distributed()) return local > 0;
+  const bool stop = stop_vote_.pending() && stop_vote_.wait() > 0;
+  if (!stop) stop_vote_.start(local);
+  return stop;
 }
 
 }  // namespace ddp

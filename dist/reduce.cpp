@@ -33,6 +33,31 @@ void barrier(const DistContext& ctx) {
   ctx.group->barrier()->wait();
 }
 
+AsyncAllReduceMax::~AsyncAllReduceMax() {
+  // An unfinished collective is left to the process group (its timeout ends it); never throw from here.
+  work_.reset();
+}
+
+void AsyncAllReduceMax::start(double value) {
+  if (pending_) wait();
+  local_ = value;
+  pending_ = true;
+  if (!ctx_.distributed()) return;
+  tensors_ = {torch::tensor({value}, torch::kFloat64).to(ctx_.device)};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  work_ = ctx_.group->allreduce(tensors_, opts);
+}
+
+double AsyncAllReduceMax::wait() {
+  if (!pending_) throw std::logic_error("AsyncAllReduceMax::wait without start");
+  pending_ = false;
+  if (!ctx_.distributed()) return local_;
+  auto work = std::move(work_);
+  work->wait();
+  return tensors_[0].cpu().item<double>();
+}
+
 }  // namespace ddp
 
 namespace ddp {

@@ -16,6 +16,25 @@ double all_reduce_max(const DistContext& ctx, double value);
 // Blocks until every rank arrives.
 void barrier(const DistContext& ctx);
 
+// A MAX all-reduce of one value that runs while the caller goes on: start() now, wait() for it later (every
+// rank must start() in the same order relative to its other collectives, as for any collective).
+class AsyncAllReduceMax {
+ public:
+  explicit AsyncAllReduceMax(const DistContext& ctx) : ctx_(ctx) {}
+  ~AsyncAllReduceMax();
+  void start(double value);
+  bool pending() const { return pending_; }
+  // The reduced value of the last start(); the value itself for a world of one.
+  double wait();
+
+ private:
+  const DistContext& ctx_;
+  std::vector<at::Tensor> tensors_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  double local_ = 0;
+  bool pending_ = false;
+};
+
 }  // namespace ddp
 
 namespace ddp {
