@@ -1,6 +1,8 @@
 // ddprun's job store across nodes: a TCPStore on master_port + 1 with round barriers and failure/stop keys.
 #include "app/launcher_store.h"
 
+#include "dist/tcp_probe.h"
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
@@ -32,15 +34,20 @@ JobStore::JobStore(const LaunchOptions& o)
   opts.numWorkers = static_cast<size_t>(o.nnodes);
   opts.waitWorkers = false;
   opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
+  auto unreachable = [&](const std::string& why) {
+    return std::runtime_error("node " + std::to_string(o.node_rank) + " could not reach node 0's ddprun at " +
+                              address_ + " within " + std::to_string(static_cast<int64_t>(o.rdzv_timeout_s)) +
+                              " s: " + why);
+  };
+  if (!opts.isServer && !wait_for_listener(o.master_addr, port, opts.timeout))
+    throw unreachable("nothing accepted connections there");
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
   } catch (const std::exception& e) {
     if (opts.isServer)
       throw std::runtime_error("node 0 cannot serve ddprun's store on port " + std::to_string(port) +
                                " (--master-port + 1): " + first_line(e.what()));
-    throw std::runtime_error("node " + std::to_string(o.node_rank) + " could not reach node 0's ddprun at " +
-                             address_ + " within " + std::to_string(static_cast<int64_t>(o.rdzv_timeout_s)) +
-                             " s: " + first_line(e.what()));
+    throw unreachable(first_line(e.what()));
   }
 }
 

@@ -1,6 +1,8 @@
 // Rendezvous: env parsing, TCPStore with a bounded join barrier that names missing ranks, Gloo/NCCL groups.
 #include "dist/rendezvous.h"
 
+#include "dist/tcp_probe.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -201,6 +203,12 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   opts.waitWorkers = false;  // join_barrier waits instead and can name who is missing
   opts.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
+  auto unreachable = [&](const std::string& why) {
+    return std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
+                              " within " + format_seconds(cfg.timeout_s) + " s (is rank 0 running?): " + why);
+  };
+  if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, timeout))
+    throw unreachable("nothing accepted connections there");
   try {
     store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, opts);
   } catch (const std::exception& e) {
@@ -210,8 +218,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
       throw std::runtime_error("rank 0: cannot serve the store on " + address + ": " + first +
                                (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)"
                                                                          : ""));
-    throw std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
-                             " within " + format_seconds(cfg.timeout_s) + " s (is rank 0 running?): " + first);
+    throw unreachable(first);
   }
   join_barrier(*store, info, timeout, address);
   ctx.store = store;
