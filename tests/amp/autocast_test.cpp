@@ -1,6 +1,5 @@
-// AutocastGuard: bf16 outputs inside / float32 outside, nesting and restore,
-// fp16-on-CPU rejection, and a Net forward bit-identical to Python's
-// torch.autocast("cpu", dtype=torch.bfloat16).
+// AutocastGuard: bf16 outputs inside / float32 outside, nesting and restore, fp16-on-CPU rejection, and a Net
+// forward bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
 #include "amp/autocast.h"
 #include "app/config.h"
 #include "checkpoint/state_dict.h"
@@ -14,9 +13,7 @@
 namespace ddp::test {
 namespace {
 
-torch::Tensor conv_out(const torch::Tensor &x, const torch::Tensor &w) {
-  return torch::conv2d(x, w);
-}
+torch::Tensor conv_out(const torch::Tensor& x, const torch::Tensor& w) { return torch::conv2d(x, w); }
 
 // Nesting is balanced when a fresh increment brings it to exactly 1.
 int nesting_after_increment() {
@@ -74,7 +71,7 @@ TEST(AutocastTest, StateRestoredWhenAnExceptionUnwindsTheRegion) {
   try {
     AutocastGuard guard(torch::kCPU, true, torch::kBFloat16);
     throw std::runtime_error("boom");
-  } catch (const std::runtime_error &) {
+  } catch (const std::runtime_error&) {
   }
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
   EXPECT_EQ(nesting_after_increment(), 1);
@@ -84,16 +81,13 @@ TEST(AutocastTest, Fp16OnCpuIsRejectedWithAClearMessage) {
   try {
     AutocastGuard guard(torch::kCPU, true, torch::kHalf);
     FAIL() << "fp16 on CPU was accepted";
-  } catch (const std::invalid_argument &e) {
-    EXPECT_STREQ(e.what(),
-                 "amp.dtype = fp16 needs a CUDA device; use bf16 on CPU");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "amp.dtype = fp16 needs a CUDA device; use bf16 on CPU");
   }
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
   EXPECT_EQ(nesting_after_increment(), 1);
-  EXPECT_THROW(AutocastGuard(torch::kCPU, true, torch::kFloat),
-               std::invalid_argument);
-  EXPECT_NO_THROW(AutocastGuard(
-      torch::kCPU, false, torch::kHalf)); // a disabled region checks nothing
+  EXPECT_THROW(AutocastGuard(torch::kCPU, true, torch::kFloat), std::invalid_argument);
+  EXPECT_NO_THROW(AutocastGuard(torch::kCPU, false, torch::kHalf));  // a disabled region checks nothing
 }
 
 TEST(AutocastTest, DtypeNames) {
@@ -102,8 +96,7 @@ TEST(AutocastTest, DtypeNames) {
   EXPECT_THROW(amp_dtype_from_name("fp32"), std::invalid_argument);
 }
 
-// The CUDA branch only flips ATen's CUDA autocast state, which a CPU-only build
-// can observe and restore.
+// The CUDA branch only flips ATen's CUDA autocast state, which a CPU-only build can observe and restore.
 TEST(AutocastTest, CudaRegionSetsAndRestoresGpuAutocastStateOnly) {
   const auto gpu_dtype_before = at::autocast::get_autocast_gpu_dtype();
   const auto a = torch::randn({3, 3});
@@ -112,21 +105,17 @@ TEST(AutocastTest, CudaRegionSetsAndRestoresGpuAutocastStateOnly) {
     EXPECT_TRUE(at::autocast::is_enabled());
     EXPECT_FALSE(at::autocast::is_cpu_enabled());
     EXPECT_EQ(at::autocast::get_autocast_gpu_dtype(), torch::kBFloat16);
-    EXPECT_EQ(torch::mm(a, a).scalar_type(),
-              torch::kFloat); // CPU tensors are not CUDA-autocast eligible
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);  // CPU tensors are not CUDA-autocast eligible
   }
   EXPECT_FALSE(at::autocast::is_enabled());
   EXPECT_EQ(at::autocast::get_autocast_gpu_dtype(), gpu_dtype_before);
   EXPECT_EQ(nesting_after_increment(), 1);
 }
 
-bool python_has_torch() {
-  return run_command(python() + " -c 'import torch'").exit_code == 0;
-}
+bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
 
 TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   for (const std::string format : {"contiguous", "channels_last"}) {
     TempDir dir;
     torch::manual_seed(11);
@@ -153,22 +142,19 @@ TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
     }
     torch::set_num_threads(threads_before);
 
-    auto r = run_command(
-        python() + " " + source_dir() +
-        "/tests/python/grad_scaler_reference.py autocast-forward" +
-        " --model " + dir / "model.pt" + " --input " + dir / "input.pt" +
-        " --out " + dir / "out.pt" + " --memory-format " + format);
+    auto r = run_command(python() + " " + source_dir() + "/tests/python/grad_scaler_reference.py autocast-forward" +
+                         " --model " + dir / "model.pt" + " --input " + dir / "input.pt" + " --out " + dir / "out.pt" +
+                         " --memory-format " + format);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto theirs = load_state_dict_file(dir / "out.pt").at(0).second;
     EXPECT_EQ(theirs.scalar_type(), ours.scalar_type()) << format;
     EXPECT_TRUE(torch::equal(ours, theirs))
-        << format << ": max diff "
-        << (ours.to(torch::kDouble) - theirs.to(torch::kDouble)).abs().max();
-    // And autocast really changed the numbers (a guard that did nothing would
-    // pass the equality above only if Python's autocast did nothing too).
+        << format << ": max diff " << (ours.to(torch::kDouble) - theirs.to(torch::kDouble)).abs().max();
+    // And autocast really changed the numbers (a guard that did nothing would pass the equality above only if
+    // Python's autocast did nothing too).
     EXPECT_FALSE(torch::equal(ours.to(torch::kFloat), plain)) << format;
   }
 }
 
-} // namespace
-} // namespace ddp::test
+}  // namespace
+}  // namespace ddp::test

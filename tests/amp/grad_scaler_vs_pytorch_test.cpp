@@ -1,7 +1,5 @@
-// GradScaler against PyTorch's own GradScaler
-// (tests/python/grad_scaler_reference.py): per-step scale, growth tracker and
-// skip decisions, parameters and SGD momenta, bf16 Net training from init_scale
-// 3e38, state_dict.
+// GradScaler against PyTorch's own GradScaler (tests/python/grad_scaler_reference.py): per-step scale, growth
+// tracker and skip decisions, parameters and SGD momenta, bf16 Net training from init_scale 3e38, state_dict.
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "app/config.h"
@@ -23,18 +21,15 @@ namespace ddp::test {
 namespace {
 
 struct TrainSpec {
-  std::string arch = "linear"; // linear (Linear 4->3, MSE) | net (Net, NLL)
-  bool autocast = false;       // bf16 CPU autocast around forward + loss
+  std::string arch = "linear";  // linear (Linear 4->3, MSE) | net (Net, NLL)
+  bool autocast = false;        // bf16 CPU autocast around forward + loss
   std::string reduction = "mean";
   double init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   int steps = 40;
-  std::set<int> inf_steps, nan_steps; // steps whose first parameter's scaled
-                                      // grad gets an inf / a NaN
+  std::set<int> inf_steps, nan_steps;  // steps whose first parameter's scaled grad gets an inf / a NaN
   double lr = 0.1, momentum = 0.9;
-  std::string memory_format =
-      "channels_last"; // net: model.memory_format on both sides (ddptrain's
-                       // default)
+  std::string memory_format = "channels_last";  // net: model.memory_format on both sides (ddptrain's default)
 };
 
 struct TrainLog {
@@ -42,23 +37,20 @@ struct TrainLog {
   std::vector<int64_t> trackers, skipped;
 };
 
-// The model, its forward and a fixed batch, all from `seed`; written for Python
-// into dir.
+// The model, its forward and a fixed batch, all from `seed`; written for Python into dir.
 struct Problem {
   std::shared_ptr<torch::nn::Module> module;
-  std::function<torch::Tensor(const torch::Tensor &)> forward;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
   torch::Tensor x, y;
 };
 
-Problem make_problem(const TrainSpec &spec, uint64_t seed, const TempDir &dir) {
+Problem make_problem(const TrainSpec& spec, uint64_t seed, const TempDir& dir) {
   torch::manual_seed(seed);
   Problem p;
   if (spec.arch == "linear") {
     auto linear = torch::nn::Linear(4, 3);
     p.module = linear.ptr();
-    p.forward = [linear](const torch::Tensor &x) mutable {
-      return linear->forward(x);
-    };
+    p.forward = [linear](const torch::Tensor& x) mutable { return linear->forward(x); };
     p.x = torch::randn({8, 4});
     p.y = torch::randn({8, 3});
   } else {
@@ -67,7 +59,7 @@ Problem make_problem(const TrainSpec &spec, uint64_t seed, const TempDir &dir) {
     cfg.memory_format = spec.memory_format;
     auto net = make_model(cfg);
     p.module = net;
-    p.forward = [net](const torch::Tensor &x) { return net->forward(x); };
+    p.forward = [net](const torch::Tensor& x) { return net->forward(x); };
     p.x = torch::randn({16, 1, 28, 28});
     p.y = torch::randint(0, 10, {16}, torch::kLong);
   }
@@ -76,7 +68,7 @@ Problem make_problem(const TrainSpec &spec, uint64_t seed, const TempDir &dir) {
   return p;
 }
 
-GradScalerOptions scaler_options(const TrainSpec &s) {
+GradScalerOptions scaler_options(const TrainSpec& s) {
   GradScalerOptions o;
   o.init_scale = s.init_scale;
   o.growth_factor = s.growth_factor;
@@ -85,65 +77,50 @@ GradScalerOptions scaler_options(const TrainSpec &s) {
   return o;
 }
 
-torch::Tensor loss_of(const TrainSpec &s, Problem &p) {
+torch::Tensor loss_of(const TrainSpec& s, Problem& p) {
   AutocastGuard autocast(torch::kCPU, s.autocast, torch::kBFloat16);
   const auto out = p.forward(p.x);
-  if (s.arch == "linear")
-    return torch::mse_loss(out, p.y);
-  return torch::nll_loss(out, p.y, {},
-                         s.reduction == "sum" ? at::Reduction::Sum
-                                              : at::Reduction::Mean);
+  if (s.arch == "linear") return torch::mse_loss(out, p.y);
+  return torch::nll_loss(out, p.y, {}, s.reduction == "sum" ? at::Reduction::Sum : at::Reduction::Mean);
 }
 
-std::vector<torch::Tensor> momenta(torch::optim::SGD &opt,
-                                   const std::vector<torch::Tensor> &params) {
+std::vector<torch::Tensor> momenta(torch::optim::SGD& opt, const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> out;
-  for (const auto &p : params) {
+  for (const auto& p : params) {
     auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
     out.push_back(it == opt.state().end()
                       ? torch::Tensor()
-                      : static_cast<torch::optim::SGDParamState &>(*it->second)
-                            .momentum_buffer()
-                            .clone());
+                      : static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer().clone());
   }
   return out;
 }
 
-std::vector<torch::Tensor> clones(const std::vector<torch::Tensor> &ts) {
+std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& ts) {
   std::vector<torch::Tensor> out;
-  for (const auto &t : ts)
-    out.push_back(t.defined() ? t.detach().clone() : t);
+  for (const auto& t : ts) out.push_back(t.defined() ? t.detach().clone() : t);
   return out;
 }
 
-bool all_equal(const std::vector<torch::Tensor> &a,
-               const std::vector<torch::Tensor> &b) {
-  if (a.size() != b.size())
-    return false;
+bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].defined() != b[i].defined())
-      return false;
-    if (a[i].defined() && !torch::equal(a[i], b[i]))
-      return false;
+    if (a[i].defined() != b[i].defined()) return false;
+    if (a[i].defined() && !torch::equal(a[i], b[i])) return false;
   }
   return true;
 }
 
-// Steps [first, last) of scale -> backward -> (inject) -> [unscale,
-// on_unscaled] -> step -> update, asserting that a skipped step leaves
-// parameters and momentum buffers bit-identical.
-void train(const TrainSpec &s, Problem &p, torch::optim::SGD &opt,
-           GradScaler &scaler, int first, int last, TrainLog &log,
-           const std::function<void(int)> &on_unscaled = nullptr) {
+// Steps [first, last) of scale -> backward -> (inject) -> [unscale, on_unscaled] -> step -> update, asserting
+// that a skipped step leaves parameters and momentum buffers bit-identical.
+void train(const TrainSpec& s, Problem& p, torch::optim::SGD& opt, GradScaler& scaler, int first, int last,
+           TrainLog& log, const std::function<void(int)>& on_unscaled = nullptr) {
   const auto params = p.module->parameters();
   for (int step = first; step < last; ++step) {
     opt.zero_grad();
     const auto loss = loss_of(s, p);
     scaler.scale(loss).backward();
-    if (s.inf_steps.count(step))
-      params[0].grad().view({-1})[0].fill_(INFINITY);
-    if (s.nan_steps.count(step))
-      params[0].grad().view({-1})[-1].fill_(NAN);
+    if (s.inf_steps.count(step)) params[0].grad().view({-1})[0].fill_(INFINITY);
+    if (s.nan_steps.count(step)) params[0].grad().view({-1})[-1].fill_(NAN);
     if (on_unscaled) {
       scaler.unscale(opt);
       on_unscaled(step);
@@ -152,10 +129,8 @@ void train(const TrainSpec &s, Problem &p, torch::optim::SGD &opt,
     const auto momenta_before = momenta(opt, params);
     const bool ran = scaler.step(opt);
     if (!ran) {
-      EXPECT_TRUE(all_equal(clones(params), params_before))
-          << "parameters changed on skipped step " << step;
-      EXPECT_TRUE(all_equal(momenta(opt, params), momenta_before))
-          << "momenta changed on skipped step " << step;
+      EXPECT_TRUE(all_equal(clones(params), params_before)) << "parameters changed on skipped step " << step;
+      EXPECT_TRUE(all_equal(momenta(opt, params), momenta_before)) << "momenta changed on skipped step " << step;
     }
     scaler.update();
     log.scales.push_back(scaler.get_scale());
@@ -165,10 +140,9 @@ void train(const TrainSpec &s, Problem &p, torch::optim::SGD &opt,
   }
 }
 
-std::string csv(const std::set<int> &steps) {
+std::string csv(const std::set<int>& steps) {
   std::string out;
-  for (int s : steps)
-    out += (out.empty() ? "" : ",") + std::to_string(s);
+  for (int s : steps) out += (out.empty() ? "" : ",") + std::to_string(s);
   return out;
 }
 
@@ -178,53 +152,45 @@ std::string fmt(double v) {
   return buf;
 }
 
-// Runs the reference; returns its OUT.pt entries (OUT.pt.scaler holds its
-// scaler.state_dict()).
-NamedTensors run_python(const TrainSpec &s, const TempDir &dir) {
+// Runs the reference; returns its OUT.pt entries (OUT.pt.scaler holds its scaler.state_dict()).
+NamedTensors run_python(const TrainSpec& s, const TempDir& dir) {
   const std::string cmd =
-      "OMP_NUM_THREADS=1 " + python() + " " + source_dir() +
-      "/tests/python/grad_scaler_reference.py train" + " --model " +
-      dir / "model.pt" + " --batch " + dir / "batch.pt" + " --out " +
-      dir / "ref.pt" + " --arch " + s.arch + (s.autocast ? " --autocast" : "") +
-      " --reduction " + s.reduction + " --init-scale " + fmt(s.init_scale) +
-      " --growth-factor " + fmt(s.growth_factor) + " --backoff-factor " +
-      fmt(s.backoff_factor) + " --growth-interval " +
-      std::to_string(s.growth_interval) + " --steps " +
-      std::to_string(s.steps) + " --inf-steps '" + csv(s.inf_steps) +
-      "' --nan-steps '" + csv(s.nan_steps) + "' --lr " + fmt(s.lr) +
-      " --momentum " + fmt(s.momentum) + " --threads 1" + " --memory-format " +
-      s.memory_format;
+      "OMP_NUM_THREADS=1 " + python() + " " + source_dir() + "/tests/python/grad_scaler_reference.py train" +
+      " --model " + dir / "model.pt" + " --batch " + dir / "batch.pt" + " --out " + dir / "ref.pt" + " --arch " +
+      s.arch + (s.autocast ? " --autocast" : "") + " --reduction " + s.reduction + " --init-scale " +
+      fmt(s.init_scale) + " --growth-factor " + fmt(s.growth_factor) + " --backoff-factor " + fmt(s.backoff_factor) +
+      " --growth-interval " + std::to_string(s.growth_interval) + " --steps " + std::to_string(s.steps) +
+      " --inf-steps '" + csv(s.inf_steps) + "' --nan-steps '" + csv(s.nan_steps) + "' --lr " + fmt(s.lr) +
+      " --momentum " + fmt(s.momentum) + " --threads 1" + " --memory-format " + s.memory_format;
   auto r = run_command(cmd);
-  if (r.exit_code != 0)
-    throw std::runtime_error("reference failed:\n" + r.output);
+  if (r.exit_code != 0) throw std::runtime_error("reference failed:\n" + r.output);
   return load_state_dict_file(dir / "ref.pt");
 }
 
-torch::Tensor entry(const NamedTensors &state, const std::string &name) {
-  for (const auto &[k, v] : state)
-    if (k == name)
-      return v;
+torch::Tensor entry(const NamedTensors& state, const std::string& name) {
+  for (const auto& [k, v] : state)
+    if (k == name) return v;
   return {};
 }
 
-template <typename T> std::vector<T> values(const torch::Tensor &t) {
+template <typename T>
+std::vector<T> values(const torch::Tensor& t) {
   const auto c = t.contiguous();
   return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
 }
 
-void expect_log_matches(const TrainLog &ours, const NamedTensors &ref) {
+void expect_log_matches(const TrainLog& ours, const NamedTensors& ref) {
   EXPECT_EQ(ours.scales, values<double>(entry(ref, "scales")));
   EXPECT_EQ(ours.trackers, values<int64_t>(entry(ref, "trackers")));
   EXPECT_EQ(ours.skipped, values<int64_t>(entry(ref, "skipped")));
   EXPECT_EQ(ours.losses, values<double>(entry(ref, "losses")));
 }
 
-void expect_model_matches(Problem &p, torch::optim::SGD &opt,
-                          const NamedTensors &ref) {
+void expect_model_matches(Problem& p, torch::optim::SGD& opt, const NamedTensors& ref) {
   const auto named = p.module->named_parameters();
   const auto bufs = momenta(opt, p.module->parameters());
   size_t i = 0;
-  for (const auto &item : named) {
+  for (const auto& item : named) {
     const auto theirs = entry(ref, "param." + item.key());
     ASSERT_TRUE(theirs.defined()) << item.key();
     EXPECT_TRUE(torch::equal(item.value(), theirs)) << item.key();
@@ -237,9 +203,7 @@ void expect_model_matches(Problem &p, torch::optim::SGD &opt,
   }
 }
 
-bool python_has_torch() {
-  return run_command(python() + " -c 'import torch'").exit_code == 0;
-}
+bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
 
 struct OneThread {
   int before = torch::get_num_threads();
@@ -247,28 +211,23 @@ struct OneThread {
   ~OneThread() { torch::set_num_threads(before); }
 };
 
-// Trains spec in C++ and Python from the same weights and batch; everything per
-// step must agree exactly.
-void check_against_pytorch(const TrainSpec &spec, uint64_t seed) {
+// Trains spec in C++ and Python from the same weights and batch; everything per step must agree exactly.
+void check_against_pytorch(const TrainSpec& spec, uint64_t seed) {
   TempDir dir;
   OneThread one_thread;
   Problem p = make_problem(spec, seed, dir);
-  torch::optim::SGD opt(
-      p.module->parameters(),
-      torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
+  torch::optim::SGD opt(p.module->parameters(), torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
   GradScaler scaler(scaler_options(spec));
   TrainLog log;
   train(spec, p, opt, scaler, 0, spec.steps, log);
   const auto ref = run_python(spec, dir);
   expect_log_matches(log, ref);
   expect_model_matches(p, opt, ref);
-  EXPECT_EQ(scaler.skipped_steps(),
-            std::count(log.skipped.begin(), log.skipped.end(), 1));
+  EXPECT_EQ(scaler.skipped_steps(), std::count(log.skipped.begin(), log.skipped.end(), 1));
 }
 
 TEST(GradScalerVsPyTorch, ScriptedInfAndNanPatternGrowthInterval3) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TrainSpec spec;
   spec.growth_interval = 3;
   spec.inf_steps = {2, 5, 6, 20, 21, 22, 33};
@@ -277,8 +236,7 @@ TEST(GradScalerVsPyTorch, ScriptedInfAndNanPatternGrowthInterval3) {
 }
 
 TEST(GradScalerVsPyTorch, UnevenFactorsRoundLikeTheKernel) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TrainSpec spec;
   spec.init_scale = 1000.1;
   spec.growth_factor = 3.0;
@@ -291,8 +249,7 @@ TEST(GradScalerVsPyTorch, UnevenFactorsRoundLikeTheKernel) {
 }
 
 TEST(GradScalerVsPyTorch, GrowthStopsShortOfFloat32Infinity) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TrainSpec spec;
   spec.init_scale = std::ldexp(1.0, 125);
   spec.growth_interval = 2;
@@ -302,20 +259,17 @@ TEST(GradScalerVsPyTorch, GrowthStopsShortOfFloat32Infinity) {
   check_against_pytorch(spec, 1);
 }
 
-// init_scale 3e38 on the bf16-autocast Net: the first steps overflow for real
-// and back off, then training proceeds; every step, parameter and momentum
-// equals PyTorch; the first clean step's unscaled gradients equal the reference
-// gradients (bf16 autocast without scaling, and fp32) within bf16 tolerance.
+// init_scale 3e38 on the bf16-autocast Net: the first steps overflow for real and back off, then training
+// proceeds; every step, parameter and momentum equals PyTorch; the first clean step's unscaled gradients equal
+// the reference gradients (bf16 autocast without scaling, and fp32) within bf16 tolerance.
 TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   for (const std::string format : {"contiguous", "channels_last"}) {
     SCOPED_TRACE("model.memory_format = " + format);
     TrainSpec spec;
     spec.arch = "net";
     spec.autocast = true;
-    spec.reduction =
-        "sum"; // gradients above 1.2 so that 3e38 x gradient overflows float32
+    spec.reduction = "sum";  // gradients above 1.2 so that 3e38 x gradient overflows float32
     spec.init_scale = 3e38;
     spec.steps = 30;
     spec.lr = 0.003;
@@ -331,24 +285,20 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
       p.module->zero_grad();
       loss_of(s, p).backward();
       std::vector<torch::Tensor> g;
-      for (const auto &param : p.module->parameters())
-        g.push_back(param.grad().clone());
+      for (const auto& param : p.module->parameters()) g.push_back(param.grad().clone());
       p.module->zero_grad();
       return g;
     };
     const auto fp32_grads = grads_of(false);
     const auto bf16_grads = grads_of(true);
 
-    torch::optim::SGD opt(
-        p.module->parameters(),
-        torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
+    torch::optim::SGD opt(p.module->parameters(), torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
     GradScaler scaler(scaler_options(spec));
     TrainLog log;
     std::vector<torch::Tensor> first_clean_grads;
     train(spec, p, opt, scaler, 0, spec.steps, log, [&](int) {
       if (first_clean_grads.empty() && !scaler.found_inf())
-        for (const auto &param : p.module->parameters())
-          first_clean_grads.push_back(param.grad().clone());
+        for (const auto& param : p.module->parameters()) first_clean_grads.push_back(param.grad().clone());
     });
 
     ASSERT_EQ(log.skipped.at(0), 1) << "3e38 did not overflow";
@@ -356,21 +306,15 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
     EXPECT_GE(std::count(log.skipped.begin(), log.skipped.end(), 0), 20);
     EXPECT_LT(log.losses.back(), 0.1 * log.losses.front());
     ASSERT_FALSE(first_clean_grads.empty());
-    // Skipped steps left the weights alone, so the first clean step saw the
-    // initial weights. bf16 autocast alone moves these gradients 15-30%
-    // (relative norm) from fp32; the scaler must add (almost) nothing to that.
+    // Skipped steps left the weights alone, so the first clean step saw the initial weights. bf16 autocast alone
+    // moves these gradients 15-30% (relative norm) from fp32; the scaler must add (almost) nothing to that.
     for (size_t i = 0; i < first_clean_grads.size(); ++i) {
-      const auto &ours = first_clean_grads[i];
-      const double vs_bf16 =
-          ((ours - bf16_grads[i]).norm() / bf16_grads[i].norm()).item<double>();
-      const double vs_fp32 =
-          ((ours - fp32_grads[i]).norm() / fp32_grads[i].norm()).item<double>();
-      const double bf16_vs_fp32 =
-          ((bf16_grads[i] - fp32_grads[i]).norm() / fp32_grads[i].norm())
-              .item<double>();
-      // oneDNN's NHWC bf16 backward rounds the non-power-of-two scale
-      // differently: 6.4% on conv1 (the same in PyTorch, compared exactly
-      // below).
+      const auto& ours = first_clean_grads[i];
+      const double vs_bf16 = ((ours - bf16_grads[i]).norm() / bf16_grads[i].norm()).item<double>();
+      const double vs_fp32 = ((ours - fp32_grads[i]).norm() / fp32_grads[i].norm()).item<double>();
+      const double bf16_vs_fp32 = ((bf16_grads[i] - fp32_grads[i]).norm() / fp32_grads[i].norm()).item<double>();
+      // oneDNN's NHWC bf16 backward rounds the non-power-of-two scale differently: 6.4% on conv1 (the same in
+      // PyTorch, compared exactly below).
       const double bound = format == "contiguous" ? 0.04 : 0.08;
       EXPECT_LE(vs_bf16, bound) << "parameter " << i;
       EXPECT_LE(vs_fp32, bf16_vs_fp32 + bound) << "parameter " << i;
@@ -382,9 +326,8 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
   }
 }
 
-// A power-of-two scale commutes with every bf16/fp32 rounding in forward and
-// backward (nothing overflows or underflows), so the unscaled gradients of the
-// bf16 Net equal the unscaled backward's bit for bit.
+// A power-of-two scale commutes with every bf16/fp32 rounding in forward and backward (nothing overflows or
+// underflows), so the unscaled gradients of the bf16 Net equal the unscaled backward's bit for bit.
 TEST(GradScalerVsPyTorch, Bf16NetUnscaledGradsExactForPowerOfTwoScale) {
   TrainSpec spec;
   spec.arch = "net";
@@ -394,8 +337,7 @@ TEST(GradScalerVsPyTorch, Bf16NetUnscaledGradsExactForPowerOfTwoScale) {
   Problem p = make_problem(spec, 6, dir);
   loss_of(spec, p).backward();
   std::vector<torch::Tensor> reference;
-  for (const auto &param : p.module->parameters())
-    reference.push_back(param.grad().clone());
+  for (const auto& param : p.module->parameters()) reference.push_back(param.grad().clone());
   torch::optim::SGD opt(p.module->parameters(), torch::optim::SGDOptions(0.1));
   GradScalerOptions options;
   options.init_scale = std::ldexp(1.0, 100);
@@ -405,41 +347,34 @@ TEST(GradScalerVsPyTorch, Bf16NetUnscaledGradsExactForPowerOfTwoScale) {
   scaler.unscale(opt);
   ASSERT_FALSE(scaler.found_inf());
   const auto params = p.module->parameters();
-  for (size_t i = 0; i < params.size(); ++i)
-    EXPECT_TRUE(torch::equal(params[i].grad(), reference[i])) << i;
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), reference[i])) << i;
 }
 
-c10::impl::GenericDict read_dict(const std::string &path) {
+c10::impl::GenericDict read_dict(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return torch::pickle_load(bytes).toGenericDict();
 }
 
-void write_dict(const std::string &path, const c10::impl::GenericDict &d) {
+void write_dict(const std::string& path, const c10::impl::GenericDict& d) {
   const auto bytes = torch::pickle_save(c10::IValue(d));
-  std::ofstream(path, std::ios::binary)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-void expect_same_state(const c10::impl::GenericDict &ours,
-                       const c10::impl::GenericDict &theirs) {
+void expect_same_state(const c10::impl::GenericDict& ours, const c10::impl::GenericDict& theirs) {
   ASSERT_EQ(ours.size(), theirs.size());
-  for (const auto &kv : theirs) {
+  for (const auto& kv : theirs) {
     ASSERT_TRUE(ours.contains(kv.key())) << kv.key().toStringRef();
-    const auto &mine = ours.at(kv.key());
-    EXPECT_EQ(mine.tagKind(), kv.value().tagKind())
-        << kv.key().toStringRef(); // float stays float, int stays int
+    const auto& mine = ours.at(kv.key());
+    EXPECT_EQ(mine.tagKind(), kv.value().tagKind()) << kv.key().toStringRef();  // float stays float, int stays int
     EXPECT_EQ(mine, kv.value()) << kv.key().toStringRef();
   }
 }
 
-// state_dict() equals PyTorch's after the same run, PyTorch loads ours, and a
-// scaler resumed from a state_dict continues exactly like the uninterrupted
-// one.
+// state_dict() equals PyTorch's after the same run, PyTorch loads ours, and a scaler resumed from a state_dict
+// continues exactly like the uninterrupted one.
 TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
-  if (!python_has_torch())
-    GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TrainSpec spec;
   spec.growth_interval = 3;
   spec.steps = 20;
@@ -447,9 +382,7 @@ TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
   TempDir dir;
   OneThread one_thread;
   Problem p = make_problem(spec, 3, dir);
-  torch::optim::SGD opt(
-      p.module->parameters(),
-      torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
+  torch::optim::SGD opt(p.module->parameters(), torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
   GradScaler scaler(scaler_options(spec));
   TrainLog log;
   train(spec, p, opt, scaler, 0, spec.steps, log);
@@ -457,15 +390,12 @@ TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
   expect_same_state(scaler.state_dict(), read_dict(dir / "ref.pt.scaler"));
 
   write_dict(dir / "ours.pt", scaler.state_dict());
-  auto r =
-      run_command(python() + " " + source_dir() +
-                  "/tests/python/grad_scaler_reference.py load-state --state " +
-                  dir / "ours.pt" + " --out " + dir / "reloaded.pt");
+  auto r = run_command(python() + " " + source_dir() + "/tests/python/grad_scaler_reference.py load-state --state " +
+                       dir / "ours.pt" + " --out " + dir / "reloaded.pt");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_state(scaler.state_dict(), read_dict(dir / "reloaded.pt"));
 
-  // Resume: steps 20..40 by the original scaler vs a fresh one loaded from its
-  // state, on copies of the model.
+  // Resume: steps 20..40 by the original scaler vs a fresh one loaded from its state, on copies of the model.
   TrainSpec more = spec;
   more.steps = 40;
   more.inf_steps = {25, 31};
@@ -476,20 +406,17 @@ TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
 
   Problem q = make_problem(spec, 3, dir);
   apply_state(*q.module, load_state_dict_file(snapshot), snapshot);
-  torch::optim::SGD opt_q(
-      q.module->parameters(),
-      torch::optim::SGDOptions(spec.lr)); // no momentum: see below
+  torch::optim::SGD opt_q(q.module->parameters(), torch::optim::SGDOptions(spec.lr));  // no momentum: see below
   GradScaler resumed(GradScalerOptions{});
   resumed.load_state_dict(read_dict(dir / "ours.pt"));
   EXPECT_EQ(resumed.options().growth_interval, 3);
   TrainLog resumed_log;
-  // Only the scaler's trajectory is compared, which does not depend on the
-  // optimizer's momentum.
+  // Only the scaler's trajectory is compared, which does not depend on the optimizer's momentum.
   train(more, q, opt_q, resumed, 20, 40, resumed_log);
   EXPECT_EQ(resumed_log.scales, continued.scales);
   EXPECT_EQ(resumed_log.trackers, continued.trackers);
   EXPECT_EQ(resumed_log.skipped, continued.skipped);
 }
 
-} // namespace
-} // namespace ddp::test
+}  // namespace
+}  // namespace ddp::test

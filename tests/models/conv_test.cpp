@@ -1,5 +1,4 @@
-// Tests: conv2d_forward (channels-last, padding-only taps skipped) computes
-// what Conv2d::forward computes.
+// Tests: conv2d_forward (channels-last, padding-only taps skipped) computes what Conv2d::forward computes.
 #include "app/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
@@ -18,11 +17,9 @@ struct Shape {
   int64_t size, kernel, padding, stride, dilation;
 };
 
-std::string describe(const Shape &s) {
-  return "input " + std::to_string(s.size) + " kernel " +
-         std::to_string(s.kernel) + " padding " + std::to_string(s.padding) +
-         " stride " + std::to_string(s.stride) + " dilation " +
-         std::to_string(s.dilation);
+std::string describe(const Shape& s) {
+  return "input " + std::to_string(s.size) + " kernel " + std::to_string(s.kernel) + " padding " +
+         std::to_string(s.padding) + " stride " + std::to_string(s.stride) + " dilation " + std::to_string(s.dilation);
 }
 
 std::vector<Shape> shapes() {
@@ -32,21 +29,18 @@ std::vector<Shape> shapes() {
       for (int64_t padding : {0, 1, 2, 3})
         for (int64_t stride : {1, 2, 3})
           for (int64_t dilation : {1, 2}) {
-            if (size + 2 * padding < dilation * (kernel - 1) + 1)
-              continue; // no output at all
+            if (size + 2 * padding < dilation * (kernel - 1) + 1) continue;  // no output at all
             out.push_back({size, kernel, padding, stride, dilation});
           }
   return out;
 }
 
-// Oracle for live_taps: a tap is live when its weight gets a non-zero gradient
-// from an all-ones input and all-ones output gradient (ATen's own convolution
-// backward, one dimension at a time through a 1xK kernel).
-std::pair<int64_t, int64_t> live_taps_by_gradient(const Shape &s) {
+// Oracle for live_taps: a tap is live when its weight gets a non-zero gradient from an all-ones input and all-ones
+// output gradient (ATen's own convolution backward, one dimension at a time through a 1xK kernel).
+std::pair<int64_t, int64_t> live_taps_by_gradient(const Shape& s) {
   auto x = torch::ones({1, 1, 1, s.size});
   auto w = torch::ones({1, 1, 1, s.kernel}, torch::requires_grad());
-  auto y = torch::conv2d(x, w, torch::Tensor(), torch::IntArrayRef{1, s.stride},
-                         torch::IntArrayRef{0, s.padding},
+  auto y = torch::conv2d(x, w, torch::Tensor(), torch::IntArrayRef{1, s.stride}, torch::IntArrayRef{0, s.padding},
                          torch::IntArrayRef{1, s.dilation});
   y.sum().backward();
   auto g = w.grad().view(-1);
@@ -61,10 +55,9 @@ std::pair<int64_t, int64_t> live_taps_by_gradient(const Shape &s) {
 
 TEST(ConvKernels, LiveTapsMatchWhichWeightsGetGradient) {
   int checked = 0;
-  for (const Shape &s : shapes()) {
+  for (const Shape& s : shapes()) {
     const auto [first, last] = live_taps_by_gradient(s);
-    const LiveTaps t =
-        live_taps(s.size, s.kernel, s.padding, s.stride, s.dilation);
+    const LiveTaps t = live_taps(s.size, s.kernel, s.padding, s.stride, s.dilation);
     EXPECT_EQ(t.first, first) << describe(s);
     EXPECT_EQ(t.last, last) << describe(s);
     ++checked;
@@ -72,10 +65,8 @@ TEST(ConvKernels, LiveTapsMatchWhichWeightsGetGradient) {
   EXPECT_GT(checked, 300);
 }
 
-// Output and every gradient of conv2d_forward against Conv2d::forward on the
-// same module.
-void expect_same_as_module(const Shape &h, const Shape &w, bool bias,
-                           const ConvKernels &k) {
+// Output and every gradient of conv2d_forward against Conv2d::forward on the same module.
+void expect_same_as_module(const Shape& h, const Shape& w, bool bias, const ConvKernels& k) {
   torch::manual_seed(h.size * 131 + w.kernel * 17 + h.stride);
   auto opts = torch::nn::Conv2dOptions(3, 4, {h.kernel, w.kernel})
                   .stride({h.stride, w.stride})
@@ -84,8 +75,7 @@ void expect_same_as_module(const Shape &h, const Shape &w, bool bias,
                   .bias(bias);
   torch::nn::Conv2d conv(opts);
   auto x = torch::randn({2, 3, h.size, w.size}, torch::requires_grad());
-  const std::string what = "H: " + describe(h) + "; W: " + describe(w) +
-                           (k.channels_last ? " channels_last" : "") +
+  const std::string what = "H: " + describe(h) + "; W: " + describe(w) + (k.channels_last ? " channels_last" : "") +
                            (k.skip_padding_taps ? " skip" : "");
 
   auto expected = conv->forward(x);
@@ -102,8 +92,7 @@ void expect_same_as_module(const Shape &h, const Shape &w, bool bias,
   EXPECT_TRUE(torch::allclose(actual, expected, 1e-5, 1e-5)) << what;
   EXPECT_TRUE(torch::allclose(x.grad(), gx, 1e-5, 1e-5)) << what;
   EXPECT_TRUE(torch::allclose(conv->weight.grad(), gw, 1e-5, 1e-5)) << what;
-  if (bias)
-    EXPECT_TRUE(torch::allclose(conv->bias.grad(), gb, 1e-5, 1e-5)) << what;
+  if (bias) EXPECT_TRUE(torch::allclose(conv->bias.grad(), gb, 1e-5, 1e-5)) << what;
   // Parameters keep their layout whatever the kernels do.
   EXPECT_TRUE(conv->weight.is_contiguous()) << what;
   EXPECT_TRUE(conv->weight.grad().is_contiguous()) << what;
@@ -113,8 +102,8 @@ TEST(ConvKernels, SkippingPaddingTapsGivesTheSameOutputAndGradients) {
   int checked = 0;
   const auto all = shapes();
   for (size_t i = 0; i < all.size(); i += 3) {
-    const Shape &h = all[i];
-    const Shape &w = all[(i * 7 + 5) % all.size()];
+    const Shape& h = all[i];
+    const Shape& w = all[(i * 7 + 5) % all.size()];
     expect_same_as_module(h, w, /*bias=*/i % 2 == 0, ConvKernels{false, true});
     ++checked;
   }
@@ -122,22 +111,17 @@ TEST(ConvKernels, SkippingPaddingTapsGivesTheSameOutputAndGradients) {
 }
 
 TEST(ConvKernels, ChannelsLastGivesTheSameOutputAndGradients) {
-  for (const Shape &s : {Shape{28, 5, 0, 1, 1}, Shape{12, 5, 0, 1, 1},
-                         Shape{1, 3, 1, 1, 1}, Shape{7, 3, 1, 2, 1}})
-    for (bool skip : {false, true})
-      expect_same_as_module(s, s, /*bias=*/true, ConvKernels{true, skip});
+  for (const Shape& s : {Shape{28, 5, 0, 1, 1}, Shape{12, 5, 0, 1, 1}, Shape{1, 3, 1, 1, 1}, Shape{7, 3, 1, 2, 1}})
+    for (bool skip : {false, true}) expect_same_as_module(s, s, /*bias=*/true, ConvKernels{true, skip});
 }
 
-// The case that motivates skipping: ResNet's 3x3 convolutions over layer4's 1x1
-// maps (28x28 inputs).
+// The case that motivates skipping: ResNet's 3x3 convolutions over layer4's 1x1 maps (28x28 inputs).
 TEST(ConvKernels, A3x3KernelOverA1x1MapRunsAsA1x1Kernel) {
   torch::manual_seed(0);
-  torch::nn::Conv2d conv(
-      torch::nn::Conv2dOptions(8, 8, 3).padding(1).bias(false));
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(8, 8, 3).padding(1).bias(false));
   auto x = torch::randn({4, 8, 1, 1});
   auto centre = torch::conv2d(x, conv->weight.slice(2, 1, 2).slice(3, 1, 2));
-  EXPECT_TRUE(
-      torch::equal(conv2d_forward(*conv, x, ConvKernels{false, true}), centre));
+  EXPECT_TRUE(torch::equal(conv2d_forward(*conv, x, ConvKernels{false, true}), centre));
   EXPECT_TRUE(torch::allclose(conv->forward(x), centre, 1e-5, 1e-5));
   auto live = live_taps(1, 3, 1, 1, 1);
   EXPECT_EQ(live.first, 1);
@@ -156,19 +140,14 @@ TEST(ConvKernels, ModelMemoryFormatResolvesPerModel) {
   EXPECT_FALSE(conv_kernels(cfg, false).skip_padding_taps);
 }
 
-// Whole models: the kernel choices change speed, not what is learned. Gradients
-// of one batch agree for every model; Net also after five SGD steps. (ResNet-18
-// trained on noise with batch 8 amplifies last-bit differences: PyTorch's own
-// resnet18, channels_last against contiguous, differs by 0.7 after five such
-// steps.)
+// Whole models: the kernel choices change speed, not what is learned. Gradients of one batch agree for every model; Net
+// also after five SGD steps. (ResNet-18 trained on noise with batch 8 amplifies last-bit differences: PyTorch's own
+// resnet18, channels_last against contiguous, differs by 0.7 after five such steps.)
 TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
   for (const std::string name : {"net", "resnet18"}) {
     std::vector<std::vector<torch::Tensor>> grads, finals;
-    for (const auto &[format, skip] :
-         std::vector<std::pair<std::string, bool>>{{"contiguous", false},
-                                                   {"channels_last", false},
-                                                   {"contiguous", true},
-                                                   {"channels_last", true}}) {
+    for (const auto& [format, skip] : std::vector<std::pair<std::string, bool>>{
+             {"contiguous", false}, {"channels_last", false}, {"contiguous", true}, {"channels_last", true}}) {
       ModelConfig cfg;
       cfg.name = name;
       cfg.dropout = 0;
@@ -176,8 +155,7 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
       cfg.skip_padding_taps = skip;
       torch::manual_seed(3);
       auto model = make_model(cfg);
-      torch::optim::SGD sgd(model->parameters(),
-                            torch::optim::SGDOptions(0.05).momentum(0.9));
+      torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
       torch::manual_seed(4);
       const int steps = name == "net" ? 5 : 1;
       for (int step = 0; step < steps; ++step) {
@@ -185,33 +163,26 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
         auto y = torch::randint(0, 10, {8});
         sgd.zero_grad();
         auto out = model->forward(x);
-        (model->outputs_log_probs() ? torch::nll_loss(out, y)
-                                    : torch::cross_entropy_loss(out, y))
-            .backward();
+        (model->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y)).backward();
         if (step == 0) {
           grads.emplace_back();
-          for (const auto &p : model->parameters())
-            grads.back().push_back(p.grad().clone());
+          for (const auto& p : model->parameters()) grads.back().push_back(p.grad().clone());
         }
         sgd.step();
       }
       finals.emplace_back();
-      for (const auto &p : model->parameters())
-        finals.back().push_back(p.detach().clone());
+      for (const auto& p : model->parameters()) finals.back().push_back(p.detach().clone());
     }
     for (size_t v = 1; v < grads.size(); ++v)
       for (size_t i = 0; i < grads[0].size(); ++i) {
         const double scale = grads[0][i].abs().max().item<double>();
-        const double diff =
-            (grads[v][i] - grads[0][i]).abs().max().item<double>();
-        EXPECT_LE(diff, 1e-4 * scale + 1e-7)
-            << name << " variant " << v << " gradient " << i;
-        EXPECT_LE((finals[v][i] - finals[0][i]).abs().max().item<double>(),
-                  1e-5)
+        const double diff = (grads[v][i] - grads[0][i]).abs().max().item<double>();
+        EXPECT_LE(diff, 1e-4 * scale + 1e-7) << name << " variant " << v << " gradient " << i;
+        EXPECT_LE((finals[v][i] - finals[0][i]).abs().max().item<double>(), 1e-5)
             << name << " variant " << v << " parameter " << i;
       }
   }
 }
 
-} // namespace
-} // namespace ddp
+}  // namespace
+}  // namespace ddp
