@@ -209,6 +209,7 @@ EvalResult Trainer::evaluate() {
   if (ddp_) ddp_->sync_buffers();
   model_->eval();
   torch::NoGradGuard no_grad;
+  dataset_.test.ensure_images();
   const Split& test = dataset_.test;
   BatchLoader loader(test, eval_shard(test.size(), ctx_.world_size, ctx_.rank),
                      loader_options(cfg_.data.eval_batch_size, /*drop_last=*/false));
@@ -241,6 +242,7 @@ TrainSummary Trainer::train() {
   int64_t total_steps = epochs * per_epoch;
   if (cfg_.training.max_steps > 0) total_steps = std::min(total_steps, cfg_.training.max_steps);
   resume();
+  dataset_.train.ensure_images();
   summary.best_accuracy = best_accuracy_;
   DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
                              static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
@@ -347,6 +349,7 @@ TrainSummary Trainer::train() {
     if (global_step_ >= total_steps) done = true;
   }
   if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now
+  dataset_.train.release_images();                // training is over: the final evaluation needs only the test split
   if (!evaluated_last) {
     summary.final_eval = evaluate();
     best_accuracy_ = std::max(best_accuracy_, summary.final_eval.accuracy);

@@ -39,6 +39,16 @@ Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t s
   return ds;
 }
 
+const torch::Tensor& Split::ensure_images() {
+  if (!images.defined() && read_images) images = read_images();
+  if (!images.defined()) throw std::logic_error("dataset split has no images");
+  return images;
+}
+
+void Split::release_images() {
+  if (read_images) images = torch::Tensor();
+}
+
 torch::Tensor normalize_images(const torch::Tensor& uint8_images, double mean, double std) {
   return uint8_images.to(torch::kFloat32).div_(255).sub_(mean).div_(std);
 }

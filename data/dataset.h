@@ -12,9 +12,17 @@
 namespace ddp {
 
 struct Split {
-  torch::Tensor images;  // uint8 [N, C, H, W]
-  torch::Tensor labels;  // int64 [N]
+  torch::Tensor images;  // uint8 [N, C, H, W]; undefined while not held (see read_images)
+  torch::Tensor labels;  // int64 [N], always held
+  // Set for splits whose images can be read again from their files (MNIST-format): the test images are held only
+  // while evaluating, the train images are let go before the final evaluation. The files were read and checked
+  // in full when the dataset was built.
+  std::function<torch::Tensor()> read_images;
   int64_t size() const { return labels.size(0); }
+  // The images, read now if they are not held.
+  const torch::Tensor& ensure_images();
+  // Lets the images go when they can be read again; a no-op otherwise.
+  void release_images();
 };
 
 struct Dataset {

@@ -1,7 +1,8 @@
 // IDX (MNIST-format) reader and writer: raw or gzip (every member checked, nothing after it but zero padding).
 #include "data/idx.h"
 
-#include <libdeflate.h>
+#include "data/byte_stream.h"
+
 #include <zlib.h>
 
 #include <cerrno>
@@ -56,38 +57,6 @@ bool starts_gzip_member(const std::string& bytes, size_t pos) {
          static_cast<unsigned char>(bytes[pos + 1]) == 0x8b;
 }
 
-// The gzip members inflated by libdeflate (about 3x faster than zlib here) straight into a byte tensor, or an
-// undefined tensor when libdeflate rejects the data: gunzip() then inflates it again to say exactly what is wrong.
-torch::Tensor inflate_fast(const std::string& bytes) {
-  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
-                                                                                  libdeflate_free_decompressor);
-  if (!d || bytes.size() < 18) return {};
-  size_t isize = 0;  // the last member's ISIZE: the whole size for the usual single member
-  for (int i = 0; i < 4; ++i) isize |= size_t(static_cast<unsigned char>(bytes[bytes.size() - 4 + i])) << (8 * i);
-  int64_t capacity = static_cast<int64_t>(std::max<size_t>(isize, 1024));
-  torch::Tensor out = torch::empty({capacity}, torch::kUInt8);
-  size_t pos = 0, produced = 0;
-  while (pos < bytes.size()) {
-    size_t in_used = 0, out_used = 0;
-    auto rc = libdeflate_gzip_decompress_ex(d.get(), bytes.data() + pos, bytes.size() - pos,
-                                            out.data_ptr<uint8_t>() + produced, out.numel() - produced, &in_used,
-                                            &out_used);
-    if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) {
-      if (out.numel() > (int64_t(1) << 37)) return {};
-      torch::Tensor bigger = torch::empty({out.numel() * 2}, torch::kUInt8);
-      std::memcpy(bigger.data_ptr<uint8_t>(), out.data_ptr<uint8_t>(), produced);
-      out = bigger;
-      continue;
-    }
-    if (rc != LIBDEFLATE_SUCCESS) return {};
-    pos += in_used;
-    produced += out_used;
-    while (pos < bytes.size() && bytes[pos] == 0) ++pos;  // zero padding after the last member
-    if (pos < bytes.size() && !starts_gzip_member(bytes, pos)) return {};
-  }
-  return out.narrow(0, 0, static_cast<int64_t>(produced));
-}
-
 torch::Tensor to_byte_tensor(const std::string& bytes) {
   torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
   if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
@@ -135,49 +104,79 @@ std::string gunzip(const std::string& bytes, const std::string& path) {
   return out;
 }
 
-}  // namespace
-
-torch::Tensor read_idx(const std::string& path) {
-  torch::Tensor content;  // the whole IDX file, uncompressed, as bytes
-  {
-    std::string file = read_whole_file(path);
-    if (starts_gzip_member(file, 0)) {
-      content = inflate_fast(file);
-      if (!content.defined()) content = to_byte_tensor(gunzip(file, path));
-    } else {
-      content = to_byte_tensor(file);
-    }
-  }
-  const size_t size = static_cast<size_t>(content.numel());
-  const auto* p = content.data_ptr<uint8_t>();
+// Magic and dims of an IDX header held in the first `size` bytes at p; sets the header length and element count.
+std::vector<int64_t> parse_header(const unsigned char* p, size_t size, const std::string& path, size_t* header,
+                                  int64_t* total) {
   if (size < 4) fail(path, "truncated IDX header");
   if (p[0] != 0 || p[1] != 0 || p[2] != 0x08 || p[3] < 1 || p[3] > 4) {
     char magic[16];
     std::snprintf(magic, sizeof magic, "0x%02x%02x%02x%02x", p[0], p[1], p[2], p[3]);
-    fail(path, std::string("bad IDX magic ") + magic +
-                   " (expected 0x00000801..0x00000804: unsigned bytes, 1-4 dimensions)");
+    fail(path,
+         std::string("bad IDX magic ") + magic + " (expected 0x00000801..0x00000804: unsigned bytes, 1-4 dimensions)");
   }
   const int ndim = p[3];
-  const size_t header = 4 + 4 * static_cast<size_t>(ndim);
-  if (size < header) fail(path, "truncated IDX header");
+  *header = 4 + 4 * static_cast<size_t>(ndim);
+  if (size < *header) fail(path, "truncated IDX header");
   std::vector<int64_t> dims(ndim);
-  int64_t total = 1;
+  *total = 1;
   for (int d = 0; d < ndim; ++d) {
     const unsigned char* b = p + 4 + 4 * d;
     dims[d] = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
     if (dims[d] <= 0 || dims[d] > (int64_t(1) << 31))
       fail(path, "invalid IDX dimension " + std::to_string(d) + " = " + std::to_string(dims[d]));
-    total *= dims[d];
-    if (total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
+    *total *= dims[d];
+    if (*total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
   }
+  return dims;
+}
+
+// The whole file in memory, gzip members inflated by zlib, every problem named precisely: read_idx's fallback
+// when the streaming read fails.
+torch::Tensor read_idx_buffered(const std::string& path) {
+  torch::Tensor content;  // the whole IDX file, uncompressed, as bytes
+  {
+    std::string file = read_whole_file(path);
+    content = to_byte_tensor(starts_gzip_member(file, 0) ? gunzip(file, path) : file);
+  }
+  const size_t size = static_cast<size_t>(content.numel());
+  size_t header = 0;
+  int64_t total = 0;
+  const std::vector<int64_t> dims = parse_header(content.data_ptr<uint8_t>(), size, path, &header, &total);
   const size_t payload = size - header;
   if (payload < static_cast<size_t>(total))
     fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(payload));
   if (payload > static_cast<size_t>(total))
     fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
                    std::to_string(payload) + ")");
-  // A view of the payload (no copy): at most `header` bytes of the storage go unused.
-  return content.narrow(0, static_cast<int64_t>(header), total).view(dims);
+  return content.narrow(0, static_cast<int64_t>(header), total).view(dims);  // a view: no copy
+}
+
+}  // namespace
+
+torch::Tensor read_idx(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not an IDX file");
+  // Streamed straight into the tensor: ISA-L inflates Fashion-MNIST's 26 MB train images in ~0.1 s (zlib ~0.35 s),
+  // and the compressed file never sits in memory beside them.
+  ByteStream in(path);
+  unsigned char head[4 + 4 * 4];
+  size_t got = in.read(head, 4);
+  if (got == 4 && head[3] >= 1 && head[3] <= 4) got += in.read(head + 4, 4u * head[3]);
+  if (!in.failed()) {
+    size_t header = 0;
+    int64_t total = 0;
+    const std::vector<int64_t> dims = parse_header(head, got, path, &header, &total);
+    torch::Tensor out = torch::empty(dims, torch::kUInt8);
+    const size_t n = in.read(out.data_ptr<uint8_t>(), static_cast<size_t>(total));
+    if (!in.failed() && n < static_cast<size_t>(total))
+      fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(n));
+    const size_t extra = in.failed() ? 0 : in.skip_rest();
+    if (!in.failed() && extra > 0)
+      fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
+                     std::to_string(static_cast<size_t>(total) + extra) + ")");
+    if (!in.failed()) return out;
+  }
+  return read_idx_buffered(path);  // says what is wrong (or reads what the stream could not)
 }
 
 void write_idx(const std::string& path, const torch::Tensor& data_in) {

@@ -17,26 +17,48 @@ std::string find_file(const std::string& dir, const std::string& base) {
   return "";
 }
 
-Split load_split(const std::string& dir, const std::string& prefix) {
+struct SplitFiles {
+  std::string images, labels;
+};
+
+SplitFiles find_split(const std::string& dir, const std::string& prefix) {
   std::string images_base = prefix + "-images-idx3-ubyte", labels_base = prefix + "-labels-idx1-ubyte";
-  std::string images_path = find_file(dir, images_base), labels_path = find_file(dir, labels_base);
-  for (const auto& [path, base] : {std::pair{images_path, images_base}, std::pair{labels_path, labels_base}})
+  SplitFiles f{find_file(dir, images_base), find_file(dir, labels_base)};
+  for (const auto& [path, base] : {std::pair{f.images, images_base}, std::pair{f.labels, labels_base}})
     if (path.empty())
       throw std::runtime_error(dir + "/" + base + "[.gz]: file not found; put the MNIST-format IDX files in " +
                                "data.dir (" + dir + ")" + " or set data.download = true (mnist)");
-  torch::Tensor images = read_idx(images_path), labels = read_idx(labels_path);
+  return f;
+}
+
+// Reads the images file and checks it against the labels; [N, 1, 28, 28].
+torch::Tensor read_images(const SplitFiles& f, int64_t labels) {
+  torch::Tensor images = read_idx(f.images);
   if (images.dim() != 3)
-    throw std::runtime_error(images_path + ": expected 3 dimensions (N, rows, cols), found " +
+    throw std::runtime_error(f.images + ": expected 3 dimensions (N, rows, cols), found " +
                              std::to_string(images.dim()));
   if (images.size(1) != 28 || images.size(2) != 28)
-    throw std::runtime_error(images_path + ": expected 28x28 images, found " + std::to_string(images.size(1)) + "x" +
+    throw std::runtime_error(f.images + ": expected 28x28 images, found " + std::to_string(images.size(1)) + "x" +
                              std::to_string(images.size(2)));
+  if (images.size(0) != labels)
+    throw std::runtime_error(f.images + " has " + std::to_string(images.size(0)) + " images but " + f.labels + " has " +
+                             std::to_string(labels) + " labels");
+  return images.unsqueeze(1);
+}
+
+// Both files read and checked in full; the images are held only when keep_images (else read again at first use).
+Split load_split(const std::string& dir, const std::string& prefix, bool keep_images) {
+  const SplitFiles f = find_split(dir, prefix);
+  torch::Tensor labels = read_idx(f.labels);
   if (labels.dim() != 1)
-    throw std::runtime_error(labels_path + ": expected 1 dimension (N), found " + std::to_string(labels.dim()));
-  if (images.size(0) != labels.size(0))
-    throw std::runtime_error(images_path + " has " + std::to_string(images.size(0)) + " images but " + labels_path +
-                             " has " + std::to_string(labels.size(0)) + " labels");
-  return {images.unsqueeze(1), labels.to(torch::kInt64)};
+    throw std::runtime_error(f.labels + ": expected 1 dimension (N), found " + std::to_string(labels.dim()));
+  const int64_t count = labels.size(0);
+  Split split;
+  split.labels = labels.to(torch::kInt64);
+  split.read_images = [f, count] { return read_images(f, count); };
+  split.images = split.read_images();
+  if (!keep_images) split.release_images();
+  return split;
 }
 
 }  // namespace
@@ -45,8 +67,11 @@ Dataset load_mnist_format(const std::string& name, const DataConfig& data) {
   if (data.download) download_mnist(data.dir, data.mirrors);
   Dataset ds;
   ds.name = name;
-  ds.train = load_split(data.dir, "train");
-  ds.test = load_split(data.dir, "t10k");
+  // The test split first, checked and let go (evaluation reads it again), so that its images never share memory
+  // with the train images.
+  find_split(data.dir, "train");  // a missing train file is named first
+  ds.test = load_split(data.dir, "t10k", /*keep_images=*/false);
+  ds.train = load_split(data.dir, "train", /*keep_images=*/true);
   ds.channels = 1;
   ds.image_size = 28;
   ds.num_classes = 10;

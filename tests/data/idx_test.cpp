@@ -198,7 +198,15 @@ TEST(IdxDataset, LoadsATinyDirectory) {
   test::write_tiny_mnist(dir.path(), 12, 5, 3);
   Dataset ds = load_dataset(mnist_config(dir.path()), ModelConfig{}, 0);
   EXPECT_EQ(ds.train.images.sizes(), (std::vector<int64_t>{12, 1, 28, 28}));
-  EXPECT_EQ(ds.test.images.sizes(), (std::vector<int64_t>{5, 1, 28, 28}));
+  // The test images are checked at load but held only from their first use (evaluation).
+  EXPECT_FALSE(ds.test.images.defined());
+  EXPECT_EQ(ds.test.size(), 5);
+  EXPECT_EQ(ds.test.ensure_images().sizes(), (std::vector<int64_t>{5, 1, 28, 28}));
+  // Released train images come back the same.
+  const torch::Tensor train_images = ds.train.images.clone();
+  ds.train.release_images();
+  EXPECT_FALSE(ds.train.images.defined());
+  EXPECT_TRUE(torch::equal(ds.train.ensure_images(), train_images));
   EXPECT_EQ(ds.train.labels.scalar_type(), torch::kInt64);
   EXPECT_TRUE(torch::equal(ds.train.labels, read_idx(dir / "train-labels-idx1-ubyte.gz").to(torch::kInt64)));
   EXPECT_TRUE(torch::equal(ds.test.images.squeeze(1), read_idx(dir / "t10k-images-idx3-ubyte.gz")));
