@@ -35,6 +35,40 @@ def build_model(name, dropout):
     return model
 
 
+def use_ddptrain_kernels(model, name):
+    """ddptrain's convolution choices in Python (model.memory_format = auto, model.skip_padding_taps = true):
+    channels_last for Net; for ResNet, kernel taps that only read zero padding left out (models/conv.cpp)."""
+    if name == "net":
+        return model.to(memory_format=torch.channels_last)
+
+    def live_taps(size, kernel, padding, stride, dilation):
+        outputs = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+        taps = [k for k in range(kernel)
+                if any(0 <= o * stride - padding + k * dilation < size for o in range(outputs))]
+        return outputs, taps
+
+    def cropped_forward(conv):
+        def forward(x):
+            weight, padding = conv.weight, list(conv.padding)
+            for d in (0, 1):
+                size, kernel = x.shape[2 + d], weight.shape[2 + d]
+                outputs, taps = live_taps(size, kernel, padding[d], conv.stride[d], conv.dilation[d])
+                if not taps or (taps[0] == 0 and taps[-1] == kernel - 1):
+                    continue
+                new_padding, new_kernel = padding[d] - taps[0] * conv.dilation[d], taps[-1] - taps[0] + 1
+                span = conv.dilation[d] * (new_kernel - 1)
+                if new_padding < 0 or (size + 2 * new_padding - span - 1) // conv.stride[d] + 1 != outputs:
+                    continue
+                weight, padding[d] = weight.narrow(2 + d, taps[0], new_kernel), new_padding
+            return F.conv2d(x, weight, conv.bias, conv.stride, padding, conv.dilation, conv.groups)
+        return forward
+
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d) and isinstance(m.padding, tuple) and m.padding_mode == "zeros":
+            m.forward = cropped_forward(m)
+    return model
+
+
 def read_idx_uint8(path):
     """An IDX file (raw or .gz) as a uint8 tensor, read into one buffer (no transient copies)."""
     opener = gzip.open if path.endswith(".gz") else open
@@ -78,6 +112,8 @@ def parse_args():
     p.add_argument("--mean", type=float, default=0.2860)
     p.add_argument("--std", type=float, default=0.3530)
     p.add_argument("--synthetic-size", type=int, default=6000)
+    p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
+                   help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")
     p.add_argument("--result", required=True, help="JSON file this rank writes its intervals to")
     return p.parse_args()
 
@@ -92,6 +128,8 @@ def main():
     torch.manual_seed(args.seed + rank)
     model = build_model(args.model, args.dropout)
     model.load_state_dict(torch.load(args.init))
+    if args.kernels == "ddptrain":
+        model = use_ddptrain_kernels(model, args.model)
     model.train()
     trained = DDP(model) if sync else model
     dataset = load_train_set(args)

@@ -15,7 +15,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 
 class Net(nn.Module):
-    def __init__(self, dropout):
+    def __init__(self, dropout=0.5):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
         self.conv2 = nn.Conv2d(10, 20, kernel_size=5)

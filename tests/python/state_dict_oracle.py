@@ -15,6 +15,7 @@
 """
 import argparse
 import gzip
+import os
 import struct
 import sys
 from collections import OrderedDict
@@ -24,29 +25,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp_reference import Net  # noqa: E402  models/net.cpp's network, one definition for every oracle
+
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
-
-
-class Net(nn.Module):
-    """models/net.cpp: the classic PyTorch MNIST example network."""
-
-    def __init__(self, dropout=0.5):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, 5)
-        self.conv2 = nn.Conv2d(10, 20, 5)
-        self.conv2_drop = nn.Dropout2d(dropout)
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-        self.dropout = dropout
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, self.dropout, training=self.training)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
 
 
 def resnet18_1ch():
