@@ -99,6 +99,9 @@ struct DistConfig {
   bool broadcast_buffers = true;
   std::string grad_compression = "none";  // none | fp16
   bool find_unused_parameters = false;
+  // Gradients live in DDP's communication buckets (one copy of the gradients less, same values). PyTorch's
+  // default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
+  bool gradient_as_bucket_view = true;
   int64_t check_replicas_every = 0;  // every N optimizer steps, verify all ranks hold bit-identical parameters (0 = off)
 };
 

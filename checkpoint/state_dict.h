@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,5 +27,9 @@ void apply_state(torch::nn::Module& module, const NamedTensors& state, const std
 
 // Atomic file write: PATH.tmp-PID, fsync, rename, fsync of the folder.
 void write_file_atomic(const std::string& path, const std::vector<char>& bytes);
+// The same, with the bytes handed to the sink as `produce` makes them (nothing buffered); an exception from
+// produce leaves no file behind.
+using ByteSink = std::function<void(const void* data, size_t size)>;
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
 
 }  // namespace ddp

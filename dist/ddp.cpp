@@ -47,7 +47,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
   reducer_ = std::make_shared<c10d::Reducer>(params_, bucket_indices, per_bucket_limits, ctx_.group, expect_sparse,
                                              bucket_bytes_cap, cfg_.find_unused_parameters,
-                                             /*gradient_as_bucket_view=*/false,
+                                             cfg_.gradient_as_bucket_view,
                                              std::unordered_map<size_t, std::string>{}, kFirstBucketBytes);
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);

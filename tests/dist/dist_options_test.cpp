@@ -1,5 +1,5 @@
 // Distributed options end to end: an agent-hosted store (TORCHELASTIC_USE_AGENT_STORE), Gloo interface
-// selection via GLOO_SOCKET_IFNAME, and optimizer.scale_lr = "linear".
+// selection via GLOO_SOCKET_IFNAME, optimizer.scale_lr = "linear", dist.gradient_as_bucket_view.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +61,21 @@ TEST(DistOptions, LinearLrScalingMultipliesByWorldSize) {
   auto one = run_ranks(2, cfg + " --training.max_steps=2 --job.out_dir=" + dir / "plain");
   for (auto& r : one) ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(read_file(dir / "plain/metrics.jsonl").find("\"lr\":0.01,"), std::string::npos);
+}
+
+// Gradients as views of DDP's buckets change where they live, not their values: the same model.pt bit for bit,
+// with momentum, gradient accumulation (no_sync micro-batches accumulate into the views) and clipping, which
+// scales the gradients in place.
+TEST(DistOptions, GradientAsBucketViewTrainsBitIdentically) {
+  TempDir dir;
+  std::string cfg = small_job(dir) +
+                    " --training.max_steps=6 --training.grad_accum_steps=2 --optimizer.momentum=0.9"
+                    " --training.clip_grad_norm=0.5";
+  for (const std::string view : {"true", "false"}) {
+    auto rs = run_ranks(2, cfg + " --dist.gradient_as_bucket_view=" + view + " --job.out_dir=" + dir / view);
+    for (auto& r : rs) ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  EXPECT_EQ(read_file(dir / "true/model.pt"), read_file(dir / "false/model.pt"));
 }
 
 }  // namespace

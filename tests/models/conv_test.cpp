@@ -92,7 +92,9 @@ void expect_same_as_module(const Shape& h, const Shape& w, bool bias, const Conv
   EXPECT_TRUE(torch::allclose(actual, expected, 1e-5, 1e-5)) << what;
   EXPECT_TRUE(torch::allclose(x.grad(), gx, 1e-5, 1e-5)) << what;
   EXPECT_TRUE(torch::allclose(conv->weight.grad(), gw, 1e-5, 1e-5)) << what;
-  if (bias) EXPECT_TRUE(torch::allclose(conv->bias.grad(), gb, 1e-5, 1e-5)) << what;
+  if (bias) {
+    EXPECT_TRUE(torch::allclose(conv->bias.grad(), gb, 1e-5, 1e-5)) << what;
+  }
   // Parameters keep their layout whatever the kernels do.
   EXPECT_TRUE(conv->weight.is_contiguous()) << what;
   EXPECT_TRUE(conv->weight.grad().is_contiguous()) << what;
