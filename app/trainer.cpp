@@ -24,21 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// torch.optim.Optimizer.zero_grad(set_to_none=False): zeroes each gradient where it lives. LibTorch's zero_grad
-// calls detach_(), which a gradient that is a view of a DDP bucket (dist.gradient_as_bucket_view) refuses.
-void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups())
-    for (auto& p : group.params()) {
-      auto& grad = p.mutable_grad();
-      if (!grad.defined()) continue;
-      if (grad.grad_fn())
-        grad.detach_();
-      else
-        grad.requires_grad_(false);
-      grad.zero_();
-    }
-}
-
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string fmt(const char* format, double v) {
@@ -160,7 +145,7 @@ StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_d
 }
 
 StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
-  zero_grad_in_place(*optimizer_);
+  zero_grad_in_place(*optimizer_);  // dist/ddp.h
   StepStats total;
   const size_t n = micro_batches.size();
   for (size_t i = 0; i < n; ++i) {

@@ -57,6 +57,19 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params()) {
+      auto& grad = p.mutable_grad();
+      if (!grad.defined()) continue;
+      if (grad.grad_fn())
+        grad.detach_();
+      else
+        grad.requires_grad_(false);
+      grad.zero_();
+    }
+}
+
 void DistributedDataParallel::sync_buffers() {
   if (buffers_.empty()) return;
   torch::NoGradGuard no_grad;

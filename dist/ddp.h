@@ -5,6 +5,7 @@
 #include "dist/context.h"
 
 #include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include <memory>
 #include <vector>
@@ -15,6 +16,11 @@ class Logger;
 }  // namespace c10d
 
 namespace ddp {
+
+// torch.optim.Optimizer.zero_grad(set_to_none=False): zeroes each gradient where it lives. Use it instead of
+// LibTorch's Optimizer::zero_grad, whose detach_() a gradient that is a view of a DDP bucket refuses
+// (dist.gradient_as_bucket_view, ddptrain's default).
+void zero_grad_in_place(torch::optim::Optimizer& optimizer);
 
 class DistributedDataParallel {
  public:

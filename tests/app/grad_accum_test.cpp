@@ -1,6 +1,7 @@
 // Gradient accumulation: K micro-batches per step equal one K-times-larger batch (1 and 2 ranks), including a
 // partial last group; exactly one all-reduce round per optimizer step (counted through the process group).
 #include "app/trainer.h"
+#include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
 #include "dist/rendezvous.h"
 #include "tests/support/counting_group.h"
@@ -96,7 +97,7 @@ TEST(GradAccum, OneAllReduceRoundPerOptimizerStep) {
         const int64_t after_nosync = counting->allreduces.load();
         trainer.forward_backward(micro[3], /*sync=*/true, 4.0);
         trainer.optimizer().step();
-        trainer.optimizer().zero_grad();
+        zero_grad_in_place(trainer.optimizer());
         deltas[rank].push_back(after_nosync - before);
         deltas[rank].push_back(counting->allreduces.load() - after_nosync);
       }
