@@ -38,15 +38,6 @@ std::string hashlib_md5(const std::string& path) {
   return lines.empty() ? "" : lines[0];
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> names;

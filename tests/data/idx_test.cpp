@@ -25,16 +25,7 @@ torch::Tensor random_bytes(std::vector<int64_t> dims, uint64_t seed) {
 }
 
 // The message read_idx / load_dataset throws, or "" (with a test failure) when it did not throw.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::error_of;
 
 void expect_error(const std::string& path, const std::string& what) {
   std::string msg = error_of([&] { read_idx(path); });

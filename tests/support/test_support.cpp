@@ -4,6 +4,8 @@
 #include "checkpoint/state_dict.h"
 #include "data/idx.h"
 
+#include <gtest/gtest.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -158,6 +160,16 @@ double max_state_diff(const std::string& path_a, const std::string& path_b) {
     diff = std::max(diff, (t.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
   }
   return diff;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
 }
 
 }  // namespace ddp::test

@@ -1,6 +1,7 @@
 // Test helpers: paths of the built binaries and sources, temp dirs, running commands and reading files.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct CommandResult {
 CommandResult run_command(const std::string& command_line);
 // Quotes one argument for bash.
 std::string shell_quote(const std::string& s);
+
+// The message of the std::runtime_error that f throws; a test failure (and "") when it throws none.
+std::string error_of(const std::function<void()>& f);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
