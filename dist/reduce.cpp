@@ -20,12 +20,9 @@ std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<dou
 }
 
 double all_reduce_max(const DistContext& ctx, double value) {
-  if (!ctx.distributed()) return value;
-  std::vector<at::Tensor> tensors{torch::tensor({value}, torch::kFloat64).to(ctx.device)};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp::MAX;
-  ctx.group->allreduce(tensors, opts)->wait();
-  return tensors[0].cpu().item<double>();
+  AsyncAllReduceMax reduce(ctx);
+  reduce.start(value);
+  return reduce.wait();
 }
 
 void barrier(const DistContext& ctx) {
