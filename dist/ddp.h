@@ -37,19 +37,21 @@ class DistributedDataParallel {
   // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
   void sync_buffers();
 
-  c10d::Reducer& reducer() { return *reducer_; }
+  c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).
   std::vector<size_t> bucket_sizes() const;
   bool buckets_rebuilt() const { return buckets_rebuilt_; }
 
  private:
+  class Reducer;
+  void rebuild_buckets();
 
   std::shared_ptr<torch::nn::Module> module_;
   DistContext ctx_;
   DistConfig cfg_;
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> buffers_;
-  std::shared_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<Reducer> reducer_;
   std::shared_ptr<c10d::Logger> logger_;
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
