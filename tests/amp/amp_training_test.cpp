@@ -10,13 +10,11 @@ namespace ddp::test {
 namespace {
 
 std::string amp_config(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 320, 64, 14);
-  write_file(dir / "cfg.toml", "[job]\nseed = 4\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\n" +
-                                   "dir = \"" + dir / "data" + "\"\nbatch_size = 16\n[model]\ndropout = 0.0\n" +
-                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n[training]\nepochs = 2\n" +
-                                   "[amp]\nenabled = true\ndtype = \"bf16\"\nloss_scaling = \"dynamic\"\n" +
-                                   "[dist]\ncheck_replicas_every = 1\n[metrics]\nlog_every_steps = 1\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 320, 64, 14,
+                        {"job.seed=4", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
+                         "optimizer.lr=0.05", "optimizer.momentum=0.9", "training.epochs=2", "amp.enabled=true",
+                         "amp.dtype=bf16", "amp.loss_scaling=dynamic", "dist.check_replicas_every=1",
+                         "metrics.log_every_steps=1"});
 }
 
 std::vector<double> field_values(const std::string& jsonl, const std::string& key) {

@@ -44,10 +44,9 @@ TEST(Acceptance, QuickstartReaches85PercentOnTwoRanksWithBf16Amp) {
 
 TEST(Acceptance, SameSeedAndConfigGiveBitIdenticalWeights) {
   TempDir dir;
-  write_tiny_mnist(dir / "data", 256, 32, 15);
-  write_file(dir / "cfg.toml", "[job]\nseed = 9\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\nbatch_size = 16\nworkers = 2\n[model]\ndropout = 0.5\n" +
-                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n");
+  write_tiny_job(dir, 256, 32, 15,
+                 {"job.seed=9", "data.batch_size=16", "data.workers=2", "model.dropout=0.5", "optimizer.lr=0.05",
+                  "optimizer.momentum=0.9"});
   auto a = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "a");
   auto b = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "b");
   auto c = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "c --job.seed=10");

@@ -15,10 +15,9 @@ namespace ddp::test {
 namespace {
 
 std::string accum_config(const TempDir& dir) {
-  write_file(dir / "cfg.toml", "[job]\nseed = 7\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\n[model]\nname = \"net\"\ndropout = 0.0\n" +
-                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n[metrics]\nlog_every_steps = 100\n");
-  return dir / "cfg.toml";
+  return write_mnist_job(dir, dir / "data",
+                         {"job.seed=7", "model.name=net", "model.dropout=0.0", "optimizer.lr=0.05",
+                          "optimizer.momentum=0.9", "metrics.log_every_steps=100"});
 }
 
 CommandResult train_one(const std::string& cfg, const std::string& args) {

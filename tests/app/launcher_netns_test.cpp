@@ -52,11 +52,9 @@ class VethNamespaces {
 };
 
 std::string tiny_config(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 128, 32, 4);
-  write_file(dir / "cfg.toml", "[job]\nseed = 3\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\nbatch_size = 16\n[model]\nname = \"net\"\n[training]\nepochs = 2\n" +
-                                   "[metrics]\nprogress = \"plain\"\n[dist]\ntimeout_s = 20.0\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 128, 32, 4,
+                        {"job.seed=3", "data.batch_size=16", "model.name=net", "training.epochs=2",
+                         "metrics.progress=plain", "dist.timeout_s=20.0"});
 }
 
 TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo) {

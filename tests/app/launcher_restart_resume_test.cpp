@@ -9,11 +9,10 @@ namespace {
 
 TEST(LauncherRestartResume, KilledWorkerRestartsAndEndsBitIdentical) {
   TempDir dir;
-  write_tiny_mnist(dir / "data", 640, 32, 21);
-  write_file(dir / "cfg.toml", "[job]\nseed = 6\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\nbatch_size = 16\n[model]\ndropout = 0.5\n[optimizer]\nlr = 0.05\n" +
-                                   "momentum = 0.9\n[training]\nepochs = 3\n[checkpoint]\nevery_steps = 10\n" +
-                                   "[metrics]\nlog_every_steps = 1\n[dist]\ntimeout_s = 30.0\n");
+  write_tiny_job(dir, 640, 32, 21,
+                 {"job.seed=6", "data.batch_size=16", "model.dropout=0.5", "optimizer.lr=0.05", "optimizer.momentum=0.9",
+                  "training.epochs=3", "checkpoint.every_steps=10", "metrics.log_every_steps=1",
+                  "dist.timeout_s=30.0"});
   const std::string ddprun = binary_dir() + "/ddprun";
   const std::string common = " --standalone --nproc-per-node=2 --grace-period=2 ";
   auto full = run_command(ddprun + common + ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "full");

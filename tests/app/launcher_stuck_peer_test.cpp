@@ -16,12 +16,10 @@ struct StuckJob {
   std::string cfg;
 
   StuckJob() {
-    write_tiny_mnist(dir / "data", 512, 32, 8);
-    cfg = dir / "cfg.toml";
-    write_file(cfg, "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                        "\"\nbatch_size = 16\n[training]\nepochs = 1000\neval_every_epochs = 0\n[metrics]\n" +
-                        "log_every_steps = 1\nprogress = \"plain\"\n[dist]\ntimeout_s = " +
-                        std::to_string(kTimeoutS) + ".0\n");
+    cfg = write_tiny_job(dir, 512, 32, 8,
+                         {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=1000",
+                          "training.eval_every_epochs=0", "metrics.log_every_steps=1", "metrics.progress=plain",
+                          "dist.timeout_s=" + std::to_string(kTimeoutS) + ".0"});
   }
   ~StuckJob() {
     for (int pid : processes_with_env(tag)) kill(pid, SIGKILL);  // only after a failed expectation

@@ -10,11 +10,8 @@ namespace ddp::test {
 namespace {
 
 std::string tiny_config(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 128, 32, 1);
-  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
-                                   dir / "data" + "\"\nbatch_size = 16\n[model]\nname = \"net\"\n" +
-                                   "[training]\nepochs = 1\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 128, 32, 1,
+                        {"job.out_dir=" + dir / "out", "data.batch_size=16", "model.name=net", "training.epochs=1"});
 }
 
 TEST(LauncherTrainTest, TwoRanksOnOneNodeTrainToCompletion) {

@@ -29,10 +29,10 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
                          dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 " +
                          c.python);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  write_file(dir / "cfg.toml", "[job]\nseed = 3\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\n" +
-                                   "dir = \"" + dir / "data" + "\"\nbatch_size = 16\n[model]\ndropout = 0.0\n" +
-                                   "init_from = \"" + dir / "init.pt" + "\"\n[training]\nepochs = 5\n" +
-                                   "max_steps = 25\n[metrics]\nlog_every_steps = 1\n");
+  write_mnist_job(dir, dir / "data",
+                  {"job.seed=3", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
+                   "model.init_from=" + dir / "init.pt", "training.epochs=5", "training.max_steps=25",
+                   "metrics.log_every_steps=1"});
   auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " " + c.ours);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
   EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 2e-6);

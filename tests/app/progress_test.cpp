@@ -9,11 +9,9 @@ namespace ddp::test {
 namespace {
 
 std::string progress_config(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 640, 32, 20);
-  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
-                                   dir / "data" + "\"\nbatch_size = 16\n[training]\nepochs = 2\n" +
-                                   "[metrics]\nlog_every_steps = 10\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 640, 32, 20,
+                        {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2",
+                         "metrics.log_every_steps=10"});
 }
 
 size_t count(const std::string& s, const std::string& needle) {

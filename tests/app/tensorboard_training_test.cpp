@@ -16,11 +16,11 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
   if (run_command(python() + " -c 'import google.protobuf' && command -v protoc").exit_code != 0)
     GTEST_SKIP() << "python3-protobuf or protoc missing";
   TempDir dir;
-  write_tiny_mnist(dir / "data", 128, 32, 19);
-  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
-                                   dir / "data" + "\"\nbatch_size = 16\n[training]\nepochs = 2\n" +
-                                   "[metrics]\nlog_every_steps = 3\ntensorboard = true\n");
-  auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml");
+  const std::string cfg =
+      write_tiny_job(dir, 128, 32, 19,
+                     {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2",
+                      "metrics.log_every_steps=3", "metrics.tensorboard=true"});
+  auto r = run_command(ddptrain_path() + " " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string event_file;
   for (const auto& e : std::filesystem::directory_iterator(dir / "out/tensorboard"))

@@ -16,12 +16,10 @@ namespace fs = std::filesystem;
 
 // 320 samples / batch 16 = 20 micro-batches per epoch on 1 rank (10 per rank on 2).
 std::string resume_config(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 320, 32, 12);
-  write_file(dir / "cfg.toml", "[job]\nseed = 21\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\nbatch_size = 16\n[model]\nname = \"net\"\ndropout = 0.5\n" +
-                                   "[optimizer]\nlr = 0.05\nmomentum = 0.9\n[training]\nepochs = 3\n" +
-                                   "[checkpoint]\nevery_steps = 4\nkeep_last = 3\n[metrics]\nlog_every_steps = 5\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 320, 32, 12,
+                        {"job.seed=21", "data.batch_size=16", "model.name=net", "model.dropout=0.5",
+                         "optimizer.lr=0.05", "optimizer.momentum=0.9", "training.epochs=3",
+                         "checkpoint.every_steps=4", "checkpoint.keep_last=3", "metrics.log_every_steps=5"});
 }
 
 CommandResult train(const std::string& cfg, const std::string& args) {
@@ -157,11 +155,9 @@ TEST(Checkpoint, ResumeFromAnExplicitPathAndNever) {
 
 TEST(Checkpoint, SecondSignalExitsImmediately) {
   TempDir dir;
-  write_tiny_mnist(dir / "data", 4000, 32, 13);
-  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "o" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
-                                   dir / "data" + "\"\nbatch_size = 256\n[model]\nname = \"resnet18\"\n" +
-                                   "[training]\nepochs = 50\n[checkpoint]\nevery_steps = 100000\n" +
-                                   "[metrics]\nlog_every_steps = 1\n");
+  write_tiny_job(dir, 4000, 32, 13,
+                 {"job.out_dir=" + dir / "o", "data.batch_size=256", "model.name=resnet18", "training.epochs=50",
+                  "checkpoint.every_steps=100000", "metrics.log_every_steps=1"});
   // Two signals inside one (slow) step: the second exits with 128 + SIGTERM before any checkpoint.
   auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " > " + dir / "log" + " 2>&1 & p=$!; " +
                        "for i in $(seq 300); do grep -q 'step 1/' " + dir / "log" +
@@ -256,12 +252,11 @@ TEST(Checkpoint, ReadableFromPython) {
 
 TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {
   TempDir dir;
-  write_tiny_mnist(dir / "data", 2000, 32, 13);
-  write_file(dir / "cfg.toml", "[job]\nseed = 2\n[data]\ndataset = \"mnist\"\ndir = \"" + dir / "data" +
-                                   "\"\nbatch_size = 8\n[model]\ndropout = 0.5\n[optimizer]\nlr = 0.02\n" +
-                                   "momentum = 0.9\n[training]\nepochs = 2\n[checkpoint]\nevery_epochs = 1\n" +
-                                   "[metrics]\nlog_every_steps = 5\n");
-  const std::string cfg = dir / "cfg.toml";
+  const std::string cfg =
+      write_tiny_job(dir, 2000, 32, 13,
+                     {"job.seed=2", "data.batch_size=8", "model.dropout=0.5", "optimizer.lr=0.02",
+                      "optimizer.momentum=0.9", "training.epochs=2", "checkpoint.every_epochs=1",
+                      "metrics.log_every_steps=5"});
   auto full = run_ranks(2, cfg + " --job.out_dir=" + dir / "full");
   for (auto& r : full) ASSERT_EQ(r.exit_code, 0) << r.output;
   // Rank 1 gets SIGTERM once training runs (mid-epoch); every rank must stop at the same step and exit 0.

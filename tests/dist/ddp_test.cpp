@@ -11,12 +11,10 @@ namespace {
 
 // A config for the tiny MNIST-format set in `data`; extra lines are appended per section by overrides.
 std::string tiny_config(const TempDir& dir, const std::string& data, const std::string& model = "net") {
-  std::string cfg = "[job]\nout_dir = \"" + dir / "out" + "\"\nseed = 3\n" +
-                    "[data]\ndataset = \"mnist\"\ndir = \"" + data + "\"\nbatch_size = 16\neval_batch_size = 7\n" +
-                    "[model]\nname = \"" + model + "\"\ndropout = 0.0\n" +
-                    "[optimizer]\nlr = 0.05\nmomentum = 0.9\n" + "[metrics]\nlog_every_steps = 5\n";
-  write_file(dir / "cfg.toml", cfg);
-  return dir / "cfg.toml";
+  return write_mnist_job(dir, data,
+                         {"job.out_dir=" + dir / "out", "job.seed=3", "data.batch_size=16", "data.eval_batch_size=7",
+                          "model.name=" + model, "model.dropout=0.0", "optimizer.lr=0.05", "optimizer.momentum=0.9",
+                          "metrics.log_every_steps=5"});
 }
 
 bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }

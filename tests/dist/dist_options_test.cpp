@@ -10,11 +10,9 @@ namespace ddp::test {
 namespace {
 
 std::string small_job(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 64, 16, 18);
-  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
-                                   dir / "data" + "\"\nbatch_size = 8\n[optimizer]\nlr = 0.01\n" +
-                                   "[dist]\ntimeout_s = 20.0\n[metrics]\nlog_every_steps = 1\n");
-  return dir / "cfg.toml";
+  return write_tiny_job(dir, 64, 16, 18,
+                        {"job.out_dir=" + dir / "out", "data.batch_size=8", "optimizer.lr=0.01", "dist.timeout_s=20.0",
+                         "metrics.log_every_steps=1"});
 }
 
 TEST(DistOptions, AgentStoreMakesEveryRankAClient) {

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -61,8 +62,10 @@ CommandResult run_command(const std::string& command_line) {
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
   int status = pclose(pipe);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.exit_code = 128 + WTERMSIG(status);
   return r;
 }
 
@@ -124,6 +127,40 @@ void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed)
   };
   make(n_train, "train");
   make(n_test, "t10k");
+}
+
+std::string write_mnist_job(const TempDir& dir, const std::string& data_dir, const std::vector<std::string>& keys) {
+  static const std::regex bare_value(R"(true|false|[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)");
+  std::vector<std::string> order;
+  std::map<std::string, std::string> sections;
+  auto add = [&](const std::string& section, const std::string& key, const std::string& value) {
+    if (!sections.count(section)) order.push_back(section);
+    std::string literal = value;
+    if (!std::regex_match(value, bare_value)) {
+      literal = "\"";
+      for (char c : value) literal += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+      literal += "\"";
+    }
+    sections[section] += key + " = " + literal + "\n";
+  };
+  add("data", "dataset", "mnist");
+  add("data", "dir", data_dir);
+  for (const auto& k : keys) {
+    const size_t dot = k.find('.'), eq = k.find('=');
+    if (dot == std::string::npos || eq == std::string::npos || dot > eq)
+      throw std::invalid_argument("write_mnist_job: expected section.key=value, got " + k);
+    add(k.substr(0, dot), k.substr(dot + 1, eq - dot - 1), k.substr(eq + 1));
+  }
+  std::string toml;
+  for (const auto& section : order) toml += "[" + section + "]\n" + sections[section];
+  write_file(dir / "cfg.toml", toml);
+  return dir / "cfg.toml";
+}
+
+std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data_seed,
+                           const std::vector<std::string>& keys) {
+  write_tiny_mnist(dir / "data", n_train, n_test, data_seed);
+  return write_mnist_job(dir, dir / "data", keys);
 }
 
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env,

@@ -7,12 +7,12 @@
 
 namespace ddp::test {
 
-std::string source_dir();                 // repository root
-std::string binary_dir();                 // CMake build dir (holds ddptrain, ddprun)
+std::string source_dir();  // repository root
+std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
-std::string python();                     // /usr/bin/python3 (has torch); override with DDP_TEST_PYTHON
-std::string fashion_mnist_dir();          // /usr/share/datasets/fashion-mnist
-std::string shared_mnist_dir();           // ../shared/data/mnist relative to the repo (may not exist)
+std::string python();             // /usr/bin/python3 (has torch); override with DDP_TEST_PYTHON
+std::string fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
+std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 
 // A fresh empty directory under /tmp, removed by the destructor.
 class TempDir {
@@ -49,6 +49,14 @@ int free_port();
 
 // Small MNIST-format dataset written as IDX files into dir (train n_train, test n_test), deterministic from seed.
 void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed);
+
+// dir/cfg.toml for a job on the MNIST-format set in data_dir: data.dataset = "mnist", data.dir = data_dir, plus
+// `keys` ("section.key=value", grouped by section in the order given; a value that is not a number or a boolean is
+// written as a TOML string). Returns the config's path.
+std::string write_mnist_job(const TempDir& dir, const std::string& data_dir, const std::vector<std::string>& keys);
+// The same on a tiny set written into dir/data first (write_tiny_mnist).
+std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data_seed,
+                           const std::vector<std::string>& keys);
 
 struct RankResult {
   int exit_code = -1;
