@@ -18,9 +18,9 @@ struct BadCase {
   std::string name;
   std::string toml;
   std::vector<std::string> overrides;
-  std::string prefix;                     // the message starts with this location + ": "
-  std::vector<std::string> contains;      // key name, rule, hint ...
-  std::vector<std::string> not_contains;  // e.g. no hint for far-off names
+  std::string prefix;                          // the message starts with this location + ": "
+  std::vector<std::string> contains;           // key name, rule, hint ...
+  std::vector<std::string> not_contains = {};  // e.g. no hint for far-off names (= {}: entries may omit it)
 };
 
 // Runs parse_config and returns the ConfigError message, or "" (with a test failure) if it did not throw.

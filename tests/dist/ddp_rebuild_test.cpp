@@ -1,5 +1,4 @@
-// DDP's one bucket rebuild with gradient_as_bucket_view: zeroed gradients are not held twice (peak CPU memory
-// counted through the allocator), other gradients keep their values, and training is unchanged.
+// DDP's bucket rebuild with gradient views: zeroed gradients not held twice, others kept, training unchanged.
 #include "dist/ddp.h"
 
 #include <gtest/gtest.h>
