@@ -142,8 +142,7 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
     info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE");
     info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
-    info.local_world_size =
-        has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE") : 1;
+    info.local_world_size = has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE") : 1;
     info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
   } else {
     return info;
@@ -156,8 +155,8 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
                              std::to_string(info.world_size));
   if (info.local_rank >= std::max<int64_t>(info.local_world_size, 1) && info.local_world_size > 0 &&
       info.source == "torchrun" && has(env, "LOCAL_WORLD_SIZE"))
-    throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) + " is out of range for LOCAL_WORLD_SIZE=" +
-                             std::to_string(info.local_world_size));
+    throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) +
+                             " is out of range for LOCAL_WORLD_SIZE=" + std::to_string(info.local_world_size));
   if (info.world_size > 1) {
     for (const char* name : {"MASTER_ADDR", "MASTER_PORT"})
       if (!has(env, name))
@@ -170,6 +169,7 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
   }
   auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
   info.agent_store = agent != env.end() && lower(agent->second) == "true";
+  if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT");
   return info;
 }
 
@@ -211,13 +211,17 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
     throw unreachable("nothing accepted connections there");
   try {
     store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, opts);
+    // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
+    // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
+    if (info.agent_store)
+      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), store);
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::string first = what.substr(0, what.find('\n'));
     if (opts.isServer)
-      throw std::runtime_error("rank 0: cannot serve the store on " + address + ": " + first +
-                               (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)"
-                                                                         : ""));
+      throw std::runtime_error(
+          "rank 0: cannot serve the store on " + address + ": " + first +
+          (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)" : ""));
     throw unreachable(first);
   }
   join_barrier(*store, info, timeout, address);

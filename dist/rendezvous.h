@@ -15,7 +15,8 @@ struct RendezvousInfo {
   int64_t rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, group_rank = 0;
   std::string master_addr;
   int master_port = 0;
-  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: every rank is a store client
+  bool agent_store = false;   // TORCHELASTIC_USE_AGENT_STORE=True: every rank is a store client
+  int64_t restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: with an agent store, keys live under attempt_<n>
 };
 
 // Reads the job's place from env (a map, so tests can pass their own). Malformed values throw

@@ -15,7 +15,10 @@ std::string small_job(const TempDir& dir) {
                          "metrics.log_every_steps=1"});
 }
 
-TEST(DistOptions, AgentStoreMakesEveryRankAClient) {
+// Two attempts against one agent store, as torchelastic restarts reuse it: each attempt's keys live under
+// /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (torch.distributed's env:// rendezvous), so attempt 1 cannot read
+// attempt 0's Gloo addresses (its rank 1 starts a second late: rank 0 would connect to a closed port).
+TEST(DistOptions, AgentStoreMakesEveryRankAClientAndSeparatesAttempts) {
   if (run_command(python() + " -c 'import torch.distributed'").exit_code != 0) GTEST_SKIP() << "no torch";
   TempDir dir;
   std::string cfg = small_job(dir);
@@ -23,18 +26,27 @@ TEST(DistOptions, AgentStoreMakesEveryRankAClient) {
   // The "agent": a TCPStore server outside the job (as torchelastic's agent hosts it).
   const std::string server = python() + " -c \"import torch.distributed as d, time; s = d.TCPStore('127.0.0.1', " +
                              std::to_string(port) + ", 3, True, wait_for_workers=False); open('" + dir / "up" +
-                             "', 'w').close(); time.sleep(60)\"";
-  std::string script = server + " & srv=$!; for i in $(seq 100); do [ -e " + dir / "up" +
-                       " ] && break; sleep 0.1; done; ";
-  for (int r = 0; r < 2; ++r)
-    script += "(RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-              " TORCHELASTIC_USE_AGENT_STORE=True OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " > " +
-              dir / ("r" + std::to_string(r)) + " 2>&1; echo $? > " + dir / ("rc" + std::to_string(r)) + ") & ";
-  script += "wait %2 %3; kill $srv";
+                             "', 'w').close(); time.sleep(90)\"";
+  std::string script =
+      server + " & srv=$!; for i in $(seq 100); do [ -e " + dir / "up" + " ] && break; sleep 0.1; done; ";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int r = 0; r < 2; ++r) {
+      const std::string tag = std::to_string(attempt) + "_" + std::to_string(r);
+      script += "(" + std::string(attempt == 1 && r == 1 ? "sleep 1; " : "") + "RANK=" + std::to_string(r) +
+                " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                " TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=" + std::to_string(attempt) +
+                " OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
+                " --job.out_dir=" + dir / ("out" + std::to_string(attempt)) + " > " + dir / ("r" + tag) +
+                " 2>&1; echo $? > " + dir / ("rc" + tag) + ") & p" + std::to_string(r) + "=$!; ";
+    }
+    script += "wait $p0 $p1; ";
+  }
+  script += "kill $srv";
   run_command(script);
-  EXPECT_EQ(read_file(dir / "rc0"), "0\n") << read_file(dir / "r0");
-  EXPECT_EQ(read_file(dir / "rc1"), "0\n") << read_file(dir / "r1");
-  EXPECT_TRUE(std::filesystem::exists(dir / "out/model.pt"));
+  for (const std::string tag : {"0_0", "0_1", "1_0", "1_1"})
+    EXPECT_EQ(read_file(dir / ("rc" + tag)), "0\n") << "attempt_rank " << tag << ":\n" << read_file(dir / ("r" + tag));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out0/model.pt"));
+  EXPECT_EQ(read_file(dir / "out0/model.pt"), read_file(dir / "out1/model.pt"));
 }
 
 TEST(DistOptions, GlooSocketIfnameSelectsTheInterface) {

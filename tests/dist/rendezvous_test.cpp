@@ -40,7 +40,7 @@ TEST(Rendezvous, TorchrunVariables) {
   RendezvousInfo info = rendezvous_from_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
                                              {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
                                              {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
-                                             {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+                                             {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});
   EXPECT_EQ(info.source, "torchrun");
   EXPECT_EQ(info.rank, 3);
   EXPECT_EQ(info.world_size, 4);
@@ -50,6 +50,8 @@ TEST(Rendezvous, TorchrunVariables) {
   EXPECT_EQ(info.master_addr, "10.0.0.1");
   EXPECT_EQ(info.master_port, 29500);
   EXPECT_TRUE(info.agent_store);
+  EXPECT_EQ(info.restart_count, 2);
+  EXPECT_EQ(rendezvous_from_env({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).restart_count, 0);
 }
 
 TEST(Rendezvous, SlurmAndOpenMpiVariables) {
