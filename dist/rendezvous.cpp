@@ -1,6 +1,7 @@
 // Rendezvous: env parsing, TCPStore with a bounded join barrier that names missing ranks, Gloo/NCCL groups.
 #include "dist/rendezvous.h"
 
+#include "dist/group_connect.h"
 #include "dist/tcp_probe.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -209,12 +210,15 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   };
   if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, timeout))
     throw unreachable("nothing accepted connections there");
+  // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
+  // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
+  auto open_store = [&](const c10d::TCPStoreOptions& o) -> c10::intrusive_ptr<c10d::Store> {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
+    if (!info.agent_store) return tcp;
+    return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), tcp);
+  };
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, opts);
-    // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
-    // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
-    if (info.agent_store)
-      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), store);
+    store = open_store(opts);
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::string first = what.substr(0, what.find('\n'));
@@ -228,7 +232,16 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   if (backend == "gloo") {
-    ctx.group = make_gloo(prefixed, info, timeout);
+    // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
+    c10::intrusive_ptr<c10d::Store> watch;
+    try {
+      c10d::TCPStoreOptions client = opts;
+      client.isServer = false;
+      watch = open_store(client);
+    } catch (const std::exception&) {
+      // Without it only the deadline is watched.
+    }
+    ctx.group = connect_group([&] { return make_gloo(prefixed, info, timeout); }, watch, info.rank, timeout, address);
   } else {
 #ifdef DDP_WITH_CUDA
     auto options = c10d::ProcessGroupNCCL::Options::create();

@@ -28,16 +28,17 @@ class VethNamespaces {
 
   // Empty when both namespaces are up and connected, else why they could not be made.
   std::string create() {
-    if (geteuid() != 0) return "creating network namespaces needs root (this test runs as uid " +
-                               std::to_string(geteuid()) + ")";
+    if (geteuid() != 0)
+      return "creating network namespaces needs root (this test runs as uid " + std::to_string(geteuid()) + ")";
     std::string script = "set -e\nip netns add " + names_[0] + "\nip netns add " + names_[1] + "\n" +
-                         "ip link add veth0 netns " + names_[0] + " type veth peer name veth0 netns " + names_[1] + "\n";
+                         "ip link add veth0 netns " + names_[0] + " type veth peer name veth0 netns " + names_[1] +
+                         "\n";
     for (int n = 0; n < 2; ++n)
       script += "ip -n " + names_[n] + " addr add " + address(n) + "/24 dev veth0\nip -n " + names_[n] +
                 " link set lo up\nip -n " + names_[n] + " link set veth0 up\n";
     const auto r = run_command(script);
-    if (r.exit_code != 0) return "cannot create network namespaces with iproute2 (exit " +
-                                 std::to_string(r.exit_code) + "): " + r.output;
+    if (r.exit_code != 0)
+      return "cannot create network namespaces with iproute2 (exit " + std::to_string(r.exit_code) + "): " + r.output;
     return "";
   }
 
@@ -84,6 +85,38 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
   EXPECT_TRUE(read_file(dir / "two_namespaces/model.pt") == read_file(dir / "one_node/model.pt"))
       << "model.pt differs, max |diff| = "
       << max_state_diff(dir / "two_namespaces/model.pt", dir / "one_node/model.pt");
+}
+
+// Without GLOO_SOCKET_IFNAME each namespace falls back to loopback (the host name's address is not there), so the
+// ranks publish 127.0.0.1 to each other and the first to connect is refused. Gloo alone kept the other rank
+// waiting 5 x dist.timeout_s (76 s for 15 s); both now end within seconds, each with one error line: the refused
+// rank's with the GLOO_SOCKET_IFNAME hint, the other naming it.
+TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
+  VethNamespaces net;
+  if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  auto rank = [&](int n) {
+    return net.exec(n) + "env -u GLOO_SOCKET_IFNAME RANK=" + std::to_string(n) +
+           " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + VethNamespaces::address(0) + " MASTER_PORT=29500 " +
+           ddptrain_path() + " " + cfg + " --dist.timeout_s=30 --job.out_dir=" + dir / "out";
+  };
+  const auto r = run_two_nodes(dir, rank(0), rank(1));
+  EXPECT_LT(r.seconds, 15.0);
+  const std::string both = r.node0.output + r.node1.output;
+  for (const auto* node : {&r.node0, &r.node1}) {
+    EXPECT_EQ(node->exit_code, 1) << node->output;
+    size_t errors = 0;
+    for (size_t at = node->output.find("error:"); at != std::string::npos; at = node->output.find("error:", at + 1))
+      ++errors;
+    EXPECT_EQ(errors, 1u) << node->output;
+  }
+  EXPECT_NE(both.find("could not connect the process group"), std::string::npos) << both;
+  EXPECT_NE(both.find("Connection refused (a peer published a loopback address"), std::string::npos) << both;
+  EXPECT_NE(both.find("GLOO_SOCKET_IFNAME"), std::string::npos) << both;
+  EXPECT_NE(both.find("the process group failed to connect on another rank: rank "), std::string::npos) << both;
+  EXPECT_EQ(net.pids(0), "");
+  EXPECT_EQ(net.pids(1), "");
 }
 
 }  // namespace

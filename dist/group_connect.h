@@ -1,0 +1,32 @@
+// connect_group: builds a process group under a watchdog, so a rank that cannot connect ends every rank promptly.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace c10d {
+class Store;
+class ProcessGroup;
+}  // namespace c10d
+
+namespace ddp {
+
+// A process group's constructor connects every pair of ranks. When one rank fails there (a peer's address is
+// unreachable: "Connection refused"), Gloo keeps the others waiting for several times its timeout (measured: 5x
+// dist.timeout_s). connect_group runs `connect` and meanwhile watches `watch` (a store client of its own, or
+// null) from a second thread: the failing rank posts its error there before throwing it (with a hint, see
+// below); every other rank sees it, or sees the store vanish with rank 0, and exits at once with one
+// "[rank R] error: ..." line, as it does when `timeout` passes without the group connecting.
+c10::intrusive_ptr<c10d::ProcessGroup> connect_group(
+    const std::function<c10::intrusive_ptr<c10d::ProcessGroup>()>& connect,
+    const c10::intrusive_ptr<c10d::Store>& watch, int64_t rank, std::chrono::milliseconds timeout,
+    const std::string& store_address);
+
+// For a Gloo connection error ("connect [addr]:port: Connection refused", "Connect timeout"), what to check:
+// which address each rank publishes and GLOO_SOCKET_IFNAME; "" for any other message.
+std::string gloo_connect_hint(const std::string& message);
+
+}  // namespace ddp
