@@ -1,5 +1,7 @@
-// ddprun's job store across nodes: node 0's ddprun serves a TCPStore on master_port + 1; every node uses it
-// to start each restart round together, to learn that some node failed or was stopped, and to exit together.
+// ddprun's job store across nodes (TCPStore served by node 0's ddprun on master_port + 1).
+//
+// Every node uses it to start each restart round together, to learn that some node failed or was stopped,
+// and to exit together.
 #pragma once
 
 #include "app/launcher_options.h"

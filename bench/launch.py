@@ -1,5 +1,6 @@
-# Process launching for ddp_bench.py: one process per rank under /usr/bin/time -v, torchrun-style environment,
-# rank 0's stdout timestamped (time to first optimizer step), peak RSS per rank.
+# Process launching for ddp_bench.py: ranks under /usr/bin/time -v with a torchrun-style environment.
+#
+# Rank 0's stdout is timestamped (time to first optimizer step); peak RSS per rank.
 import os
 import re
 import signal

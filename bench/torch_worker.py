@@ -1,4 +1,5 @@
 # Python reference worker for ddp_bench.py: one rank of a PyTorch DDP (or sync-off) training loop, timed per interval.
+#
 # Launched like a torchrun worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS set by the harness).
 # Mirrors ddptrain's loop: uint8 images normalised per batch; per step zero_grad, forward (under autocast for bf16),
 # fp32 loss, backward, step, loss.item() and the correct count; every --log-every steps (and at the last step / an

@@ -1,5 +1,7 @@
-// AMP in training: bf16 autocast with dynamic loss scaling overflows from a huge init_scale, backs off and
-// trains with ranks bit-identical; an inf on one rank makes every rank skip; fp16 on CPU is a config error.
+// AMP in training: bf16 autocast with dynamic loss scaling, and what it refuses.
+//
+// Overflows from a huge init_scale back off and train with ranks bit-identical; an inf on one rank makes every
+// rank skip; fp16 on CPU is a config error.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,7 @@
-// AutocastGuard: bf16 outputs inside / float32 outside, nesting and restore, fp16-on-CPU rejection, and a Net
-// forward bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
+// AutocastGuard: dtypes inside and outside, nesting, rejection, and PyTorch parity.
+//
+// bf16 outputs inside / float32 outside, nesting and restore, fp16-on-CPU rejection, and a Net forward
+// bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
 #include "amp/autocast.h"
 #include "app/config.h"
 #include "checkpoint/state_dict.h"

@@ -1,5 +1,7 @@
-// GradScaler unit behaviour: the found_inf reduction hook, once-per-step unscale, misuse errors, disabled mode,
-// and the CPU unscale kernel's semantics (scaled grads written even when non-finite, bf16 via float32).
+// GradScaler unit behaviour.
+//
+// The found_inf reduction hook, once-per-step unscale, misuse errors, disabled mode, and the CPU unscale
+// kernel's semantics (scaled grads written even when non-finite, bf16 via float32).
 #include "amp/grad_scaler.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,7 @@
-// GradScaler against PyTorch's own GradScaler (tests/python/grad_scaler_reference.py): per-step scale, growth
-// tracker and skip decisions, parameters and SGD momenta, bf16 Net training from init_scale 3e38, state_dict.
+// GradScaler against PyTorch's own GradScaler (tests/python/grad_scaler_reference.py).
+//
+// Per-step scale, growth tracker and skip decisions, parameters and SGD momenta, bf16 Net training from
+// init_scale 3e38, state_dict.
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "app/config.h"

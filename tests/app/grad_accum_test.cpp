@@ -1,5 +1,7 @@
-// Gradient accumulation: K micro-batches per step equal one K-times-larger batch (1 and 2 ranks), including a
-// partial last group; exactly one all-reduce round per optimizer step (counted through the process group).
+// Gradient accumulation: K micro-batches per step equal one K-times-larger batch.
+//
+// On 1 and 2 ranks, including a partial last group; exactly one all-reduce round per optimizer step (counted
+// through the process group).
 #include "app/trainer.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"

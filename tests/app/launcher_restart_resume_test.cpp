@@ -1,5 +1,7 @@
-// ddprun --max-restarts with ddptrain checkpoints: a worker killed with SIGKILL at several steps is restarted,
-// resumes from the newest complete checkpoint, and the final model.pt is bit-identical to an uninterrupted run.
+// ddprun --max-restarts with ddptrain checkpoints: killed workers resume bit-identically.
+//
+// A worker killed with SIGKILL at several steps is restarted, resumes from the newest complete checkpoint, and
+// the final model.pt is bit-identical to an uninterrupted run.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

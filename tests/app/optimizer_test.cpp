@@ -1,5 +1,7 @@
-// Optimizers, LR schedules and gradient clipping against PyTorch: SGD (momentum, nesterov, weight decay) with
-// clip_grad_norm_, and AdamW with warmup + cosine / step decay, from the same init and data order.
+// Optimizers, LR schedules and gradient clipping against PyTorch.
+//
+// SGD (momentum, nesterov, weight decay) with clip_grad_norm_, and AdamW with warmup + cosine / step decay,
+// from the same init and data order.
 #include "optim/optimizer.h"
 #include "tests/support/test_support.h"
 

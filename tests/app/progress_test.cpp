@@ -1,5 +1,7 @@
-// Progress output: a live bar redrawn in place on a real TTY (run under script(1)), plain lines when piped,
-// nothing with progress = off; other ranks print nothing but errors; the run summary at the end.
+// Progress output on a TTY, through a pipe, and off; only rank 0 prints.
+//
+// A live bar redrawn in place on a real TTY (run under script(1)), plain lines when piped, nothing with
+// progress = off; other ranks print nothing but errors; the run summary at the end.
 #include "app/progress.h"
 #include "tests/support/test_support.h"
 

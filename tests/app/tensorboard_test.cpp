@@ -1,5 +1,7 @@
-// TensorBoard writer tests: CRC32C vectors and TensorFlow-written CRCs, and an independent protobuf reader
-// (tests/python/tfevents_reader.py) proven on a TF2 file, then on our files, and failing on a flipped byte.
+// TensorBoard writer: CRC32C and an independent event-file reader.
+//
+// CRC32C vectors and TensorFlow-written CRCs, and an independent protobuf reader (tests/python/tfevents_reader.py)
+// proven on a TF2 file, then on our files, and failing on a flipped byte.
 #include "app/tensorboard.h"
 #include "tests/support/test_support.h"
 

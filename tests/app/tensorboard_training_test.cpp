@@ -1,5 +1,6 @@
-// TensorBoard from a real run: an independent reader (protoc + python3-protobuf) recovers every scalar of
-// metrics.jsonl under the documented tags, at float32 precision.
+// TensorBoard from a real run: every metrics.jsonl scalar recovered by an independent reader.
+//
+// The reader (protoc + python3-protobuf) finds them under the documented tags, at float32 precision.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

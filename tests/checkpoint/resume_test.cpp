@@ -1,6 +1,8 @@
-// Exact resume: (run to N) == (run to k, stop, resume to N) bit for bit, mid-epoch and at an epoch boundary,
-// on 1 and 2 ranks, with dropout and gradient accumulation; corrupt newest checkpoint falls back; retention;
-// a failed write keeps earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
+// Exact resume from checkpoints, retention, fallbacks and preemption.
+//
+// (run to N) == (run to k, stop, resume to N) bit for bit, mid-epoch and at an epoch boundary, on 1 and 2 ranks,
+// with dropout and gradient accumulation; corrupt newest checkpoint falls back; retention; a failed write keeps
+// earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
 #include "checkpoint/checkpoint_store.h"
 #include "tests/support/test_support.h"
 

@@ -1,5 +1,7 @@
-// Synthetic dataset (deterministic, learnable) and the prefetching BatchLoader (same batches with any number
-// of workers, assembled off the calling thread, resumable at a batch, errors propagate).
+// Synthetic dataset and the prefetching BatchLoader.
+//
+// The dataset is deterministic and learnable; the loader gives the same batches with any number of workers,
+// assembles them off the calling thread, resumes at a batch, and propagates errors.
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "tests/support/test_support.h"

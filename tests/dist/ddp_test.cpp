@@ -1,5 +1,7 @@
-// DDP end to end: replicas stay bit-identical, 2 ranks x b == 1 rank x 2b, agreement with PyTorch's own DDP,
-// sharded evaluation equals single-process evaluation.
+// DDP end to end: bit-identical replicas, batch equivalence, PyTorch parity, sharded evaluation.
+//
+// Replicas stay bit-identical, 2 ranks x b == 1 rank x 2b, agreement with PyTorch's own DDP, sharded evaluation
+// equals single-process evaluation.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

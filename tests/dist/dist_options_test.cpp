@@ -1,5 +1,7 @@
-// Distributed options end to end: an agent-hosted store (TORCHELASTIC_USE_AGENT_STORE), Gloo interface
-// selection via GLOO_SOCKET_IFNAME, optimizer.scale_lr = "linear", dist.gradient_as_bucket_view.
+// Distributed options end to end.
+//
+// An agent-hosted store (TORCHELASTIC_USE_AGENT_STORE), Gloo interface selection via GLOO_SOCKET_IFNAME,
+// optimizer.scale_lr = "linear", dist.gradient_as_bucket_view.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

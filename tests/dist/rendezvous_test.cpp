@@ -1,5 +1,7 @@
-// Rendezvous: env parsing (torchrun, Slurm, Open MPI), bounded joins naming missing ranks, port in use,
-// NCCL on a CPU build, and a dead peer ending the job instead of hanging it.
+// Rendezvous: env parsing, bounded joins, port in use, NCCL on CPU, dead peers.
+//
+// Env parsing (torchrun, Slurm, Open MPI), bounded joins naming missing ranks, port in use, NCCL on a CPU build,
+// and a dead peer ending the job instead of hanging it.
 #include "dist/rendezvous.h"
 
 #include "tests/support/test_support.h"

@@ -1,4 +1,5 @@
 # Python DDP reference (oracle for tests): PyTorch's own DDP + DistributedSampler training the classic Net.
+#
 # Launched like a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the caller.
 import argparse
 import gzip

@@ -1,4 +1,5 @@
 # AMP oracle for tests: torch.autocast("cpu", bf16) forwards, and PyTorch's own GradScaler driving CPU training.
+#
 # torch.cuda.amp.GradScaler refuses CPU tensors in 1.13 only through CUDA-only kernels and asserts; this script
 # runs the real class (its unscale_/step/update/state_dict logic) with those two kernels replaced by CPU mirrors
 # of aten/src/ATen/native/cuda/AmpKernels.cu written in torch ops, so the scaler's control flow is PyTorch's.

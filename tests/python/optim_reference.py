@@ -1,5 +1,6 @@
-# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_ and a LambdaLR with
-# ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
+# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_ and LR schedules.
+#
+# A LambdaLR with ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
 import argparse
 import math
 import os
