@@ -52,7 +52,11 @@ void print_banner(const Trainer& t) {
   const Config& c = t.config();
   const DistContext& d = t.dist();
   std::cout << "ddptrain: job " << c.job.name << " | world " << d.world_size << " | backend " << d.backend
-            << " | device " << d.device.str() << "\n"
+            << " | device " << d.device.str();
+  if (d.distributed())
+    std::cout << " | all-reduce " << (d.allreduce == "shm" ? "shared memory" : d.allreduce)
+              << (d.allreduce_note.empty() ? "" : " (shared memory not used: " + d.allreduce_note + ")");
+  std::cout << "\n"
             << "  model " << c.model.name << " (" << count_parameters(const_cast<Trainer&>(t).model())
             << " parameters) | data " << t.dataset().name << " train " << t.dataset().train.size() << " test "
             << t.dataset().test.size() << "\n"

@@ -102,6 +102,9 @@ struct DistConfig {
   // Gradients live in DDP's communication buckets (one copy of the gradients less, same values). PyTorch's
   // default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
   bool gradient_as_bucket_view = true;
+  // Where Gloo all-reduces run: "auto" = through shared memory when every rank is on this host (checked when the
+  // job starts), else over Gloo; "shm" = shared memory or fail; "gloo" = always Gloo's TCP. Not used with nccl.
+  std::string allreduce = "auto";  // auto | shm | gloo
   int64_t check_replicas_every = 0;  // every N optimizer steps, verify all ranks hold bit-identical parameters (0 = off)
 };
 

@@ -97,6 +97,7 @@ std::vector<SectionSpec> config_schema(Config& c) {
         choice("grad_compression", &c.dist.grad_compression, {"none", "fp16"}),
         boolean("find_unused_parameters", &c.dist.find_unused_parameters),
         boolean("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view),
+        choice("allreduce", &c.dist.allreduce, {"auto", "shm", "gloo"}),
         integer("check_replicas_every", &c.dist.check_replicas_every, 0)}},
       {"checkpoint",
        {integer("every_steps", &c.checkpoint.every_steps, 0), integer("every_epochs", &c.checkpoint.every_epochs, 0),

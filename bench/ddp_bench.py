@@ -1,4 +1,5 @@
 # Benchmark harness: ddptrain vs a PyTorch DDP reference on the same workload, alternating, medians and ratios.
+#
 # Run with /usr/bin/python3 (torch 1.13). See bench/README.md.
 import argparse
 import fcntl
@@ -39,6 +40,12 @@ STANDARD_SUITE = [
          python_kernels="ddptrain"),
     dict(model="resnet18", precision="fp32", world=2, sync="on", data="synthetic", steps=20, log_every=1,
          warmup_steps=2, reps=3, python_kernels="ddptrain"),
+    # ddptrain's all-reduce over Gloo's TCP, as Python's goes (dist.allreduce = "gloo"; the rows above use
+    # ddptrain's default, shared memory between the ranks of one host).
+    dict(model="net", precision="fp32", world=2, sync="on", data="fashion-mnist", steps=300, log_every=20, reps=3,
+         ddptrain_allreduce="gloo"),
+    dict(model="resnet18", precision="fp32", world=2, sync="on", data="synthetic", steps=20, log_every=1,
+         warmup_steps=2, reps=3, ddptrain_allreduce="gloo"),
 ]
 
 
@@ -52,6 +59,8 @@ def parse_args(argv):
     p.add_argument("--python-kernels", choices=["plain", "ddptrain"], default="plain",
                    help="ddptrain: give the Python side ddptrain's convolution choices (channels_last for net, "
                         "padding-only kernel taps skipped for resnet18)")
+    p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
+                   help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
     p.add_argument("--data", choices=["fashion-mnist", "synthetic"], default="fashion-mnist")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default net 300, resnet18 40)")
@@ -80,7 +89,7 @@ def parse_args(argv):
 
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
-            "python_kernels")
+            "python_kernels", "ddptrain_allreduce")
     entries = STANDARD_SUITE if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
@@ -89,6 +98,7 @@ def configs_from(args):
         c["log_every"] = c.get("log_every") or DEFAULT_LOG_EVERY[c["model"]]
         c["warmup_steps"] = c.get("warmup_steps") or c["log_every"]
         c["python_kernels"] = c.get("python_kernels") or "plain"
+        c["ddptrain_allreduce"] = c.get("ddptrain_allreduce") or "auto"
         c["reps"] = args.reps or c.get("reps") or 3
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
         for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers"):
@@ -103,7 +113,8 @@ def label_of(c):
     return (f"{c['model']} {c['precision']}, world {c['world']}, sync {c['sync']}, {c['data']}, "
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
-            + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else ""))
+            + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
+            + (f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
 
 
 def write_init(c, path):
@@ -147,6 +158,9 @@ dtype = "bf16"
 
 [checkpoint]
 resume = "never"
+
+[dist]
+allreduce = "{c['ddptrain_allreduce']}"
 
 [metrics]
 log_every_steps = {c['log_every']}

@@ -2,6 +2,7 @@
 #include "dist/rendezvous.h"
 
 #include "dist/group_connect.h"
+#include "dist/shm_allreduce.h"
 #include "dist/tcp_probe.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -185,6 +186,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   std::string backend = cfg.backend;
   if (backend == "auto") backend = (cuda_build() && torch::cuda::is_available()) ? "nccl" : "gloo";
   if (backend == "nccl") {
+    if (cfg.allreduce == "shm")
+      throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
     if (!cuda_build())
       throw std::runtime_error(
           "dist.backend = \"nccl\" needs a CUDA build of ddptrain (this one is CPU-only: Debian's libtorch-dev has "
@@ -242,12 +245,25 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
       // Without it only the deadline is watched.
     }
     ctx.group = connect_group([&] { return make_gloo(prefixed, info, timeout); }, watch, info.rank, timeout, address);
+    ctx.allreduce = "gloo";
+    if (cfg.allreduce != "gloo") {
+      ShmAllreduceOptions shm;
+      shm.timeout = timeout;
+      auto setup = wrap_with_shm_allreduce(ctx.group, store, shm);
+      if (!setup.active && cfg.allreduce == "shm")
+        throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
+                                 " (every rank must be on one host; use \"auto\" or \"gloo\")");
+      ctx.group = setup.group;
+      ctx.allreduce = setup.active ? "shm" : "gloo";
+      ctx.allreduce_note = setup.reason;
+    }
   } else {
 #ifdef DDP_WITH_CUDA
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     ctx.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, static_cast<int>(info.rank),
                                                             static_cast<int>(info.world_size), options);
+    ctx.allreduce = "nccl";
 #endif
   }
   ctx.backend = backend;

@@ -1,0 +1,350 @@
+// ShmAllreduceGroup (all-reduces through a ShmSegment on a worker thread, the rest forwarded) and its setup.
+#include "dist/shm_allreduce.h"
+
+#include "dist/shm_segment.h"
+
+#include <ATen/Dispatch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace ddp {
+namespace {
+
+using c10d::ReduceOp;
+
+// out[i] = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of the inputs: each block is
+// read in full before it is written.
+template <typename T, typename Op>
+void reduce_ranks(T* out, const std::vector<const T*>& in, size_t n, Op op) {
+  constexpr size_t kBlock = 2048;
+  T acc[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t m = std::min(kBlock, n - at);
+    const T* a = in[0] + at;
+    const T* b = in[1] + at;
+    for (size_t i = 0; i < m; ++i) acc[i] = op(a[i], b[i]);
+    for (size_t k = 2; k < in.size(); ++k) {
+      const T* c = in[k] + at;
+      for (size_t i = 0; i < m; ++i) acc[i] = op(acc[i], c[i]);
+    }
+    std::memcpy(out + at, acc, m * sizeof(T));
+  }
+}
+
+// Gloo's reductions (gloo/math.h): sum, product, std::min, std::max.
+template <typename T>
+void reduce_ranks(T* out, const std::vector<const T*>& in, size_t n, ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return reduce_ranks(out, in, n, [](T x, T y) -> T { return x + y; });
+    case ReduceOp::PRODUCT:
+      return reduce_ranks(out, in, n, [](T x, T y) -> T { return x * y; });
+    case ReduceOp::MIN:
+      return reduce_ranks(out, in, n, [](T x, T y) -> T { return std::min(x, y); });
+    case ReduceOp::MAX:
+      return reduce_ranks(out, in, n, [](T x, T y) -> T { return std::max(x, y); });
+    default:
+      throw std::logic_error("shared-memory all-reduce: unsupported reduction");
+  }
+}
+
+bool supported(ReduceOp::RedOpType op) {
+  return op == ReduceOp::SUM || op == ReduceOp::PRODUCT || op == ReduceOp::MIN || op == ReduceOp::MAX;
+}
+
+bool supported(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The Work of one queued all-reduce: wait() rethrows the all-reduce's error.
+class ShmWork : public c10d::Work {
+ public:
+  explicit ShmWork(c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(-1, c10d::OpType::ALLREDUCE), future_(std::move(future)) {}
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->exception_ptr(); }
+  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+  bool wait(std::chrono::milliseconds /*timeout: the segment's waits have dist.timeout_s*/) override {
+    future_->waitAndThrow();
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ShmAllreduceGroup : public c10d::ProcessGroup {
+ public:
+  ShmAllreduceGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, std::unique_ptr<ShmSegment> segment,
+                    std::chrono::milliseconds timeout)
+      : c10d::ProcessGroup(inner->getRank(), inner->getSize()),
+        inner_(std::move(inner)),
+        segment_(std::move(segment)),
+        timeout_(timeout),
+        worker_([this] { work(); }) {}
+
+  // Queued all-reduces get 2 s to finish (at a normal end there are none); after that this rank gives up, so
+  // a rank leaving on an error neither waits out dist.timeout_s nor leaves its peers waiting for it.
+  ~ShmAllreduceGroup() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    wake_.notify_all();
+    if (!done_.wait_for(lock, std::chrono::seconds(2), [&] { return worker_done_; })) segment_->abort();
+    lock.unlock();
+    worker_.join();
+  }
+
+  // Not "gloo": c10d::Logger static_casts groups that call themselves gloo to ProcessGroupGloo.
+  const std::string getBackendName() const override { return "gloo+shm"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    if (tensors.size() != 1 || !eligible(tensors[0], opts.reduceOp)) return inner_->allreduce(tensors, opts);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({tensors[0], opts.reduceOp.op_, future});
+      last_ = future;
+    }
+    wake_.notify_one();
+    return c10::make_intrusive<ShmWork>(future);
+  }
+
+  // A barrier also waits for the all-reduces issued before it, as Gloo's does.
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
+    c10::intrusive_ptr<c10::ivalue::Future> last;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last = last_;
+    }
+    if (last) {
+      last->wait();
+      if (last->hasError()) std::rethrow_exception(last->exception_ptr());
+    }
+    return inner_->barrier(o);
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
+    return inner_->broadcast(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
+                                                     const c10d::AllreduceCoalescedOptions& o) override {
+    return inner_->allreduce_coalesced(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override {
+    return inner_->reduce(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
+                                           const c10d::AllgatherOptions& o) override {
+    return inner_->allgather(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                 const c10d::AllgatherOptions& o) override {
+    return inner_->_allgather_base(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
+                                                     std::vector<at::Tensor>& in,
+                                                     const c10d::AllgatherOptions& o) override {
+    return inner_->allgather_coalesced(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
+                                        const c10d::GatherOptions& o) override {
+    return inner_->gather(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
+                                         const c10d::ScatterOptions& o) override {
+    return inner_->scatter(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
+                                                const c10d::ReduceScatterOptions& o) override {
+    return inner_->reduce_scatter(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                                               std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& o) override {
+    return inner_->alltoall_base(out, in, out_splits, in_splits, o);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+                                          const c10d::AllToAllOptions& o) override {
+    return inner_->alltoall(out, in, o);
+  }
+  void monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all_ranks) override {
+    inner_->monitoredBarrier(o, wait_all_ranks);
+  }
+  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& t, int dst, int tag) override {
+    return inner_->send(t, dst, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int src, int tag) override {
+    return inner_->recv(t, src, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override {
+    return inner_->recvAnysource(t, tag);
+  }
+
+ private:
+  struct Pending {
+    at::Tensor tensor;
+    ReduceOp::RedOpType op;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+
+  // Every rank makes the same call with the same shapes and dtypes, so every rank decides the same way.
+  static bool eligible(const at::Tensor& t, const ReduceOp& op) {
+    return t.device().is_cpu() && t.layout() == at::kStrided && t.is_contiguous() && supported(t.scalar_type()) &&
+           supported(op.op_);
+  }
+
+  void work() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) {
+          worker_done_ = true;
+          done_.notify_all();
+          return;
+        }
+        p = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (broken_) {
+        p.future->setError(broken_);
+        continue;
+      }
+      try {
+        run(p.tensor, p.op);
+      } catch (...) {
+        broken_ = std::current_exception();
+        segment_->abort();
+        p.future->setError(broken_);
+        continue;
+      }
+      p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
+    }
+  }
+
+  // One all-reduce, in pieces of up to slot_bytes: copy in, barrier, each rank reduces its share of the piece
+  // across every rank's slot (into its own slot), barrier, copy every share out. Pieces alternate between two
+  // buffers, so a piece's slots are rewritten only after every rank passed the next piece's second barrier,
+  // which it reaches only after copying this piece out.
+  void run(at::Tensor& t, ReduceOp::RedOpType op) {
+    const int world = segment_->world();
+    const int rank = segment_->rank();
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "shm_allreduce", [&] {
+      scalar_t* data = t.data_ptr<scalar_t>();
+      const size_t n = static_cast<size_t>(t.numel());
+      const size_t per_piece = segment_->slot_bytes() / sizeof(scalar_t);
+      std::vector<const scalar_t*> in(static_cast<size_t>(world));
+      for (size_t off = 0; off < n; off += per_piece) {
+        const size_t m = std::min(per_piece, n - off);
+        const int buffer = static_cast<int>(pieces_++ & 1);
+        auto slot = [&](int r) { return reinterpret_cast<scalar_t*>(segment_->slot(buffer, r)); };
+        // Shares of 16-element multiples (whole cache lines for 4-byte types).
+        const size_t share = ((m + world - 1) / world + 15) & ~size_t{15};
+        auto lo = [&](int r) { return std::min(static_cast<size_t>(r) * share, m); };
+        auto hi = [&](int r) { return std::min(lo(r) + share, m); };
+        std::memcpy(slot(rank), data + off, m * sizeof(scalar_t));
+        segment_->barrier(timeout_);
+        for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = slot(r) + lo(rank);
+        reduce_ranks(slot(rank) + lo(rank), in, hi(rank) - lo(rank), op);
+        segment_->barrier(timeout_);
+        for (int r = 0; r < world; ++r)
+          std::memcpy(data + off + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
+  std::unique_ptr<ShmSegment> segment_;
+  std::chrono::milliseconds timeout_;
+  uint64_t pieces_ = 0;        // worker thread only
+  std::exception_ptr broken_;  // worker thread only: after a failure every later all-reduce fails too
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::deque<Pending> queue_;
+  c10::intrusive_ptr<c10::ivalue::Future> last_;
+  bool stopping_ = false;
+  bool worker_done_ = false;
+  std::thread worker_;  // last: starts once everything above exists
+};
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::ProcessGroup>& inner,
+                                          const c10::intrusive_ptr<c10d::Store>& store,
+                                          const ShmAllreduceOptions& options) {
+  const int rank = inner->getRank();
+  const int world = inner->getSize();
+  const std::string key = "ddptrain/shm_allreduce/";
+  std::unique_ptr<ShmSegment> segment;
+  std::string error;
+  if (rank == 0) {
+    std::string posted;
+    try {
+      segment = ShmSegment::create(options.dir, world, options.slot_bytes);
+      const std::string& path = segment->path();
+      posted = path.substr(path.rfind('/') + 1) + "\n" + std::to_string(segment->token());
+    } catch (const std::exception& e) {
+      error = "rank 0: " + first_line(e.what());
+      posted = "!" + error;
+    }
+    store->set(key + "segment", std::vector<uint8_t>(posted.begin(), posted.end()));
+  } else {
+    auto got = store->get(key + "segment");
+    std::string posted(got.begin(), got.end());
+    if (!posted.empty() && posted[0] == '!') {
+      error = posted.substr(1);
+    } else {
+      const auto nl = posted.find('\n');
+      try {
+        segment =
+            ShmSegment::open(options.dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)), rank, world);
+      } catch (const std::exception& e) {
+        error = "rank " + std::to_string(rank) + ": " + first_line(e.what());
+      }
+    }
+  }
+  const std::string answer = error.empty() ? "ok" : error;
+  store->set(key + "answer/" + std::to_string(rank), std::vector<uint8_t>(answer.begin(), answer.end()));
+  std::string reason;
+  for (int r = 0; r < world; ++r) {
+    auto got = store->get(key + "answer/" + std::to_string(r));
+    std::string a(got.begin(), got.end());
+    if (a != "ok" && reason.empty()) reason = a;
+  }
+  if (rank == 0 && segment) segment->unlink();
+  if (!reason.empty()) return {inner, false, reason};
+  segment->learn_peers();
+  auto group = c10::make_intrusive<ShmAllreduceGroup>(inner, std::move(segment), options.timeout);
+  return {group, true, ""};
+}
+
+}  // namespace ddp
