@@ -316,7 +316,8 @@ def main(argv):
         lines, row = report.config_table(label, results)
         body += lines
         rows.append((label, row))
-        if c["python_kernels"] == "plain":
+        # The sync-cost table pairs each side's defaults (ddptrain's all-reduce included) with its sync-off row.
+        if c["python_kernels"] == "plain" and c["ddptrain_allreduce"] == "auto":
             rows_by_key[(c["model"], c["precision"], f"world {c['world']}", c["data"], c["sync"])] = row
         command_lines += [f"- {label}:", "  ```sh"] + [f"  {cmd}" for _, cmd in sorted(commands.items())]
         command_lines += ["  ```", "  ddptrain.toml:", "  ```toml"] + ["  " + l for l in toml_text.splitlines()]

@@ -19,10 +19,10 @@ namespace {
 
 using c10d::ReduceOp;
 
-// out[i] = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of the inputs: each block is
-// read in full before it is written.
+// out[i] = out2[i] = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of the inputs: each
+// block is read in full before it is written.
 template <typename T, typename Op>
-void reduce_ranks(T* out, const std::vector<const T*>& in, size_t n, Op op) {
+void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, Op op) {
   constexpr size_t kBlock = 2048;
   T acc[kBlock];
   for (size_t at = 0; at < n; at += kBlock) {
@@ -35,21 +35,22 @@ void reduce_ranks(T* out, const std::vector<const T*>& in, size_t n, Op op) {
       for (size_t i = 0; i < m; ++i) acc[i] = op(acc[i], c[i]);
     }
     std::memcpy(out + at, acc, m * sizeof(T));
+    std::memcpy(out2 + at, acc, m * sizeof(T));
   }
 }
 
 // Gloo's reductions (gloo/math.h): sum, product, std::min, std::max.
 template <typename T>
-void reduce_ranks(T* out, const std::vector<const T*>& in, size_t n, ReduceOp::RedOpType op) {
+void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, ReduceOp::RedOpType op) {
   switch (op) {
     case ReduceOp::SUM:
-      return reduce_ranks(out, in, n, [](T x, T y) -> T { return x + y; });
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return x + y; });
     case ReduceOp::PRODUCT:
-      return reduce_ranks(out, in, n, [](T x, T y) -> T { return x * y; });
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return x * y; });
     case ReduceOp::MIN:
-      return reduce_ranks(out, in, n, [](T x, T y) -> T { return std::min(x, y); });
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return std::min(x, y); });
     case ReduceOp::MAX:
-      return reduce_ranks(out, in, n, [](T x, T y) -> T { return std::max(x, y); });
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return std::max(x, y); });
     default:
       throw std::logic_error("shared-memory all-reduce: unsupported reduction");
   }
@@ -249,9 +250,9 @@ class ShmAllreduceGroup : public c10d::ProcessGroup {
   }
 
   // One all-reduce, in pieces of up to slot_bytes: copy in, barrier, each rank reduces its share of the piece
-  // across every rank's slot (into its own slot), barrier, copy every share out. Pieces alternate between two
-  // buffers, so a piece's slots are rewritten only after every rank passed the next piece's second barrier,
-  // which it reaches only after copying this piece out.
+  // across every rank's slot (into its own slot and its own tensor), barrier, copy the other ranks' shares out.
+  // Pieces alternate between two buffers, so a piece's slots are rewritten only after every rank passed the next
+  // piece's second barrier, which it reaches only after copying this piece out.
   void run(at::Tensor& t, ReduceOp::RedOpType op) {
     const int world = segment_->world();
     const int rank = segment_->rank();
@@ -271,10 +272,10 @@ class ShmAllreduceGroup : public c10d::ProcessGroup {
         std::memcpy(slot(rank), data + off, m * sizeof(scalar_t));
         segment_->barrier(timeout_);
         for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = slot(r) + lo(rank);
-        reduce_ranks(slot(rank) + lo(rank), in, hi(rank) - lo(rank), op);
+        reduce_ranks(slot(rank) + lo(rank), data + off + lo(rank), in, hi(rank) - lo(rank), op);
         segment_->barrier(timeout_);
         for (int r = 0; r < world; ++r)
-          std::memcpy(data + off + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
+          if (r != rank) std::memcpy(data + off + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
       }
     });
   }
