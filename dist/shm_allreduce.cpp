@@ -1,10 +1,10 @@
-// ShmAllreduceGroup (all-reduces through a ShmSegment on a worker thread, the rest forwarded) and its setup.
+// ShmAllreduceGroup (all-reduces through a ShmSegment on a worker thread, the rest forwarded to Gloo) and its setup.
 #include "dist/shm_allreduce.h"
 
+#include "dist/forwarding_group.h"
 #include "dist/shm_segment.h"
 
 #include <ATen/Dispatch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
@@ -96,12 +96,11 @@ class ShmWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class ShmAllreduceGroup : public c10d::ProcessGroup {
+class ShmAllreduceGroup : public ForwardingProcessGroup {
  public:
   ShmAllreduceGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, std::unique_ptr<ShmSegment> segment,
                     std::chrono::milliseconds timeout)
-      : c10d::ProcessGroup(inner->getRank(), inner->getSize()),
-        inner_(std::move(inner)),
+      : ForwardingProcessGroup(std::move(inner)),
         segment_(std::move(segment)),
         timeout_(timeout),
         worker_([this] { work(); }) {}
@@ -117,7 +116,6 @@ class ShmAllreduceGroup : public c10d::ProcessGroup {
     worker_.join();
   }
 
-  // Not "gloo": c10d::Logger static_casts groups that call themselves gloo to ProcessGroupGloo.
   const std::string getBackendName() const override { return "gloo+shm"; }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -145,65 +143,6 @@ class ShmAllreduceGroup : public c10d::ProcessGroup {
       if (last->hasError()) std::rethrow_exception(last->exception_ptr());
     }
     return inner_->barrier(o);
-  }
-
-  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
-    return inner_->broadcast(t, o);
-  }
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
-                                                     const c10d::AllreduceCoalescedOptions& o) override {
-    return inner_->allreduce_coalesced(t, o);
-  }
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override {
-    return inner_->reduce(t, o);
-  }
-  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
-                                           const c10d::AllgatherOptions& o) override {
-    return inner_->allgather(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
-                                                 const c10d::AllgatherOptions& o) override {
-    return inner_->_allgather_base(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
-                                                     std::vector<at::Tensor>& in,
-                                                     const c10d::AllgatherOptions& o) override {
-    return inner_->allgather_coalesced(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
-                                        const c10d::GatherOptions& o) override {
-    return inner_->gather(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
-                                         const c10d::ScatterOptions& o) override {
-    return inner_->scatter(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
-                                                const c10d::ReduceScatterOptions& o) override {
-    return inner_->reduce_scatter(out, in, o);
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
-                                               std::vector<int64_t>& in_splits,
-                                               const c10d::AllToAllOptions& o) override {
-    return inner_->alltoall_base(out, in, out_splits, in_splits, o);
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
-                                          const c10d::AllToAllOptions& o) override {
-    return inner_->alltoall(out, in, o);
-  }
-  void monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all_ranks) override {
-    inner_->monitoredBarrier(o, wait_all_ranks);
-  }
-  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& t, int dst, int tag) override {
-    return inner_->send(t, dst, tag);
-  }
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int src, int tag) override {
-    return inner_->recv(t, src, tag);
-  }
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override {
-    return inner_->recvAnysource(t, tag);
   }
 
  private:
@@ -280,7 +219,6 @@ class ShmAllreduceGroup : public c10d::ProcessGroup {
     });
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
   std::unique_ptr<ShmSegment> segment_;
   std::chrono::milliseconds timeout_;
   uint64_t pieces_ = 0;        // worker thread only
