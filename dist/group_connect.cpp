@@ -1,6 +1,8 @@
 // Process group connection under a watchdog: errors posted to the store end all ranks; a deadline bounds the wait.
 #include "dist/group_connect.h"
 
+#include "dist/seconds_text.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -18,13 +20,6 @@ namespace {
 const std::string kFailedKey = "ddptrain/connect_failed";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-std::string seconds(std::chrono::milliseconds ms) {
-  std::string s = std::to_string(static_cast<double>(ms.count()) / 1000.0);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
 
 // Ends the process from the watchdog thread: the main thread is blocked inside the group's constructor.
 [[noreturn]] void give_up(int64_t rank, const std::string& message) {
@@ -71,7 +66,7 @@ class Watchdog {
         }
       }
       if (std::chrono::steady_clock::now() > deadline)
-        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds(timeout_) +
+        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) +
                            " s (a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME names the "
                            "interface whose address each rank publishes to the others)");
     }

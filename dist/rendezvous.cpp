@@ -2,6 +2,7 @@
 #include "dist/rendezvous.h"
 
 #include "dist/group_connect.h"
+#include "dist/seconds_text.h"
 #include "dist/shm_allreduce.h"
 #include "dist/tcp_probe.h"
 
@@ -50,12 +51,6 @@ std::string describe_ranks(const std::vector<int64_t>& ranks) {
   std::ostringstream os;
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) os << (i ? ", " : "") << ranks[i];
   if (ranks.size() > 16) os << ", ... (" << ranks.size() << " in all)";
-  return os.str();
-}
-
-std::string format_seconds(double s) {
-  std::ostringstream os;
-  os << s;
   return os.str();
 }
 
@@ -209,7 +204,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   c10::intrusive_ptr<c10d::Store> store;
   auto unreachable = [&](const std::string& why) {
     return std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
-                              " within " + format_seconds(cfg.timeout_s) + " s (is rank 0 running?): " + why);
+                              " within " + seconds_text(std::chrono::duration<double>(cfg.timeout_s)) +
+                              " s (is rank 0 running?): " + why);
   };
   if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, timeout))
     throw unreachable("nothing accepted connections there");

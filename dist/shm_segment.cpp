@@ -1,6 +1,8 @@
 // ShmSegment: creating, mapping and checking the shared file; the futex barrier and its failure paths.
 #include "dist/shm_segment.h"
 
+#include "dist/seconds_text.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -67,9 +69,8 @@ inline void cpu_relax() {
 #endif
 }
 
-}  // namespace
-
-uint64_t process_start_time(int32_t pid, char* state) {
+// Field 22 of /proc/PID/stat (start time in clock ticks since boot), 0 when unreadable; `state` gets field 3.
+uint64_t process_start_time(int32_t pid, char* state = nullptr) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(in, line)) return 0;
@@ -85,6 +86,8 @@ uint64_t process_start_time(int32_t pid, char* state) {
   }
   return start;
 }
+
+}  // namespace
 
 static Header* header_of(void* base) { return static_cast<Header*>(base); }
 static RankCell* cell_of(void* base, int rank) {
@@ -239,13 +242,9 @@ void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds t
              ") exited during an all-reduce");
       next_check = now + std::chrono::milliseconds(100);
     }
-    if (now - start >= timeout) {
-      std::ostringstream s;
-      s << "rank " << peer
-        << " did not reach the all-reduce within dist.timeout_s = " << std::chrono::duration<double>(timeout).count()
-        << " s (a peer is stuck or too slow)";
-      fail(s.str());
-    }
+    if (now - start >= timeout)
+      fail("rank " + std::to_string(peer) + " did not reach the all-reduce within dist.timeout_s = " +
+           seconds_text(timeout) + " s (a peer is stuck or too slow)");
   }
 }
 

@@ -69,7 +69,4 @@ class ShmSegment {
   std::unique_ptr<Peer[]> peers_;
 };
 
-// Field 22 of /proc/PID/stat (start time in clock ticks since boot), 0 when unreadable; `state` gets field 3.
-uint64_t process_start_time(int32_t pid, char* state = nullptr);
-
 }  // namespace ddp
