@@ -54,6 +54,48 @@ torch::Tensor nhwc(const torch::Tensor& t) {
   return t.clone(torch::MemoryFormat::ChannelsLast);
 }
 
+// The live taps of a kernel (a view, as a slice would be), whose backward adds its gradient straight into the live
+// taps of the weight's existing gradient. A plain slice's backward would build a full-size gradient of zeros first
+// (9 MiB for each 3x3 512x512 kernel of ResNet-18's layer4, at the peak of memory: backward begins there) for the
+// weight's AccumulateGrad to add. The sum is the same element by element; the padding taps' gradient stays what it
+// was (zero after zero_grad). AccumulateGrad, which then receives no gradient, still runs its post hooks (DDP's
+// Reducer marks the weight ready and reads its gradient). Where the gradient cannot take the sum in place (none yet,
+// a zero-strided or differently typed one, or create_graph), the full-size gradient goes to AccumulateGrad as usual.
+struct LiveTapsOf : torch::autograd::Function<LiveTapsOf> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
+                               std::vector<int64_t> first, std::vector<int64_t> last) {
+    ctx->saved_data["weight"] = weight;
+    ctx->saved_data["first"] = first;
+    ctx->saved_data["last"] = last;
+    return live_part(weight, first, last);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    torch::Tensor weight = ctx->saved_data["weight"].toTensor();
+    const auto first = ctx->saved_data["first"].toIntVector();
+    const auto last = ctx->saved_data["last"].toIntVector();
+    const torch::Tensor& grad = grads[0];
+    torch::Tensor& existing = weight.mutable_grad();
+    torch::autograd::variable_list out(3);
+    if (!grad.defined()) return out;
+    if (!torch::GradMode::is_enabled() && existing.defined() && existing.layout() == torch::kStrided &&
+        existing.scalar_type() == grad.scalar_type() && existing.device() == grad.device() &&
+        !existing.requires_grad() && existing.is_non_overlapping_and_dense()) {
+      live_part(existing, first, last).add_(grad);
+      return out;
+    }
+    out[0] = torch::zeros_like(weight, torch::MemoryFormat::Contiguous);
+    live_part(out[0], first, last).copy_(grad);
+    return out;
+  }
+
+  static torch::Tensor live_part(const torch::Tensor& w, const std::vector<int64_t>& first,
+                                 const std::vector<int64_t>& last) {
+    return w.slice(2, first[0], last[0] + 1).slice(3, first[1], last[1] + 1);
+  }
+};
+
 }  // namespace
 
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x, const ConvKernels& kernels) {
@@ -65,15 +107,20 @@ torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x
   torch::Tensor weight = conv.weight;
   std::vector<int64_t> pad = {(*padding)->at(0), (*padding)->at(1)};
   if (kernels.skip_padding_taps) {
+    std::vector<int64_t> first = {0, 0}, last = {weight.size(2) - 1, weight.size(3) - 1};
+    bool cropped = false;
     for (int d = 0; d < 2; ++d) {
       LiveTaps taps;
       int64_t new_padding = 0;
       if (!crop(x.size(2 + d), weight.size(2 + d), pad[d], o.stride()->at(d), o.dilation()->at(d), &taps, &new_padding))
         continue;
       if (taps.first == 0 && taps.last == weight.size(2 + d) - 1) continue;
-      weight = weight.slice(2 + d, taps.first, taps.last + 1);
+      first[d] = taps.first;
+      last[d] = taps.last;
       pad[d] = new_padding;
+      cropped = true;
     }
+    if (cropped) weight = LiveTapsOf::apply(conv.weight, first, last);
   }
   torch::Tensor input = x;
   if (kernels.channels_last) {

@@ -130,6 +130,29 @@ TEST(ConvKernels, A3x3KernelOverA1x1MapRunsAsA1x1Kernel) {
   EXPECT_EQ(live.last, 1);
 }
 
+// The cropped kernel's gradient goes straight into the weight's existing gradient (DDP's bucket view), added to what
+// is there: the padding taps keep their value, the live taps get the sum, and the gradient stays the same memory.
+TEST(ConvKernels, CroppedKernelGradientIsAddedIntoTheExistingGradientInPlace) {
+  torch::manual_seed(0);
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(8, 8, 3).padding(1).bias(false));
+  auto x = torch::randn({4, 8, 1, 1});
+  auto grad_out = torch::randn({4, 8, 1, 1});
+  conv->forward(x).backward(grad_out);
+  const torch::Tensor full = conv->weight.grad().clone();  // ATen's own, over all taps
+
+  conv->weight.mutable_grad() = torch::full_like(conv->weight, 0.5);
+  void* const memory = conv->weight.grad().data_ptr();
+  conv2d_forward(*conv, x, ConvKernels{false, true}).backward(grad_out);
+  const torch::Tensor g = conv->weight.grad();
+  EXPECT_EQ(g.data_ptr(), memory);
+  auto centre = [](const torch::Tensor& t) { return t.slice(2, 1, 2).slice(3, 1, 2); };
+  EXPECT_TRUE(torch::allclose(centre(g), centre(full) + 0.5, 1e-6, 1e-6));
+  auto padding_taps = torch::ones_like(g, torch::kBool);
+  centre(padding_taps).fill_(false);
+  EXPECT_TRUE(torch::equal(g.masked_select(padding_taps), torch::full({8 * 8 * 8}, 0.5)));
+  EXPECT_TRUE(torch::equal(full.masked_select(padding_taps), torch::zeros({8 * 8 * 8})));
+}
+
 TEST(ConvKernels, ModelMemoryFormatResolvesPerModel) {
   ModelConfig cfg;
   EXPECT_TRUE(conv_kernels(cfg, true).channels_last);
