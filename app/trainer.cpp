@@ -9,6 +9,7 @@
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
 #include "dist/reduce.h"
+#include "memory/step_allocator.h"
 #include "optim/optimizer.h"
 
 #include <chrono>
@@ -69,6 +70,7 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
 }
 
 void Trainer::setup() {
+  if (cfg_.job.step_memory == "planned") step_memory_ = &StepAllocator::start_run();  // before the first tensor
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
   progress_ = Progress(cfg_.metrics.progress, ctx_.is_main());
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed);
@@ -145,6 +147,15 @@ StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_d
 }
 
 StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
+  struct StepBracket {  // the step's tensors are gone before end_step (it is destroyed last)
+    StepAllocator* a;
+    explicit StepBracket(StepAllocator* allocator) : a(allocator) {
+      if (a) a->begin_step();
+    }
+    ~StepBracket() {
+      if (a) a->end_step();
+    }
+  } bracket(step_memory_);
   zero_grad_in_place(*optimizer_);  // dist/ddp.h
   StepStats total;
   const size_t n = micro_batches.size();
@@ -387,6 +398,13 @@ void Trainer::print_summary(const TrainSummary& s) {
   row("mean samples/s", fmt("%.0f", s.samples_per_s));
   row("skipped AMP steps", std::to_string(s.skipped_steps));
   row("checkpoints written", std::to_string(s.checkpoints_written));
+  if (step_memory_) {
+    const StepAllocator::Stats m = step_memory_->stats();
+    row("step memory", m.plan_bytes > 0 ? fmt("planned block %.1f MiB, ", static_cast<double>(m.plan_bytes) / (1 << 20)) +
+                                              std::to_string(m.planned_steps) + " of " + std::to_string(m.steps) +
+                                              " steps from it"
+                                        : std::string("no plan (fewer than 3 steps)"));
+  }
   row("model", s.model_path);
 }
 

@@ -21,6 +21,7 @@ namespace ddp {
 
 class DistributedDataParallel;
 class GradScaler;
+class StepAllocator;
 class TensorBoardWriter;
 
 struct EvalResult {
@@ -101,6 +102,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<GradScaler> scaler_;  // null when loss scaling is off
+  StepAllocator* step_memory_ = nullptr;  // job.step_memory = "planned"
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   JsonlWriter metrics_;
   Progress progress_{"off", false};
