@@ -14,7 +14,7 @@ struct JobConfig {
   std::string out_dir = "runs/default";  // metrics.jsonl, tensorboard/, checkpoints/, model.pt
   int64_t seed = 0;                     // model init, shuffling (seed + epoch) and dropout
   int64_t threads = 0;                  // intra-op threads per rank; 0 = OMP_NUM_THREADS or torch default
-  std::string step_memory = "planned";  // planned: steps 4+ reuse one planned block (memory/) | malloc: LibTorch's own
+  std::string step_memory = "malloc";   // malloc: LibTorch's allocator | planned: steps 4+ reuse one block (memory/)
 };
 
 // [data]: dataset, batching and normalisation.

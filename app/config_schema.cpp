@@ -54,7 +54,7 @@ std::vector<SectionSpec> config_schema(Config& c) {
       {"job",
        {text("name", &c.job.name), text("out_dir", &c.job.out_dir), integer("seed", &c.job.seed, 0),
         integer("threads", &c.job.threads, 0, 1024),
-        choice("step_memory", &c.job.step_memory, {"planned", "malloc"})}},
+        choice("step_memory", &c.job.step_memory, {"malloc", "planned"})}},
       {"data",
        {choice("dataset", &c.data.dataset, {"mnist", "fashion-mnist", "synthetic"}), text("dir", &c.data.dir),
         integer("batch_size", &c.data.batch_size, 1), integer("eval_batch_size", &c.data.eval_batch_size, 1),

@@ -9,18 +9,20 @@
 
 namespace ddp {
 
-// glibc's heap, given the activations and gradients of a training step (allocated and freed in a different order),
-// ends up ~40% larger than the step's peak of live bytes (ResNet-18, batch 64: ~40 MiB of heap for 28 MiB live),
-// and keeps it resident. This allocator records the large allocations (>= kMinBytes) of one steady-state step on the
-// training thread, plans their offsets in one block (memory/step_plan.h: the plan is the peak of live bytes) and hands
-// out the same offsets in every later step whose allocations come in the same sizes and order. Anything else is
-// served as before, so a step that differs (the last, smaller batch of an epoch; an evaluation) costs nothing but the
-// plan's use: an allocation that no longer matches the plan, or whose planned bytes are still in use, and every later
-// one of that step, go to the fallback. Before the plan exists (setup and the first steps, which create the optimizer
-// state and DDP's rebuilt buckets), large allocations on the training thread are mapped one by one and unmapped when
-// freed, so that they leave no holes in the heap. Other threads, small allocations and allocations outside steps
-// after the first use LibTorch's own CPU allocation (c10::alloc_cpu). The bytes of a tensor are the same whichever
-// way they were allocated: training results do not change (tested bit for bit).
+// Opt-in (job.step_memory = "planned"). glibc's heap, given the activations and gradients of a training step
+// (allocated and freed in a different order), ends up ~40% larger than the step's peak of live bytes (ResNet-18,
+// batch 64: ~40 MiB of heap for 28 MiB live), and keeps it resident. This allocator records the large allocations
+// (>= kMinBytes) of one steady-state step on the training thread, plans their offsets in one block
+// (memory/step_plan.h: about the peak of live bytes) and hands out the same offsets in every later step whose
+// allocations come in the same sizes and order. Anything else is served as before, so a step that differs (the
+// last, smaller batch of an epoch) costs nothing but the plan's use: an allocation that no longer matches the plan,
+// or whose planned bytes are still in use, and every later one of that step, go to the fallback. Before the plan
+// exists (setup and the first steps, which create the optimizer state and DDP's rebuilt buckets), large allocations
+// on the training thread are mapped one by one and unmapped when freed, so that they leave no holes in the heap:
+// exact, but page faults and unmapping make those steps several times slower (ResNet-18, 2 ranks: +3 s in all),
+// which is why it is not the default. Other threads, small allocations and allocations outside steps after the
+// first use LibTorch's own CPU allocation (c10::alloc_cpu). The bytes of a tensor are the same whichever way they
+// were allocated: training results do not change (tested bit for bit).
 class StepAllocator final : public c10::Allocator {
  public:
   static constexpr int64_t kMinBytes = 64 * 1024;

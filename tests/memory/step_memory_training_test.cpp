@@ -1,4 +1,4 @@
-// ddptrain with job.step_memory = "planned" (the default) and "malloc": the same model.pt, and the plan in use.
+// ddptrain with job.step_memory = "planned" and "malloc" (the default): the same model.pt, and the plan in use.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@ TEST(StepMemoryTraining, PlannedAndMallocGiveTheSameModelBitForBit) {
   const std::string cfg = write_tiny_job(dir, 512, 64, 3,
                                          {"job.seed=5", "model.name=net", "data.batch_size=16", "optimizer.lr=0.05",
                                           "optimizer.momentum=0.9", "training.epochs=2", "metrics.progress=plain"});
-  auto planned = run_ranks(2, cfg + " --job.out_dir=" + dir / "planned");
-  auto plain = run_ranks(2, cfg + " --job.step_memory=malloc --job.out_dir=" + dir / "malloc");
+  auto planned = run_ranks(2, cfg + " --job.step_memory=planned --job.out_dir=" + dir / "planned");
+  auto plain = run_ranks(2, cfg + " --job.out_dir=" + dir / "malloc");
   for (auto& r : planned) ASSERT_EQ(r.exit_code, 0) << r.output;
   for (auto& r : plain) ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string a = read_file(dir / "planned/model.pt"), b = read_file(dir / "malloc/model.pt");
