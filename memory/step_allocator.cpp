@@ -21,7 +21,6 @@ namespace {
 
 constexpr uint64_t kMagic = 0x646470616c6c6f63ULL;
 constexpr int64_t kPage = 4096;
-constexpr int64_t kMaxPlans = 8;  // then the run goes on without a plan: a step that never repeats itself
 
 enum class Kind : uint64_t { Heap = 1, Mapped = 2 };
 
@@ -81,6 +80,9 @@ struct StepAllocator::State {
   size_t next = 0;
   bool diverged = false, fell_back = false;
   Stats stats;
+
+  // A large allocation on the training thread mapped on its own (counted), recorded when `recorded` >= 0.
+  c10::DataPtr mapped(size_t bytes, int64_t recorded_index);
 
   void retire_current() {
     if (!current) return;
@@ -143,6 +145,7 @@ void StepAllocator::end_step() {
   if (s.recording) {
     s.recording = false;
     ++s.plans_made;
+    ++s.stats.plans;
     auto block = std::make_unique<PlannedBlock>();
     std::vector<Lifetime> planned;
     std::vector<size_t> index;
@@ -179,7 +182,11 @@ void StepAllocator::end_step() {
     ++s.stats.diverged_steps;
   else
     ++s.stats.planned_steps;
-  if (s.diverged) s.record_next = true;
+  if (!s.diverged) return;
+  if (s.plans_made < kMaxPlans)
+    s.record_next = true;
+  else
+    s.retire_current();  // steps that never repeat: back to LibTorch's allocation, not one mapping each
 }
 
 StepAllocator::Stats StepAllocator::stats() const {
@@ -206,30 +213,35 @@ c10::DataPtr mapped(size_t bytes, int64_t recorded, uint64_t recording, c10::Del
 
 }  // namespace
 
+c10::DataPtr StepAllocator::State::mapped(size_t bytes, int64_t recorded_index) {
+  ++stats.mapped_allocations;
+  return ::ddp::mapped(bytes, recorded_index, recorded_index >= 0 ? recording_id : 0, &StepAllocator::release);
+}
+
 c10::DataPtr StepAllocator::allocate(size_t bytes) const {
   if (bytes == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};
   State& s = *state_;
   if (static_cast<int64_t>(bytes) < kMinBytes || std::this_thread::get_id() != s.training_thread.load())
     return on_heap(bytes, &release);
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.in_step) return s.steps == 0 ? mapped(bytes, -1, 0, &release) : on_heap(bytes, &release);
+  if (!s.in_step) return s.steps == 0 ? s.mapped(bytes, -1) : on_heap(bytes, &release);
   if (s.recording) {
     s.recorded.push_back(Lifetime{static_cast<int64_t>(bytes), s.clock++, -1});
-    return mapped(bytes, static_cast<int64_t>(s.recorded.size()) - 1, s.recording_id, &release);
+    return s.mapped(bytes, static_cast<int64_t>(s.recorded.size()) - 1);
   }
   PlannedBlock* p = s.current.get();
-  if (!p) return s.plans_made < kMaxPlans ? mapped(bytes, -1, 0, &release) : on_heap(bytes, &release);
+  if (!p) return s.plans_made < kMaxPlans ? s.mapped(bytes, -1) : on_heap(bytes, &release);
   const size_t i = s.next++;
   if (s.diverged || i >= p->bytes.size() || p->bytes[i] != static_cast<int64_t>(bytes)) {
     s.diverged = true;
-    return mapped(bytes, -1, 0, &release);
+    return s.mapped(bytes, -1);
   }
-  if (!p->plannable[i]) return mapped(bytes, -1, 0, &release);
+  if (!p->plannable[i]) return s.mapped(bytes, -1);
   bool free = !p->in_use[i];
   for (int32_t other : p->plan.shares_memory_with[i]) free = free && !p->in_use[other];
   if (!free) {
     s.fell_back = true;
-    return mapped(bytes, -1, 0, &release);
+    return s.mapped(bytes, -1);
   }
   p->in_use[i] = true;
   ++p->live;

@@ -27,6 +27,7 @@ class StepAllocator final : public c10::Allocator {
  public:
   static constexpr int64_t kMinBytes = 64 * 1024;
   static constexpr int64_t kRecordedStep = 3;  // steps 1 and 2 create optimizer state and DDP's rebuilt buckets
+  static constexpr int64_t kMaxPlans = 8;      // then a run whose steps never repeat goes on without a plan
 
   // Makes the step allocator LibTorch's CPU allocator (once per process) and starts a run with the calling thread as
   // the training thread: the step count and any plan are reset.
@@ -44,6 +45,8 @@ class StepAllocator final : public c10::Allocator {
     int64_t planned_steps = 0;   // steps whose large allocations all came from the plan
     int64_t diverged_steps = 0;  // steps after the plan existed that did not (in part or at all)
     int64_t planned_allocations = 0;
+    int64_t mapped_allocations = 0;  // large ones on the training thread mapped on their own (slow: page faults)
+    int64_t plans = 0;               // plans recorded (at most kMaxPlans; then steps use LibTorch's allocation)
   };
   Stats stats() const;
 

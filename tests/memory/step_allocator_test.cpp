@@ -94,6 +94,28 @@ TEST(StepAllocator, ASmallerBatchDivergesAndTheNextStepIsPlannedAgain) {
   EXPECT_EQ(s.planned_steps, 2 + 5);  // steps 4-5 and 8-12
 }
 
+// Steps that never repeat (the batch size alternates): each step diverges and the next is recorded again, up to
+// kMaxPlans plans; then the plan is dropped and steps go back to LibTorch's allocation instead of one mapping per
+// large allocation.
+TEST(StepAllocator, StepsThatNeverRepeatStopBeingPlannedAfterEightPlans) {
+  auto batch_of = [](int step) -> int64_t { return step % 2 == 0 ? 32 : 64; };
+  const int steps = 3 + 2 * static_cast<int>(StepAllocator::kMaxPlans) + 6;
+  const auto expected = train_unplanned(steps, batch_of);
+  StepAllocator& a = StepAllocator::start_run();
+  int64_t mapped_when_dropped = -1;
+  Hooks hooks;
+  hooks.after_step = [&](int step) {
+    if (step == 3 + 2 * static_cast<int>(StepAllocator::kMaxPlans)) mapped_when_dropped = a.stats().mapped_allocations;
+  };
+  const auto actual = train(&a, steps, batch_of, hooks);
+  expect_bit_identical(actual, expected);
+  const auto s = a.stats();
+  EXPECT_EQ(s.plans, StepAllocator::kMaxPlans);
+  EXPECT_EQ(s.planned_steps, 0);
+  EXPECT_GT(mapped_when_dropped, 0);
+  EXPECT_EQ(s.mapped_allocations, mapped_when_dropped) << "the last 6 steps mapped large allocations one by one";
+}
+
 // conv1's output of step 5 is kept until after step 7 and then freed on another thread: steps 6 and 7 must not hand
 // its bytes (or any planned bytes overlapping them) to anything else.
 TEST(StepAllocator, BytesStillInUseAreNotHandedOutAgain) {
