@@ -37,8 +37,6 @@ static_assert(sizeof(Header) == 64, "the header keeps the data 64-byte aligned")
 
 Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<char*>(data) - sizeof(Header)); }
 
-int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-
 void* map_pages(size_t length) {
   void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   TORCH_CHECK(p != MAP_FAILED, "StepAllocator: out of memory mapping ", length, " bytes: ", std::strerror(errno));
@@ -53,9 +51,8 @@ StepAllocator* g_installed = nullptr;
 struct PlannedBlock {
   char* base = nullptr;
   size_t length = 0;
-  std::vector<int64_t> bytes;   // per recorded allocation (planned or not)
-  std::vector<bool> plannable;  // freed within the recorded step
-  StepPlan plan;
+  std::vector<int64_t> bytes;  // per recorded allocation (planned or not)
+  StepPlan plan;  // offsets by recorded index; -1: not freed within the recorded step, never planned
   std::vector<bool> in_use;
   std::unordered_map<int64_t, int32_t> occupant;  // offset -> the allocation using it now
   int64_t live = 0;
@@ -151,7 +148,6 @@ void StepAllocator::end_step() {
     std::vector<size_t> index;
     for (size_t i = 0; i < s.recorded.size(); ++i) {
       block->bytes.push_back(s.recorded[i].bytes);
-      block->plannable.push_back(s.recorded[i].freed_at >= 0);
       if (s.recorded[i].freed_at >= 0) {
         index.push_back(i);
         planned.push_back(s.recorded[i]);
@@ -236,7 +232,7 @@ c10::DataPtr StepAllocator::allocate(size_t bytes) const {
     s.diverged = true;
     return s.mapped(bytes, -1);
   }
-  if (!p->plannable[i]) return s.mapped(bytes, -1);
+  if (p->plan.offsets[i] < 0) return s.mapped(bytes, -1);  // not freed within the recorded step
   bool free = !p->in_use[i];
   for (int32_t other : p->plan.shares_memory_with[i]) free = free && !p->in_use[other];
   if (!free) {

@@ -12,9 +12,9 @@ bool live_together(const Lifetime& a, const Lifetime& b) {
   return a.allocated_at < b.freed_at && b.allocated_at < a.freed_at;
 }
 
-int64_t round_up(int64_t n, int64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
-
 }  // namespace
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignment) {
   const size_t n = allocations.size();
@@ -22,17 +22,18 @@ StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignmen
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return allocations[a].bytes > allocations[b].bytes; });
+  std::vector<int64_t> rounded(n);  // what each allocation takes in the block
+  for (size_t i = 0; i < n; ++i) rounded[i] = round_up(std::max<int64_t>(allocations[i].bytes, 1), alignment);
   StepPlan plan;
   plan.offsets.assign(n, 0);
   std::vector<size_t> placed;
   std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of placed allocations live at the same time
   for (size_t i : order) {
-    const int64_t bytes = round_up(std::max<int64_t>(allocations[i].bytes, 1), alignment);
+    const int64_t bytes = rounded[i];
     taken.clear();
     for (size_t j : placed)
       if (live_together(allocations[i], allocations[j]))
-        taken.emplace_back(plan.offsets[j],
-                           plan.offsets[j] + round_up(std::max<int64_t>(allocations[j].bytes, 1), alignment));
+        taken.emplace_back(plan.offsets[j], plan.offsets[j] + rounded[j]);
     std::sort(taken.begin(), taken.end());
     int64_t offset = 0;
     for (const auto& [begin, end] : taken) {

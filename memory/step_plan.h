@@ -26,6 +26,9 @@ struct StepPlan {
 // mobile AllocationPlanner does). For the steps of a training loop this comes to the peak of live bytes or near it.
 StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignment);
 
+// n rounded up to a multiple of `multiple`.
+int64_t round_up(int64_t n, int64_t multiple);
+
 // The most bytes live at once: the least any plan can use.
 int64_t peak_live_bytes(const std::vector<Lifetime>& allocations);
 
