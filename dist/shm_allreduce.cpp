@@ -188,8 +188,10 @@ class ShmAllreduceGroup : public ForwardingProcessGroup {
     }
   }
 
-  // One all-reduce, in pieces of up to slot_bytes: copy in, barrier, each rank reduces its share of the piece
-  // across every rank's slot (into its own slot and its own tensor), barrier, copy the other ranks' shares out.
+  // One all-reduce, in pieces of up to slot_bytes. A piece is cut into one share per rank. Each rank copies the
+  // shares the other ranks reduce into its slot, barrier, reduces its own share across every rank (its own values
+  // read from its tensor, the others' from their slots) into its tensor and its slot, barrier, copies the other
+  // ranks' reduced shares out of their slots. Its own share never goes through the segment on the way in.
   // Pieces alternate between two buffers, so a piece's slots are rewritten only after every rank passed the next
   // piece's second barrier, which it reaches only after copying this piece out.
   void run(at::Tensor& t, ReduceOp::RedOpType op) {
@@ -208,13 +210,15 @@ class ShmAllreduceGroup : public ForwardingProcessGroup {
         const size_t share = ((m + world - 1) / world + 15) & ~size_t{15};
         auto lo = [&](int r) { return std::min(static_cast<size_t>(r) * share, m); };
         auto hi = [&](int r) { return std::min(lo(r) + share, m); };
-        std::memcpy(slot(rank), data + off, m * sizeof(scalar_t));
+        scalar_t* piece = data + off;
+        for (int r = 0; r < world; ++r)
+          if (r != rank) std::memcpy(slot(rank) + lo(r), piece + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
         segment_->barrier(timeout_);
-        for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = slot(r) + lo(rank);
-        reduce_ranks(slot(rank) + lo(rank), data + off + lo(rank), in, hi(rank) - lo(rank), op);
+        for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = (r == rank ? piece : slot(r)) + lo(rank);
+        reduce_ranks(slot(rank) + lo(rank), piece + lo(rank), in, hi(rank) - lo(rank), op);
         segment_->barrier(timeout_);
         for (int r = 0; r < world; ++r)
-          if (r != rank) std::memcpy(data + off + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
+          if (r != rank) std::memcpy(piece + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
       }
     });
   }
