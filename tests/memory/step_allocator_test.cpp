@@ -98,7 +98,7 @@ TEST(StepAllocator, ASmallerBatchDivergesAndTheNextStepIsPlannedAgain) {
 // kMaxPlans plans; then the plan is dropped and steps go back to LibTorch's allocation instead of one mapping per
 // large allocation.
 TEST(StepAllocator, StepsThatNeverRepeatStopBeingPlannedAfterEightPlans) {
-  auto batch_of = [](int step) -> int64_t { return step % 2 == 0 ? 32 : 64; };
+  auto batch_of = [](int step) -> int64_t { return step % 2 == 0 ? 8 : 16; };
   const int steps = 3 + 2 * static_cast<int>(StepAllocator::kMaxPlans) + 6;
   const auto expected = train_unplanned(steps, batch_of);
   StepAllocator& a = StepAllocator::start_run();
