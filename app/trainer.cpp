@@ -400,10 +400,11 @@ void Trainer::print_summary(const TrainSummary& s) {
   row("checkpoints written", std::to_string(s.checkpoints_written));
   if (step_memory_) {
     const StepAllocator::Stats m = step_memory_->stats();
+    const std::string no_plan = "no plan (fewer than " + std::to_string(StepAllocator::kRecordedStep) + " steps)";
     row("step memory", m.plan_bytes > 0 ? fmt("planned block %.1f MiB, ", static_cast<double>(m.plan_bytes) / (1 << 20)) +
                                               std::to_string(m.planned_steps) + " of " + std::to_string(m.steps) +
                                               " steps from it"
-                                        : std::string("no plan (fewer than 3 steps)"));
+                                        : no_plan);
   }
   row("model", s.model_path);
 }

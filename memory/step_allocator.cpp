@@ -51,8 +51,8 @@ StepAllocator* g_installed = nullptr;
 struct PlannedBlock {
   char* base = nullptr;
   size_t length = 0;
-  std::vector<int64_t> bytes;  // per recorded allocation (planned or not)
-  StepPlan plan;  // offsets by recorded index; -1: not freed within the recorded step, never planned
+  std::vector<Lifetime> recorded;  // the recorded step's allocations, planned or not
+  StepPlan plan;                   // by recorded index; offset -1: not freed within the recorded step
   std::vector<bool> in_use;
   std::unordered_map<int64_t, int32_t> occupant;  // offset -> the allocation using it now
   int64_t live = 0;
@@ -144,33 +144,16 @@ void StepAllocator::end_step() {
     ++s.plans_made;
     ++s.stats.plans;
     auto block = std::make_unique<PlannedBlock>();
-    std::vector<Lifetime> planned;
-    std::vector<size_t> index;
-    for (size_t i = 0; i < s.recorded.size(); ++i) {
-      block->bytes.push_back(s.recorded[i].bytes);
-      if (s.recorded[i].freed_at >= 0) {
-        index.push_back(i);
-        planned.push_back(s.recorded[i]);
-      }
-    }
-    StepPlan compact = plan_offsets(planned, 64);
-    // Offsets and overlaps by recorded index.
-    block->plan.offsets.assign(s.recorded.size(), -1);
-    block->plan.shares_memory_with.assign(s.recorded.size(), {});
-    block->plan.total_bytes = compact.total_bytes;
-    for (size_t k = 0; k < index.size(); ++k) {
-      block->plan.offsets[index[k]] = compact.offsets[k];
-      for (int32_t other : compact.shares_memory_with[k])
-        block->plan.shares_memory_with[index[k]].push_back(static_cast<int32_t>(index[other]));
-    }
+    block->plan = plan_offsets(s.recorded, 64);
     block->in_use.assign(s.recorded.size(), false);
-    if (compact.total_bytes > 0) {
-      block->length = static_cast<size_t>(round_up(compact.total_bytes, kPage));
+    if (block->plan.total_bytes > 0) {
+      block->length = static_cast<size_t>(round_up(block->plan.total_bytes, kPage));
       block->base = static_cast<char*>(map_pages(block->length));
     }
-    s.stats.plan_bytes = compact.total_bytes;
-    s.current = std::move(block);
+    s.stats.plan_bytes = block->plan.total_bytes;
+    block->recorded = std::move(s.recorded);
     s.recorded.clear();
+    s.current = std::move(block);
     return;
   }
   if (!s.current) return;
@@ -228,7 +211,7 @@ c10::DataPtr StepAllocator::allocate(size_t bytes) const {
   PlannedBlock* p = s.current.get();
   if (!p) return s.plans_made < kMaxPlans ? s.mapped(bytes, -1) : on_heap(bytes, &release);
   const size_t i = s.next++;
-  if (s.diverged || i >= p->bytes.size() || p->bytes[i] != static_cast<int64_t>(bytes)) {
+  if (s.diverged || i >= p->recorded.size() || p->recorded[i].bytes != static_cast<int64_t>(bytes)) {
     s.diverged = true;
     return s.mapped(bytes, -1);
   }

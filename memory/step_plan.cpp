@@ -2,7 +2,6 @@
 #include "memory/step_plan.h"
 
 #include <algorithm>
-#include <numeric>
 #include <utility>
 
 namespace ddp {
@@ -18,14 +17,15 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignment) {
   const size_t n = allocations.size();
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i)
+    if (allocations[i].freed()) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return allocations[a].bytes > allocations[b].bytes; });
   std::vector<int64_t> rounded(n);  // what each allocation takes in the block
   for (size_t i = 0; i < n; ++i) rounded[i] = round_up(std::max<int64_t>(allocations[i].bytes, 1), alignment);
   StepPlan plan;
-  plan.offsets.assign(n, 0);
+  plan.offsets.assign(n, -1);
   std::vector<size_t> placed;
   std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of placed allocations live at the same time
   for (size_t i : order) {
@@ -47,7 +47,7 @@ StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignmen
   plan.shares_memory_with.assign(n, {});
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
-      if (i == j) continue;
+      if (i == j || plan.offsets[i] < 0 || plan.offsets[j] < 0) continue;
       const int64_t ei = plan.offsets[i] + std::max<int64_t>(allocations[i].bytes, 1);
       const int64_t ej = plan.offsets[j] + std::max<int64_t>(allocations[j].bytes, 1);
       if (plan.offsets[i] < ej && plan.offsets[j] < ei) plan.shares_memory_with[i].push_back(static_cast<int32_t>(j));

@@ -7,15 +7,16 @@
 namespace ddp {
 
 // One allocation of a recorded training step: its size and when it was made and freed (positions in the step's
-// sequence of allocations and frees; freed_at > allocated_at).
+// sequence of allocations and frees; freed_at > allocated_at, or -1: not freed within the step).
 struct Lifetime {
   int64_t bytes = 0;
   int64_t allocated_at = 0;
   int64_t freed_at = 0;
+  bool freed() const { return freed_at >= 0; }
 };
 
 struct StepPlan {
-  std::vector<int64_t> offsets;  // per allocation, a multiple of the alignment
+  std::vector<int64_t> offsets;  // per allocation, a multiple of the alignment; -1 for one never freed (not planned)
   int64_t total_bytes = 0;       // the block that holds them all
   // Per allocation, every other allocation whose bytes overlap its own (all of them live at other times): before an
   // allocation is handed out again, none of these may still be in use.
@@ -24,6 +25,7 @@ struct StepPlan {
 
 // Largest allocations first, each at the lowest offset free for its whole lifetime (greedy by size, as PyTorch's
 // mobile AllocationPlanner does). For the steps of a training loop this comes to the peak of live bytes or near it.
+// Allocations never freed within the step outlive it and are left out of the block (offset -1, no overlaps).
 StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignment);
 
 // n rounded up to a multiple of `multiple`.

@@ -77,6 +77,17 @@ TEST(StepPlan, ForwardBackwardStepFitsNearlyInItsPeak) {
   EXPECT_LE(plan.total_bytes, peak + peak / 50);
 }
 
+// An allocation still live when the step ends outlives the block: it gets no offset and shares no bytes.
+TEST(StepPlan, AllocationsNeverFreedAreLeftOutOfTheBlock) {
+  const StepPlan plan = plan_offsets({{100, 0, 3}, {5000, 1, -1}, {200, 2, 4}}, 64);
+  ASSERT_EQ(plan.offsets.size(), 3u);
+  EXPECT_EQ(plan.offsets[1], -1);
+  EXPECT_TRUE(plan.shares_memory_with[1].empty());
+  EXPECT_NE(plan.offsets[0], plan.offsets[2]);  // live together
+  EXPECT_EQ(plan.total_bytes, 128 + 256);       // the 5000 bytes take no room
+  for (const auto& shares : plan.shares_memory_with) EXPECT_EQ(std::count(shares.begin(), shares.end(), 1), 0);
+}
+
 TEST(StepPlan, PeakLiveBytesCountsOnlyOverlappingLifetimes) {
   EXPECT_EQ(peak_live_bytes({{10, 0, 2}, {20, 2, 4}}), 20);
   EXPECT_EQ(peak_live_bytes({{10, 0, 3}, {20, 2, 4}}), 30);
