@@ -7,6 +7,7 @@
 #include "app/launcher_round.h"
 #include "app/launcher_signals.h"
 #include "app/launcher_store.h"
+#include "dist/first_line.h"
 #include "dist/rendezvous.h"
 
 #include <glog/logging.h>
@@ -26,8 +27,6 @@
 
 namespace ddp {
 namespace {
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 int free_loopback_port() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -3,6 +3,7 @@
 
 #include "app/launcher_signals.h"
 #include "app/launcher_workers.h"
+#include "dist/first_line.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,8 +15,6 @@ namespace ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 std::string describe_worker(const Worker& w, const LaunchOptions& o) {
   return "rank " + std::to_string(w.rank) + " (node " + std::to_string(o.node_rank) + ", local rank " +

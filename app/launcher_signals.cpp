@@ -15,7 +15,7 @@ int wake_pipe[2] = {-1, -1};
 volatile sig_atomic_t first_stop_signal = 0;
 volatile sig_atomic_t stop_signal_count = 0;
 
-void on_signal(int sig) {
+void on_launcher_signal(int sig) {
   const int saved = errno;
   if (sig != SIGCHLD) {
     if (first_stop_signal == 0) first_stop_signal = sig;
@@ -33,7 +33,7 @@ void install_launcher_signal_handlers() {
   if (wake_pipe[0] >= 0) return;
   if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
+  sa.sa_handler = on_launcher_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {

@@ -1,6 +1,7 @@
 // ddprun's job store across nodes: a TCPStore on master_port + 1 with round barriers and failure/stop keys.
 #include "app/launcher_store.h"
 
+#include "dist/first_line.h"
 #include "dist/tcp_probe.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -19,8 +20,6 @@ std::string job_signature(const LaunchOptions& o) {
   return "--nnodes=" + std::to_string(o.nnodes) + " --nproc-per-node=" + std::to_string(o.nproc_per_node) +
          " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
 }
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 }  // namespace
 

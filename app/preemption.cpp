@@ -10,7 +10,7 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 
-void on_signal(int sig) {
+void on_preemption_signal(int sig) {
   if (g_signal != 0) {
     const char msg[] = "error: second signal received; exiting without a checkpoint\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -24,7 +24,7 @@ void on_signal(int sig) {
 void install_preemption_handlers() {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_handler = on_preemption_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);

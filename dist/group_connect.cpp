@@ -1,6 +1,7 @@
 // Process group connection under a watchdog: errors posted to the store end all ranks; a deadline bounds the wait.
 #include "dist/group_connect.h"
 
+#include "dist/first_line.h"
 #include "dist/seconds_text.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -18,8 +19,6 @@ namespace ddp {
 namespace {
 
 const std::string kFailedKey = "ddptrain/connect_failed";
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Ends the process from the watchdog thread: the main thread is blocked inside the group's constructor.
 [[noreturn]] void give_up(int64_t rank, const std::string& message) {

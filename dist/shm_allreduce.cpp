@@ -1,6 +1,7 @@
 // ShmAllreduceGroup (all-reduces through a ShmSegment on a worker thread, the rest forwarded to Gloo) and its setup.
 #include "dist/shm_allreduce.h"
 
+#include "dist/first_line.h"
 #include "dist/forwarding_group.h"
 #include "dist/shm_segment.h"
 
@@ -236,8 +237,6 @@ class ShmAllreduceGroup : public ForwardingProcessGroup {
   bool worker_done_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 }  // namespace
 

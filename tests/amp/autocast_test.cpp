@@ -114,8 +114,6 @@ TEST(AutocastTest, CudaRegionSetsAndRestoresGpuAutocastStateOnly) {
   EXPECT_EQ(nesting_after_increment(), 1);
 }
 
-bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
-
 TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   for (const std::string format : {"contiguous", "channels_last"}) {

@@ -205,8 +205,6 @@ void expect_model_matches(Problem& p, torch::optim::SGD& opt, const NamedTensors
   }
 }
 
-bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
-
 struct OneThread {
   int before = torch::get_num_threads();
   OneThread() { torch::set_num_threads(1); }

@@ -52,7 +52,7 @@ class VethNamespaces {
   std::string names_[2];
 };
 
-std::string tiny_config(const TempDir& dir) {
+std::string veth_job_config(const TempDir& dir) {
   return write_tiny_job(dir, 128, 32, 4,
                         {"job.seed=3", "data.batch_size=16", "model.name=net", "training.epochs=2",
                          "metrics.progress=plain", "dist.timeout_s=20.0"});
@@ -62,7 +62,7 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
   VethNamespaces net;
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
-  const std::string cfg = tiny_config(dir);
+  const std::string cfg = veth_job_config(dir);
   // Gloo must use the veth (the host name resolves to an address outside the namespaces). A failing
   // rendezvous gives up after 20 s instead of ddprun's default 600 s.
   auto node = [&](int n) {
@@ -95,7 +95,7 @@ TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
   VethNamespaces net;
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
-  const std::string cfg = tiny_config(dir);
+  const std::string cfg = veth_job_config(dir);
   auto rank = [&](int n) {
     return net.exec(n) + "env -u GLOO_SOCKET_IFNAME RANK=" + std::to_string(n) +
            " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + VethNamespaces::address(0) + " MASTER_PORT=29500 " +

@@ -342,8 +342,9 @@ class IdxRealFiles : public ::testing::Test {
     EXPECT_EQ(shape.str(), oracle(name + ".shape")) << path;
     std::string expected = oracle(name + ".bytes");
     EXPECT_EQ(static_cast<size_t>(t.numel()), expected.size()) << path;
-    if (static_cast<size_t>(t.numel()) == expected.size())
+    if (static_cast<size_t>(t.numel()) == expected.size()) {
       EXPECT_EQ(std::memcmp(t.data_ptr<uint8_t>(), expected.data(), expected.size()), 0) << path;
+    }
     return t;
   }
 

@@ -19,8 +19,6 @@ std::string tiny_config(const TempDir& dir, const std::string& data, const std::
                           "metrics.log_every_steps=5"});
 }
 
-bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
-
 void expect_all_ok(const std::vector<RankResult>& results) {
   for (size_t r = 0; r < results.size(); ++r)
     EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << " output:\n" << results[r].output;

@@ -20,7 +20,7 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-std::string error_of(const Env& env) {
+std::string env_error(const Env& env) {
   try {
     rendezvous_from_env(env);
   } catch (const std::exception& e) {
@@ -76,15 +76,15 @@ TEST(Rendezvous, SlurmAndOpenMpiVariables) {
 }
 
 TEST(Rendezvous, MalformedVariablesNameTheVariable) {
-  EXPECT_NE(error_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\""), std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}}).find("WORLD_SIZE is missing"), std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is out of range for world size 2"),
+  EXPECT_NE(env_error({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\""), std::string::npos);
+  EXPECT_NE(env_error({{"RANK", "0"}}).find("WORLD_SIZE is missing"), std::string::npos);
+  EXPECT_NE(env_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is out of range for world size 2"),
             std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}).find("MASTER_ADDR is required"),
+  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}).find("MASTER_ADDR is required"),
             std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT is required"),
+  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT is required"),
             std::string::npos);
-  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})
+  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}})
                 .find("MASTER_PORT=70000"),
             std::string::npos);
 }

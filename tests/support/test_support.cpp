@@ -31,6 +31,7 @@ std::string python() {
   const char* p = std::getenv("DDP_TEST_PYTHON");
   return p && *p ? p : "/usr/bin/python3";
 }
+bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
 std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 std::string shared_mnist_dir() { return source_dir() + "/../shared/data/mnist"; }
 

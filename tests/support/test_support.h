@@ -11,6 +11,7 @@ std::string source_dir();  // repository root
 std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
 std::string python();             // /usr/bin/python3 (has torch); override with DDP_TEST_PYTHON
+bool python_has_torch();          // python() imports torch
 std::string fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
 std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 
