@@ -137,8 +137,10 @@ def update_results_file(path, key, block):
     new = f"{begin}\n{block.rstrip()}\n{end}\n"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
     text = pattern.sub(lambda _: new, text) if pattern.search(text) else text.rstrip() + "\n\n" + new
-    with open(path, "w") as f:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:  # written whole, then renamed over the old file: never half a RESULTS.md
         f.write(text)
+    os.replace(tmp, path)
 
 
 def now_utc():

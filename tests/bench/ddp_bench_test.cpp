@@ -1,0 +1,77 @@
+// bench/ddp_bench.py, the harness of issue 8: a short run of both sides writes its block into RESULTS.md.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+const std::string kQuickArgs =
+    "--model net --world 2 --data synthetic --synthetic-size 512 --steps 6 --log-every 2 --warmup-steps 2 "
+    "--reps 1 --no-startup-probe --timeout 120";
+
+std::string bench_command(const std::string& args) {
+  return "cd " + shell_quote(source_dir()) + " && " + python() + " bench/ddp_bench.py " + args;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(DdpBench, ShortRunReplacesItsBlockInTheResultsFileAndKeepsTheOthers) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  const std::string results = dir / "RESULTS.md";
+  const std::string key = "ddp_bench " + kQuickArgs;
+  write_file(results, "# header kept\n\n<!-- BEGIN other -->\nother block kept\n<!-- END other -->\n\n<!-- BEGIN " +
+                          key + " -->\nstale numbers\n<!-- END " + key + " -->\n");
+
+  const auto r = run_command(bench_command(kQuickArgs + " --results " + shell_quote(results)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const std::string text = read_file(results);
+  EXPECT_NE(text.find("# header kept"), std::string::npos) << text;
+  EXPECT_NE(text.find("other block kept"), std::string::npos) << text;
+  EXPECT_EQ(text.find("stale numbers"), std::string::npos) << text;
+  EXPECT_EQ(count_of(text, "<!-- BEGIN " + key + " -->"), 1u) << text;
+
+  // The summary row: both sides trained, the ratio is theirs, both RSS figures are real processes' (> 100 MiB:
+  // libtorch alone is ~157).
+  std::smatch m;
+  const std::regex row(R"(\| net fp32, world 2, sync on, synthetic[^|]*\| (\d+) \| (\d+) \| ([0-9.]+)x )"
+                       R"(\| n/a \| n/a \| (\d+) \| (\d+) \|)");
+  ASSERT_TRUE(std::regex_search(text, m, row)) << text;
+  const double ours = std::stod(m[1]), theirs = std::stod(m[2]), ratio = std::stod(m[3]);
+  EXPECT_GT(ours, 0);
+  EXPECT_GT(theirs, 0);
+  EXPECT_NEAR(ratio, ours / theirs, 0.01 + 0.5 / theirs * ratio) << m[0];
+  EXPECT_GT(std::stoi(m[4]), 100) << m[0];
+  EXPECT_GT(std::stoi(m[5]), 100) << m[0];
+  // The block names the machine and the exact commands of both sides.
+  EXPECT_NE(text.find("Machine: "), std::string::npos);
+  EXPECT_NE(text.find("torch_worker.py"), std::string::npos) << text;
+}
+
+TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  const std::string fake = dir / "ddptrain";
+  write_file(fake, "#!/bin/sh\necho 'error: injected failure' >&2\nexit 3\n");
+  ASSERT_EQ(run_command("chmod +x " + shell_quote(fake)).exit_code, 0);
+  const std::string results = dir / "RESULTS.md";
+  write_file(results, "untouched\n");
+
+  const auto r = run_command(
+      bench_command(kQuickArgs + " --results " + shell_quote(results) + " --ddptrain " + shell_quote(fake)));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0 exit 3: error: injected failure"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(results), "untouched\n");
+}
+
+}  // namespace
+}  // namespace ddp::test
