@@ -5,16 +5,13 @@
 #pragma once
 
 #include "app/launcher_options.h"
+#include "dist/c10d_fwd.h"
 
 #include <c10/util/intrusive_ptr.h>
 
 #include <functional>
 #include <optional>
 #include <string>
-
-namespace c10d {
-class TCPStore;
-}
 
 namespace ddp {
 

@@ -1,16 +1,13 @@
 // DistContext: this process's place in the job (rank, world, device) and its process group, if any.
 #pragma once
 
+#include "dist/c10d_fwd.h"
+
 #include <c10/util/intrusive_ptr.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <string>
-
-namespace c10d {
-class Store;
-class ProcessGroup;
-}  // namespace c10d
 
 namespace ddp {
 
@@ -24,8 +21,8 @@ struct DistContext {
   std::string allreduce = "none";  // shm | gloo | nccl | none: where all-reduces run
   std::string allreduce_note;      // with dist.allreduce = "auto" falling back to gloo: why shared memory was not used
   torch::Device device = torch::kCPU;
-  c10::intrusive_ptr<c10d::Store> store;        // null for a world of one
-  c10::intrusive_ptr<c10d::ProcessGroup> group; // null for a world of one
+  c10::intrusive_ptr<c10d::Store> store;         // null for a world of one
+  c10::intrusive_ptr<c10d::ProcessGroup> group;  // null for a world of one
 
   bool is_main() const { return rank == 0; }
   bool distributed() const { return static_cast<bool>(group); }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "app/config.h"
+#include "dist/c10d_fwd.h"
 #include "dist/context.h"
 
 #include <torch/nn/module.h>
@@ -9,11 +10,6 @@
 
 #include <memory>
 #include <vector>
-
-namespace c10d {
-class Reducer;
-class Logger;
-}  // namespace c10d
 
 namespace ddp {
 

@@ -1,16 +1,13 @@
 // connect_group: builds a process group under a watchdog, so a rank that cannot connect ends every rank promptly.
 #pragma once
 
+#include "dist/c10d_fwd.h"
+
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
 #include <functional>
 #include <string>
-
-namespace c10d {
-class Store;
-class ProcessGroup;
-}  // namespace c10d
 
 namespace ddp {
 

@@ -11,16 +11,13 @@
 // every rank holds the same bits. For two ranks this equals Gloo's result bit for bit (a + b == b + a).
 #pragma once
 
+#include "dist/c10d_fwd.h"
+
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
 #include <cstddef>
 #include <string>
-
-namespace c10d {
-class Store;
-class ProcessGroup;
-}  // namespace c10d
 
 namespace ddp {
 
