@@ -59,7 +59,7 @@ int64_t peak_live_bytes(const std::vector<Lifetime>& allocations) {
   std::vector<std::pair<int64_t, int64_t>> events;  // (time, +bytes / -bytes); frees sort before allocations
   for (const auto& a : allocations) {
     events.emplace_back(a.allocated_at, a.bytes);
-    events.emplace_back(a.freed_at, -a.bytes);
+    if (a.freed()) events.emplace_back(a.freed_at, -a.bytes);  // one never freed stays live to the step's end
   }
   std::sort(events.begin(), events.end());
   int64_t live = 0, peak = 0;

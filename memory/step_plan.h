@@ -31,7 +31,8 @@ StepPlan plan_offsets(const std::vector<Lifetime>& allocations, int64_t alignmen
 // n rounded up to a multiple of `multiple`.
 int64_t round_up(int64_t n, int64_t multiple);
 
-// The most bytes live at once: the least any plan can use.
+// The most bytes live at once, those never freed within the step counted to its end. Of allocations that are all
+// freed, the least any plan can use.
 int64_t peak_live_bytes(const std::vector<Lifetime>& allocations);
 
 }  // namespace ddp

@@ -91,6 +91,9 @@ TEST(StepPlan, AllocationsNeverFreedAreLeftOutOfTheBlock) {
 TEST(StepPlan, PeakLiveBytesCountsOnlyOverlappingLifetimes) {
   EXPECT_EQ(peak_live_bytes({{10, 0, 2}, {20, 2, 4}}), 20);
   EXPECT_EQ(peak_live_bytes({{10, 0, 3}, {20, 2, 4}}), 30);
+  // Never freed within the step (freed_at -1): live from its allocation on.
+  EXPECT_EQ(peak_live_bytes({{10, 0, -1}}), 10);
+  EXPECT_EQ(peak_live_bytes({{20, 0, 2}, {10, 1, -1}, {5, 3, 4}}), 30);
   EXPECT_EQ(plan_offsets({{10, 0, 2}, {20, 2, 4}}, 64).total_bytes, 64);
   EXPECT_EQ(plan_offsets({{10, 0, 3}, {20, 2, 4}}, 64).total_bytes, 128);
 }
