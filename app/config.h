@@ -106,7 +106,7 @@ struct DistConfig {
   // Where Gloo all-reduces run: "auto" = through shared memory when every rank is on this host (checked when the
   // job starts), else over Gloo; "shm" = shared memory or fail; "gloo" = always Gloo's TCP. Not used with nccl.
   std::string allreduce = "auto";  // auto | shm | gloo
-  int64_t check_replicas_every = 0;  // every N optimizer steps, verify all ranks hold bit-identical parameters (0 = off)
+  int64_t check_replicas_every = 0;  // every N optimizer steps, check all ranks hold bit-identical parameters (0 = off)
 };
 
 // [checkpoint]: periodic training state.

@@ -72,7 +72,8 @@ RoundResult exit_barrier(JobStore& store, int64_t round) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const std::exception& e) {
-    return {RoundEnd::kStoreLost, "lost contact with node 0's ddprun at " + store.address() + ": " + first_line(e.what()), 0};
+    return {RoundEnd::kStoreLost,
+            "lost contact with node 0's ddprun at " + store.address() + ": " + first_line(e.what()), 0};
   }
   return result;
 }
@@ -119,9 +120,9 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
       continue;
     }
     launcher_log("error: the job failed: " + r.reason +
-                 (o.max_restarts > 0 ? "; no restarts left (--max-restarts " + std::to_string(o.max_restarts) +
-                                           " used up)"
-                                     : ""));
+                 (o.max_restarts > 0
+                      ? "; no restarts left (--max-restarts " + std::to_string(o.max_restarts) + " used up)"
+                      : ""));
     return 1;
   }
 }
@@ -129,8 +130,10 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
 // Node 0 serves the store, so it stays until the other nodes are done with it; they say goodbye.
 void leave_store(const LaunchOptions& o, JobStore& store) {
   try {
-    if (o.node_rank == 0) store.wait_for_others_to_leave(o.grace_period_s + 10, interrupted);
-    else store.leave();
+    if (o.node_rank == 0)
+      store.wait_for_others_to_leave(o.grace_period_s + 10, interrupted);
+    else
+      store.leave();
   } catch (const std::exception&) {
   }
 }

@@ -27,7 +27,8 @@ void log_last_lines(const Worker& w) {
     launcher_log("rank " + std::to_string(w.rank) + " wrote no output");
     return;
   }
-  std::string text = "[ddprun] last " + std::to_string(lines.size()) + " line(s) of rank " + std::to_string(w.rank) + ":\n";
+  std::string text =
+      "[ddprun] last " + std::to_string(lines.size()) + " line(s) of rank " + std::to_string(w.rank) + ":\n";
   for (const auto& line : lines) text += "[ddprun]   | " + line + "\n";
   write_fully(STDERR_FILENO, text);
 }
@@ -55,8 +56,9 @@ RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::
   grace_os << o.grace_period_s << " s";
   const std::string grace_text = grace_os.str();
   auto begin_stop = [&](int sig, const std::string& why) {
-    if (group.running() > 0) launcher_log(why + ": sending " + signal_name(sig) + " to " + std::to_string(group.running()) +
-                                          " worker(s), SIGKILL after " + grace_text);
+    if (group.running() > 0)
+      launcher_log(why + ": sending " + signal_name(sig) + " to " + std::to_string(group.running()) +
+                   " worker(s), SIGKILL after " + grace_text);
     group.signal_all(sig);
     stop.started = true;
     stop.signal = sig;
@@ -118,7 +120,8 @@ RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::
           begin_stop(SIGTERM, "another node failed (" + *failed + ")");
         }
       } catch (const std::exception& e) {
-        result = {RoundEnd::kStoreLost, "lost contact with node 0's ddprun at " + store->address() + ": " + first_line(e.what()), 0};
+        result = {RoundEnd::kStoreLost,
+                  "lost contact with node 0's ddprun at " + store->address() + ": " + first_line(e.what()), 0};
         begin_stop(SIGTERM, result.reason);
       }
     }

@@ -23,8 +23,7 @@ std::string job_signature(const LaunchOptions& o) {
 
 }  // namespace
 
-JobStore::JobStore(const LaunchOptions& o)
-    : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
+JobStore::JobStore(const LaunchOptions& o) : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
   const int port = o.master_port + 1;
   address_ = o.master_addr + ":" + std::to_string(port);
   c10d::TCPStoreOptions opts;
@@ -83,7 +82,8 @@ bool JobStore::all_nodes_have(const std::string& name_prefix, int64_t first_node
 std::string JobStore::join_round(int64_t round, const std::function<bool()>& interrupted) {
   const std::string prefix = "round/" + std::to_string(round) + "/ready/";
   store_->set(key(prefix + std::to_string(node_rank_)), bytes("1"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   while (!all_nodes_have(prefix, 0)) {
     if (auto why = stopped()) return *why;
     if (interrupted()) return "interrupted";
@@ -125,7 +125,8 @@ bool JobStore::all_done(int64_t round) { return all_nodes_have("round/" + std::t
 void JobStore::leave() { store_->set(key("left/" + std::to_string(node_rank_)), bytes("1")); }
 
 void JobStore::wait_for_others_to_leave(double timeout_s, const std::function<bool()>& interrupted) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   auto someone_still_here = [&] {
     for (int64_t n = 1; n < nnodes_; ++n)
       if (store_->check({key("joined/" + std::to_string(n))}) && !store_->check({key("left/" + std::to_string(n))}))

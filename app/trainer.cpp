@@ -401,10 +401,9 @@ void Trainer::print_summary(const TrainSummary& s) {
   if (step_memory_) {
     const StepAllocator::Stats m = step_memory_->stats();
     const std::string no_plan = "no plan (fewer than " + std::to_string(StepAllocator::kRecordedStep) + " steps)";
-    row("step memory", m.plan_bytes > 0 ? fmt("planned block %.1f MiB, ", static_cast<double>(m.plan_bytes) / (1 << 20)) +
-                                              std::to_string(m.planned_steps) + " of " + std::to_string(m.steps) +
-                                              " steps from it"
-                                        : no_plan);
+    const std::string planned = fmt("planned block %.1f MiB, ", static_cast<double>(m.plan_bytes) / (1 << 20)) +
+                                std::to_string(m.planned_steps) + " of " + std::to_string(m.steps) + " steps from it";
+    row("step memory", m.plan_bytes > 0 ? planned : no_plan);
   }
   row("model", s.model_path);
 }

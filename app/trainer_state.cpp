@@ -57,8 +57,8 @@ c10::impl::GenericDict Trainer::state_dict() {
   out.insert("model", model);
   out.insert("optimizer_name", cfg_.optimizer.name);
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
-  out.insert("scaler", scaler_ ? scaler_->state_dict()
-                               : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  out.insert("scaler",
+             scaler_ ? scaler_->state_dict() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
   out.insert("global_step", global_step_);
   out.insert("epoch", epoch_);
   out.insert("batch_in_epoch", batch_in_epoch_);
@@ -107,8 +107,8 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
     batch_in_epoch_ = 0;
     if (ctx_.is_main())
       std::cerr << "warning: checkpoint was written by " << saved_world << " rank(s) x batch " << saved_batch
-                << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size
-                << ": epoch " << epoch_ + 1 << " continues from sample " << epoch_sample_offset_
+                << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size << ": epoch " << epoch_ + 1
+                << " continues from sample " << epoch_sample_offset_
                 << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
   }
   if (ctx_.rank < static_cast<int64_t>(rngs.size())) {
@@ -130,7 +130,8 @@ void Trainer::save_checkpoint(double eval_accuracy) {
     try {
       // Test hook: DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=k makes the write at step k fail like a full disk.
       const char* fail_at = std::getenv("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP");
-      if (fail_at && std::atoll(fail_at) == global_step_) throw std::runtime_error("No space left on device (test hook)");
+      if (fail_at && std::atoll(fail_at) == global_step_)
+        throw std::runtime_error("No space left on device (test hook)");
       CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
       CheckpointInfo info = store.save(torch::pickle_save(state), global_step_, epoch_, eval_accuracy);
       log("checkpoint " + info.payload_path);

@@ -70,8 +70,8 @@ class ResNet : public Classifier {
  public:
   ResNet(bool bottleneck, const std::vector<int64_t>& layers, const ModelConfig& cfg)
       : bottleneck_(bottleneck), kernels_(conv_kernels(cfg, /*channels_last_by_default=*/false)) {
-    conv1_ = register_module(
-        "conv1", nn::Conv2d(nn::Conv2dOptions(cfg.in_channels, 64, 7).stride(2).padding(3).bias(false)));
+    conv1_ = register_module("conv1",
+                             nn::Conv2d(nn::Conv2dOptions(cfg.in_channels, 64, 7).stride(2).padding(3).bias(false)));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
     register_module("relu", nn::ReLU(nn::ReLUOptions(true)));
     maxpool_ = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
@@ -105,7 +105,8 @@ class ResNet : public Classifier {
     bool downsample = stride != 1 || inplanes_ != planes * expansion;
     layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample, kernels_));
     inplanes_ = planes * expansion;
-    for (int64_t i = 1; i < blocks; ++i) layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false, kernels_));
+    for (int64_t i = 1; i < blocks; ++i)
+      layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false, kernels_));
     return layer;
   }
 
@@ -124,9 +125,8 @@ class ResNet : public Classifier {
 
 std::shared_ptr<Classifier> make_resnet(const std::string& name, const ModelConfig& cfg) {
   static const std::map<std::string, std::pair<bool, std::vector<int64_t>>> variants = {
-      {"resnet18", {false, {2, 2, 2, 2}}},  {"resnet34", {false, {3, 4, 6, 3}}},
-      {"resnet50", {true, {3, 4, 6, 3}}},   {"resnet101", {true, {3, 4, 23, 3}}},
-      {"resnet152", {true, {3, 8, 36, 3}}},
+      {"resnet18", {false, {2, 2, 2, 2}}},  {"resnet34", {false, {3, 4, 6, 3}}},  {"resnet50", {true, {3, 4, 6, 3}}},
+      {"resnet101", {true, {3, 4, 23, 3}}}, {"resnet152", {true, {3, 8, 36, 3}}},
   };
   auto it = variants.find(name);
   if (it == variants.end()) throw std::invalid_argument("unknown ResNet variant " + name);

@@ -84,7 +84,8 @@ void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::Ge
         s->max_exp_avg_sq(copy_checked(fields.at("max_exp_avg_sq"), p, prefix + "max_exp_avg_sq"));
       opt.state()[state_key(p)] = std::move(s);
     } else {
-      if (!fields.count("momentum_buffer")) throw std::runtime_error("optimizer state " + prefix + "momentum_buffer is missing");
+      if (!fields.count("momentum_buffer"))
+        throw std::runtime_error("optimizer state " + prefix + "momentum_buffer is missing");
       auto s = std::make_unique<torch::optim::SGDParamState>();
       s->momentum_buffer(copy_checked(fields.at("momentum_buffer"), p, prefix + "momentum_buffer"));
       opt.state()[state_key(p)] = std::move(s);
