@@ -4,6 +4,7 @@
 #include "app/config.h"
 #include "app/preemption.h"
 #include "app/trainer.h"
+#include "dist/first_line.h"
 #include "dist/rendezvous.h"
 #include "models/classifier.h"
 
@@ -103,9 +104,8 @@ int ddptrain_main(const std::vector<std::string>& args) {
     if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();
     return 2;
   } catch (const std::exception& e) {
-    std::string what = e.what();
     // c10::Error carries a C++ backtrace after the first line; users get the message.
-    std::string first = what.substr(0, what.find('\n'));
+    std::string first = first_line(e.what());
     // Gloo says how long it waited (or that a timeout closed the connection), not which setting that was.
     if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
         first.find("Application timeout caused pair closure") != std::string::npos)

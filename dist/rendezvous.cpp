@@ -1,6 +1,7 @@
 // Rendezvous: env parsing, TCPStore with a bounded join barrier that names missing ranks, Gloo/NCCL groups.
 #include "dist/rendezvous.h"
 
+#include "dist/first_line.h"
 #include "dist/group_connect.h"
 #include "dist/seconds_text.h"
 #include "dist/shm_allreduce.h"
@@ -219,8 +220,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   try {
     store = open_store(opts);
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    std::string first = what.substr(0, what.find('\n'));
+    const std::string what = e.what();
+    const std::string first = first_line(what);
     if (opts.isServer)
       throw std::runtime_error(
           "rank 0: cannot serve the store on " + address + ": " + first +

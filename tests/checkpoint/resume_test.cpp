@@ -233,7 +233,7 @@ TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
 }
 
 TEST(Checkpoint, ReadableFromPython) {
-  if (run_command(python() + " -c 'import torch'").exit_code != 0) GTEST_SKIP() << "no torch in " << python();
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   TempDir dir;
   std::string cfg = resume_config(dir);
   ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
