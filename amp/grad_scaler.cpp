@@ -1,10 +1,9 @@
-// GradScaler: scale / unscale / step / update of torch.cuda.amp.GradScaler, with CPU versions of its two kernels.
+// GradScaler: scale / unscale / step / update of torch.amp.GradScaler, on ATen's AMP kernels for every device.
 #include "amp/grad_scaler.h"
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 
-#include <cmath>
 #include <stdexcept>
 
 namespace ddp {
@@ -20,36 +19,6 @@ double number(const c10::impl::GenericDict& state, const std::string& key) {
 }
 
 }  // namespace
-
-void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
-                      double backoff_factor, int64_t growth_interval) {
-  if (found_inf != 0.0f) {
-    scale = static_cast<float>(scale * backoff_factor);
-    growth_tracker = 0;
-    return;
-  }
-  const int32_t successful = growth_tracker + 1;
-  if (successful == growth_interval) {
-    const float new_scale = static_cast<float>(scale * growth_factor);
-    if (std::isfinite(new_scale)) scale = new_scale;  // never grow past float32's range to inf
-    growth_tracker = 0;
-  } else {
-    growth_tracker = successful;
-  }
-}
-
-void unscale_grads_cpu(const std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
-                       const torch::Tensor& inv_scale) {
-  for (const torch::Tensor& grad : grads) {
-    torch::Tensor g = grad;
-    if (!torch::isfinite(g).all().item<bool>()) found_inf.fill_(1.0);
-    if (g.scalar_type() == torch::kFloat || g.scalar_type() == torch::kDouble) {
-      g.mul_(inv_scale);  // float32 (float64 for double grads) product, as the kernel's opmath
-    } else {
-      g.copy_(g.to(torch::kFloat).mul_(inv_scale));
-    }
-  }
-}
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options)) {
   if (options_.enabled) {
@@ -105,13 +74,8 @@ void GradScaler::unscale(torch::optim::Optimizer& opt) {
     const c10::Device device = devices.at(dev);
     torch::Tensor device_found_inf = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
     const torch::Tensor device_inv_scale = inv_scale.to(device);
-    for (auto& [dtype, grads] : per_dtype) {
-      if (device.is_cpu()) {
-        unscale_grads_cpu(grads, device_found_inf, device_inv_scale);
-      } else {
-        at::_amp_foreach_non_finite_check_and_unscale_(grads, device_found_inf, device_inv_scale);
-      }
-    }
+    for (auto& [dtype, grads] : per_dtype)
+      at::_amp_foreach_non_finite_check_and_unscale_(grads, device_found_inf, device_inv_scale);
     found_inf.add_(device_found_inf.to(scale_.device()));
   }
   st.local_found_inf = found_inf.item<double>();
@@ -158,17 +122,8 @@ void GradScaler::update() {
     combined = combined.defined() ? combined + f : f.clone();
   }
   if (!combined.defined()) throw std::logic_error("No inf checks were recorded prior to update().");
-  if (scale_.is_cuda()) {
-    at::_amp_update_scale_(scale_, growth_tracker_, combined, options_.growth_factor, options_.backoff_factor,
-                           options_.growth_interval);
-  } else {
-    float scale = scale_.item<float>();
-    int32_t tracker = growth_tracker_.item<int32_t>();
-    amp_update_scale(scale, tracker, combined.item<float>(), options_.growth_factor, options_.backoff_factor,
-                     options_.growth_interval);
-    scale_.fill_(scale);
-    growth_tracker_.fill_(tracker);
-  }
+  at::_amp_update_scale_(scale_, growth_tracker_, combined, options_.growth_factor, options_.backoff_factor,
+                         options_.growth_interval);
   per_optimizer_.clear();
 }
 

@@ -1,4 +1,4 @@
-// GradScaler: dynamic loss scaling with torch.cuda.amp.GradScaler's rules, defaults and state_dict, CPU and CUDA.
+// GradScaler: dynamic loss scaling with torch.amp.GradScaler's rules, defaults and state_dict, CPU and CUDA.
 #pragma once
 
 #include <ATen/core/Dict.h>
@@ -27,7 +27,8 @@ struct GradScalerOptions {
 
 // Python: scaler.scale(loss).backward(); scaler.unscale_(opt) (optional); scaler.step(opt); scaler.update().
 // The scale lives in a float32 tensor and the growth tracker in an int32 tensor on the loss's device, as in
-// Python; update() applies _amp_update_scale_'s rule (on CUDA via the ATen kernel, on CPU with equal math).
+// Python; unscale() and update() run ATen's _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_,
+// which LibTorch 2.x has for CPU as well as CUDA: one code path, the kernels torch.amp.GradScaler runs.
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
@@ -82,15 +83,5 @@ class GradScaler {
   std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
   int64_t skipped_steps_ = 0;
 };
-
-// One _amp_update_scale_ step on CPU scalars, as the CUDA kernel computes it: found_inf -> scale * backoff,
-// tracker 0; else tracker + 1 == interval -> scale * growth (kept only if finite), tracker 0; else tracker + 1.
-void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
-                      double backoff_factor, int64_t growth_interval);
-
-// _amp_foreach_non_finite_check_and_unscale_ on CPU: found_inf = 1 if any element of grads is inf/NaN, and
-// every grad is multiplied by inv_scale in float32 (also when found_inf), as the CUDA kernel does.
-void unscale_grads_cpu(const std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
-                       const torch::Tensor& inv_scale);
 
 }  // namespace ddp

@@ -1,14 +1,16 @@
 // ddptrain entry logic: argument parsing, config loading, rendezvous, training, and exit codes.
 #include "app/cli.h"
 
+#include "app/c10_logging.h"
 #include "app/config.h"
 #include "app/preemption.h"
 #include "app/trainer.h"
+#include "app/version.h"
 #include "dist/first_line.h"
+#include "dist/process_group.h"
 #include "dist/rendezvous.h"
 #include "models/classifier.h"
 
-#include <glog/logging.h>
 
 #include <cstdlib>
 #include <iomanip>
@@ -21,7 +23,8 @@ std::string usage() {
          "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
          "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
-         "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n";
+         "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
+         "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n";
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
@@ -29,6 +32,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") {
       out.help = true;
+    } else if (a == "--version") {
+      out.version = true;
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--eval-only") {
@@ -43,7 +48,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
     }
   }
-  if (out.config_path.empty() && !out.help) throw ConfigError("missing CONFIG.toml argument");
+  if (out.config_path.empty() && !out.help && !out.version) throw ConfigError("missing CONFIG.toml argument");
   return out;
 }
 
@@ -72,14 +77,16 @@ void print_banner(const Trainer& t) {
 }  // namespace
 
 int ddptrain_main(const std::vector<std::string>& args) {
-  // c10d logs through glog; ddptrain reports failures itself, as one `error:` line.
-  if (!std::getenv("GLOG_minloglevel")) FLAGS_minloglevel = 3;
-  FLAGS_logtostderr = true;
+  quiet_c10_logging();
   std::string prefix;
   try {
     CliArgs cli = parse_cli(args);
     if (cli.help) {
       std::cout << usage();
+      return 0;
+    }
+    if (cli.version) {
+      std::cout << version_text();
       return 0;
     }
     Config cfg = load_config(cli.config_path, cli.overrides);
@@ -98,6 +105,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
     if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);
     if (cli.eval_only) trainer.evaluate_only();
     else trainer.train();
+    shutdown_group(ctx.group);  // NCCL communicators and Gloo's threads end here, not in static destruction
     return 0;
   } catch (const ConfigError& e) {
     std::cerr << prefix << "error: " << e.what() << std::endl;

@@ -1,4 +1,4 @@
-// ddptrain command line: CONFIG.toml, --section.key=value overrides, --print-config, --help.
+// ddptrain command line: CONFIG.toml, --section.key=value overrides, --print-config, --help, --version.
 #pragma once
 
 #include <string>
@@ -12,6 +12,7 @@ struct CliArgs {
   bool print_config = false;
   bool eval_only = false;  // evaluate model.init_from (or the initial weights) and exit
   bool help = false;
+  bool version = false;  // --version
 };
 
 // Throws ConfigError (exit code 2) for usage errors.

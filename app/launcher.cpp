@@ -1,6 +1,8 @@
 // ddprun launcher: parses flags, prepares the workers' environment, runs restart rounds and decides the exit code.
 #include "app/launcher.h"
 
+#include "app/c10_logging.h"
+
 #include "app/launcher_env.h"
 #include "app/launcher_options.h"
 #include "app/launcher_process.h"
@@ -10,7 +12,6 @@
 #include "dist/first_line.h"
 #include "dist/rendezvous.h"
 
-#include <glog/logging.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -187,9 +188,7 @@ int launch(LaunchOptions o, const std::string& program_path) {
 }  // namespace
 
 int ddprun_main(const std::vector<std::string>& args) {
-  // c10d logs through glog; ddprun reports store problems itself, as one line.
-  if (!std::getenv("GLOG_minloglevel")) FLAGS_minloglevel = 3;
-  FLAGS_logtostderr = true;
+  quiet_c10_logging();
   LaunchOptions o;
   std::string program_path;
   try {

@@ -37,7 +37,7 @@ std::map<std::string, std::string> worker_env(std::map<std::string, std::string>
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(o.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = o.run_id;
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
-  if (env.find("NCCL_ASYNC_ERROR_HANDLING") == env.end()) env["NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  if (env.find("TORCH_NCCL_ASYNC_ERROR_HANDLING") == env.end()) env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
   return env;
 }
 

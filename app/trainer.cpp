@@ -84,11 +84,7 @@ void Trainer::setup() {
   // Dropout draws from the global generator: a distinct, reproducible stream per rank.
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
 
-  if (cfg_.amp.enabled) {
-    amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype);
-    if (amp_dtype_ == c10::ScalarType::Half && !ctx_.device.is_cuda())
-      throw ConfigError(cfg_.source + ": amp.dtype = \"fp16\" needs a CUDA device; use \"bf16\" on CPU");
-  }
+  if (cfg_.amp.enabled) amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype);
   const bool scaling = cfg_.amp.enabled && (cfg_.amp.loss_scaling == "dynamic" ||
                                             (cfg_.amp.loss_scaling == "auto" && cfg_.amp.dtype == "fp16"));
   if (scaling) {

@@ -133,7 +133,7 @@ void Trainer::save_checkpoint(double eval_accuracy) {
       if (fail_at && std::atoll(fail_at) == global_step_)
         throw std::runtime_error("No space left on device (test hook)");
       CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
-      CheckpointInfo info = store.save(torch::pickle_save(state), global_step_, epoch_, eval_accuracy);
+      CheckpointInfo info = store.save(torch_save_bytes(state), global_step_, epoch_, eval_accuracy);
       log("checkpoint " + info.payload_path);
       ++checkpoints_written_;
     } catch (const std::exception& e) {

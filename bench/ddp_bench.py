@@ -1,6 +1,6 @@
 # Benchmark harness: ddptrain vs a PyTorch DDP reference on the same workload, alternating, medians and ratios.
 #
-# Run with /usr/bin/python3 (torch 1.13). See bench/README.md.
+# Run with the project venv's Python (.venv/bin/python: torch 2.11, torchvision 0.26). See bench/README.md.
 import argparse
 import fcntl
 import hashlib
@@ -192,7 +192,7 @@ def ddptrain_launch(c, args, toml_path, run_dir, probe):
 def python_launch(c, init_path, run_dir, probe):
     argvs, envs, port = [], [], launch.free_port()
     for rank in range(c["world"]):
-        argvs.append(["/usr/bin/python3", os.path.join(BENCH_DIR, "torch_worker.py"), "--model", c["model"],
+        argvs.append([sys.executable, os.path.join(BENCH_DIR, "torch_worker.py"), "--model", c["model"],
                       "--data", c["data"], "--data-dir", c["data_dir"], "--init", init_path,
                       "--precision", c["precision"], "--sync", c["sync"],
                       "--steps", "1" if probe else str(c["steps"]),
@@ -332,7 +332,7 @@ def main(argv):
         command_lines += ["  ```", "  ddptrain.toml:", "  ```toml"] + ["  " + l for l in toml_text.splitlines()]
         command_lines += ["  ```"]
     load_end = report.load_average()
-    invocation = "/usr/bin/python3 bench/ddp_bench.py " + " ".join(shlex.quote(a) for a in argv)
+    invocation = ".venv/bin/python bench/ddp_bench.py " + " ".join(shlex.quote(a) for a in argv)
     block = "\n".join(
         [f"## `{invocation.strip()}`", "",
          f"Run {date}. Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']} RAM, "

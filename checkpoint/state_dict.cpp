@@ -117,24 +117,60 @@ void write_file_atomic(const std::string& path, const std::vector<char>& bytes) 
   write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
+namespace {
+
+// `value` with every list a generic one: the Pickler writes lists of tensors, ints, floats or bools through
+// torch.jit._pickle.build_tensorlist / build_intlist / ..., which weights_only=True refuses, whatever the tagging.
+c10::IValue plain_containers(const c10::IValue& value) {
+  if (value.isList()) {
+    c10::impl::GenericList out(c10::AnyType::get());
+    for (const c10::IValue& item : value.toListRef()) out.push_back(plain_containers(item));
+    return out;
+  }
+  if (value.isGenericDict()) {
+    const auto dict = value.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), c10::AnyType::get());
+    for (const auto& item : dict) out.insert(item.key(), plain_containers(item.value()));
+    return out;
+  }
+  return value;
+}
+
+}  // namespace
+
+void write_torch_save(const ByteSink& sink, const c10::IValue& value) {
+  // The pickle is untagged (tag_aggregates = false): torch::pickle_save wraps typed dicts and lists in
+  // torch.jit._pickle.restore_type_tag, which torch.load's default weights_only=True (PyTorch 2.6+) refuses.
+  const c10::IValue plain = plain_containers(value);
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* buf, size_t size) { pickle.insert(pickle.end(), buf, buf + size); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+                              /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(plain);
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    sink(data, size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+}
+
+std::vector<char> torch_save_bytes(const c10::IValue& value) {
+  std::vector<char> bytes;
+  write_torch_save([&](const void* data, size_t size) {
+    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + size);
+  }, value);
+  return bytes;
+}
+
 void save_state_dict(const std::string& path, const NamedTensors& state) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, t] : state) dict.insert(name, t.detach().cpu().contiguous());
-  // torch::pickle_save's archive (what torch.load reads), but streamed to the file: the tensors are written from
-  // their own memory instead of being copied into one buffer first (ResNet-18: 45 MB less at peak on rank 0).
-  write_file_atomic(path, [&](const ByteSink& sink) {
-    std::vector<char> pickle;
-    torch::jit::Pickler pickler([&](const char* buf, size_t size) { pickle.insert(pickle.end(), buf, buf + size); });
-    pickler.protocol();
-    pickler.pushIValue(dict);
-    pickler.stop();
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-      sink(data, size);
-      return size;
-    });
-    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
-    writer.writeEndOfFile();
-  });
+  // Streamed to the file: the tensors are written from their own memory instead of being copied into one buffer
+  // first (ResNet-18: 45 MB less at peak on rank 0).
+  write_file_atomic(path, [&](const ByteSink& sink) { write_torch_save(sink, dict); });
 }
 
 NamedTensors load_state_dict_file(const std::string& path) {

@@ -16,8 +16,8 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // Parameters and buffers in nn.Module.state_dict() order (each module's own params, then buffers, then children).
 NamedTensors module_state(const torch::nn::Module& module);
 
-// Writes a dict of name -> tensor that Python's torch.load reads directly (zip format, via torch::pickle_save).
-// Atomic: written to PATH.tmp-PID, fsynced, renamed over PATH.
+// Writes a dict of name -> tensor that Python's torch.load(path) reads as it is (weights_only=True): torch.save's
+// zip format with an untagged pickle (write_torch_save). Atomic: written to PATH.tmp-PID, fsynced, renamed.
 void save_state_dict(const std::string& path, const NamedTensors& state);
 // Reads a dict of name -> tensor saved by torch.save (plain dict or OrderedDict) or by save_state_dict.
 NamedTensors load_state_dict_file(const std::string& path);
@@ -31,5 +31,10 @@ void write_file_atomic(const std::string& path, const std::vector<char>& bytes);
 // produce leaves no file behind.
 using ByteSink = std::function<void(const void* data, size_t size)>;
 void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
+
+// torch.save's zip archive of `value` (dicts, lists, strings, numbers, tensors), its pickle untagged so that
+// torch.load with weights_only=True accepts it; torch::pickle_save's archive is the same but for the type tags.
+void write_torch_save(const ByteSink& sink, const c10::IValue& value);
+std::vector<char> torch_save_bytes(const c10::IValue& value);
 
 }  // namespace ddp

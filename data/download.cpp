@@ -78,8 +78,8 @@ const std::vector<ExpectedFile>& torchvision_mnist_files() {
 }
 
 const std::vector<std::string>& torchvision_mnist_mirrors() {
-  static const std::vector<std::string> mirrors = {"http://yann.lecun.com/exdb/mnist/",
-                                                   "https://ossci-datasets.s3.amazonaws.com/mnist/"};
+  static const std::vector<std::string> mirrors = {"https://ossci-datasets.s3.amazonaws.com/mnist/",
+                                                   "http://yann.lecun.com/exdb/mnist/"};
   return mirrors;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 namespace c10d {
+class Backend;
 class Logger;
 class ProcessGroup;
 class Reducer;

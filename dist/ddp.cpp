@@ -1,4 +1,4 @@
-// DistributedDataParallel: c10d::Reducer + broadcast_coalesced, mirroring DDP's __init__ and forward in PyTorch 1.13.
+// DistributedDataParallel: c10d::Reducer + broadcast_coalesced, mirroring DDP's __init__ and forward in PyTorch 2.11.
 #include "dist/ddp.h"
 
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -46,7 +46,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     if (p.requires_grad()) params_.push_back(p);
   buffers_ = module_->buffers();
 
-  c10d::verify_params_across_processes(ctx_.group, params_, c10::nullopt);
+  c10d::verify_params_across_processes(ctx_.group, params_, std::nullopt);
   {
     // _sync_module_states: parameters then buffers, from rank 0.
     torch::NoGradGuard no_grad;
@@ -58,18 +58,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
   const int64_t bucket_bytes_cap = static_cast<int64_t>(cfg_.bucket_cap_mb * 1024 * 1024);
   std::vector<bool> expect_sparse(params_.size(), false);
-  // As in _ddp_init_helper: without find_unused_parameters the first iteration uses one bucket; the
-  // Reducer rebuilds buckets (first 1 MiB, then bucket_bytes_cap) in gradient-ready order afterwards.
+  // As _ddp_init_helper with bucket_cap_mb left at its default: without find_unused_parameters the first iteration
+  // uses one bucket; the Reducer rebuilds buckets (first 1 MiB, then bucket_bytes_cap) in gradient-ready order after
+  // it. (The per-bucket limits compute_bucket_assignment_by_size returns are no longer the Reducer's to take.)
   std::vector<size_t> limits = cfg_.find_unused_parameters ? std::vector<size_t>{static_cast<size_t>(kFirstBucketBytes),
                                                                                  static_cast<size_t>(bucket_bytes_cap)}
                                                            : std::vector<size_t>{static_cast<size_t>(LONG_MAX)};
-  auto [bucket_indices, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(params_, limits, expect_sparse);
+  auto bucket_indices = std::get<0>(c10d::compute_bucket_assignment_by_size(params_, limits, expect_sparse));
   std::reverse(bucket_indices.begin(), bucket_indices.end());
-  std::reverse(per_bucket_limits.begin(), per_bucket_limits.end());
 
-  reducer_ = std::make_shared<Reducer>(params_, bucket_indices, per_bucket_limits, ctx_.group, expect_sparse,
-                                       bucket_bytes_cap, cfg_.find_unused_parameters, cfg_.gradient_as_bucket_view,
-                                       std::unordered_map<size_t, std::string>{}, kFirstBucketBytes);
+  reducer_ = std::make_shared<Reducer>(params_, bucket_indices, ctx_.group, expect_sparse, bucket_bytes_cap,
+                                       cfg_.find_unused_parameters, cfg_.gradient_as_bucket_view,
+                                       std::unordered_map<size_t, std::string>{}, kFirstBucketBytes,
+                                       /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+                                       /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
   logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);

@@ -1,4 +1,4 @@
-// DistributedSampler: a line-by-line port of torch/utils/data/distributed.py (1.13) on ATen's randperm.
+// DistributedSampler: a line-by-line port of torch/utils/data/distributed.py (PyTorch 2.11) on ATen's randperm.
 #include "dist/distributed_sampler.h"
 
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// DistributedSampler: the index order of torch.utils.data.distributed.DistributedSampler (PyTorch 1.13), exactly.
+// DistributedSampler: the index order of torch.utils.data.distributed.DistributedSampler (PyTorch 2.11), exactly.
 #pragma once
 
 #include <cstdint>

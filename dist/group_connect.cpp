@@ -4,7 +4,7 @@
 #include "dist/first_line.h"
 #include "dist/seconds_text.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <condition_variable>
@@ -95,15 +95,15 @@ std::string gloo_connect_hint(const std::string& message) {
   return "each rank publishes the address of GLOO_SOCKET_IFNAME's interface, else of its hostname; " + fix;
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> connect_group(
-    const std::function<c10::intrusive_ptr<c10d::ProcessGroup>()>& connect,
+c10::intrusive_ptr<c10d::Backend> connect_backend(
+    const std::function<c10::intrusive_ptr<c10d::Backend>()>& connect,
     const c10::intrusive_ptr<c10d::Store>& watch, int64_t rank, std::chrono::milliseconds timeout,
     const std::string& store_address) {
   Watchdog watchdog(watch, rank, timeout, store_address);
   try {
-    auto group = connect();
+    auto backend = connect();
     watchdog.stop();
-    return group;
+    return backend;
   } catch (const std::exception& e) {
     watchdog.stop();
     const std::string what = first_line(e.what());

@@ -7,8 +7,10 @@
 #include "dist/shm_allreduce.h"
 #include "dist/tcp_probe.h"
 
+#include "dist/process_group.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef DDP_WITH_CUDA
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -78,22 +80,16 @@ void join_barrier(c10d::Store& store, const RendezvousInfo& info, std::chrono::m
   throw std::runtime_error(os.str());
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                                 const RendezvousInfo& info, std::chrono::milliseconds timeout) {
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->timeout = timeout;
+// GLOO_SOCKET_IFNAME's comma-separated interfaces, as torch.distributed reads them.
+std::vector<std::string> gloo_interfaces() {
+  std::vector<std::string> names;
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname && *ifname) {
-    std::stringstream names(ifname);
-    std::string name;
-    while (std::getline(names, name, ','))
-      if (!name.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-  } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
-  options->threads = options->devices.size() * 2;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(info.rank),
-                                                     static_cast<int>(info.world_size), options);
+  if (!ifname) return names;
+  std::stringstream list(ifname);
+  std::string name;
+  while (std::getline(list, name, ','))
+    if (!name.empty()) names.push_back(name);
+  return names;
 }
 
 }  // namespace
@@ -186,9 +182,12 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
       throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
     if (!cuda_build())
       throw std::runtime_error(
-          "dist.backend = \"nccl\" needs a CUDA build of ddptrain (this one is CPU-only: Debian's libtorch-dev has "
-          "no CUDA); use dist.backend = \"gloo\" or \"auto\"");
-    if (!torch::cuda::is_available()) throw std::runtime_error("dist.backend = \"nccl\" but no CUDA device is visible");
+          "dist.backend = \"nccl\" needs a CUDA build of ddptrain (this one was built without CUDA: a CPU LibTorch "
+          "or DDP_WITH_CUDA=OFF); use dist.backend = \"gloo\" or \"auto\"");
+    if (!torch::cuda::is_available())
+      throw std::runtime_error("dist.backend = \"nccl\" needs CUDA device cuda:" + std::to_string(info.local_rank) +
+                               " (LOCAL_RANK " + std::to_string(info.local_rank) +
+                               ") but no CUDA device is visible; use dist.backend = \"gloo\" or \"auto\"");
     ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank));
   }
   ctx.backend = info.world_size > 1 ? backend : "none";
@@ -231,38 +230,51 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   join_barrier(*store, info, timeout, address);
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
+  // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
+  c10::intrusive_ptr<c10d::Store> watch;
+  try {
+    c10d::TCPStoreOptions client = opts;
+    client.isServer = false;
+    watch = open_store(client);
+  } catch (const std::exception&) {
+    // Without it only the deadline is watched.
+  }
+  const int rank = static_cast<int>(info.rank);
+  const int world = static_cast<int>(info.world_size);
+  // CPU collectives (metrics, found_inf of CPU runs, the gloo backend's gradients) always run on Gloo, as with
+  // torch.distributed's "cpu:gloo,cuda:nccl"; with nccl, CUDA tensors go through ProcessGroupNCCL.
+  auto gloo = connect_backend([&] { return make_gloo_backend(prefixed, rank, world, timeout, gloo_interfaces()); },
+                              watch, info.rank, timeout, address);
+  std::vector<BackendSlot> slots;
   if (backend == "gloo") {
-    // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
-    c10::intrusive_ptr<c10d::Store> watch;
-    try {
-      c10d::TCPStoreOptions client = opts;
-      client.isServer = false;
-      watch = open_store(client);
-    } catch (const std::exception&) {
-      // Without it only the deadline is watched.
-    }
-    ctx.group = connect_group([&] { return make_gloo(prefixed, info, timeout); }, watch, info.rank, timeout, address);
     ctx.allreduce = "gloo";
+    c10::intrusive_ptr<c10d::Backend> cpu = gloo;
     if (cfg.allreduce != "gloo") {
       ShmAllreduceOptions shm;
       shm.timeout = timeout;
-      auto setup = wrap_with_shm_allreduce(ctx.group, store, shm);
+      auto setup = wrap_with_shm_allreduce(gloo, store, shm);
       if (!setup.active && cfg.allreduce == "shm")
         throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
                                  " (every rank must be on one host; use \"auto\" or \"gloo\")");
-      ctx.group = setup.group;
+      cpu = setup.backend;
       ctx.allreduce = setup.active ? "shm" : "gloo";
       ctx.allreduce_note = setup.reason;
     }
+    slots.push_back({c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu});
+    // CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
+    slots.push_back({c10::DeviceType::CUDA, "gloo", gloo});
   } else {
 #ifdef DDP_WITH_CUDA
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
-    ctx.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, static_cast<int>(info.rank),
-                                                            static_cast<int>(info.world_size), options);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, world, options);
+    nccl->setSequenceNumberForGroup();
+    slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
+    slots.push_back({c10::DeviceType::CPU, "gloo", gloo});
     ctx.allreduce = "nccl";
 #endif
   }
+  ctx.group = make_process_group(prefixed, rank, world, slots);
   ctx.backend = backend;
   return ctx;
 }

@@ -1,8 +1,8 @@
-// ShmAllreduceGroup (all-reduces through a ShmSegment on a worker thread, the rest forwarded to Gloo) and its setup.
+// ShmAllreduceBackend (all-reduces through a ShmSegment on a worker thread, the rest forwarded to Gloo) and its setup.
 #include "dist/shm_allreduce.h"
 
 #include "dist/first_line.h"
-#include "dist/forwarding_group.h"
+#include "dist/forwarding_backend.h"
 #include "dist/shm_segment.h"
 
 #include <ATen/Dispatch.h>
@@ -97,18 +97,18 @@ class ShmWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class ShmAllreduceGroup : public ForwardingProcessGroup {
+class ShmAllreduceBackend : public ForwardingBackend {
  public:
-  ShmAllreduceGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, std::unique_ptr<ShmSegment> segment,
-                    std::chrono::milliseconds timeout)
-      : ForwardingProcessGroup(std::move(inner)),
+  ShmAllreduceBackend(c10::intrusive_ptr<c10d::Backend> inner, std::unique_ptr<ShmSegment> segment,
+                      std::chrono::milliseconds timeout)
+      : ForwardingBackend(std::move(inner)),
         segment_(std::move(segment)),
         timeout_(timeout),
         worker_([this] { work(); }) {}
 
   // Queued all-reduces get 2 s to finish (at a normal end there are none); after that this rank gives up, so
   // a rank leaving on an error neither waits out dist.timeout_s nor leaves its peers waiting for it.
-  ~ShmAllreduceGroup() override {
+  ~ShmAllreduceBackend() override {
     std::unique_lock<std::mutex> lock(mutex_);
     stopping_ = true;
     wake_.notify_all();
@@ -240,7 +240,7 @@ class ShmAllreduceGroup : public ForwardingProcessGroup {
 
 }  // namespace
 
-ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::ProcessGroup>& inner,
+ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
                                           const c10::intrusive_ptr<c10d::Store>& store,
                                           const ShmAllreduceOptions& options) {
   const int rank = inner->getRank();
@@ -285,8 +285,8 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Process
   if (rank == 0 && segment) segment->unlink();
   if (!reason.empty()) return {inner, false, reason};
   segment->learn_peers();
-  auto group = c10::make_intrusive<ShmAllreduceGroup>(inner, std::move(segment), options.timeout);
-  return {group, true, ""};
+  auto backend = c10::make_intrusive<ShmAllreduceBackend>(inner, std::move(segment), options.timeout);
+  return {backend, true, ""};
 }
 
 }  // namespace ddp

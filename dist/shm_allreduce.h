@@ -1,5 +1,5 @@
-// Shared-memory all-reduce for ranks on one host: a ProcessGroup that runs dense CPU all-reduces through a
-// segment every rank maps, and forwards every other collective to the group it wraps (Gloo).
+// Shared-memory all-reduce for ranks on one host: a c10d::Backend that runs dense CPU all-reduces through a segment
+// every rank maps, and forwards every other collective to the backend it wraps (Gloo).
 //
 // Gloo moves all-reduce data through loopback TCP: the kernel copies every byte twice per hop, on cores the
 // training threads need (ResNet-18: ~30 ms of CPU per rank and step for 45 MB of gradients). Through shared
@@ -28,7 +28,7 @@ struct ShmAllreduceOptions {
 };
 
 struct ShmAllreduceSetup {
-  c10::intrusive_ptr<c10d::ProcessGroup> group;  // the shared-memory group, or the wrapped group unchanged
+  c10::intrusive_ptr<c10d::Backend> backend;  // the shared-memory backend, or the wrapped backend unchanged
   bool active = false;
   std::string reason;  // when !active: why not, naming the rank ("rank 1: cannot open /dev/shm/...: ...")
 };
@@ -36,7 +36,7 @@ struct ShmAllreduceSetup {
 // Collective over `store` (every rank calls it): rank 0 creates the segment, every rank maps it and checks its
 // token, and all-reduces go through it only when every rank could (else every rank keeps `inner`). The file is
 // removed as soon as every rank has answered, so a crash later leaves nothing in `dir`.
-ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::ProcessGroup>& inner,
+ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
                                           const c10::intrusive_ptr<c10d::Store>& store,
                                           const ShmAllreduceOptions& options);
 

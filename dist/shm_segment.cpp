@@ -22,9 +22,9 @@
 namespace ddp {
 namespace {
 
-constexpr uint64_t kMagic = 0x314d485354504444ull;  // "DDPTSHM1"
+constexpr uint64_t kSegmentMagic = 0x314d485354504444ull;  // "DDPTSHM1"
 constexpr size_t kLine = 64;
-constexpr size_t kPage = 4096;
+constexpr size_t kSegmentPage = 4096;
 
 struct alignas(kLine) RankCell {
   std::atomic<uint32_t> arrived;
@@ -34,7 +34,7 @@ struct alignas(kLine) RankCell {
 static_assert(sizeof(RankCell) == kLine);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-struct alignas(kLine) Header {
+struct alignas(kLine) SegmentHeader {
   uint64_t magic;
   uint64_t token;
   uint32_t world;
@@ -43,8 +43,8 @@ struct alignas(kLine) Header {
   std::atomic<uint32_t> abort;  // 0, or 1 + the rank that gave up
 };
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-size_t data_offset(int world) { return round_up(sizeof(Header) + kLine * static_cast<size_t>(world), kPage); }
+size_t round_up_to(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t data_offset(int world) { return round_up_to(sizeof(SegmentHeader) + kLine * static_cast<size_t>(world), kSegmentPage); }
 size_t segment_bytes(int world, size_t slot_bytes) {
   return data_offset(world) + 2 * static_cast<size_t>(world) * slot_bytes;
 }
@@ -89,9 +89,9 @@ uint64_t process_start_time(int32_t pid, char* state = nullptr) {
 
 }  // namespace
 
-static Header* header_of(void* base) { return static_cast<Header*>(base); }
+static SegmentHeader* segment_header(void* base) { return static_cast<SegmentHeader*>(base); }
 static RankCell* cell_of(void* base, int rank) {
-  return reinterpret_cast<RankCell*>(static_cast<char*>(base) + sizeof(Header) + kLine * static_cast<size_t>(rank));
+  return reinterpret_cast<RankCell*>(static_cast<char*>(base) + sizeof(SegmentHeader) + kLine * static_cast<size_t>(rank));
 }
 
 void ShmSegment::map(int fd, size_t bytes) {
@@ -111,7 +111,7 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& dir, int world
   std::unique_ptr<ShmSegment> s(new ShmSegment());
   s->rank_ = 0;
   s->world_ = world;
-  s->slot_bytes_ = round_up(slot_bytes, kLine);
+  s->slot_bytes_ = round_up_to(slot_bytes, kLine);
   std::random_device rd;
   const uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
   char name[64];
@@ -132,13 +132,13 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& dir, int world
     ::unlink(s->path_.c_str());
     throw;
   }
-  Header* h = header_of(s->base_);
+  SegmentHeader* h = segment_header(s->base_);
   h->token = token;
   h->world = static_cast<uint32_t>(world);
   h->slot_bytes = s->slot_bytes_;
   h->abort.store(0);
   std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kMagic;
+  h->magic = kSegmentMagic;
   return s;
 }
 
@@ -156,8 +156,8 @@ std::unique_ptr<ShmSegment> ShmSegment::open(const std::string& path, uint64_t t
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
   s->map(fd, bytes);
-  const Header* h = header_of(s->base_);
-  if (h->magic != kMagic || h->token != token)
+  const SegmentHeader* h = segment_header(s->base_);
+  if (h->magic != kSegmentMagic || h->token != token)
     throw std::runtime_error(path + " is not rank 0's segment (token differs: another host's file of that name?)");
   if (h->world != static_cast<uint32_t>(world))
     throw std::runtime_error(path + " was made for a world of " + std::to_string(h->world));
@@ -170,7 +170,7 @@ ShmSegment::~ShmSegment() {
   if (base_) munmap(base_, bytes_);
 }
 
-uint64_t ShmSegment::token() const { return header_of(base_)->token; }
+uint64_t ShmSegment::token() const { return segment_header(base_)->token; }
 
 void ShmSegment::unlink() { ::unlink(path_.c_str()); }
 
@@ -206,7 +206,7 @@ void ShmSegment::fail(const std::string& why) {
 void ShmSegment::abort() {
   aborted_here_ = true;
   uint32_t none = 0;
-  header_of(base_)->abort.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
+  segment_header(base_)->abort.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
 }
 
 void ShmSegment::barrier(std::chrono::milliseconds timeout) {
@@ -232,7 +232,7 @@ void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds t
       continue;
     }
     if (aborted_here_) throw std::runtime_error("shared-memory all-reduce: aborted on this rank");
-    if (uint32_t who = header_of(base_)->abort.load(std::memory_order_acquire); who != 0)
+    if (uint32_t who = segment_header(base_)->abort.load(std::memory_order_acquire); who != 0)
       fail("rank " + std::to_string(who - 1) + " gave up (see its error)");
     futex_wait(&word, seen, kNap);
     const auto now = std::chrono::steady_clock::now();

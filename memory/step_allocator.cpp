@@ -197,7 +197,7 @@ c10::DataPtr StepAllocator::State::mapped(size_t bytes, int64_t recorded_index) 
   return ::ddp::mapped(bytes, recorded_index, recorded_index >= 0 ? recording_id : 0, &StepAllocator::release);
 }
 
-c10::DataPtr StepAllocator::allocate(size_t bytes) const {
+c10::DataPtr StepAllocator::allocate(size_t bytes) {
   if (bytes == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};
   State& s = *state_;
   if (static_cast<int64_t>(bytes) < kMinBytes || std::this_thread::get_id() != s.training_thread.load())

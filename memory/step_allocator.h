@@ -50,7 +50,8 @@ class StepAllocator final : public c10::Allocator {
   };
   Stats stats() const;
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
   c10::DeleterFnPtr raw_deleter() const override;
 
   StepAllocator();

@@ -100,8 +100,8 @@ struct LiveTapsOf : torch::autograd::Function<LiveTapsOf> {
 
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x, const ConvKernels& kernels) {
   const auto& o = conv.options;
-  const auto* padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
-  if (!padding || !c10::holds_alternative<torch::enumtype::kZeros>(o.padding_mode()) || x.dim() != 4)
+  const auto* padding = std::get_if<torch::ExpandingArray<2>>(&o.padding());
+  if (!padding || !std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode()) || x.dim() != 4)
     return conv.forward(x);
 
   torch::Tensor weight = conv.weight;

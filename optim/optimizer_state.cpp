@@ -17,7 +17,8 @@ std::vector<torch::Tensor> all_params(const torch::optim::Optimizer& opt) {
   return out;
 }
 
-std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// LibTorch keys optimizer state by the parameter's TensorImpl address.
+void* state_key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 torch::Tensor copy_checked(const c10::IValue& v, const torch::Tensor& like, const std::string& key) {
   if (!v.isTensor()) throw std::runtime_error("optimizer state " + key + " is not a tensor");

@@ -1,6 +1,6 @@
 // AutocastGuard: dtypes inside and outside, nesting, rejection, and PyTorch parity.
 //
-// bf16 outputs inside / float32 outside, nesting and restore, fp16-on-CPU rejection, and a Net forward
+// bf16 and fp16 outputs inside / float32 outside, nesting and restore, dtype rejection, and a Net forward
 // bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
 #include "amp/autocast.h"
 #include "app/config.h"
@@ -31,11 +31,11 @@ TEST(AutocastTest, CpuBf16ConvAndLinearOutputsBf16InsideFloat32Outside) {
   const auto lw = torch::randn({7, 6});
   {
     AutocastGuard guard(torch::kCPU, true, torch::kBFloat16);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
     EXPECT_EQ(conv_out(x, w).scalar_type(), torch::kBFloat16);
     EXPECT_EQ(torch::linear(a, lw).scalar_type(), torch::kBFloat16);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(conv_out(x, w).scalar_type(), torch::kFloat);
   EXPECT_EQ(torch::linear(a, lw).scalar_type(), torch::kFloat);
   EXPECT_EQ(nesting_after_increment(), 1);
@@ -44,14 +44,14 @@ TEST(AutocastTest, CpuBf16ConvAndLinearOutputsBf16InsideFloat32Outside) {
 TEST(AutocastTest, NestedDisabledRegionAndRestoreOfPreviousState) {
   const auto a = torch::randn({5, 6});
   const auto b = torch::randn({6, 4});
-  const auto dtype_before = at::autocast::get_autocast_cpu_dtype();
+  const auto dtype_before = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
   const bool cache_before = at::autocast::is_autocast_cache_enabled();
   {
     AutocastGuard outer(torch::kCPU, true, torch::kBFloat16);
     EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
     {
       AutocastGuard inner(torch::kCPU, false, torch::kBFloat16);
-      EXPECT_FALSE(at::autocast::is_cpu_enabled());
+      EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
       EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
       {
         AutocastGuard innermost(torch::kCPU, true, torch::kBFloat16);
@@ -59,11 +59,11 @@ TEST(AutocastTest, NestedDisabledRegionAndRestoreOfPreviousState) {
       }
       EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
     }
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
     EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
-  EXPECT_EQ(at::autocast::get_autocast_cpu_dtype(), dtype_before);
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+  EXPECT_EQ(at::autocast::get_autocast_dtype(c10::DeviceType::CPU), dtype_before);
   EXPECT_EQ(at::autocast::is_autocast_cache_enabled(), cache_before);
   EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
   EXPECT_EQ(nesting_after_increment(), 1);
@@ -75,21 +75,33 @@ TEST(AutocastTest, StateRestoredWhenAnExceptionUnwindsTheRegion) {
     throw std::runtime_error("boom");
   } catch (const std::runtime_error&) {
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(nesting_after_increment(), 1);
 }
 
-TEST(AutocastTest, Fp16OnCpuIsRejectedWithAClearMessage) {
-  try {
+// LibTorch 2.x autocasts CPU ops to fp16 as well (torch.autocast("cpu", torch.float16)); 1.13 refused it.
+TEST(AutocastTest, CpuFp16MatmulOutputsHalfInsideFloat32Outside) {
+  const auto a = torch::randn({5, 6});
+  {
     AutocastGuard guard(torch::kCPU, true, torch::kHalf);
-    FAIL() << "fp16 on CPU was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "amp.dtype = fp16 needs a CUDA device; use bf16 on CPU");
+    EXPECT_EQ(at::autocast::get_autocast_dtype(c10::DeviceType::CPU), torch::kHalf);
+    EXPECT_EQ(torch::mm(a, a.t()).scalar_type(), torch::kHalf);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(torch::mm(a, a.t()).scalar_type(), torch::kFloat);
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(nesting_after_increment(), 1);
-  EXPECT_THROW(AutocastGuard(torch::kCPU, true, torch::kFloat), std::invalid_argument);
-  EXPECT_NO_THROW(AutocastGuard(torch::kCPU, false, torch::kHalf));  // a disabled region checks nothing
+}
+
+TEST(AutocastTest, OtherDtypesAreRejectedWithAClearMessage) {
+  try {
+    AutocastGuard guard(torch::kCPU, true, torch::kFloat);
+    FAIL() << "float32 autocast was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "CPU autocast supports fp16 or bf16, got Float");
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+  EXPECT_EQ(nesting_after_increment(), 1);
+  EXPECT_NO_THROW(AutocastGuard(torch::kCPU, false, torch::kFloat));  // a disabled region checks nothing
 }
 
 TEST(AutocastTest, DtypeNames) {
@@ -98,19 +110,19 @@ TEST(AutocastTest, DtypeNames) {
   EXPECT_THROW(amp_dtype_from_name("fp32"), std::invalid_argument);
 }
 
-// The CUDA branch only flips ATen's CUDA autocast state, which a CPU-only build can observe and restore.
+// A CUDA region only flips ATen's CUDA autocast state, which a machine without a GPU can observe and restore.
 TEST(AutocastTest, CudaRegionSetsAndRestoresGpuAutocastStateOnly) {
-  const auto gpu_dtype_before = at::autocast::get_autocast_gpu_dtype();
+  const auto gpu_dtype_before = at::autocast::get_autocast_dtype(c10::DeviceType::CUDA);
   const auto a = torch::randn({3, 3});
   {
     AutocastGuard guard(torch::Device(torch::kCUDA, 0), true, torch::kBFloat16);
-    EXPECT_TRUE(at::autocast::is_enabled());
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
-    EXPECT_EQ(at::autocast::get_autocast_gpu_dtype(), torch::kBFloat16);
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(c10::DeviceType::CUDA));
+    EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+    EXPECT_EQ(at::autocast::get_autocast_dtype(c10::DeviceType::CUDA), torch::kBFloat16);
     EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);  // CPU tensors are not CUDA-autocast eligible
   }
-  EXPECT_FALSE(at::autocast::is_enabled());
-  EXPECT_EQ(at::autocast::get_autocast_gpu_dtype(), gpu_dtype_before);
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CUDA));
+  EXPECT_EQ(at::autocast::get_autocast_dtype(c10::DeviceType::CUDA), gpu_dtype_before);
   EXPECT_EQ(nesting_after_increment(), 1);
 }
 

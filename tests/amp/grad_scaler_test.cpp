@@ -165,23 +165,38 @@ TEST(GradScalerTest, DisabledIsAPassThrough) {
   EXPECT_EQ(scaler.state_dict().size(), 0u);
 }
 
-// The CUDA kernel flags non-finite inputs and still writes every value times inv_scale (in float32 opmath).
-TEST(GradScalerTest, CpuUnscaleKernelWritesScaledValuesAndFlagsNonFinite) {
-  const auto inv_scale = torch::full({1}, 0.1f);
-  auto g32 = torch::tensor({3.0f, INFINITY, -5.0f});
-  auto g_nan = torch::tensor({1.0f, NAN});
-  auto g_bf16 = torch::tensor({3.0f, 7.0f, 1.5f}).to(torch::kBFloat16);
-  const auto g32_in = g32.clone(), bf16_in = g_bf16.clone();
-  auto found = torch::zeros({1});
-  unscale_grads_cpu({g32, g_bf16}, found, inv_scale);
-  EXPECT_EQ(found.item<float>(), 1.0f);
-  EXPECT_TRUE(torch::equal(g32, g32_in * inv_scale));  // inf * 0.1 stays inf, others scaled
-  EXPECT_TRUE(torch::equal(g_bf16, (bf16_in.to(torch::kFloat) * inv_scale).to(torch::kBFloat16)));
-  auto clean = torch::zeros({1});
-  unscale_grads_cpu({torch::ones({4})}, clean, inv_scale);
-  EXPECT_EQ(clean.item<float>(), 0.0f);
-  unscale_grads_cpu({g_nan}, clean, inv_scale);
-  EXPECT_EQ(clean.item<float>(), 1.0f);
+// unscale() flags non-finite gradients and still writes every value times 1/scale (float32 opmath, as ATen's kernel),
+// for float32 and bf16 gradients alike.
+TEST(GradScalerTest, UnscaleWritesScaledValuesAndFlagsNonFinite) {
+  GradScalerOptions o;
+  o.init_scale = 10.0;
+  GradScaler scaler(o);
+  auto p32 = torch::zeros({3}).requires_grad_();
+  auto p16 = torch::zeros({3}, torch::kBFloat16).requires_grad_();
+  p32.mutable_grad() = torch::tensor({3.0f, INFINITY, -5.0f});
+  p16.mutable_grad() = torch::tensor({3.0f, 7.0f, 1.5f}).to(torch::kBFloat16);
+  const auto g32_in = p32.grad().clone(), bf16_in = p16.grad().clone();
+  torch::optim::SGD opt({p32, p16}, torch::optim::SGDOptions(0.1));
+  scaler.scale(torch::ones({}));
+  scaler.unscale(opt);
+  EXPECT_TRUE(scaler.found_inf());
+  const auto inv_scale = torch::full({1}, 10.0, torch::kDouble).reciprocal().to(torch::kFloat);
+  EXPECT_TRUE(torch::equal(p32.grad(), g32_in * inv_scale));  // inf * 0.1 stays inf, others scaled
+  EXPECT_TRUE(torch::equal(p16.grad(), (bf16_in.to(torch::kFloat) * inv_scale).to(torch::kBFloat16)));
+  EXPECT_FALSE(scaler.step(opt));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 5.0);  // backed off
+  p32.mutable_grad() = torch::ones({3});
+  p16.mutable_grad() = torch::ones({3}, torch::kBFloat16);
+  scaler.scale(torch::ones({}));
+  scaler.unscale(opt);
+  EXPECT_FALSE(scaler.found_inf());
+  p32.mutable_grad() = torch::tensor({1.0f, NAN, 0.0f});
+  scaler.step(opt);
+  scaler.update();
+  scaler.scale(torch::ones({}));
+  scaler.unscale(opt);
+  EXPECT_TRUE(scaler.found_inf());  // NaN counts as non-finite
 }
 
 TEST(GradScalerTest, Fp16GradientsAreRefusedLikePyTorch) {

@@ -1,7 +1,8 @@
 // GradScaler against PyTorch's own GradScaler (tests/python/grad_scaler_reference.py).
 //
-// Per-step scale, growth tracker and skip decisions, parameters and SGD momenta, bf16 Net training from
-// init_scale 3e38, state_dict.
+// The reference is torch.amp.GradScaler("cpu") itself. Per-step scale, growth tracker and skip decisions, parameters
+// and SGD momenta, bf16 Net training from init_scale 3e38, fp16 autocast Net training with forced overflows,
+// state_dict.
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "app/config.h"
@@ -24,7 +25,8 @@ namespace {
 
 struct TrainSpec {
   std::string arch = "linear";  // linear (Linear 4->3, MSE) | net (Net, NLL)
-  bool autocast = false;        // bf16 CPU autocast around forward + loss
+  bool autocast = false;        // CPU autocast around forward + loss
+  std::string dtype = "bf16";   // its dtype: bf16 | fp16
   std::string reduction = "mean";
   double init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5;
   int64_t growth_interval = 2000;
@@ -80,7 +82,7 @@ GradScalerOptions scaler_options(const TrainSpec& s) {
 }
 
 torch::Tensor loss_of(const TrainSpec& s, Problem& p) {
-  AutocastGuard autocast(torch::kCPU, s.autocast, torch::kBFloat16);
+  AutocastGuard autocast(torch::kCPU, s.autocast, amp_dtype_from_name(s.dtype));
   const auto out = p.forward(p.x);
   if (s.arch == "linear") return torch::mse_loss(out, p.y);
   return torch::nll_loss(out, p.y, {}, s.reduction == "sum" ? at::Reduction::Sum : at::Reduction::Mean);
@@ -89,7 +91,7 @@ torch::Tensor loss_of(const TrainSpec& s, Problem& p) {
 std::vector<torch::Tensor> momenta(torch::optim::SGD& opt, const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> out;
   for (const auto& p : params) {
-    auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    auto it = opt.state().find(p.unsafeGetTensorImpl());
     out.push_back(it == opt.state().end()
                       ? torch::Tensor()
                       : static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer().clone());
@@ -159,7 +161,7 @@ NamedTensors run_python(const TrainSpec& s, const TempDir& dir) {
   const std::string cmd =
       "OMP_NUM_THREADS=1 " + python() + " " + source_dir() + "/tests/python/grad_scaler_reference.py train" +
       " --model " + dir / "model.pt" + " --batch " + dir / "batch.pt" + " --out " + dir / "ref.pt" + " --arch " +
-      s.arch + (s.autocast ? " --autocast" : "") + " --reduction " + s.reduction + " --init-scale " +
+      s.arch + (s.autocast ? " --autocast" : "") + " --dtype " + s.dtype + " --reduction " + s.reduction + " --init-scale " +
       fmt(s.init_scale) + " --growth-factor " + fmt(s.growth_factor) + " --backoff-factor " + fmt(s.backoff_factor) +
       " --growth-interval " + std::to_string(s.growth_interval) + " --steps " + std::to_string(s.steps) +
       " --inf-steps '" + csv(s.inf_steps) + "' --nan-steps '" + csv(s.nan_steps) + "' --lr " + fmt(s.lr) +
@@ -326,6 +328,23 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
   }
 }
 
+// fp16 autocast on CPU (LibTorch 2.x) with dynamic loss scaling, the GPU recipe of torch.amp: per-step scale,
+// skipped steps (forced inf/NaN overflows and whatever fp16 overflows on its own), parameters and momenta equal
+// torch.autocast("cpu", torch.float16) + torch.amp.GradScaler("cpu") bit for bit.
+TEST(GradScalerVsPyTorch, Fp16NetWithForcedOverflowsMatchesTorchAmpBitForBit) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TrainSpec spec;
+  spec.arch = "net";
+  spec.autocast = true;
+  spec.dtype = "fp16";
+  spec.growth_interval = 4;
+  spec.steps = 24;
+  spec.inf_steps = {2, 9, 10};
+  spec.nan_steps = {15};
+  spec.lr = 0.01;
+  check_against_pytorch(spec, 7);
+}
+
 // A power-of-two scale commutes with every bf16/fp32 rounding in forward and backward (nothing overflows or
 // underflows), so the unscaled gradients of the bf16 Net equal the unscaled backward's bit for bit.
 TEST(GradScalerVsPyTorch, Bf16NetUnscaledGradsExactForPowerOfTwoScale) {
@@ -357,7 +376,7 @@ c10::impl::GenericDict read_dict(const std::string& path) {
 }
 
 void write_dict(const std::string& path, const c10::impl::GenericDict& d) {
-  const auto bytes = torch::pickle_save(c10::IValue(d));
+  const auto bytes = torch_save_bytes(c10::IValue(d));  // as checkpoints are written
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 

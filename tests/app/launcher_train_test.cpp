@@ -1,4 +1,5 @@
-// ddprun with the real trainer: 2 ranks on one node, 2 nodes of 1 rank (same model), a failing ddptrain rank.
+// ddprun with the real trainer: 2 ranks on one node, 2 nodes of 1 rank (same model), a failing ddptrain rank; and
+// PyTorch 2.11's own torchrun launching ddptrain (--no-python), which trains the same model.pt as ddprun.
 #include "tests/app/launcher_test_support.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,25 @@ TEST(LauncherTrainTest, TwoNodesOfOneRankTrainTheSameModelAsOneNodeOfTwo) {
                          ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "one_node");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_EQ(max_state_diff(dir / "two_nodes/model.pt", dir / "one_node/model.pt"), 0.0);
+}
+
+TEST(LauncherTrainTest, TorchrunTrainsTheSameModelAsDdprunBitForBit) {
+  if (!python_can_import("torch.distributed.run")) GTEST_SKIP() << python() << " cannot import torch.distributed.run";
+  TempDir dir;
+  const std::string cfg = tiny_config(dir);
+  // torchrun's agent serves the store (TORCHELASTIC_USE_AGENT_STORE=True): ddptrain joins it as a client.
+  auto torchrun = run_command("OMP_NUM_THREADS=1 " + shell_quote(python()) +
+                              " -m torch.distributed.run --standalone --nproc-per-node 2 --no-python " +
+                              ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "torchrun");
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.output;
+  EXPECT_NE(torchrun.output.find("world 2"), std::string::npos) << torchrun.output;
+  auto ddprun = run_command("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node 2 " +
+                            ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "ddprun");
+  ASSERT_EQ(ddprun.exit_code, 0) << ddprun.output;
+  const std::string a = read_file(dir / "torchrun/model.pt"), b = read_file(dir / "ddprun/model.pt");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "model.pt of torchrun and ddprun differ (max |a - b| = "
+                      << max_state_diff(dir / "torchrun/model.pt", dir / "ddprun/model.pt") << ")";
 }
 
 TEST(LauncherTrainTest, FailingTrainerRankStopsTheJobAndShowsItsError) {

@@ -69,9 +69,8 @@ ReaderResult read_events(const std::string& path, bool canonical = false) {
 
 // Reason to skip when the reader's tools are missing, else "".
 std::string reader_unavailable() {
-  if (run_command(python() + " -c 'import google.protobuf'").exit_code != 0)
-    return python() + " cannot import google.protobuf (Debian python3-protobuf)";
-  if (run_command("protoc --version").exit_code != 0) return "protoc not found (Debian protobuf-compiler)";
+  if (!python_can_import("tensorboard.compat.proto.event_pb2"))
+    return python() + " cannot import tensorboard (scripts/setup installs it into the venv)";
   return "";
 }
 

@@ -1,4 +1,5 @@
-// Tests: save_state_dict streams exactly the archive torch::pickle_save makes, and a failed write leaves nothing.
+// Tests: save_state_dict streams exactly the archive torch_save_bytes makes (torch::pickle_save's without type tags),
+// and a failed write leaves nothing.
 #include "checkpoint/state_dict.h"
 #include "app/config.h"
 #include "models/classifier.h"
@@ -13,7 +14,7 @@
 namespace ddp::test {
 namespace {
 
-TEST(StateDictStream, SameBytesAsPickleSave) {
+TEST(StateDictStream, SameBytesAsTheInMemoryArchive) {
   TempDir dir;
   for (const std::string name : {"net", "resnet18"}) {
     ModelConfig cfg;
@@ -23,9 +24,20 @@ TEST(StateDictStream, SameBytesAsPickleSave) {
     save_state_dict(dir / (name + ".pt"), state);
     c10::Dict<std::string, at::Tensor> dict;
     for (const auto& [key, t] : state) dict.insert(key, t.detach().cpu().contiguous());
-    const std::vector<char> expected = torch::pickle_save(dict);
+    const std::vector<char> expected = torch_save_bytes(dict);
     EXPECT_EQ(read_file(dir / (name + ".pt")), std::string(expected.begin(), expected.end())) << name;
   }
+}
+
+// torch::pickle_save tags typed dicts with torch.jit._pickle.restore_type_tag, which torch.load(weights_only=True)
+// refuses; ddptrain's archives carry no tag and are otherwise written the same way.
+TEST(StateDictStream, ArchivesCarryNoTypeTags) {
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("w", torch::ones({2}));
+  const std::vector<char> tagged = torch::pickle_save(dict), plain = torch_save_bytes(dict);
+  const std::string tag = "restore_type_tag";
+  EXPECT_NE(std::string(tagged.begin(), tagged.end()).find(tag), std::string::npos);
+  EXPECT_EQ(std::string(plain.begin(), plain.end()).find(tag), std::string::npos);
 }
 
 TEST(StateDictStream, FailedProducerLeavesNoFile) {

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
+#include "dist/process_group.h"
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,8 +18,8 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   explicit CountingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t n) const override {
-    auto* held = new Held{inner_->allocate(n), static_cast<int64_t>(n), const_cast<CountingCpuAllocator*>(this)};
+  c10::DataPtr allocate(size_t n) override {
+    auto* held = new Held{inner_->allocate(n), static_cast<int64_t>(n), this};
     const int64_t now = held->owner->live += held->bytes;
     int64_t seen = held->owner->peak.load();
     while (now > seen && !held->owner->peak.compare_exchange_weak(seen, now)) {
@@ -27,6 +27,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     return {held->inner.get(), held, &release, held->inner.device()};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
   std::atomic<int64_t> live{0}, peak{0};
 
@@ -63,11 +64,11 @@ class ScopedCounting {
 };
 
 DistContext world_of_one() {
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
+  auto store = c10::make_intrusive<c10d::HashStore>();
   DistContext ctx;
   ctx.backend = "gloo";
-  ctx.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+  ctx.group = make_process_group(store, 0, 1,
+                                 {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, 0, 1, std::chrono::seconds(60), {"lo"})}});
   return ctx;
 }
 

@@ -1,16 +1,16 @@
-// connect_group: a failure is posted for the other ranks with a Gloo hint; peers and the deadline end the process.
+// connect_backend: a failure is posted for the other ranks with a Gloo hint; peers and the deadline end the process.
 #include "dist/group_connect.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <thread>
 
 namespace ddp::test {
 namespace {
 
-using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
+using Group = c10::intrusive_ptr<c10d::Backend>;
 using namespace std::chrono_literals;
 
 const char* kRefused = "[./gloo/transport/tcp/pair.cc:799] connect [127.0.0.1]:20912: Connection refused";
@@ -18,6 +18,7 @@ const char* kRefused = "[./gloo/transport/tcp/pair.cc:799] connect [127.0.0.1]:2
 // A store whose server has gone: every call throws, as a TCPStore client's do once rank 0 exits.
 class GoneStore : public c10d::Store {
  public:
+  c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<GoneStore>(); }
   void set(const std::string&, const std::vector<uint8_t>&) override { gone(); }
   std::vector<uint8_t> get(const std::string&) override { gone(); }
   int64_t add(const std::string&, int64_t) override { gone(); }
@@ -50,7 +51,7 @@ TEST(GroupConnect, GlooConnectErrorsGetAHint) {
 TEST(GroupConnect, FailurePostsTheErrorAndThrowsItWithTheHint) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   try {
-    connect_group([]() -> Group { throw std::runtime_error(std::string(kRefused) + "\nbacktrace..."); }, store, 1, 10s,
+    connect_backend([]() -> Group { throw std::runtime_error(std::string(kRefused) + "\nbacktrace..."); }, store, 1, 10s,
                   "h:1");
     FAIL() << "no exception";
   } catch (const std::runtime_error& e) {
@@ -65,7 +66,7 @@ TEST(GroupConnect, FailurePostsTheErrorAndThrowsItWithTheHint) {
 
 TEST(GroupConnect, SuccessReturnsTheGroupAndPostsNothing) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  EXPECT_FALSE(connect_group([] { return Group(); }, store, 0, 10s, "h:1"));
+  EXPECT_FALSE(connect_backend([] { return Group(); }, store, 0, 10s, "h:1"));
   EXPECT_FALSE(store->check({"ddptrain/connect_failed"}));
 }
 
@@ -78,19 +79,19 @@ TEST_F(GroupConnectDeath, AnotherRanksFailureEndsThisRankAtOnce) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const std::string posted = std::string("rank 0: ") + kRefused;
   store->set("ddptrain/connect_failed", std::vector<uint8_t>(posted.begin(), posted.end()));
-  EXPECT_EXIT(connect_group(never_connects, store, 3, 30s, "h:1"), ::testing::ExitedWithCode(1),
+  EXPECT_EXIT(connect_backend(never_connects, store, 3, 30s, "h:1"), ::testing::ExitedWithCode(1),
               "\\[rank 3\\] error: the process group failed to connect on another rank: rank 0: .*Connection refused");
 }
 
 TEST_F(GroupConnectDeath, LosingTheStoreEndsThisRank) {
-  EXPECT_EXIT(connect_group(never_connects, c10::make_intrusive<GoneStore>(), 4, 30s, "10.0.0.1:29500"),
+  EXPECT_EXIT(connect_backend(never_connects, c10::make_intrusive<GoneStore>(), 4, 30s, "10.0.0.1:29500"),
               ::testing::ExitedWithCode(1),
               "\\[rank 4\\] error: lost the store at 10.0.0.1:29500 while the process group was connecting");
 }
 
 TEST_F(GroupConnectDeath, TheDeadlineEndsTheWait) {
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EXIT(connect_group(never_connects, c10::intrusive_ptr<c10d::Store>(), 2, 500ms, "h:1"),
+  EXPECT_EXIT(connect_backend(never_connects, c10::intrusive_ptr<c10d::Store>(), 2, 500ms, "h:1"),
               ::testing::ExitedWithCode(1),
               "\\[rank 2\\] error: the process group did not connect within dist.timeout_s = 0.5 s");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);

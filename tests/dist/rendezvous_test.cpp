@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <torch/cuda.h>
+
 namespace ddp::test {
 namespace {
 
@@ -89,16 +92,37 @@ TEST(Rendezvous, MalformedVariablesNameTheVariable) {
             std::string::npos);
 }
 
-TEST(Rendezvous, NcclOnCpuBuildIsAClearError) {
-  if (cuda_build()) GTEST_SKIP() << "CUDA build";
+// Without a GPU (or without the CUDA path built in), nccl is one clear error naming what is missing; with one, the
+// machine is not what this test is about.
+TEST(Rendezvous, NcclWithoutAGpuIsAClearError) {
+  if (cuda_build() && torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible";
   DistConfig cfg;
   cfg.backend = "nccl";
   try {
     init_distributed(rendezvous_from_env({}), cfg);
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a CUDA build"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    if (cuda_build())
+      EXPECT_NE(what.find("needs CUDA device cuda:0 (LOCAL_RANK 0) but no CUDA device is visible"), std::string::npos)
+          << what;
+    else
+      EXPECT_NE(what.find("needs a CUDA build"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
+}
+
+// The binary says so on its one error line, and exits 1.
+TEST(Rendezvous, NcclWithoutAGpuEndsDdptrainWithOneErrorLine) {
+  if (cuda_build() && torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 1);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\n");
+  auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " --dist.backend=nccl");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: dist.backend = \"nccl\" needs ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 std::string tiny_job(const TempDir& dir) {

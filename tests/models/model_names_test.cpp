@@ -100,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(ModelNames, PerModel, ::testing::ValuesIn(kModels),
 
 TEST(ModelNamesFixture, GeneratorReproducesFixtureByteForByte) {
   const std::string py = test::python();
-  if (test::run_command(test::shell_quote(py) + " -c 'import torch, torchvision'").exit_code != 0)
+  if (!test::python_can_import("torch, torchvision"))
     GTEST_SKIP() << py << " cannot import torch and torchvision, so the fixture cannot be regenerated here";
   test::TempDir dir;
   const std::string out = dir / "model_state_names.txt";

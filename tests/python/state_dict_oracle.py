@@ -1,5 +1,5 @@
 # State-dict oracle for tests/checkpoint: PyTorch writes torch.save fixtures, loads ddptrain's files, evaluates, trains.
-"""Run with /usr/bin/python3 (torch 1.13 + torchvision). Subcommands:
+"""Run with the project venv's Python (.venv/bin/python: torch 2.11 + torchvision 0.26). Subcommands:
 
   save KIND PT DUMP [--plain] [--seed S] [--protocol P]
       KIND = resnet18 | net | tensors. Writes torch.save(state_dict) (an OrderedDict; --plain: a dict) to PT

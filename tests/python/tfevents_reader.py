@@ -1,4 +1,4 @@
-# Independent TensorBoard event-file reader (TFRecord + CRC32C + protobuf via protoc-compiled tb_proto/*.proto).
+# Strict TensorBoard event-file reader: TFRecord framing and CRC32C checked here, payloads parsed by TensorBoard's protos.
 """Usage: tfevents_reader.py [--canonical] FILE
 
 Reads every TFRecord of FILE, checks the masked CRC32C of each length and each payload, parses the payload as
@@ -8,14 +8,9 @@ tensorflow.Event and prints, tab-separated, one line per event of interest:
 Numbers are Python repr()s (exact). --canonical also requires each payload to equal protobuf's own
 serialization of the parsed Event. Any damage (CRC mismatch, truncation, bad proto) -> message on stderr, exit 1.
 """
-import os
 import struct
-import subprocess
 import sys
-import tempfile
 
-PROTO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tb_proto")
-PROTO_FILES = ["tensor.proto", "summary.proto", "event.proto"]
 DT_FLOAT, DT_DOUBLE = 1, 2
 
 
@@ -71,10 +66,9 @@ def read_records(blob):
         index += 1
 
 
-def load_protos(tmp):
-    subprocess.run(["protoc", "-I", PROTO_DIR, "--python_out=" + tmp] + PROTO_FILES, check=True)
-    sys.path.insert(0, tmp)
-    import event_pb2  # noqa: E402 (generated above)
+def load_protos():
+    # PyPI tensorboard's compiled tensorflow.Event (tensorboard.compat.proto), the one TensorBoard itself parses with.
+    from tensorboard.compat.proto import event_pb2
     return event_pb2
 
 
@@ -105,34 +99,33 @@ def main(argv):
     path = paths[0]
     with open(path, "rb") as f:
         blob = f.read()
-    with tempfile.TemporaryDirectory() as tmp:
-        event_pb2 = load_protos(tmp)
-        try:
-            for index, offset, payload in read_records(blob):
-                event = event_pb2.Event()
-                try:
-                    event.ParseFromString(payload)
-                except Exception as e:
-                    raise ReadError("record %d at offset %d is not an Event: %s" % (index, offset, e))
-                if canonical and event.SerializeToString() != payload:
-                    raise ReadError("record %d at offset %d is not protobuf's serialization of its Event"
-                                    % (index, offset))
-                kind = event.WhichOneof("what")
-                if kind == "file_version":
-                    print("file_version\t%r\t%s" % (event.wall_time, event.file_version))
-                elif kind == "summary":
-                    for value in event.summary.value:
-                        which = value.WhichOneof("value")
-                        if which == "simple_value":
-                            v = value.simple_value
-                        elif which == "tensor":
-                            v = tensor_scalar(value.tensor)
-                        else:
-                            continue
-                        print("scalar\t%s\t%d\t%r\t%r" % (value.tag, event.step, v, event.wall_time))
-        except ReadError as e:
-            print("tfevents_reader: %s: %s" % (path, e), file=sys.stderr)
-            return 1
+    event_pb2 = load_protos()
+    try:
+        for index, offset, payload in read_records(blob):
+            event = event_pb2.Event()
+            try:
+                event.ParseFromString(payload)
+            except Exception as e:
+                raise ReadError("record %d at offset %d is not an Event: %s" % (index, offset, e))
+            if canonical and event.SerializeToString() != payload:
+                raise ReadError("record %d at offset %d is not protobuf's serialization of its Event"
+                                % (index, offset))
+            kind = event.WhichOneof("what")
+            if kind == "file_version":
+                print("file_version\t%r\t%s" % (event.wall_time, event.file_version))
+            elif kind == "summary":
+                for value in event.summary.value:
+                    which = value.WhichOneof("value")
+                    if which == "simple_value":
+                        v = value.simple_value
+                    elif which == "tensor":
+                        v = tensor_scalar(value.tensor)
+                    else:
+                        continue
+                    print("scalar\t%s\t%d\t%r\t%r" % (value.tag, event.step, v, event.wall_time))
+    except ReadError as e:
+        print("tfevents_reader: %s: %s" % (path, e), file=sys.stderr)
+        return 1
     return 0
 
 

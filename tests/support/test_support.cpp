@@ -29,9 +29,17 @@ std::string binary_dir() { return DDP_BINARY_DIR; }
 std::string ddptrain_path() { return binary_dir() + "/ddptrain"; }
 std::string python() {
   const char* p = std::getenv("DDP_TEST_PYTHON");
-  return p && *p ? p : "/usr/bin/python3";
+  return p && *p ? p : DDP_DEFAULT_PYTHON;
 }
-bool python_has_torch() { return run_command(python() + " -c 'import torch'").exit_code == 0; }
+bool python_can_import(const std::string& modules) {
+  const bool ok = run_command(shell_quote(python()) + " -c 'import " + modules + "'").exit_code == 0;
+  const char* required = std::getenv("DDP_REQUIRE_ORACLES");
+  if (!ok && required && std::string(required) == "1")
+    ADD_FAILURE() << python() << " cannot import " << modules
+                  << ": the Python oracles are required (DDP_REQUIRE_ORACLES=1, as scripts/test sets it)";
+  return ok;
+}
+bool python_has_torch() { return python_can_import("torch"); }
 std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 std::string shared_mnist_dir() { return source_dir() + "/../shared/data/mnist"; }
 

@@ -10,8 +10,11 @@ namespace ddp::test {
 std::string source_dir();  // repository root
 std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
-std::string python();             // /usr/bin/python3 (has torch); override with DDP_TEST_PYTHON
-bool python_has_torch();          // python() imports torch
+std::string python();             // the project venv's (torch 2.11, torchvision, tensorboard); DDP_TEST_PYTHON overrides
+// python() imports `modules` ("torch, torchvision"). With DDP_REQUIRE_ORACLES=1 (scripts/test) a failed import is
+// also a test failure, so an oracle test cannot pass by skipping.
+bool python_can_import(const std::string& modules);
+bool python_has_torch();  // python_can_import("torch")
 std::string fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
 std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 

@@ -1,8 +1,8 @@
-// ForwardingProcessGroup: a ProcessGroup that hands every collective to the group it wraps; subclasses override
-// the ones they change (the shared-memory all-reduce, the tests' collective counter).
+// ForwardingBackend: a c10d::Backend that hands every collective to the backend it wraps; subclasses override the
+// ones they change (the shared-memory all-reduce, the tests' collective counter).
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <string>
 #include <utility>
@@ -10,20 +10,24 @@
 
 namespace ddp {
 
-class ForwardingProcessGroup : public c10d::ProcessGroup {
+class ForwardingBackend : public c10d::Backend {
  public:
-  explicit ForwardingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner)
-      : c10d::ProcessGroup(inner->getRank(), inner->getSize()), inner_(std::move(inner)) {}
+  explicit ForwardingBackend(c10::intrusive_ptr<c10d::Backend> inner)
+      : c10d::Backend(inner->getRank(), inner->getSize()), inner_(std::move(inner)) {}
 
-  // Subclasses name themselves, never "gloo": c10d::Logger static_casts groups that call themselves gloo to
-  // ProcessGroupGloo.
+  // Subclasses name themselves, never "gloo": c10d code that sees that name casts the backend to ProcessGroupGloo.
   const std::string getBackendName() const override = 0;
+  const c10::intrusive_ptr<c10d::Backend>& inner() const { return inner_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
     return inner_->broadcast(t, o);
   }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override {
     return inner_->allreduce(t, o);
+  }
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& t,
+                                                  const c10d::AllreduceOptions& o) override {
+    return inner_->allreduce_sparse(t, o);
   }
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
                                                      const c10d::AllreduceCoalescedOptions& o) override {
@@ -45,6 +49,11 @@ class ForwardingProcessGroup : public c10d::ProcessGroup {
                                                      const c10d::AllgatherOptions& o) override {
     return inner_->allgather_coalesced(out, in, o);
   }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& out,
+                                                                 std::vector<at::Tensor>& in,
+                                                                 const c10d::AllgatherOptions& o) override {
+    return inner_->allgather_into_tensor_coalesced(out, in, o);
+  }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
                                         const c10d::GatherOptions& o) override {
     return inner_->gather(out, in, o);
@@ -56,6 +65,15 @@ class ForwardingProcessGroup : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
                                                 const c10d::ReduceScatterOptions& o) override {
     return inner_->reduce_scatter(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                      const c10d::ReduceScatterOptions& o) override {
+    return inner_->_reduce_scatter_base(out, in, o);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& out,
+                                                                 std::vector<at::Tensor>& in,
+                                                                 const c10d::ReduceScatterOptions& o) override {
+    return inner_->reduce_scatter_tensor_coalesced(out, in, o);
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                                                std::vector<int64_t>& in_splits,
@@ -81,9 +99,12 @@ class ForwardingProcessGroup : public c10d::ProcessGroup {
     return inner_->recvAnysource(t, tag);
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override { return inner_->barrier(o); }
+  void setTimeout(std::chrono::milliseconds timeout) override { inner_->setTimeout(timeout); }
+  void abort() override { inner_->abort(); }
+  void shutdown() override { inner_->shutdown(); }
 
  protected:
-  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
+  c10::intrusive_ptr<c10d::Backend> inner_;
 };
 
 }  // namespace ddp
