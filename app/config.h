@@ -94,7 +94,8 @@ struct AmpConfig {
 
 // [dist]: process group and DDP behaviour.
 struct DistConfig {
-  std::string backend = "auto";  // auto | gloo | nccl
+  std::string device = "auto";   // auto (cuda:LOCAL_RANK when a GPU is visible, else cpu) | cpu | cuda
+  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
   double timeout_s = 300.0;
   double bucket_cap_mb = 25.0;
   bool broadcast_buffers = true;

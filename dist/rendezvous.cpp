@@ -3,6 +3,7 @@
 
 #include "dist/first_line.h"
 #include "dist/group_connect.h"
+#include "dist/placement.h"
 #include "dist/seconds_text.h"
 #include "dist/shm_allreduce.h"
 #include "dist/tcp_probe.h"
@@ -175,21 +176,12 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.local_world_size = info.local_world_size;
   ctx.group_rank = info.group_rank;
 
-  std::string backend = cfg.backend;
-  if (backend == "auto") backend = (cuda_build() && torch::cuda::is_available()) ? "nccl" : "gloo";
-  if (backend == "nccl") {
-    if (cfg.allreduce == "shm")
-      throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
-    if (!cuda_build())
-      throw std::runtime_error(
-          "dist.backend = \"nccl\" needs a CUDA build of ddptrain (this one was built without CUDA: a CPU LibTorch "
-          "or DDP_WITH_CUDA=OFF); use dist.backend = \"gloo\" or \"auto\"");
-    if (!torch::cuda::is_available())
-      throw std::runtime_error("dist.backend = \"nccl\" needs CUDA device cuda:" + std::to_string(info.local_rank) +
-                               " (LOCAL_RANK " + std::to_string(info.local_rank) +
-                               ") but no CUDA device is visible; use dist.backend = \"gloo\" or \"auto\"");
-    ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(info.local_rank));
-  }
+  const Placement placement = choose_placement(cfg, info.local_rank, info.local_world_size, cuda_build(),
+                                               cuda_build() ? static_cast<int64_t>(torch::cuda::device_count()) : 0);
+  const std::string backend = placement.backend;
+  ctx.device = placement.device;
+  if (backend == "nccl" && cfg.allreduce == "shm")
+    throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
   ctx.backend = info.world_size > 1 ? backend : "none";
   if (info.world_size <= 1) return ctx;
 

@@ -134,6 +134,40 @@ TEST(CliOk, HelpExitsZeroWithUsage) {
   }
 }
 
+// --version against the venv's PyTorch: the same LibTorch version, and on a CUDA build the same CUDA, cuDNN and NCCL
+// versions that torch.version.cuda, torch.backends.cudnn.version() and torch.cuda.nccl.version() report, and the
+// same number of GPUs torch.cuda.device_count() sees.
+TEST(CliOk, VersionMatchesTheLibTorchItRunsOn) {
+  test::TempDir dir;
+  auto r = ddptrain_in(dir.path(), "--version");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("ddptrain ", 0), 0u) << r.output;
+  if (!test::python_has_torch()) GTEST_SKIP() << test::python() << " cannot import torch";
+  auto py = test::run_command(
+      shell_quote(test::python()) +
+      " -c 'import torch; v = torch.__version__.split(\"+\")[0]; print(\"LibTorch \" + v)\n"
+      "if torch.version.cuda:\n"
+      "    c = torch.backends.cudnn.version(); n = torch.cuda.nccl.version()\n"
+      "    print(\"CUDA %s | cuDNN %d.%d.%d | NCCL %d.%d.%d\" % ((torch.version.cuda, c // 10000, c % 10000 // 100, "
+      "c % 100) + tuple(n)))\n"
+      "print(\"GPUs visible: %d\" % torch.cuda.device_count())'");
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  std::istringstream expected(py.output);
+  for (std::string line; std::getline(expected, line);)
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing \"" << line << "\" in\n" << r.output;
+}
+
+// ldd: LibTorch from the venv's torch/lib (or the LibTorch the build was pointed at), and on a CUDA build NCCL
+// resolved, nothing missing.
+TEST(CliOk, LinksLibTorchAndNcclWithNothingMissing) {
+  auto r = test::run_command("ldd " + shell_quote(test::ddptrain_path()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("not found"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/torch/lib/libtorch_cpu.so"), std::string::npos) << r.output;
+  if (test::run_command(shell_quote(test::ddptrain_path()) + " --version | grep -q NCCL").exit_code == 0)
+    EXPECT_NE(r.output.find("libnccl.so.2 => /"), std::string::npos) << r.output;
+}
+
 TEST(CliRuntime, MissingDatasetExitsOneNamingTheFile) {
   test::TempDir dir;
   test::write_file(dir / "ok.toml", "");

@@ -121,7 +121,7 @@ TEST(Rendezvous, NcclWithoutAGpuEndsDdptrainWithOneErrorLine) {
                                    dir / "data" + "\"\n");
   auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " --dist.backend=nccl");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_EQ(r.output.rfind("error: dist.backend = \"nccl\" needs ", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.rfind("error: dist.device = \"auto\" with dist.backend = \"nccl\" needs ", 0), 0u) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 

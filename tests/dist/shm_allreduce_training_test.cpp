@@ -11,7 +11,7 @@
 namespace ddp::test {
 namespace {
 
-std::string tiny_job(const TempDir& dir) {
+std::string tiny_shm_job(const TempDir& dir) {
   return write_tiny_job(dir, 512, 64, 3,
                         {"job.seed=5", "model.name=net", "data.batch_size=16", "optimizer.lr=0.05",
                          "optimizer.momentum=0.9", "metrics.log_every_steps=4", "metrics.progress=plain"});
@@ -19,7 +19,7 @@ std::string tiny_job(const TempDir& dir) {
 
 TEST(ShmAllreduceTraining, SameModelAsGlooBitForBitAndNamedInTheBanner) {
   TempDir dir;
-  const std::string cfg = tiny_job(dir);
+  const std::string cfg = tiny_shm_job(dir);
   for (std::string compression : {"none", "fp16"}) {
     const std::string common = cfg + " --dist.grad_compression=" + compression;
     auto shm = run_ranks(2, common + " --dist.allreduce=shm --job.out_dir=" + dir / ("shm-" + compression));
@@ -59,7 +59,7 @@ std::vector<RankResult> run_with_rank1_elsewhere(const TempDir& dir, const std::
 TEST(ShmAllreduceTraining, RankWithoutRankZerosSegmentKeepsGlooOrFailsWhenShmIsRequired) {
   if (!can_unshare_mounts()) GTEST_SKIP() << "cannot make a mount namespace here (needs root / CAP_SYS_ADMIN)";
   TempDir dir;
-  const std::string cfg = tiny_job(dir);
+  const std::string cfg = tiny_shm_job(dir);
   auto fallback = run_with_rank1_elsewhere(dir, cfg + " --job.out_dir=" + dir / "auto");
   ASSERT_EQ(fallback[0].exit_code, 0) << fallback[0].output;
   ASSERT_EQ(fallback[1].exit_code, 0) << fallback[1].output;
