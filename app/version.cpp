@@ -12,6 +12,7 @@
 #include <sstream>
 
 namespace ddp {
+#ifdef DDP_WITH_CUDA
 namespace {
 
 // 13000 -> "13.0"; 91900 -> "9.19.0" (cuDNN 9+: major*10000 + minor*100 + patch).
@@ -21,13 +22,14 @@ std::string cudnn_version(long v) {
 }
 
 }  // namespace
+#endif
 
 std::string version_text() {
   std::ostringstream os;
   os << "ddptrain " << DDPTRAIN_VERSION << "\n"
      << "LibTorch " << TORCH_VERSION << "\n";
-  const auto& hooks = at::detail::getCUDAHooks();
 #ifdef DDP_WITH_CUDA
+  const auto& hooks = at::detail::getCUDAHooks();
   os << "CUDA " << cuda_version(hooks.versionCUDART()) << " | cuDNN "
      << (hooks.hasCuDNN() ? cudnn_version(hooks.versionCuDNN()) : std::string("none")) << " | NCCL " << NCCL_MAJOR
      << "." << NCCL_MINOR << "." << NCCL_PATCH << " (compiled in)\n";
