@@ -234,8 +234,10 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   const int rank = static_cast<int>(info.rank);
   const int world = static_cast<int>(info.world_size);
   // CPU collectives (metrics, found_inf of CPU runs, the gloo backend's gradients) always run on Gloo, as with
-  // torch.distributed's "cpu:gloo,cuda:nccl"; with nccl, CUDA tensors go through ProcessGroupNCCL.
-  auto gloo = connect_backend([&] { return make_gloo_backend(prefixed, rank, world, timeout, gloo_interfaces()); },
+  // torch.distributed's "cpu:gloo,cuda:nccl"; with nccl, CUDA tensors go through ProcessGroupNCCL. Each backend
+  // keeps its keys under its device's prefix, as _new_process_group_helper does ("cpu/", "cuda/").
+  auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
+  auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
                               watch, info.rank, timeout, address);
   std::vector<BackendSlot> slots;
   if (backend == "gloo") {
@@ -259,7 +261,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
 #ifdef DDP_WITH_CUDA
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
-    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, world, options);
+    auto cuda_store = c10::make_intrusive<c10d::PrefixStore>("cuda/", prefixed);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(cuda_store, rank, world, options);
     nccl->setSequenceNumberForGroup();
     slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
     slots.push_back({c10::DeviceType::CPU, "gloo", gloo});
