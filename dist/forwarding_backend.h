@@ -17,7 +17,6 @@ class ForwardingBackend : public c10d::Backend {
 
   // Subclasses name themselves, never "gloo": c10d code that sees that name casts the backend to ProcessGroupGloo.
   const std::string getBackendName() const override = 0;
-  const c10::intrusive_ptr<c10d::Backend>& inner() const { return inner_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
     return inner_->broadcast(t, o);

@@ -1,4 +1,5 @@
-// connect_backend: builds a process group's backend under a watchdog, so a rank that cannot connect ends every rank promptly.
+// connect_backend: builds a process group's backend under a watchdog, so a rank that cannot connect ends every rank
+// promptly.
 #pragma once
 
 #include "dist/c10d_fwd.h"

@@ -4,17 +4,11 @@
 #include <stdexcept>
 
 namespace ddp {
-namespace {
-
-std::string cuda_device_name(int64_t index) { return "cuda:" + std::to_string(index); }
-
-}  // namespace
 
 Placement choose_placement(const DistConfig& cfg, int64_t local_rank, int64_t local_world_size, bool cuda_built,
                            int64_t gpus) {
-  const bool cuda_usable = cuda_built && gpus > 0;
   std::string device = cfg.device;
-  if (device == "auto") device = (cuda_usable || cfg.backend == "nccl") ? "cuda" : "cpu";
+  if (device == "auto") device = ((cuda_built && gpus > 0) || cfg.backend == "nccl") ? "cuda" : "cpu";
   if (device == "cpu" && cfg.backend == "nccl")
     throw ConfigError("dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; use dist.backend = "
                       "\"gloo\" or \"auto\" on CPU");
@@ -26,7 +20,7 @@ Placement choose_placement(const DistConfig& cfg, int64_t local_rank, int64_t lo
     throw std::runtime_error(who + " needs a CUDA build of ddptrain (this one was built without CUDA: a CPU LibTorch "
                                    "or DDP_WITH_CUDA=OFF); use dist.device = \"cpu\"");
   if (gpus == 0)
-    throw std::runtime_error(who + " needs CUDA device " + cuda_device_name(local_rank) + " (LOCAL_RANK " +
+    throw std::runtime_error(who + " needs CUDA device cuda:" + std::to_string(local_rank) + " (LOCAL_RANK " +
                              std::to_string(local_rank) + ") but no CUDA device is visible; use dist.device = \"cpu\"");
   int64_t index = local_rank;
   if (local_rank >= gpus) {

@@ -270,7 +270,6 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
 #endif
   }
   ctx.group = make_process_group(prefixed, rank, world, slots);
-  ctx.backend = backend;
   return ctx;
 }
 
