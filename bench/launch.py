@@ -1,4 +1,4 @@
-# Process launching for ddp_bench.py: ranks under /usr/bin/time -v with a torchrun-style environment.
+# Process launching for ddp_bench.py and gpu_bench.py: ranks under /usr/bin/time -v with a torchrun-style environment.
 #
 # Rank 0's stdout is timestamped (time to first optimizer step); peak RSS per rank.
 import os
@@ -56,7 +56,8 @@ def run_ranks(argvs, envs, work_dir, timeout_s, stop_after_first_step=False):
     t0 = time.perf_counter()
     for rank, (argv, env) in enumerate(zip(argvs, envs)):
         rss_file = os.path.join(work_dir, f"time.rank{rank}.txt")
-        cmd = ["/usr/bin/time", "-v", "-o", rss_file] + argv
+        # Without GNU time (a GPU machine's image may lack it) the run goes on and peak RSS is reported as n/a.
+        cmd = (["/usr/bin/time", "-v", "-o", rss_file] if os.access("/usr/bin/time", os.X_OK) else []) + argv
         stdout = subprocess.PIPE if rank == 0 else open(os.path.join(work_dir, f"stdout.rank{rank}.txt"), "w")
         stderr = open(os.path.join(work_dir, f"stderr.rank{rank}.txt"), "w")
         procs.append(subprocess.Popen(cmd, env=env, cwd=work_dir, stdout=stdout, stderr=stderr, text=True,

@@ -1,10 +1,17 @@
-# Python reference worker for ddp_bench.py: one rank of a PyTorch DDP (or sync-off) training loop, timed per interval.
+# Python reference worker for ddp_bench.py and gpu_bench.py: one rank of a PyTorch DDP (or sync-off) training loop,
+# timed per interval.
 #
-# Launched like a torchrun worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS set by the harness).
-# Mirrors ddptrain's loop: uint8 images normalised per batch; per step zero_grad, forward (under autocast for bf16),
-# fp32 loss, backward, step, loss.item() and the correct count; every --log-every steps (and at the last step / an
-# epoch end) the interval's loss, correct and samples are all-reduced (sync on) and its samples and seconds recorded.
-# A world of one runs without a process group or DDP, as ddptrain does.
+# Launched like a torchrun worker (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS set by the
+# harness). Mirrors ddptrain's loop: uint8 images normalised per batch; per step zero_grad, forward (under autocast for
+# bf16/fp16), fp32 loss, backward (through torch.amp.GradScaler for fp16), step, the loss and the correct count; every
+# --log-every steps (and at the last step / an epoch end) the interval's loss, correct and samples are all-reduced
+# (sync on) and its samples and seconds recorded. A world of one runs without a process group or DDP, as ddptrain does.
+#
+# --device cpu (default; ddp_bench.py): loss.item() and the correct count every step, DataLoader(num_workers=0), Gloo.
+# --device cuda (gpu_bench.py): the rank's GPU is cuda:LOCAL_RANK (shared round-robin when there are fewer GPUs);
+# batches come from DataLoader(num_workers=--workers, pin_memory=True), are copied non_blocking and normalised on the
+# GPU; loss and correct count stay on the GPU until the interval ends (one synchronisation per interval, as a Python
+# user writing for speed would); NCCL; torch.cuda.max_memory_allocated() is reported as gpu_mem_peak_mib.
 import argparse
 import gzip
 import json
@@ -26,13 +33,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ddp_reference import Net, find  # noqa: E402
 
 
-def build_model(name, dropout):
+def build_model(name, dropout, in_channels=1, num_classes=10):
+    """net, or torchvision's resnet18/resnet50 with an in_channels stem (ddptrain's parameter names and shapes)."""
     if name == "net":
         return Net(dropout)
     import torchvision
 
-    model = torchvision.models.resnet18(num_classes=10)
-    model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    model = getattr(torchvision.models, name)(num_classes=num_classes)
+    if in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
     return model
 
 
@@ -83,11 +92,12 @@ def read_idx_uint8(path):
 
 
 def load_train_set(args):
-    """uint8 images [N, 1, 28, 28] and int64 labels; like ddptrain, batches are normalised as they are used."""
+    """uint8 images [N, C, S, S] and int64 labels; like ddptrain, batches are normalised as they are used."""
     if args.data == "synthetic":
         gen = torch.Generator().manual_seed(args.seed)
-        x = torch.randint(0, 256, (args.synthetic_size, 1, 28, 28), generator=gen, dtype=torch.uint8)
-        y = torch.randint(0, 10, (args.synthetic_size,), generator=gen)
+        shape = (args.synthetic_size, args.in_channels, args.image_size, args.image_size)
+        x = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+        y = torch.randint(0, args.num_classes, (args.synthetic_size,), generator=gen)
         return TensorDataset(x, y)
     images = read_idx_uint8(find(args.data_dir, "train-images-idx3-ubyte"))
     labels = read_idx_uint8(find(args.data_dir, "train-labels-idx1-ubyte")).long()
@@ -96,11 +106,19 @@ def load_train_set(args):
 
 def parse_args():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["net", "resnet18"], required=True)
+    p.add_argument("--model", choices=["net", "resnet18", "resnet50"], required=True)
     p.add_argument("--data", choices=["fashion-mnist", "synthetic"], required=True)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--init", required=True, help="state dict (torch.save) both sides start from")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp16: autocast to float16 with torch.amp.GradScaler")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--channels-last", action="store_true", help="model and inputs in torch.channels_last")
+    p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
+    p.add_argument("--workers", type=int, default=4, help="DataLoader workers with --device cuda")
+    p.add_argument("--in-channels", type=int, default=1)
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--image-size", type=int, default=28, help="synthetic images' side")
     p.add_argument("--sync", choices=["on", "off"], default="on")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log-every", type=int, required=True)
@@ -123,56 +141,97 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cuda = args.device == "cuda"
+    if cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    else:
+        device = torch.device("cpu")
     sync = args.sync == "on" and world > 1  # a world of one runs without a process group, as ddptrain does
     if sync:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
     torch.manual_seed(args.seed + rank)
-    model = build_model(args.model, args.dropout)
+    model = build_model(args.model, args.dropout, args.in_channels, args.num_classes)
     model.load_state_dict(torch.load(args.init))
     if args.kernels == "ddptrain":
         model = use_ddptrain_kernels(model, args.model)
+    model.to(device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    if args.channels_last:
+        model.to(memory_format=torch.channels_last)
     model.train()
-    trained = DDP(model) if sync else model
+    trained = (DDP(model, device_ids=[device.index]) if cuda else DDP(model)) if sync else model
     dataset = load_train_set(args)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
-    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=0)
+    if cuda:
+        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
+                            pin_memory=True, persistent_workers=args.workers > 0)
+    else:
+        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=0)
     opt = torch.optim.SGD(trained.parameters(), lr=args.lr, momentum=args.momentum)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     log_probs = args.model == "net"
     step, epoch, intervals = 0, 0, []
     loss_sum = correct = samples = 0.0
+    if cuda:
+        loss_sum, correct = torch.zeros((), device=device, dtype=torch.float64), torch.zeros((), device=device)
     interval_start = time.perf_counter()
     while step < args.steps:
         sampler.set_epoch(epoch)
         for batch_index, (xb, yb) in enumerate(loader, start=1):
+            xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
             xb = xb.to(torch.float32).div_(255).sub_(args.mean).div_(args.std)
+            if args.channels_last:
+                xb = xb.contiguous(memory_format=memory_format)
             opt.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
                 out = trained(xb)
             out = out.float()
             loss = F.nll_loss(out, yb) if log_probs else F.cross_entropy(out, yb)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             step += 1
-            loss_sum += loss.item() * len(yb)
-            correct += out.detach().argmax(1).eq(yb).sum().item()
+            if cuda:  # no synchronisation until the interval ends
+                loss_sum += loss.detach() * len(yb)
+                correct += out.detach().argmax(1).eq(yb).sum()
+            else:
+                loss_sum += loss.item() * len(yb)
+                correct += out.detach().argmax(1).eq(yb).sum().item()
             samples += len(yb)
             last = step == args.steps
             if step % args.log_every == 0 or last or batch_index == len(loader):
-                totals = torch.tensor([loss_sum, correct, samples], dtype=torch.float64)
-                if sync:
-                    dist.all_reduce(totals)
+                if cuda:
+                    totals = torch.stack([loss_sum, correct.double(), torch.tensor(samples, dtype=torch.float64,
+                                                                                   device=device)])
+                    if sync:
+                        dist.all_reduce(totals)
+                    totals = totals.cpu()  # waits for the interval's work
+                    loss_sum, correct = torch.zeros_like(loss_sum), torch.zeros_like(correct)
+                else:
+                    totals = torch.tensor([loss_sum, correct, samples], dtype=torch.float64)
+                    if sync:
+                        dist.all_reduce(totals)
                 elapsed = time.perf_counter() - interval_start
                 intervals.append([step, totals[2].item(), elapsed])
                 if rank == 0:
                     print(f"step {step}/{args.steps} loss {totals[0].item() / totals[2].item():.4f} "
                           f"samples/s {totals[2].item() / elapsed:.0f}", flush=True)
-                loss_sum = correct = samples = 0.0
+                if not cuda:
+                    loss_sum = correct = 0.0
+                samples = 0.0
                 interval_start = time.perf_counter()
             if last:
                 break
         epoch += 1
     with open(args.result, "w") as f:
-        json.dump({"rank": rank, "world": world, "sync": sync, "intervals": intervals}, f)
+        result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals}
+        if cuda:
+            result["gpu_mem_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+            result["gpu_name"] = torch.cuda.get_device_name(device)
+        json.dump(result, f)
     if sync:
         dist.barrier()
         dist.destroy_process_group()

@@ -1,6 +1,8 @@
 // HTTP(S) GET into a file with libcurl: status-line capture, body streaming with MD5, timeouts, no proxy for loopback.
+// Built without libcurl (CMake DDP_WITH_DOWNLOAD=OFF, or AUTO without it), every fetch fails saying so.
 #include "data/http_fetch.h"
 
+#ifdef DDP_WITH_DOWNLOAD
 #include <curl/curl.h>
 #include <unistd.h>
 
@@ -10,8 +12,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#endif
 
 namespace ddp {
+#ifdef DDP_WITH_DOWNLOAD
 namespace {
 
 struct Transfer {
@@ -107,4 +111,11 @@ std::string http_fetch(const std::string& url, int fd, Md5& md5) {
   return "";
 }
 
+#else
+
+std::string http_fetch(const std::string&, int, Md5&) {
+  return "this ddptrain was built without download support (libcurl)";
+}
+
+#endif
 }  // namespace ddp
