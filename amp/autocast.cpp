@@ -7,10 +7,15 @@
 
 namespace ddp {
 
-c10::ScalarType amp_dtype_from_name(const std::string& name) {
-  if (name == "bf16") return c10::kBFloat16;
-  if (name == "fp16") return c10::kHalf;
-  throw std::invalid_argument("amp.dtype must be bf16 or fp16, got '" + name + "'");
+c10::ScalarType amp_dtype_from_name(const std::string& name, c10::DeviceType device) {
+  if (name == "auto") return device == c10::DeviceType::CUDA ? c10::kHalf : c10::kBFloat16;
+  if (name == "bfloat16" || name == "bf16") return c10::kBFloat16;
+  if (name == "float16" || name == "fp16") return c10::kHalf;
+  throw std::invalid_argument("amp.dtype must be auto, float16 or bfloat16, got '" + name + "'");
+}
+
+std::string amp_dtype_label(c10::ScalarType dtype) {
+  return dtype == c10::kHalf ? "float16" : dtype == c10::kBFloat16 ? "bfloat16" : c10::toString(dtype);
 }
 
 AutocastGuard::AutocastGuard(c10::Device device, bool enabled, c10::ScalarType dtype) : device_type_(device.type()) {

@@ -8,8 +8,11 @@
 
 namespace ddp {
 
-// Parses amp.dtype ("bf16" | "fp16") into kBFloat16 / kHalf; anything else throws std::invalid_argument.
-c10::ScalarType amp_dtype_from_name(const std::string& name);
+// Parses amp.dtype into kHalf ("float16", "fp16") or kBFloat16 ("bfloat16", "bf16"); "auto" is float16 on CUDA
+// and bfloat16 elsewhere (what each device's autocast defaults to); anything else throws std::invalid_argument.
+c10::ScalarType amp_dtype_from_name(const std::string& name, c10::DeviceType device = c10::DeviceType::CPU);
+// "float16" / "bfloat16": torch's name for an autocast dtype.
+std::string amp_dtype_label(c10::ScalarType dtype);
 
 // Enters an autocast region exactly as torch.autocast.__enter__ does (set_autocast_enabled and set_autocast_dtype
 // for the device type, then increment_nesting and the cache flag) and restores the previous state on destruction

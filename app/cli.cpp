@@ -1,6 +1,7 @@
 // ddptrain entry logic: argument parsing, config loading, rendezvous, training, and exit codes.
 #include "app/cli.h"
 
+#include "amp/autocast.h"
 #include "app/c10_logging.h"
 #include "app/config.h"
 #include "app/preemption.h"
@@ -9,6 +10,7 @@
 #include "dist/first_line.h"
 #include "dist/process_group.h"
 #include "dist/rendezvous.h"
+#include "memory/gpu_memory.h"
 #include "models/classifier.h"
 
 
@@ -57,8 +59,9 @@ namespace {
 void print_banner(const Trainer& t) {
   const Config& c = t.config();
   const DistContext& d = t.dist();
+  const std::string gpu = gpu_summary(d.device);
   std::cout << "ddptrain: job " << c.job.name << " | world " << d.world_size << " | backend " << d.backend
-            << " | device " << d.device.str();
+            << " | device " << d.device.str() << (gpu.empty() ? "" : " (" + gpu + ")");
   if (d.distributed())
     std::cout << " | all-reduce " << (d.allreduce == "shm" ? "shared memory" : d.allreduce)
               << (d.allreduce_note.empty() ? "" : " (shared memory not used: " + d.allreduce_note + ")");
@@ -70,7 +73,7 @@ void print_banner(const Trainer& t) {
             << c.training.grad_accum_steps << " accumulation = " << c.data.batch_size * d.world_size *
                                                                        c.training.grad_accum_steps
             << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
-            << (c.amp.enabled ? c.amp.dtype : std::string("off")) << "\n"
+            << (c.amp.enabled ? amp_dtype_label(amp_dtype_from_name(c.amp.dtype, d.device.type())) : "off") << "\n"
             << "  outputs in " << c.job.out_dir << std::endl;
 }
 

@@ -331,6 +331,10 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != "sgd"))
     fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
          "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
+  if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
+    fail({"training.cudnn_benchmark", "training.deterministic"},
+         "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "
+         "rules out; set one of them to false");
 }
 
 

@@ -29,6 +29,7 @@ struct DataConfig {
   int64_t prefetch = 4;                   // batches assembled ahead per rank
   double mean = -1;                       // normalisation; < 0 = dataset default
   double std = -1;                        // normalisation; <= 0 = dataset default
+  bool pin_memory = true;                 // CUDA only: batches assembled in pinned host memory, copied non_blocking
   bool download = false;                  // mnist only: fetch missing files from data.mirrors
   std::vector<std::string> mirrors;       // URL prefixes; empty = torchvision's mirror list
   int64_t synthetic_train_size = 6000;    // synthetic only
@@ -79,12 +80,16 @@ struct TrainingConfig {
   int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
   double clip_grad_norm = 0.0;   // 0 = off
   int64_t eval_every_epochs = 1; // 0 = only at the end
+  // torch.use_deterministic_algorithms(True) + cudnn.deterministic + CUBLAS_WORKSPACE_CONFIG=:4096:8 (when unset).
+  bool deterministic = false;
+  bool cudnn_benchmark = false;  // torch.backends.cudnn.benchmark (CUDA; not with deterministic)
 };
 
 // [amp]: autocast and loss scaling.
 struct AmpConfig {
   bool enabled = false;
-  std::string dtype = "bf16";         // bf16 | fp16 (fp16 needs CUDA)
+  // auto (float16 on CUDA, bfloat16 on CPU) | float16 | bfloat16; "fp16" / "bf16" are accepted as the same names.
+  std::string dtype = "auto";
   std::string loss_scaling = "auto";  // auto | dynamic | off
   double init_scale = 65536.0;
   double growth_factor = 2.0;

@@ -3,12 +3,15 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "app/device_settings.h"
 #include "app/preemption.h"
 #include "app/tensorboard.h"
 #include "checkpoint/state_dict.h"
+#include "data/device_feed.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
 #include "dist/reduce.h"
+#include "memory/gpu_memory.h"
 #include "memory/step_allocator.h"
 #include "optim/optimizer.h"
 
@@ -66,17 +69,23 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   o.prefetch = cfg_.data.prefetch;
   o.mean = cfg_.data.mean;
   o.std = cfg_.data.std;
+  // Page-locked host batches make the device copy asynchronous (DataLoader's pin_memory=True).
+  if (ctx_.device.is_cuda() && cfg_.data.pin_memory) o.finish = pin_batch_memory();
   return o;
 }
 
 void Trainer::setup() {
   if (cfg_.job.step_memory == "planned") step_memory_ = &StepAllocator::start_run();  // before the first tensor
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
+  configure_math_modes(cfg_.training);  // before the first CUDA operation (cuBLAS reads its workspace setting)
   progress_ = Progress(cfg_.metrics.progress, ctx_.is_main());
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed);
 
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
-  model_ = make_model(cfg_.model);
+  ModelConfig model_cfg = cfg_.model;
+  // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
+  if (model_cfg.memory_format == "auto" && ctx_.device.is_cuda()) model_cfg.memory_format = "channels_last";
+  model_ = make_model(model_cfg);
   if (!cfg_.model.init_from.empty())
     apply_state(*model_, load_state_dict_file(cfg_.model.init_from), cfg_.model.init_from);
   model_->to(ctx_.device);
@@ -84,9 +93,10 @@ void Trainer::setup() {
   // Dropout draws from the global generator: a distinct, reproducible stream per rank.
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
 
-  if (cfg_.amp.enabled) amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype);
+  if (cfg_.amp.enabled) amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype, ctx_.device.type());
+  // auto: float16's narrow range needs loss scaling (torch.amp.GradScaler), bfloat16's does not.
   const bool scaling = cfg_.amp.enabled && (cfg_.amp.loss_scaling == "dynamic" ||
-                                            (cfg_.amp.loss_scaling == "auto" && cfg_.amp.dtype == "fp16"));
+                                            (cfg_.amp.loss_scaling == "auto" && amp_dtype_ == c10::kHalf));
   if (scaling) {
     GradScalerOptions o;
     o.init_scale = cfg_.amp.init_scale;
@@ -194,6 +204,14 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
   return total;
 }
 
+void Trainer::add_device_metrics(JsonRecord& record) {
+  const auto peak = peak_gpu_memory_bytes(ctx_.device);
+  if (!peak) return;  // the same on every rank: all run on CPU or all on CUDA
+  const double mib = all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
+  record.add("gpu_mem_peak_mib", mib);
+  if (tensorboard_) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", mib, global_step_);
+}
+
 void Trainer::report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label) {
   write_metrics(JsonRecord()
                     .add("kind", "eval")
@@ -220,8 +238,9 @@ EvalResult Trainer::evaluate() {
   const Split& test = dataset_.test;
   BatchLoader loader(test, eval_shard(test.size(), ctx_.world_size, ctx_.rank),
                      loader_options(cfg_.data.eval_batch_size, /*drop_last=*/false));
+  auto feed = make_device_feed(loader, ctx_.device);
   double loss_sum = 0, correct = 0, count = 0;
-  while (auto batch = loader.next()) {
+  while (auto batch = feed->next()) {
     torch::Tensor x = batch->images.to(ctx_.device), y = batch->labels.to(ctx_.device);
     torch::Tensor out = model_->forward(x);
     torch::Tensor loss = model_->outputs_log_probs()
@@ -263,8 +282,9 @@ TrainSummary Trainer::train() {
     BatchLoader loader(dataset_.train, sampler.indices_from(epoch_sample_offset_),
                        loader_options(cfg_.data.batch_size, cfg_.data.drop_last), batch_in_epoch_);
     const int64_t num_batches = loader.num_batches();
+    auto feed = make_device_feed(loader, ctx_.device);
     std::vector<Batch> group;
-    while (auto batch = loader.next()) {
+    while (auto batch = feed->next()) {
       group.push_back(std::move(*batch));
       ++batch_in_epoch_;
       if (static_cast<int64_t>(group.size()) < k && batch_in_epoch_ < num_batches) continue;
@@ -309,6 +329,7 @@ TrainSummary Trainer::train() {
                           .add("loss_scale", scaler_ ? scaler_->get_scale() : 1.0)
                           .add("skipped_steps", scaler_ ? scaler_->skipped_steps() : int64_t{0});
         rec.add("grad_norm", s.grad_norm);
+        add_device_metrics(rec);
         write_metrics(rec.add("wall_s", seconds_since(start)));
         if (tensorboard_) {
           tensorboard_->add_scalar("train/loss", r[0] / r[2], global_step_);
@@ -316,6 +337,8 @@ TrainSummary Trainer::train() {
           tensorboard_->add_scalar("lr", lr, global_step_);
           tensorboard_->add_scalar("amp/loss_scale", scaler_ ? scaler_->get_scale() : 1.0, global_step_);
           tensorboard_->add_scalar("perf/samples_per_s", sps, global_step_);
+          tensorboard_->add_scalar("amp/skipped_steps", static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0),
+                                   global_step_);
         }
         progress_.on_log(snapshot(r[0] / r[2], r[1] / r[2], sps));
         interval_loss = interval_correct = interval_samples = 0;
@@ -371,6 +394,8 @@ TrainSummary Trainer::train() {
   summary.wall_s = seconds_since(start);
   summary.samples_per_s = total_samples / std::max(summary.wall_s, 1e-9);
   summary.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
+  if (const auto peak = peak_gpu_memory_bytes(ctx_.device))
+    summary.gpu_mem_peak_mib = all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
   summary.checkpoints_written = checkpoints_written_;
   summary.model_path = cfg_.job.out_dir + "/model.pt";
   if (ctx_.is_main()) {
@@ -393,6 +418,7 @@ void Trainer::print_summary(const TrainSummary& s) {
   row("wall time", fmt("%.1f s", s.wall_s));
   row("mean samples/s", fmt("%.0f", s.samples_per_s));
   row("skipped AMP steps", std::to_string(s.skipped_steps));
+  if (s.gpu_mem_peak_mib >= 0) row("peak GPU memory", fmt("%.0f MiB (max over ranks)", s.gpu_mem_peak_mib));
   row("checkpoints written", std::to_string(s.checkpoints_written));
   if (step_memory_) {
     const StepAllocator::Stats m = step_memory_->stats();

@@ -48,6 +48,7 @@ struct TrainSummary {
   double wall_s = 0;
   double samples_per_s = 0;
   int64_t skipped_steps = 0;        // AMP steps skipped for inf/NaN
+  double gpu_mem_peak_mib = -1;     // max over ranks of torch.cuda.max_memory_allocated(); < 0 on CPU
   int64_t checkpoints_written = 0;  // by this run
   std::string model_path;           // final model.pt ("" when preempted)
   bool preempted = false;  // stopped by SIGTERM/SIGINT after writing a checkpoint
@@ -114,6 +115,9 @@ class Trainer {
   bool stop_requested();
   AsyncAllReduceMax stop_vote_{ctx_};
   void open_metrics(bool append);
+  void restore_cuda_rng(const c10::impl::GenericDict& state);
+  // The train record's device figures: peak GPU memory, max over ranks (collective; nothing on CPU).
+  void add_device_metrics(JsonRecord& record);
 
   int64_t global_step_ = 0;
   int64_t epoch_ = 0;           // epoch in progress (0-based)

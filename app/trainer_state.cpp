@@ -71,6 +71,12 @@ c10::impl::GenericDict Trainer::state_dict() {
   c10::List<at::Tensor> rngs;
   for (auto& t : all_gather(ctx_, rng)) rngs.push_back(t);
   out.insert("rng_cpu", rngs);
+  // Every rank's CUDA generator state (torch.cuda.get_rng_state()) on a CUDA run; empty on CPU.
+  c10::List<at::Tensor> cuda_rngs;
+  if (ctx_.device.is_cuda())
+    for (auto& t : all_gather(ctx_, at::globalContext().defaultGenerator(ctx_.device).get_state()))
+      cuda_rngs.push_back(t);
+  out.insert("rng_cuda", cuda_rngs);
   out.insert("config", format_config(cfg_));
   out.insert("config_hash", config_hash(resumable_config(cfg_)));
   return out;
@@ -118,8 +124,23 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   } else {
     torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed + ctx_.rank + global_step_));
   }
+  restore_cuda_rng(state);
   if (field(state, "config_hash").toStringRef() != config_hash(resumable_config(cfg_)) && ctx_.is_main())
     std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
+}
+
+void Trainer::restore_cuda_rng(const c10::impl::GenericDict& state) {
+  if (!ctx_.device.is_cuda()) return;  // a CUDA run's checkpoint resumes on CPU with the CPU generators alone
+  std::vector<torch::Tensor> states;
+  auto it = state.find("rng_cuda");  // absent in checkpoints of ddptrain 0.3.0 and earlier
+  if (it != state.end())
+    for (const auto& v : it->value().toListRef()) states.push_back(v.toTensor());
+  at::Generator gen = at::globalContext().defaultGenerator(ctx_.device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  if (ctx_.rank < static_cast<int64_t>(states.size()))
+    gen.set_state(states[static_cast<size_t>(ctx_.rank)]);
+  else  // written on CPU (or by fewer ranks): a fresh, reproducible stream per rank and step
+    gen.set_current_seed(static_cast<uint64_t>(cfg_.job.seed + ctx_.rank + global_step_));
 }
 
 void Trainer::save_checkpoint(double eval_accuracy) {

@@ -21,12 +21,21 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
+std::function<void(Batch&)> pin_batch_memory() {
+  return [](Batch& b) {
+    b.images = b.images.pin_memory();
+    b.labels = b.labels.pin_memory();
+  };
+}
+
 Batch BatchLoader::assemble(int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t end = std::min<int64_t>(begin + options_.batch_size, static_cast<int64_t>(indices_.size()));
   torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + begin, {end - begin}, torch::kInt64);
-  return {normalize_images(split_.images.index_select(0, idx), options_.mean, options_.std),
-          split_.labels.index_select(0, idx)};
+  Batch batch{normalize_images(split_.images.index_select(0, idx), options_.mean, options_.std),
+              split_.labels.index_select(0, idx)};
+  if (options_.finish) options_.finish(batch);
+  return batch;
 }
 
 void BatchLoader::worker_loop(int64_t worker_id) {

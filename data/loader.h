@@ -4,6 +4,7 @@
 #include "data/dataset.h"
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,7 +26,13 @@ struct LoaderOptions {
   int64_t prefetch = 4;    // batches ready ahead of the consumer
   double mean = 0.0;
   double std = 1.0;
+  // Runs on the thread that assembled the batch, before the consumer can take it (e.g. copying it into pinned host
+  // memory, as DataLoader(pin_memory=True) does); empty = nothing.
+  std::function<void(Batch&)> finish;
 };
+
+// The finish step that moves a batch into page-locked host memory (needs a CUDA build with a visible GPU).
+std::function<void(Batch&)> pin_batch_memory();
 
 class BatchLoader {
  public:

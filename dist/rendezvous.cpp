@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <torch/cuda.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -180,6 +181,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
                                                cuda_build() ? static_cast<int64_t>(torch::cuda::device_count()) : 0);
   const std::string backend = placement.backend;
   ctx.device = placement.device;
+  // torch.cuda.set_device(LOCAL_RANK): allocations, cuBLAS handles and NCCL's communicator on this rank's GPU.
+  if (ctx.device.is_cuda()) c10::impl::getDeviceGuardImpl(ctx.device.type())->setDevice(ctx.device);
   if (backend == "nccl" && cfg.allreduce == "shm")
     throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
   ctx.backend = info.world_size > 1 ? backend : "none";
@@ -259,10 +262,14 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
     slots.push_back({c10::DeviceType::CUDA, "gloo", gloo});
   } else {
 #ifdef DDP_WITH_CUDA
+    // As torchrun sets for its workers (ddprun too; this covers Slurm and mpirun): a collective that fails or outlives
+    // dist.timeout_s aborts the communicator and ends the process instead of hanging it.
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     auto cuda_store = c10::make_intrusive<c10d::PrefixStore>("cuda/", prefixed);
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(cuda_store, rank, world, options);
+    nccl->setBoundDeviceId(ctx.device);  // init_process_group(device_id=...): barrier() knows its GPU
     nccl->setSequenceNumberForGroup();
     slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
     slots.push_back({c10::DeviceType::CPU, "gloo", gloo});

@@ -107,6 +107,12 @@ TEST(AutocastTest, OtherDtypesAreRejectedWithAClearMessage) {
 TEST(AutocastTest, DtypeNames) {
   EXPECT_EQ(amp_dtype_from_name("bf16"), torch::kBFloat16);
   EXPECT_EQ(amp_dtype_from_name("fp16"), torch::kHalf);
+  EXPECT_EQ(amp_dtype_from_name("bfloat16"), torch::kBFloat16);
+  EXPECT_EQ(amp_dtype_from_name("float16"), torch::kHalf);
+  // auto: each device's autocast default (torch.get_autocast_dtype("cuda") is float16, "cpu" bfloat16).
+  EXPECT_EQ(amp_dtype_from_name("auto", c10::DeviceType::CUDA), torch::kHalf);
+  EXPECT_EQ(amp_dtype_from_name("auto", c10::DeviceType::CPU), torch::kBFloat16);
+  EXPECT_EQ(amp_dtype_from_name("float16", c10::DeviceType::CPU), torch::kHalf);
   EXPECT_THROW(amp_dtype_from_name("fp32"), std::invalid_argument);
 }
 

@@ -66,7 +66,7 @@ TEST(Acceptance, ResNet18TrainsUnderBf16Autocast) {
                        " --data.dir=" + dir / "data" + " --data.batch_size=16 --data.eval_batch_size=16" +
                        " --training.epochs=1 --job.out_dir=" + dir / "out");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("amp bf16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("amp bfloat16"), std::string::npos) << r.output;
   EXPECT_GE(final_accuracy(dir / "out/metrics.jsonl"), 0.0);
   EXPECT_TRUE(std::filesystem::exists(dir / "out/model.pt"));
 }

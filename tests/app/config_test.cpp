@@ -93,7 +93,7 @@ const std::vector<BadCase>& bad_files() {
       {"dataset underscore", "[data]\ndataset = \"fashion_mnist\"\n", {}, "bad.toml:2:11", {"data.dataset must be one of", "did you mean \"fashion-mnist\"?"}},
       {"decay cosin", "[lr_scheduler]\ndecay = \"cosin\"\n", {}, "bad.toml:2:9", {"lr_scheduler.decay must be one of none, cosine, step", "did you mean \"cosine\"?"}},
       {"backend mpi", "[dist]\nbackend = \"mpi\"\n", {}, "bad.toml:2:11", {"dist.backend must be one of auto, gloo, nccl, got \"mpi\""}, {"did you mean"}},
-      {"dtype float16", "[amp]\ndtype = \"float16\"\n", {}, "bad.toml:2:9", {"amp.dtype must be one of bf16, fp16"}},
+      {"dtype float32", "[amp]\ndtype = \"float32\"\n", {}, "bad.toml:2:9", {"amp.dtype must be one of auto, float16, bfloat16, fp16, bf16", "did you mean \"float16\"?"}},
       {"progress bars", "[metrics]\nprogress = \"bars\"\n", {}, "bad.toml:2:12", {"metrics.progress must be one of auto, bar, plain, off", "did you mean \"bar\"?"}},
       {"scale_lr sqrt", "[optimizer]\nscale_lr = \"sqrt\"\n", {}, "bad.toml:2:12", {"optimizer.scale_lr must be one of none, linear"}},
       {"grad_compression bf16", "[dist]\ngrad_compression = \"bf16\"\n", {}, "bad.toml:2:20", {"dist.grad_compression", "did you mean \"fp16\"?"}},
@@ -108,6 +108,8 @@ const std::vector<BadCase>& bad_files() {
        {"data.download is only supported for dataset \"mnist\""}},
       {"nesterov without momentum", "[optimizer]\nnesterov = true\n", {}, "bad.toml:2:12", {"optimizer.nesterov needs", "optimizer.momentum > 0"}},
       {"image_size with mnist", "[data]\nimage_size = 32\n", {}, "bad.toml:2:14", {"data.image_size applies to dataset \"synthetic\" only"}},
+      {"deterministic with cudnn_benchmark", "[training]\ndeterministic = true\ncudnn_benchmark = true\n", {}, "bad.toml:3:19",
+       {"training.cudnn_benchmark picks convolution algorithms by timing them", "set one of them to false"}},
       {"net on 32x32 synthetic", "[data]\ndataset = \"synthetic\"\nimage_size = 32\n", {}, "bad.toml:3:14", {"model net expects 28x28"}},
       // The first error in file order is the one reported (toml++ iterates tables sorted by name).
       {"first error in file order", "[job]\nseed = -5\n[data]\nbatch_size = 0\n", {}, "bad.toml:2:8", {"job.seed"}},

@@ -69,9 +69,15 @@ TEST(LauncherEnvTest, TwoProcessesGetTorchrunVariablesAndOmpThreads) {
   EXPECT_EQ(r.output.find("OMP_NUM_THREADS is not set", first + 1), std::string::npos) << r.output;
 
   // A value the user set is passed on untouched, without the note.
-  r = run_command("OMP_NUM_THREADS=7 TAG=b " + ddprun_path() + " --nproc-per-node=2 " + script);
+  // So are NCCL's own settings and a user's choice of async error handling (issue 18: NCCL_DEBUG passes through).
+  r = run_command("OMP_NUM_THREADS=7 NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth7 TORCH_NCCL_ASYNC_ERROR_HANDLING=3 TAG=b " +
+                  ddprun_path() + " --nproc-per-node=2 " + script);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(parse_env_file(dir / "env_b_1").at("OMP_NUM_THREADS"), "7");
+  const auto env_b = parse_env_file(dir / "env_b_1");
+  EXPECT_EQ(env_b.at("OMP_NUM_THREADS"), "7");
+  EXPECT_EQ(env_b.at("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(env_b.at("NCCL_SOCKET_IFNAME"), "eth7");
+  EXPECT_EQ(env_b.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
   EXPECT_EQ(r.output.find("OMP_NUM_THREADS is not set"), std::string::npos) << r.output;
 }
 

@@ -244,12 +244,35 @@ TEST(Checkpoint, ReadableFromPython) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'batch_in_epoch', 'batch_size', 'best_accuracy', 'config', 'config_hash', 'epoch', "
                           "'epoch_sample_offset', 'format_version', 'global_step', 'model', 'optimizer', "
-                          "'optimizer_name', 'rng_cpu', 'scaler', 'world_size'"),
+                          "'optimizer_name', 'rng_cpu', 'rng_cuda', 'scaler', 'world_size'"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("4 0 4 1 1 torch.Size([10]) ['0.momentum_buffer', '1.momentum_buffer']"),
             std::string::npos)
       << r.output;
+}
+
+// Map location: a checkpoint written on GPU (rng_cuda holds each rank's CUDA generator state, as
+// torch.cuda.get_rng_state() gives it) resumes on CPU exactly like the CPU-written one, and so does one of ddptrain
+// 0.3.0 that has no rng_cuda entry. The variants are made from a real checkpoint by torch in Python.
+TEST(Checkpoint, CheckpointWithCudaGeneratorStatesOrWithoutTheEntryResumesOnCpu) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  std::string cfg = resume_config(dir);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  const std::string src = dir / "part/checkpoints/step-00000008.pt";
+  auto edit = run_command(python() + " -c \"import torch; d = torch.load('" + src + "'); assert d['rng_cuda'] == [], "
+                          "d['rng_cuda']; g = torch.Generator(); g.manual_seed(5); "
+                          "d['rng_cuda'] = [g.get_state()[-16:].clone()]; torch.save(d, '" + dir / "gpu.pt" + "'); "
+                          "del d['rng_cuda']; torch.save(d, '" + dir / "old.pt" + "')\"");
+  ASSERT_EQ(edit.exit_code, 0) << edit.output;
+  for (const std::string variant : {"gpu", "old"}) {
+    auto r = train(cfg, "--job.out_dir=" + dir / variant + " --checkpoint.resume=" + dir / (variant + ".pt"));
+    ASSERT_EQ(r.exit_code, 0) << variant << ": " << r.output;
+    EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+    EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / (variant + "/model.pt"))) << variant;
+  }
 }
 
 TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {

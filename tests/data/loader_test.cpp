@@ -3,12 +3,15 @@
 // The dataset is deterministic and learnable; the loader gives the same batches with any number of workers,
 // assembles them off the calling thread, resumes at a batch, and propagates errors.
 #include "data/dataset.h"
+#include "data/device_feed.h"
 #include "data/loader.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <regex>
+#include <set>
 #include <thread>
 
 namespace ddp::test {
@@ -118,6 +121,63 @@ TEST(BatchLoader, WorkerErrorsReachTheConsumer) {
         }
       },
       std::exception);
+}
+
+// The finish step (pinning on CUDA) runs once per batch on the thread that assembled it, before the consumer sees the
+// batch; with workers = 0 that is the consumer's own thread.
+TEST(BatchLoader, FinishStepRunsOnTheAssemblingThreadBeforeHandOver) {
+  Dataset ds = synthetic(6);
+  std::vector<int64_t> order(100);
+  for (int64_t i = 0; i < 100; ++i) order[i] = i;
+  for (int64_t workers : {0, 2}) {
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    int calls = 0;
+    LoaderOptions o;
+    o.batch_size = 16;
+    o.workers = workers;
+    o.finish = [&](Batch& b) {
+      b.labels = b.labels + 1000;  // visible to the consumer only if it ran before the hand-over
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+      ++calls;
+    };
+    BatchLoader loader(ds.train, order, o);
+    int64_t batches = 0;
+    while (auto b = loader.next()) {
+      EXPECT_GE(b->labels.min().item<int64_t>(), 1000) << "batch " << batches << " handed over unfinished";
+      ++batches;
+    }
+    EXPECT_EQ(batches, 7);
+    EXPECT_EQ(calls, 7) << workers;
+    if (workers == 0)
+      EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+    else
+      EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u) << "finished on the consumer's thread";
+  }
+}
+
+// On CPU the device feed hands the loader's batches over unchanged, in order, and ends with it.
+TEST(DeviceFeed, CpuFeedIsTheLoadersBatchesInOrder) {
+  Dataset ds = synthetic(7);
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < 90; ++i) order.push_back((i * 37) % 300);
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.workers = 2;
+  BatchLoader plain(ds.train, order, o), fed(ds.train, order, o);
+  auto feed = make_device_feed(fed, torch::kCPU);
+  int64_t n = 0;
+  while (auto expected = plain.next()) {
+    auto got = feed->next();
+    ASSERT_TRUE(got.has_value()) << "feed ended early at batch " << n;
+    EXPECT_TRUE(got->images.device().is_cpu());
+    EXPECT_TRUE(torch::equal(got->images, expected->images)) << n;
+    EXPECT_TRUE(torch::equal(got->labels, expected->labels)) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+  EXPECT_FALSE(feed->next().has_value());
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+// DeviceFeed: a BatchLoader's batches delivered on the training device, the next one's copy already under way.
+#pragma once
+
+#include "data/loader.h"
+
+#include <memory>
+#include <optional>
+
+namespace ddp {
+
+class DeviceFeed {
+ public:
+  virtual ~DeviceFeed() = default;
+  // The next batch on the device, ready to use on the device's current stream; nullopt at the end.
+  virtual std::optional<Batch> next() = 0;
+};
+
+// CPU: the loader's batches as they are. An accelerator (CUDA): each batch is copied with non_blocking on a side
+// stream while the previous one is in use (seed 001's pin_memory=True + .cuda(non_blocking=True), one batch ahead);
+// next() makes the current stream wait for that copy and records the tensors on it for the caching allocator.
+std::unique_ptr<DeviceFeed> make_device_feed(BatchLoader& loader, c10::Device device);
+
+}  // namespace ddp
