@@ -73,7 +73,7 @@ void print_banner(const Trainer& t) {
             << c.training.grad_accum_steps << " accumulation = " << c.data.batch_size * d.world_size *
                                                                        c.training.grad_accum_steps
             << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
-            << (c.amp.enabled ? amp_dtype_label(amp_dtype_from_name(c.amp.dtype, d.device.type())) : "off") << "\n"
+            << (c.amp.enabled ? amp_dtype_label(t.amp_dtype()) : "off") << "\n"
             << "  outputs in " << c.job.out_dir << std::endl;
 }
 

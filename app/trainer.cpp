@@ -204,12 +204,17 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
   return total;
 }
 
-void Trainer::add_device_metrics(JsonRecord& record) {
+std::optional<double> Trainer::gpu_mem_peak_mib() {
   const auto peak = peak_gpu_memory_bytes(ctx_.device);
-  if (!peak) return;  // the same on every rank: all run on CPU or all on CUDA
-  const double mib = all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
-  record.add("gpu_mem_peak_mib", mib);
-  if (tensorboard_) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", mib, global_step_);
+  if (!peak) return std::nullopt;  // the same on every rank: all run on CPU or all on CUDA
+  return all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
+}
+
+void Trainer::add_device_metrics(JsonRecord& record) {
+  const auto mib = gpu_mem_peak_mib();
+  if (!mib) return;
+  record.add("gpu_mem_peak_mib", *mib);
+  if (tensorboard_) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *mib, global_step_);
 }
 
 void Trainer::report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label) {
@@ -394,8 +399,7 @@ TrainSummary Trainer::train() {
   summary.wall_s = seconds_since(start);
   summary.samples_per_s = total_samples / std::max(summary.wall_s, 1e-9);
   summary.skipped_steps = scaler_ ? scaler_->skipped_steps() : 0;
-  if (const auto peak = peak_gpu_memory_bytes(ctx_.device))
-    summary.gpu_mem_peak_mib = all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
+  summary.gpu_mem_peak_mib = gpu_mem_peak_mib().value_or(-1);
   summary.checkpoints_written = checkpoints_written_;
   summary.model_path = cfg_.job.out_dir + "/model.pt";
   if (ctx_.is_main()) {

@@ -13,8 +13,10 @@
 #include <torch/optim/optimizer.h>
 
 #include <ATen/core/Dict.h>
+#include <ATen/core/Generator.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace ddp {
@@ -82,6 +84,7 @@ class Trainer {
   Classifier& model() { return *model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   GradScaler* scaler() { return scaler_.get(); }
+  c10::ScalarType amp_dtype() const { return amp_dtype_; }  // amp.dtype resolved for the device (when amp is on)
   const Dataset& dataset() const { return dataset_; }
   const Config& config() const { return cfg_; }
   const DistContext& dist() const { return ctx_; }
@@ -115,8 +118,11 @@ class Trainer {
   bool stop_requested();
   AsyncAllReduceMax stop_vote_{ctx_};
   void open_metrics(bool append);
-  void restore_cuda_rng(const c10::impl::GenericDict& state);
-  // The train record's device figures: peak GPU memory, max over ranks (collective; nothing on CPU).
+  // This rank's entry of a per-rank list of generator states, else a seed from job.seed, rank and step.
+  void restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank);
+  // Peak GPU memory in MiB, max over ranks (collective); nullopt on CPU.
+  std::optional<double> gpu_mem_peak_mib();
+  // The train record's device figures (collective; nothing on CPU).
   void add_device_metrics(JsonRecord& record);
 
   int64_t global_step_ = 0;

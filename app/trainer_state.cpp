@@ -117,29 +117,24 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
                 << " continues from sample " << epoch_sample_offset_
                 << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
   }
-  if (ctx_.rank < static_cast<int64_t>(rngs.size())) {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rngs[static_cast<size_t>(ctx_.rank)]);
-  } else {
-    torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed + ctx_.rank + global_step_));
+  restore_rank_generator(at::detail::getDefaultCPUGenerator(), rngs);
+  // A CUDA run's generators too; a CUDA run's checkpoint resumes on CPU with the CPU generators alone.
+  if (ctx_.device.is_cuda()) {
+    std::vector<torch::Tensor> cuda_rngs;
+    auto it = state.find("rng_cuda");  // absent in checkpoints of ddptrain 0.3.0 and earlier
+    if (it != state.end())
+      for (const auto& v : it->value().toListRef()) cuda_rngs.push_back(v.toTensor());
+    restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device), cuda_rngs);
   }
-  restore_cuda_rng(state);
   if (field(state, "config_hash").toStringRef() != config_hash(resumable_config(cfg_)) && ctx_.is_main())
     std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
 }
 
-void Trainer::restore_cuda_rng(const c10::impl::GenericDict& state) {
-  if (!ctx_.device.is_cuda()) return;  // a CUDA run's checkpoint resumes on CPU with the CPU generators alone
-  std::vector<torch::Tensor> states;
-  auto it = state.find("rng_cuda");  // absent in checkpoints of ddptrain 0.3.0 and earlier
-  if (it != state.end())
-    for (const auto& v : it->value().toListRef()) states.push_back(v.toTensor());
-  at::Generator gen = at::globalContext().defaultGenerator(ctx_.device);
+void Trainer::restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank) {
   std::lock_guard<std::mutex> lock(gen.mutex());
-  if (ctx_.rank < static_cast<int64_t>(states.size()))
-    gen.set_state(states[static_cast<size_t>(ctx_.rank)]);
-  else  // written on CPU (or by fewer ranks): a fresh, reproducible stream per rank and step
+  if (ctx_.rank < static_cast<int64_t>(per_rank.size()))
+    gen.set_state(per_rank[static_cast<size_t>(ctx_.rank)]);
+  else  // written by fewer ranks (or, for CUDA, on CPU): a fresh, reproducible stream per rank and step
     gen.set_current_seed(static_cast<uint64_t>(cfg_.job.seed + ctx_.rank + global_step_));
 }
 
