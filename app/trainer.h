@@ -53,7 +53,7 @@ struct TrainSummary {
   double gpu_mem_peak_mib = -1;     // max over ranks of torch.cuda.max_memory_allocated(); < 0 on CPU
   int64_t checkpoints_written = 0;  // by this run
   std::string model_path;           // final model.pt ("" when preempted)
-  bool preempted = false;  // stopped by SIGTERM/SIGINT after writing a checkpoint
+  bool preempted = false;           // stopped by SIGTERM/SIGINT after writing a checkpoint
 };
 
 class Trainer {
@@ -74,7 +74,9 @@ class Trainer {
 
   // Everything a checkpoint holds (torch.load-readable dict); collective: every rank must call it.
   c10::impl::GenericDict state_dict();
-  // Restores state_dict(); mismatched model keys/shapes throw listing them.
+  // Restores state_dict() (format 2, or format 1's flat optimizer layout), or a checkpoint Python wrote: model,
+  // optimizer (torch.optim form) and global_step required, every other entry optional (README). Mismatched model
+  // keys/shapes throw listing them; a missing required entry or a wrong type throws naming the entry.
   void load_state_dict(const c10::impl::GenericDict& state);
   // Rank 0 writes a checkpoint of the current state (collective). eval_accuracy < 0: none.
   void save_checkpoint(double eval_accuracy);
@@ -105,7 +107,7 @@ class Trainer {
   std::shared_ptr<Classifier> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
-  std::unique_ptr<GradScaler> scaler_;  // null when loss scaling is off
+  std::unique_ptr<GradScaler> scaler_;    // null when loss scaling is off
   StepAllocator* step_memory_ = nullptr;  // job.step_memory = "planned"
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   JsonlWriter metrics_;
@@ -118,6 +120,9 @@ class Trainer {
   bool stop_requested();
   AsyncAllReduceMax stop_vote_{ctx_};
   void open_metrics(bool append);
+  // load_state_dict's parts: optimizer state (+ name check, hyperparameter warning) and epoch position.
+  void load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version);
+  void load_training_position(const c10::impl::GenericDict& state);
   // This rank's entry of a per-rank list of generator states, else a seed from job.seed, rank and step.
   void restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank);
   // Peak GPU memory in MiB, max over ranks (collective); nullopt on CPU.
@@ -126,8 +131,8 @@ class Trainer {
   void add_device_metrics(JsonRecord& record);
 
   int64_t global_step_ = 0;
-  int64_t epoch_ = 0;           // epoch in progress (0-based)
-  int64_t batch_in_epoch_ = 0;  // micro-batches of epoch_ consumed (a multiple of grad_accum_steps or the end)
+  int64_t epoch_ = 0;                // epoch in progress (0-based)
+  int64_t batch_in_epoch_ = 0;       // micro-batches of epoch_ consumed (a multiple of grad_accum_steps or the end)
   int64_t epoch_sample_offset_ = 0;  // global-order position this epoch's loader started at (resharded resume)
   double best_accuracy_ = 0;
   int64_t last_checkpoint_step_ = -1;

@@ -18,7 +18,8 @@
 namespace ddp {
 namespace {
 
-constexpr int64_t kFormatVersion = 1;
+// 2: optimizer in torch.optim's state_dict() form; 1: its flat "<index>.<field>" layout (still read).
+constexpr int64_t kFormatVersion = 2;
 
 std::string config_hash(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
@@ -41,10 +42,54 @@ std::string resumable_config(Config cfg) {
   return format_config(cfg);
 }
 
-const c10::IValue& field(const c10::impl::GenericDict& d, const std::string& key) {
+// Entries a checkpoint must have (Python-written ones included); everything else has a default.
+constexpr const char* kRequiredEntries = "model, optimizer and global_step";
+
+const c10::IValue& required_entry(const c10::impl::GenericDict& d, const std::string& key) {
   auto it = d.find(key);
-  if (it == d.end()) throw std::runtime_error("checkpoint has no \"" + key + "\" entry");
+  if (it == d.end())
+    throw std::runtime_error("checkpoint has no \"" + key + "\" entry (a checkpoint needs " + kRequiredEntries + ")");
   return it->value();
+}
+
+const c10::IValue* optional_entry(const c10::impl::GenericDict& d, const std::string& key) {
+  auto it = d.find(key);
+  return it == d.end() ? nullptr : &it->value();
+}
+
+[[noreturn]] void wrong_entry_type(const std::string& key, const c10::IValue& v, const char* expected) {
+  throw std::runtime_error("checkpoint entry \"" + key + "\" is " + python_kind(v) + ", expected " + expected);
+}
+
+int64_t int_entry(const c10::IValue& v, const std::string& key) {
+  if (!v.isInt()) wrong_entry_type(key, v, "an int");
+  return v.toInt();
+}
+
+c10::impl::GenericDict dict_entry(const c10::IValue& v, const std::string& key) {
+  if (!v.isGenericDict()) wrong_entry_type(key, v, "a dict");
+  return v.toGenericDict();
+}
+
+std::vector<torch::Tensor> tensor_list_entry(const c10::IValue* v, const std::string& key) {
+  std::vector<torch::Tensor> out;
+  if (!v) return out;
+  if (!v->isList()) wrong_entry_type(key, *v, "a list of tensors");
+  for (const auto& x : v->toListRef()) {
+    if (!x.isTensor()) wrong_entry_type(key, *v, "a list of tensors");
+    out.push_back(x.toTensor());
+  }
+  return out;
+}
+
+NamedTensors model_entry(const c10::impl::GenericDict& state) {
+  NamedTensors model;
+  for (const auto& item : dict_entry(required_entry(state, "model"), "model")) {
+    if (!item.key().isString() || !item.value().isTensor())
+      throw std::runtime_error("checkpoint entry \"model\" is not a dict of name -> tensor");
+    model.emplace_back(item.key().toStringRef(), item.value().toTensor());
+  }
+  return model;
 }
 
 }  // namespace
@@ -83,51 +128,86 @@ c10::impl::GenericDict Trainer::state_dict() {
 }
 
 void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
-  const int64_t version = field(state, "format_version").toInt();
-  if (version != kFormatVersion)
-    throw std::runtime_error("checkpoint format_version " + std::to_string(version) + " is not supported (expected " +
-                             std::to_string(kFormatVersion) + ")");
-  NamedTensors model;
-  for (const auto& item : field(state, "model").toGenericDict())
-    model.emplace_back(item.key().toStringRef(), item.value().toTensor());
-  apply_state(*model_, model, "checkpoint");
-  const std::string opt_name = field(state, "optimizer_name").toStringRef();
+  const c10::IValue* version_entry = optional_entry(state, "format_version");
+  const int64_t version = version_entry ? int_entry(*version_entry, "format_version") : kFormatVersion;
+  if (version != 1 && version != kFormatVersion)
+    throw std::runtime_error("checkpoint format_version " + std::to_string(version) +
+                             " is not supported (expected 1 or " + std::to_string(kFormatVersion) + ")");
+  apply_state(*model_, model_entry(state), "checkpoint");
+  load_optimizer_entry(state, version);
+  if (const c10::IValue* scaler_state = optional_entry(state, "scaler")) {  // absent: a fresh scaler
+    const auto scaler_dict = dict_entry(*scaler_state, "scaler");
+    if (scaler_ && scaler_dict.size() > 0) scaler_->load_state_dict(scaler_dict);
+  }
+  load_training_position(state);
+  // Absent generator states: each rank's generator seeded from job.seed, rank and step.
+  restore_rank_generator(at::detail::getDefaultCPUGenerator(),
+                         tensor_list_entry(optional_entry(state, "rng_cpu"), "rng_cpu"));
+  // A CUDA run's generators too; a CUDA run's checkpoint resumes on CPU with the CPU generators alone.
+  if (ctx_.device.is_cuda())  // rng_cuda is absent in checkpoints of ddptrain 0.3.0 and earlier
+    restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device),
+                           tensor_list_entry(optional_entry(state, "rng_cuda"), "rng_cuda"));
+  const c10::IValue* hash = optional_entry(state, "config_hash");
+  if (hash && (!hash->isString() || hash->toStringRef() != config_hash(resumable_config(cfg_))) && ctx_.is_main())
+    std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
+}
+
+void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version) {
+  const auto opt_state = dict_entry(required_entry(state, "optimizer"), "optimizer");
+  const c10::IValue* name_entry = optional_entry(state, "optimizer_name");
+  if (name_entry && !name_entry->isString()) wrong_entry_type("optimizer_name", *name_entry, "a str");
+  const std::string opt_name = name_entry ? name_entry->toStringRef() : optimizer_name_from_param_groups(opt_state);
+  if (opt_name.empty())
+    throw std::runtime_error(
+        "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict() "
+        "(param_groups[0] has neither \"momentum\" nor \"betas\")");
   if (opt_name != cfg_.optimizer.name)
     throw std::runtime_error("checkpoint was written with optimizer " + opt_name + ", config asks for " +
                              cfg_.optimizer.name);
-  load_optimizer_state_dict(*optimizer_, field(state, "optimizer").toGenericDict());
-  const auto scaler_state = field(state, "scaler").toGenericDict();
-  if (scaler_ && scaler_state.size() > 0) scaler_->load_state_dict(scaler_state);
-  global_step_ = field(state, "global_step").toInt();
-  epoch_ = field(state, "epoch").toInt();
-  batch_in_epoch_ = field(state, "batch_in_epoch").toInt();
-  best_accuracy_ = field(state, "best_accuracy").toDouble();
-  const int64_t saved_world = field(state, "world_size").toInt();
-  std::vector<torch::Tensor> rngs;
-  for (const auto& v : field(state, "rng_cpu").toListRef()) rngs.push_back(v.toTensor());
-  epoch_sample_offset_ = field(state, "epoch_sample_offset").toInt();
-  const int64_t saved_batch = field(state, "batch_size").toInt();
-  if (saved_world != ctx_.world_size || saved_batch != cfg_.data.batch_size) {
-    // Continue the epoch from the saved position in the global sample order, re-sharded for this world.
-    epoch_sample_offset_ += batch_in_epoch_ * saved_batch * saved_world;
-    batch_in_epoch_ = 0;
-    if (ctx_.is_main())
-      std::cerr << "warning: checkpoint was written by " << saved_world << " rank(s) x batch " << saved_batch
-                << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size << ": epoch " << epoch_ + 1
-                << " continues from sample " << epoch_sample_offset_
-                << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
+  if (format_version == 1) {
+    load_flat_optimizer_state_dict(*optimizer_, opt_state);
+    return;
   }
-  restore_rank_generator(at::detail::getDefaultCPUGenerator(), rngs);
-  // A CUDA run's generators too; a CUDA run's checkpoint resumes on CPU with the CPU generators alone.
-  if (ctx_.device.is_cuda()) {
-    std::vector<torch::Tensor> cuda_rngs;
-    auto it = state.find("rng_cuda");  // absent in checkpoints of ddptrain 0.3.0 and earlier
-    if (it != state.end())
-      for (const auto& v : it->value().toListRef()) cuda_rngs.push_back(v.toTensor());
-    restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device), cuda_rngs);
+  const std::vector<std::string> differences = load_optimizer_state_dict(*optimizer_, opt_state);
+  if (differences.empty() || !ctx_.is_main()) return;
+  std::string list;
+  for (const auto& d : differences) list += (list.empty() ? "" : ", ") + d;
+  std::cerr << "warning: the checkpoint's optimizer param_groups differ from the config, whose values are used: "
+            << list << std::endl;
+}
+
+void Trainer::load_training_position(const c10::impl::GenericDict& state) {
+  global_step_ = int_entry(required_entry(state, "global_step"), "global_step");
+  if (global_step_ < 0) throw std::runtime_error("checkpoint entry \"global_step\" is negative");
+  const c10::IValue* epoch = optional_entry(state, "epoch");
+  const c10::IValue* batch = optional_entry(state, "batch_in_epoch");
+  if (epoch && batch) {
+    epoch_ = int_entry(*epoch, "epoch");
+    batch_in_epoch_ = int_entry(*batch, "batch_in_epoch");
+  } else {  // derived: global_step optimizer steps of steps_per_epoch() each, grad_accum_steps micro-batches a step
+    const int64_t per_epoch = steps_per_epoch();
+    epoch_ = global_step_ / per_epoch;
+    batch_in_epoch_ = (global_step_ % per_epoch) * cfg_.training.grad_accum_steps;
   }
-  if (field(state, "config_hash").toStringRef() != config_hash(resumable_config(cfg_)) && ctx_.is_main())
-    std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
+  const c10::IValue* offset = optional_entry(state, "epoch_sample_offset");
+  epoch_sample_offset_ = offset ? int_entry(*offset, "epoch_sample_offset") : 0;
+  if (const c10::IValue* best = optional_entry(state, "best_accuracy")) {
+    if (!best->isDouble() && !best->isInt()) wrong_entry_type("best_accuracy", *best, "a float");
+    best_accuracy_ = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
+  }
+  const c10::IValue* world = optional_entry(state, "world_size");
+  const c10::IValue* batch_size = optional_entry(state, "batch_size");
+  const int64_t saved_world = world ? int_entry(*world, "world_size") : ctx_.world_size;
+  const int64_t saved_batch = batch_size ? int_entry(*batch_size, "batch_size") : cfg_.data.batch_size;
+  if (saved_world == ctx_.world_size && saved_batch == cfg_.data.batch_size) return;
+  // Continue the epoch from the saved position in the global sample order, re-sharded for this world.
+  epoch_sample_offset_ += batch_in_epoch_ * saved_batch * saved_world;
+  batch_in_epoch_ = 0;
+  if (ctx_.is_main())
+    std::cerr << "warning: checkpoint was written by " << saved_world << " rank(s) x batch " << saved_batch
+              << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size << ": epoch " << epoch_ + 1
+              << " continues from sample " << epoch_sample_offset_
+              << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
 }
 
 void Trainer::restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank) {

@@ -42,7 +42,8 @@ std::string list_preview(const std::vector<std::string>& items) {
   return out;
 }
 
-// What a Python user would call the value: "a list", "an int", ...
+}  // namespace
+
 std::string python_kind(const c10::IValue& v) {
   if (v.isTensor()) return "a tensor";
   if (v.isGenericDict()) return "a dict";
@@ -55,8 +56,6 @@ std::string python_kind(const c10::IValue& v) {
   if (v.isNone()) return "None";
   return "a " + v.tagKind();
 }
-
-}  // namespace
 
 NamedTensors module_state(const torch::nn::Module& module) {
   NamedTensors out;
@@ -159,9 +158,11 @@ void write_torch_save(const ByteSink& sink, const c10::IValue& value) {
 
 std::vector<char> torch_save_bytes(const c10::IValue& value) {
   std::vector<char> bytes;
-  write_torch_save([&](const void* data, size_t size) {
-    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + size);
-  }, value);
+  write_torch_save(
+      [&](const void* data, size_t size) {
+        bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + size);
+      },
+      value);
   return bytes;
 }
 

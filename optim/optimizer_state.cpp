@@ -1,97 +1,119 @@
-// Optimizer state (de)serialisation for LibTorch's SGD and AdamW, keyed by parameter index.
+// Optimizer state to torch.optim's state_dict() form (state + param_groups) for LibTorch's SGD and AdamW.
 #include "optim/optimizer_state.h"
+#include "optim/param_state_access.h"
 
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
-#include <map>
 #include <stdexcept>
 
 namespace ddp {
-namespace {
 
-std::vector<torch::Tensor> all_params(const torch::optim::Optimizer& opt) {
+std::vector<torch::Tensor> optimizer_params(const torch::optim::Optimizer& opt) {
   std::vector<torch::Tensor> out;
   for (const auto& g : opt.param_groups())
     for (const auto& p : g.params()) out.push_back(p);
   return out;
 }
 
-// LibTorch keys optimizer state by the parameter's TensorImpl address.
-void* state_key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
+void* param_state_key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
-torch::Tensor copy_checked(const c10::IValue& v, const torch::Tensor& like, const std::string& key) {
-  if (!v.isTensor()) throw std::runtime_error("optimizer state " + key + " is not a tensor");
+torch::Tensor state_tensor_like(const c10::IValue& v, const torch::Tensor& like, const std::string& name) {
+  if (!v.isTensor()) throw std::runtime_error("optimizer state " + name + " is not a tensor");
   torch::Tensor t = v.toTensor();
   if (t.sizes() != like.sizes())
-    throw std::runtime_error("optimizer state " + key + " has shape " + c10::str(t.sizes()) + ", parameter has " +
+    throw std::runtime_error("optimizer state " + name + " has shape " + c10::str(t.sizes()) + ", parameter has " +
                              c10::str(like.sizes()));
   return t.to(like.device(), like.scalar_type()).clone();
+}
+
+namespace {
+
+using StrDict = c10::impl::GenericDict;
+
+StrDict new_str_dict() { return StrDict(c10::StringType::get(), c10::AnyType::get()); }
+
+// torch 2.11's param_groups entry for SGD / AdamW with these options, keys in torch's order, "params" last.
+StrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
+  StrDict g = new_str_dict();
+  g.insert("lr", options.get_lr());
+  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&options)) {
+    g.insert("momentum", s->momentum());
+    g.insert("dampening", s->dampening());
+    g.insert("weight_decay", s->weight_decay());
+    g.insert("nesterov", s->nesterov());
+    g.insert("maximize", false);
+    g.insert("foreach", c10::IValue());
+    g.insert("differentiable", false);
+    g.insert("fused", c10::IValue());
+  } else if (auto* a = dynamic_cast<const torch::optim::AdamWOptions*>(&options)) {
+    g.insert("betas", c10::ivalue::Tuple::create({std::get<0>(a->betas()), std::get<1>(a->betas())}));
+    g.insert("eps", a->eps());
+    g.insert("weight_decay", a->weight_decay());
+    g.insert("amsgrad", a->amsgrad());
+    g.insert("maximize", false);
+    g.insert("foreach", c10::IValue());
+    g.insert("capturable", false);
+    g.insert("differentiable", false);
+    g.insert("fused", c10::IValue());
+    g.insert("decoupled_weight_decay", true);
+  } else {
+    throw std::runtime_error("optimizer state of an unsupported optimizer");
+  }
+  return g;
+}
+
+StrDict param_state_entry(const torch::optim::OptimizerParamState& state) {
+  StrDict out = new_str_dict();
+  if (auto* s = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
+    if (s->momentum_buffer().defined()) out.insert("momentum_buffer", s->momentum_buffer().clone());
+  } else if (auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
+    // torch keeps the step count as a float32 0-dim tensor.
+    out.insert("step", torch::scalar_tensor(static_cast<double>(a->step()), torch::kFloat));
+    out.insert("exp_avg", a->exp_avg().clone());
+    out.insert("exp_avg_sq", a->exp_avg_sq().clone());
+    if (a->max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", a->max_exp_avg_sq().clone());
+  } else {
+    throw std::runtime_error("optimizer state of an unsupported optimizer");
+  }
+  return out;
 }
 
 }  // namespace
 
 c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt) {
-  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
-  auto params = all_params(opt);
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto it = opt.state().find(state_key(params[i]));
-    if (it == opt.state().end()) continue;
-    const std::string prefix = std::to_string(i) + ".";
-    if (auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
-      if (s->momentum_buffer().defined()) out.insert(prefix + "momentum_buffer", s->momentum_buffer().clone());
-    } else if (auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
-      out.insert(prefix + "step", a->step());
-      out.insert(prefix + "exp_avg", a->exp_avg().clone());
-      out.insert(prefix + "exp_avg_sq", a->exp_avg_sq().clone());
-      if (a->max_exp_avg_sq().defined()) out.insert(prefix + "max_exp_avg_sq", a->max_exp_avg_sq().clone());
-    } else {
-      throw std::runtime_error("optimizer state of an unsupported optimizer");
+  c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());
+  c10::impl::GenericList groups(c10::AnyType::get());
+  int64_t index = 0;
+  for (const auto& g : opt.param_groups()) {
+    StrDict entry = param_group_entry(g.options());
+    c10::impl::GenericList ids(c10::AnyType::get());
+    for (const auto& p : g.params()) {
+      auto it = opt.state().find(param_state_key(p));
+      if (it != opt.state().end()) {
+        StrDict fields = param_state_entry(*it->second);
+        if (fields.size() > 0) state.insert(index, fields);
+      }
+      ids.push_back(index++);
     }
+    entry.insert("params", ids);
+    groups.push_back(entry);
   }
+  StrDict out = new_str_dict();
+  out.insert("state", state);
+  out.insert("param_groups", groups);
   return out;
 }
 
-void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
-  auto params = all_params(opt);
-  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&opt) != nullptr;
-  std::map<size_t, std::map<std::string, c10::IValue>> by_param;
-  for (const auto& item : state) {
-    const std::string key = item.key().toStringRef();
-    const size_t dot = key.find('.');
-    size_t index = 0;
-    try {
-      index = std::stoul(key.substr(0, dot));
-    } catch (const std::exception&) {
-      throw std::runtime_error("optimizer state key " + key + " is not <index>.<field>");
-    }
-    if (dot == std::string::npos || index >= params.size())
-      throw std::runtime_error("optimizer state key " + key + " does not match the model's " +
-                               std::to_string(params.size()) + " parameters");
-    by_param[index][key.substr(dot + 1)] = item.value();
-  }
-  opt.state().clear();
-  for (auto& [index, fields] : by_param) {
-    const torch::Tensor& p = params[index];
-    const std::string prefix = std::to_string(index) + ".";
-    if (adamw) {
-      auto s = std::make_unique<torch::optim::AdamWParamState>();
-      for (const char* need : {"step", "exp_avg", "exp_avg_sq"})
-        if (!fields.count(need)) throw std::runtime_error("optimizer state " + prefix + need + " is missing");
-      s->step(fields.at("step").toInt());
-      s->exp_avg(copy_checked(fields.at("exp_avg"), p, prefix + "exp_avg"));
-      s->exp_avg_sq(copy_checked(fields.at("exp_avg_sq"), p, prefix + "exp_avg_sq"));
-      if (fields.count("max_exp_avg_sq"))
-        s->max_exp_avg_sq(copy_checked(fields.at("max_exp_avg_sq"), p, prefix + "max_exp_avg_sq"));
-      opt.state()[state_key(p)] = std::move(s);
-    } else {
-      if (!fields.count("momentum_buffer"))
-        throw std::runtime_error("optimizer state " + prefix + "momentum_buffer is missing");
-      auto s = std::make_unique<torch::optim::SGDParamState>();
-      s->momentum_buffer(copy_checked(fields.at("momentum_buffer"), p, prefix + "momentum_buffer"));
-      opt.state()[state_key(p)] = std::move(s);
-    }
-  }
+std::string optimizer_name_from_param_groups(const c10::impl::GenericDict& state) {
+  auto it = state.find("param_groups");
+  if (it == state.end() || !it->value().isList() || it->value().toListRef().empty()) return "";
+  const c10::IValue& first = it->value().toListRef()[0];
+  if (!first.isGenericDict()) return "";
+  const auto group = first.toGenericDict();
+  if (group.contains("betas")) return "adamw";
+  if (group.contains("momentum")) return "sgd";
+  return "";
 }
 
 }  // namespace ddp

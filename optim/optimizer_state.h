@@ -1,16 +1,32 @@
-// Optimizer state (momentum buffers, Adam moments and step counts) to and from a flat, torch.load-readable dict.
+// Optimizer state (momentum buffers, Adam moments and step counts) in torch.optim's state_dict() form, and the
+// flat layout of checkpoint format 1.
 #pragma once
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <torch/optim/optimizer.h>
 
+#include <string>
+#include <vector>
+
 namespace ddp {
 
-// Keys are "<parameter index>.<field>" over the optimizer's parameters in order, e.g. "3.momentum_buffer",
-// "3.exp_avg", "3.step". Tensors are cloned.
+// What torch.optim.SGD / AdamW(...).state_dict() gives for the same hyperparameters and state:
+// {"state": {param index: {"momentum_buffer": T} | {"step": float32 0-dim T, "exp_avg": T, "exp_avg_sq": T}},
+//  "param_groups": [{"lr", ... every hyperparameter key torch 2.11 writes ..., "params": [0, 1, ...]}]}.
+// Tensors are cloned.
 c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
-// Restores what optimizer_state_dict wrote; unknown keys or shape mismatches throw naming the key.
-void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
+
+// Loads the torch.optim form (written by optimizer_state_dict or by Python's optimizer.state_dict()). The state of
+// param_groups' i-th listed parameter goes to the optimizer's i-th parameter, as torch's load_state_dict does.
+// Hyperparameters stay the optimizer's own; returns the ones param_groups disagrees on, lr excepted
+// ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
+std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
+
+// "sgd" or "adamw" as the torch.optim form's param_groups say ("betas" = AdamW, "momentum" = SGD); "" if neither.
+std::string optimizer_name_from_param_groups(const c10::impl::GenericDict& state);
+
+// Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int).
+void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
 }  // namespace ddp

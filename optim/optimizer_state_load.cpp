@@ -1,0 +1,162 @@
+// Loading torch.optim's state_dict() form (state + param_groups) into LibTorch's SGD and AdamW.
+#include "checkpoint/state_dict.h"
+#include "optim/optimizer_state.h"
+#include "optim/param_state_access.h"
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+const c10::IValue& optim_entry(const c10::impl::GenericDict& d, const std::string& key, const std::string& where) {
+  auto it = d.find(key);
+  if (it == d.end()) throw std::runtime_error(where + " has no \"" + key + "\" entry");
+  return it->value();
+}
+
+// A hyperparameter as a double (Python may hold a float, an int, a bool or a 1-element tensor); NaN if not a number.
+double hyper_number(const c10::IValue& v) {
+  if (v.isDouble()) return v.toDouble();
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+  if (v.isTensor() && v.toTensor().numel() == 1) return v.toTensor().item<double>();
+  return std::nan("");
+}
+
+std::string hyper_text(const c10::IValue& v) {
+  if (v.isBool()) return v.toBool() ? "True" : "False";
+  if (v.isTuple()) {
+    std::string s = "(";
+    for (const auto& x : v.toTupleRef().elements()) s += (s.size() > 1 ? ", " : "") + hyper_text(x);
+    return s + ")";
+  }
+  if (v.isNone()) return "None";
+  const double x = hyper_number(v);
+  if (std::isnan(x)) return "(" + v.tagKind() + ")";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return buf;
+}
+
+bool hyper_equal(const c10::IValue& ours, const c10::IValue& theirs) {
+  if (ours.isTuple()) {
+    if (!theirs.isTuple() && !theirs.isList()) return false;
+    const auto& a = ours.toTupleRef().elements();
+    const auto b = theirs.isTuple() ? theirs.toTupleRef().elements().vec() : theirs.toListRef().vec();
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!hyper_equal(a[i], b[i])) return false;
+    return true;
+  }
+  const double x = hyper_number(ours), y = hyper_number(theirs);
+  return std::abs(x - y) <= 1e-12 * std::max(1.0, std::abs(x));
+}
+
+// Hyperparameters that change the update (lr excepted: ddptrain's schedule sets it from global_step).
+std::vector<std::pair<std::string, c10::IValue>> update_hyperparameters(const torch::optim::OptimizerOptions& o) {
+  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o))
+    return {{"momentum", s->momentum()},
+            {"dampening", s->dampening()},
+            {"weight_decay", s->weight_decay()},
+            {"nesterov", s->nesterov()},
+            {"maximize", false}};
+  auto& a = dynamic_cast<const torch::optim::AdamWOptions&>(o);
+  return {{"betas", c10::ivalue::Tuple::create({std::get<0>(a.betas()), std::get<1>(a.betas())})},
+          {"eps", a.eps()},
+          {"weight_decay", a.weight_decay()},
+          {"amsgrad", a.amsgrad()},
+          {"maximize", false},
+          {"decoupled_weight_decay", true}};
+}
+
+void compare_group(const torch::optim::OptimizerOptions& ours, const c10::impl::GenericDict& group,
+                   std::vector<std::string>& differences) {
+  for (const auto& [key, value] : update_hyperparameters(ours)) {
+    auto it = group.find(key);
+    if (it == group.end() || hyper_equal(value, it->value())) continue;
+    differences.push_back(key + " " + hyper_text(it->value()) + " (config " + hyper_text(value) + ")");
+  }
+}
+
+// param_groups' parameter ids -> position in the optimizer's parameter order; records hyperparameter differences.
+std::map<int64_t, size_t> group_positions(const torch::optim::Optimizer& opt, const c10::IValue& groups,
+                                          size_t num_params, std::vector<std::string>& differences) {
+  if (!groups.isList()) throw std::runtime_error("optimizer.param_groups is " + python_kind(groups) + ", not a list");
+  std::map<int64_t, size_t> position;
+  size_t next = 0;
+  for (size_t gi = 0; gi < groups.toListRef().size(); ++gi) {
+    const std::string where = "optimizer.param_groups[" + std::to_string(gi) + "]";
+    const c10::IValue& g = groups.toListRef()[gi];
+    if (!g.isGenericDict()) throw std::runtime_error(where + " is not a dict");
+    const c10::IValue& ids = optim_entry(g.toGenericDict(), "params", where);
+    if (!ids.isList()) throw std::runtime_error(where + "[\"params\"] is not a list");
+    for (const c10::IValue& id : ids.toListRef()) {
+      if (!id.isInt()) throw std::runtime_error(where + "[\"params\"] holds " + python_kind(id) + ", not an int");
+      if (!position.emplace(id.toInt(), next++).second)
+        throw std::runtime_error(where + "[\"params\"] lists parameter " + std::to_string(id.toInt()) + " twice");
+    }
+    compare_group(opt.param_groups().front().options(), g.toGenericDict(), differences);
+  }
+  if (next != num_params)
+    throw std::runtime_error("optimizer.param_groups list " + std::to_string(next) + " parameters, the model has " +
+                             std::to_string(num_params));
+  return position;
+}
+
+std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(bool adamw, const c10::impl::GenericDict& fields,
+                                                                    const torch::Tensor& p, const std::string& where) {
+  auto get = [&](const char* key) { return optim_entry(fields, key, where); };
+  if (!adamw) {
+    const c10::IValue& buf = get("momentum_buffer");
+    if (buf.isNone()) return nullptr;  // torch's "no buffer yet": the next step starts one, as LibTorch's does
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(state_tensor_like(buf, p, where + ".momentum_buffer"));
+    return s;
+  }
+  auto s = std::make_unique<torch::optim::AdamWParamState>();
+  const double step = hyper_number(get("step"));
+  if (!(step >= 0) || step != std::floor(step))
+    throw std::runtime_error(where + ".step is not a non-negative whole number");
+  s->step(static_cast<int64_t>(step));
+  s->exp_avg(state_tensor_like(get("exp_avg"), p, where + ".exp_avg"));
+  s->exp_avg_sq(state_tensor_like(get("exp_avg_sq"), p, where + ".exp_avg_sq"));
+  auto amsgrad = fields.find("max_exp_avg_sq");
+  if (amsgrad != fields.end()) s->max_exp_avg_sq(state_tensor_like(amsgrad->value(), p, where + ".max_exp_avg_sq"));
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
+  const auto params = optimizer_params(opt);
+  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&opt) != nullptr;
+  std::vector<std::string> differences;
+  const auto position =
+      group_positions(opt, optim_entry(state, "param_groups", "optimizer"), params.size(), differences);
+  const c10::IValue& per_param = optim_entry(state, "state", "optimizer");
+  if (!per_param.isGenericDict())
+    throw std::runtime_error("optimizer.state is " + python_kind(per_param) + ", not a dict");
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> loaded;
+  for (const auto& item : per_param.toGenericDict()) {
+    if (!item.key().isInt())
+      throw std::runtime_error("optimizer.state has a key that is " + python_kind(item.key()) + ", not an int");
+    const std::string where = "optimizer.state[" + std::to_string(item.key().toInt()) + "]";
+    auto pos = position.find(item.key().toInt());
+    if (pos == position.end()) throw std::runtime_error(where + " is for a parameter param_groups do not list");
+    if (!item.value().isGenericDict()) throw std::runtime_error(where + " is not a dict");
+    const torch::Tensor& p = params[pos->second];
+    auto s = param_state_from(adamw, item.value().toGenericDict(), p, where);
+    if (s) loaded.emplace_back(param_state_key(p), std::move(s));
+  }
+  opt.state().clear();
+  for (auto& [key, s] : loaded) opt.state()[key] = std::move(s);
+  return differences;
+}
+
+}  // namespace ddp

@@ -1,0 +1,227 @@
+// Checkpoints out and in: ddptrain checkpoints resumed by PyTorch itself, and PyTorch-written ones by ddptrain.
+//
+// torch.load (weights_only=True) reads a ddptrain checkpoint; Net.load_state_dict (strict), torch.optim.SGD/AdamW
+// and torch.amp.GradScaler("cpu") load its entries; M more steps in Python equal ddptrain's M more steps within
+// kInteropBound. The reverse: Python's {"model", "optimizer", "global_step"} resumes in ddptrain. Format 1 (flat
+// optimizer layout) still resumes exactly. Oracle: tests/python/checkpoint_interop.py.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+// Max |weight difference| after 10 steps continued in the other framework (README "Checkpoints and resuming"), as
+// OptimizerVsPyTorch's bound. Measured 2026-11-23: ddptrain -> Python 1.8e-7 (SGD nesterov), 3.0e-8 (AdamW);
+// Python -> ddptrain 1.2e-7 / 3.0e-8, ddptrain resumed vs uninterrupted 1.2e-7 / 4.2e-7.
+constexpr double kInteropBound = 2e-6;
+constexpr int kFirstSteps = 7, kMoreSteps = 10;  // 12 steps per epoch: the continuation crosses an epoch boundary
+
+struct InteropCase {
+  std::string name;
+  std::string ours;    // ddptrain overrides
+  std::string python;  // checkpoint_interop.py flags
+};
+
+// A tiny job (192 samples, batch 16, Net, init from init.pt, checkpoint every kFirstSteps) for ddptrain and the oracle.
+class InteropJob {
+ public:
+  InteropJob() {
+    write_tiny_mnist(dir / "data", 192, 16, 17);
+    EXPECT_EQ(run_command(python() + " " + scripts() + "/make_net_init.py " + dir / "init.pt" + " 5").exit_code, 0);
+    cfg_ = write_mnist_job(
+        dir, dir / "data",
+        {"job.seed=3", "data.batch_size=16", "model.dropout=0.0", "model.init_from=" + dir / "init.pt",
+         "training.epochs=5", "checkpoint.every_steps=" + std::to_string(kFirstSteps), "metrics.log_every_steps=1"});
+  }
+  CommandResult ddptrain(const std::string& args) const {
+    return run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg_ + " " + args);
+  }
+  CommandResult oracle(const std::string& args) const {
+    return run_command(python() + " " + scripts() + "/checkpoint_interop.py " + args + " --data " + dir / "data" +
+                       " --init " + dir / "init.pt" + " --seed 3 --batch 16");
+  }
+  static std::string steps(int n) { return " --training.max_steps=" + std::to_string(n); }
+  TempDir dir;
+
+ private:
+  static std::string scripts() { return source_dir() + "/tests/python"; }
+  std::string cfg_;
+};
+
+class CheckpointInterop : public ::testing::TestWithParam<InteropCase> {
+ protected:
+  void SetUp() override {
+    if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+    job_ = std::make_unique<InteropJob>();
+  }
+  CommandResult ddptrain(const std::string& args) { return job_->ddptrain(GetParam().ours + " " + args); }
+  CommandResult oracle(const std::string& args) { return job_->oracle(args + " " + GetParam().python); }
+  static std::string steps(int n) { return InteropJob::steps(n); }
+  std::unique_ptr<InteropJob> job_;
+};
+
+TEST_P(CheckpointInterop, DdptrainCheckpointContinuesInPythonLikeInDdptrain) {
+  ASSERT_EQ(ddptrain("--job.out_dir=" + job_->dir / "run" + steps(kFirstSteps)).exit_code, 0);
+  const std::string ckpt = job_->dir / "run/checkpoints/step-00000007.pt";
+  auto py =
+      oracle("continue --ckpt " + ckpt + " --steps " + std::to_string(kMoreSteps) + " --out " + job_->dir / "py.pt");
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  // The checkpoint's optimizer entry has the layout (keys, types, dtypes, shapes) of torch's own state_dict() after
+  // the same 7 steps, and the same values within the bound.
+  EXPECT_NE(py.output.find("optimizer_layout_equal True"), std::string::npos) << py.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(py.output, m, std::regex("optimizer_state_max_diff ([0-9.e+-]+)"))) << py.output;
+  EXPECT_LE(std::stod(m[1]), kInteropBound) << py.output;
+  auto resumed = ddptrain("--job.out_dir=" + job_->dir / "run" + steps(kFirstSteps + kMoreSteps));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_NE(resumed.output.find("at step 7"), std::string::npos) << resumed.output;
+  const double diff = max_state_diff(job_->dir / "run/model.pt", job_->dir / "py.pt");
+  EXPECT_LE(diff, kInteropBound);
+  EXPECT_GT(max_state_diff(job_->dir / "init.pt", job_->dir / "py.pt"), 1e-3);  // training moved the weights
+  std::cout << GetParam().name << ": ddptrain -> Python max |diff| " << diff << std::endl;
+}
+
+TEST_P(CheckpointInterop, PythonCheckpointResumesInDdptrain) {
+  auto py = oracle("write --steps " + std::to_string(kFirstSteps) + " --then " + std::to_string(kMoreSteps) +
+                   " --ckpt " + job_->dir / "python_ckpt.pt" + " --out " + job_->dir / "py.pt");
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  auto resumed = ddptrain("--job.out_dir=" + job_->dir / "resumed" + steps(kFirstSteps + kMoreSteps) +
+                          " --checkpoint.resume=" + job_->dir / "python_ckpt.pt");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step 7 (epoch 1, micro-batch 7)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("warning"), std::string::npos) << resumed.output;
+  ASSERT_EQ(ddptrain("--job.out_dir=" + job_->dir / "full" + steps(kFirstSteps + kMoreSteps)).exit_code, 0);
+  const double vs_python = max_state_diff(job_->dir / "resumed/model.pt", job_->dir / "py.pt");
+  const double vs_uninterrupted = max_state_diff(job_->dir / "resumed/model.pt", job_->dir / "full/model.pt");
+  EXPECT_LE(vs_python, kInteropBound);
+  EXPECT_LE(vs_uninterrupted, kInteropBound);
+  std::cout << GetParam().name << ": Python -> ddptrain max |diff| " << vs_python << " (vs uninterrupted ddptrain "
+            << vs_uninterrupted << ")" << std::endl;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoint, CheckpointInterop,
+    ::testing::Values(InteropCase{"sgd_nesterov",
+                                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+                                  "--optimizer.weight_decay=0.01",
+                                  "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight-decay 0.01"},
+                      InteropCase{"adamw_warmup",
+                                  "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
+                                  "--lr_scheduler.warmup_steps=10",
+                                  "--optimizer adamw --lr 0.003 --weight-decay 0.05 --warmup 10"}),
+    [](const auto& info) { return info.param.name; });
+
+// The number after `key` (e.g. "scaler_scale ") in `text`; NaN (and a test failure) when absent.
+double number_after(const std::string& text, const std::string& key) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(key + "([0-9.eE+-]+)"))) return std::stod(m[1]);
+  ADD_FAILURE() << "no " << key << " in " << text;
+  return std::nan("");
+}
+
+// ddptrain's loss scale in the train record of optimizer step `step` (metrics.log_every_steps = 1).
+double logged_loss_scale(const std::string& metrics_path, int step) {
+  for (const std::string& line : read_lines(metrics_path))
+    if (line.find("\"kind\":\"train\",\"step\":" + std::to_string(step) + ",") != std::string::npos)
+      return number_after(line, "\"loss_scale\":");
+  ADD_FAILURE() << "no train record for step " << step << " in " << metrics_path;
+  return std::nan("");
+}
+
+// Format 1 checkpoints (the flat "<index>.<field>" optimizer layout every earlier ddptrain wrote) resume exactly:
+// Python rewrites a format 2 checkpoint in that layout and both resumptions end with the same bytes.
+TEST(CheckpointInterop, FormatOneCheckpointResumesLikeFormatTwo) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  InteropJob job;
+  for (const std::string opt : {"--optimizer.momentum=0.9", "--optimizer.name=adamw --optimizer.lr=0.003"}) {
+    ASSERT_EQ(job.ddptrain(opt + " --job.out_dir=" + job.dir / "run" + job.steps(kFirstSteps)).exit_code, 0);
+    const std::string v2 = job.dir / "run/checkpoints/step-00000007.pt", v1 = job.dir / "v1.pt";
+    auto edit = job.oracle("to-v1 --ckpt " + v2 + " --out " + v1);
+    ASSERT_EQ(edit.exit_code, 0) << edit.output;
+    for (const std::string& which : {v2, v1}) {
+      const std::string out = job.dir / (which == v1 ? "from_v1" : "from_v2");
+      auto r = job.ddptrain(opt + " --job.out_dir=" + out + job.steps(kFirstSteps + kMoreSteps) +
+                            " --checkpoint.resume=" + which);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(r.output.find("at step 7"), std::string::npos) << r.output;
+    }
+    EXPECT_EQ(read_file(job.dir / "from_v1/model.pt"), read_file(job.dir / "from_v2/model.pt")) << opt;
+    EXPECT_GT(max_state_diff(job.dir / "init.pt", job.dir / "from_v1/model.pt"), 1e-3);
+    for (const char* sub : {"run", "from_v1", "from_v2"}) std::filesystem::remove_all(job.dir / sub);
+  }
+}
+
+// ddptrain's scaler entry loads into torch.amp.GradScaler("cpu") with equal state_dict() and scale; a scaler state
+// written by GradScaler in Python resumes in ddptrain: its next scale is the one torch's GradScaler reaches.
+TEST(CheckpointInterop, ScalerStateLoadsIntoTorchGradScalerAndBack) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  InteropJob job;
+  const std::string amp =
+      "--optimizer.momentum=0.9 --amp.enabled=true --amp.loss_scaling=dynamic "
+      "--amp.init_scale=1000 --amp.growth_factor=3 --amp.growth_interval=3 ";
+  ASSERT_EQ(job.ddptrain(amp + "--job.out_dir=" + job.dir / "run" + job.steps(kFirstSteps)).exit_code, 0);
+  auto loaded = job.oracle("scaler --ckpt " + job.dir / "run/checkpoints/step-00000007.pt");
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  EXPECT_NE(loaded.output.find("scaler_state_equal True"), std::string::npos) << loaded.output;
+  const double scale = number_after(loaded.output, "scaler_scale ");
+  EXPECT_EQ(scale, logged_loss_scale(job.dir / "run/metrics.jsonl", kFirstSteps));
+  EXPECT_NE(scale, 1000.0) << "the scale should have grown";
+  // Reverse: GradScaler("cpu", init_scale=256, growth_factor=4, growth_interval=1) in a Python checkpoint.
+  auto write = job.oracle("write --optimizer sgd --momentum 0.9 --steps 7 --then 0 --ckpt " + job.dir / "py.pt" +
+                          " --out " + job.dir / "py_model.pt" +
+                          " --scaler-init-scale 256 --scaler-growth-factor 4 --scaler-growth-interval 1");
+  ASSERT_EQ(write.exit_code, 0) << write.output;
+  auto torch_next = job.oracle("scaler --ckpt " + job.dir / "py.pt");
+  ASSERT_EQ(torch_next.exit_code, 0) << torch_next.output;
+  auto r = job.ddptrain(amp + "--job.out_dir=" + job.dir / "resumed" + job.steps(kFirstSteps + 1) +
+                        " --checkpoint.resume=" + job.dir / "py.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(logged_loss_scale(job.dir / "resumed/metrics.jsonl", kFirstSteps + 1),
+            number_after(torch_next.output, "scaler_scale_after_one_step "));
+}
+
+// A Python checkpoint without a required entry, or with one of the wrong type, is one error naming entry and file;
+// param_groups disagreeing with the config in a hyperparameter other than lr is one warning line.
+TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparametersAWarning) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  InteropJob job;
+  const std::string ckpt = job.dir / "py.pt";
+  auto write = job.oracle("write --optimizer sgd --momentum 0.9 --steps 7 --then 0 --ckpt " + ckpt + " --out " +
+                          job.dir / "py_model.pt");
+  ASSERT_EQ(write.exit_code, 0) << write.output;
+  auto edit = [&](const std::string& python_statement, const std::string& out) {
+    auto e = run_command(python() + " -c \"import torch; d = torch.load('" + ckpt + "'); " + python_statement +
+                         "; torch.save(d, '" + out + "')\"");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+  };
+  edit("del d['global_step']", job.dir / "no_step.pt");
+  edit("d['global_step'] = '7'", job.dir / "str_step.pt");
+  edit("d['optimizer'] = d['optimizer']['state']", job.dir / "flat.pt");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"no_step.pt", "checkpoint has no \"global_step\" entry (a checkpoint needs model, optimizer and global_step)"},
+      {"str_step.pt", "checkpoint entry \"global_step\" is a str, expected an int"},
+      {"flat.pt", "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict()"}};
+  for (const auto& [file, message] : cases) {
+    auto r = job.ddptrain("--optimizer.momentum=0.9 --job.out_dir=" + job.dir / "o" + job.steps(9) +
+                          " --checkpoint.resume=" + job.dir / file);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("error: resume from " + job.dir / file + ": " + message), std::string::npos) << r.output;
+  }
+  auto r = job.ddptrain("--optimizer.momentum=0.5 --optimizer.nesterov=true --job.out_dir=" + job.dir / "w" +
+                        job.steps(9) + " --checkpoint.resume=" + ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string warning =
+      "warning: the checkpoint's optimizer param_groups differ from the config, whose values "
+      "are used: momentum 0.9 (config 0.5), nesterov False (config True)\n";
+  EXPECT_NE(r.output.find(warning), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning", r.output.find(warning) + 1), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddp::test
