@@ -7,8 +7,10 @@ namespace ddp {
 
 std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, double lr,
                                                     std::vector<torch::Tensor> params) {
-  auto options =
-      torch::optim::AdamWOptions(lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay);
+  auto options = torch::optim::AdamWOptions(lr)
+                     .betas({cfg.beta1, cfg.beta2})
+                     .eps(cfg.eps)
+                     .weight_decay(cfg.weight_decay);
   return std::make_unique<torch::optim::AdamW>(std::move(params), options);
 }
 

@@ -8,8 +8,8 @@
 namespace ddp {
 namespace {
 
-using OptimizerFactory =
-    std::function<std::unique_ptr<torch::optim::Optimizer>(const OptimizerConfig&, double, std::vector<torch::Tensor>)>;
+using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(const OptimizerConfig&, double,
+                                                                       std::vector<torch::Tensor>)>;
 
 const std::map<std::string, OptimizerFactory>& optimizer_registry() {
   static const std::map<std::string, OptimizerFactory> r = {{"sgd", make_sgd}, {"adamw", make_adamw}};
