@@ -43,48 +43,49 @@ std::string resumable_config(Config cfg) {
 }
 
 // Entries a checkpoint must have (Python-written ones included); everything else has a default.
-constexpr const char* kRequiredEntries = "model, optimizer and global_step";
+constexpr const char* kCkptRequiredEntries = "model, optimizer and global_step";
 
-const c10::IValue& required_entry(const c10::impl::GenericDict& d, const std::string& key) {
+const c10::IValue& ckpt_required_entry(const c10::impl::GenericDict& d, const std::string& key) {
   auto it = d.find(key);
   if (it == d.end())
-    throw std::runtime_error("checkpoint has no \"" + key + "\" entry (a checkpoint needs " + kRequiredEntries + ")");
+    throw std::runtime_error("checkpoint has no \"" + key + "\" entry (a checkpoint needs " + kCkptRequiredEntries +
+                             ")");
   return it->value();
 }
 
-const c10::IValue* optional_entry(const c10::impl::GenericDict& d, const std::string& key) {
+const c10::IValue* ckpt_optional_entry(const c10::impl::GenericDict& d, const std::string& key) {
   auto it = d.find(key);
   return it == d.end() ? nullptr : &it->value();
 }
 
-[[noreturn]] void wrong_entry_type(const std::string& key, const c10::IValue& v, const char* expected) {
+[[noreturn]] void ckpt_wrong_entry_type(const std::string& key, const c10::IValue& v, const char* expected) {
   throw std::runtime_error("checkpoint entry \"" + key + "\" is " + python_kind(v) + ", expected " + expected);
 }
 
-int64_t int_entry(const c10::IValue& v, const std::string& key) {
-  if (!v.isInt()) wrong_entry_type(key, v, "an int");
+int64_t ckpt_int_entry(const c10::IValue& v, const std::string& key) {
+  if (!v.isInt()) ckpt_wrong_entry_type(key, v, "an int");
   return v.toInt();
 }
 
-c10::impl::GenericDict dict_entry(const c10::IValue& v, const std::string& key) {
-  if (!v.isGenericDict()) wrong_entry_type(key, v, "a dict");
+c10::impl::GenericDict ckpt_dict_entry(const c10::IValue& v, const std::string& key) {
+  if (!v.isGenericDict()) ckpt_wrong_entry_type(key, v, "a dict");
   return v.toGenericDict();
 }
 
-std::vector<torch::Tensor> tensor_list_entry(const c10::IValue* v, const std::string& key) {
+std::vector<torch::Tensor> ckpt_tensor_list_entry(const c10::IValue* v, const std::string& key) {
   std::vector<torch::Tensor> out;
   if (!v) return out;
-  if (!v->isList()) wrong_entry_type(key, *v, "a list of tensors");
+  if (!v->isList()) ckpt_wrong_entry_type(key, *v, "a list of tensors");
   for (const auto& x : v->toListRef()) {
-    if (!x.isTensor()) wrong_entry_type(key, *v, "a list of tensors");
+    if (!x.isTensor()) ckpt_wrong_entry_type(key, *v, "a list of tensors");
     out.push_back(x.toTensor());
   }
   return out;
 }
 
-NamedTensors model_entry(const c10::impl::GenericDict& state) {
+NamedTensors ckpt_model_entry(const c10::impl::GenericDict& state) {
   NamedTensors model;
-  for (const auto& item : dict_entry(required_entry(state, "model"), "model")) {
+  for (const auto& item : ckpt_dict_entry(ckpt_required_entry(state, "model"), "model")) {
     if (!item.key().isString() || !item.value().isTensor())
       throw std::runtime_error("checkpoint entry \"model\" is not a dict of name -> tensor");
     model.emplace_back(item.key().toStringRef(), item.value().toTensor());
@@ -128,34 +129,34 @@ c10::impl::GenericDict Trainer::state_dict() {
 }
 
 void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
-  const c10::IValue* version_entry = optional_entry(state, "format_version");
-  const int64_t version = version_entry ? int_entry(*version_entry, "format_version") : kFormatVersion;
+  const c10::IValue* version_entry = ckpt_optional_entry(state, "format_version");
+  const int64_t version = version_entry ? ckpt_int_entry(*version_entry, "format_version") : kFormatVersion;
   if (version != 1 && version != kFormatVersion)
     throw std::runtime_error("checkpoint format_version " + std::to_string(version) +
                              " is not supported (expected 1 or " + std::to_string(kFormatVersion) + ")");
-  apply_state(*model_, model_entry(state), "checkpoint");
+  apply_state(*model_, ckpt_model_entry(state), "checkpoint");
   load_optimizer_entry(state, version);
-  if (const c10::IValue* scaler_state = optional_entry(state, "scaler")) {  // absent: a fresh scaler
-    const auto scaler_dict = dict_entry(*scaler_state, "scaler");
+  if (const c10::IValue* scaler_state = ckpt_optional_entry(state, "scaler")) {  // absent: a fresh scaler
+    const auto scaler_dict = ckpt_dict_entry(*scaler_state, "scaler");
     if (scaler_ && scaler_dict.size() > 0) scaler_->load_state_dict(scaler_dict);
   }
   load_training_position(state);
   // Absent generator states: each rank's generator seeded from job.seed, rank and step.
   restore_rank_generator(at::detail::getDefaultCPUGenerator(),
-                         tensor_list_entry(optional_entry(state, "rng_cpu"), "rng_cpu"));
+                         ckpt_tensor_list_entry(ckpt_optional_entry(state, "rng_cpu"), "rng_cpu"));
   // A CUDA run's generators too; a CUDA run's checkpoint resumes on CPU with the CPU generators alone.
   if (ctx_.device.is_cuda())  // rng_cuda is absent in checkpoints of ddptrain 0.3.0 and earlier
     restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device),
-                           tensor_list_entry(optional_entry(state, "rng_cuda"), "rng_cuda"));
-  const c10::IValue* hash = optional_entry(state, "config_hash");
+                           ckpt_tensor_list_entry(ckpt_optional_entry(state, "rng_cuda"), "rng_cuda"));
+  const c10::IValue* hash = ckpt_optional_entry(state, "config_hash");
   if (hash && (!hash->isString() || hash->toStringRef() != config_hash(resumable_config(cfg_))) && ctx_.is_main())
     std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
 }
 
 void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version) {
-  const auto opt_state = dict_entry(required_entry(state, "optimizer"), "optimizer");
-  const c10::IValue* name_entry = optional_entry(state, "optimizer_name");
-  if (name_entry && !name_entry->isString()) wrong_entry_type("optimizer_name", *name_entry, "a str");
+  const auto opt_state = ckpt_dict_entry(ckpt_required_entry(state, "optimizer"), "optimizer");
+  const c10::IValue* name_entry = ckpt_optional_entry(state, "optimizer_name");
+  if (name_entry && !name_entry->isString()) ckpt_wrong_entry_type("optimizer_name", *name_entry, "a str");
   const std::string opt_name = name_entry ? name_entry->toStringRef() : optimizer_name_from_param_groups(opt_state);
   if (opt_name.empty())
     throw std::runtime_error(
@@ -177,28 +178,28 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
 }
 
 void Trainer::load_training_position(const c10::impl::GenericDict& state) {
-  global_step_ = int_entry(required_entry(state, "global_step"), "global_step");
+  global_step_ = ckpt_int_entry(ckpt_required_entry(state, "global_step"), "global_step");
   if (global_step_ < 0) throw std::runtime_error("checkpoint entry \"global_step\" is negative");
-  const c10::IValue* epoch = optional_entry(state, "epoch");
-  const c10::IValue* batch = optional_entry(state, "batch_in_epoch");
+  const c10::IValue* epoch = ckpt_optional_entry(state, "epoch");
+  const c10::IValue* batch = ckpt_optional_entry(state, "batch_in_epoch");
   if (epoch && batch) {
-    epoch_ = int_entry(*epoch, "epoch");
-    batch_in_epoch_ = int_entry(*batch, "batch_in_epoch");
+    epoch_ = ckpt_int_entry(*epoch, "epoch");
+    batch_in_epoch_ = ckpt_int_entry(*batch, "batch_in_epoch");
   } else {  // derived: global_step optimizer steps of steps_per_epoch() each, grad_accum_steps micro-batches a step
     const int64_t per_epoch = steps_per_epoch();
     epoch_ = global_step_ / per_epoch;
     batch_in_epoch_ = (global_step_ % per_epoch) * cfg_.training.grad_accum_steps;
   }
-  const c10::IValue* offset = optional_entry(state, "epoch_sample_offset");
-  epoch_sample_offset_ = offset ? int_entry(*offset, "epoch_sample_offset") : 0;
-  if (const c10::IValue* best = optional_entry(state, "best_accuracy")) {
-    if (!best->isDouble() && !best->isInt()) wrong_entry_type("best_accuracy", *best, "a float");
+  const c10::IValue* offset = ckpt_optional_entry(state, "epoch_sample_offset");
+  epoch_sample_offset_ = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
+  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy")) {
+    if (!best->isDouble() && !best->isInt()) ckpt_wrong_entry_type("best_accuracy", *best, "a float");
     best_accuracy_ = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
   }
-  const c10::IValue* world = optional_entry(state, "world_size");
-  const c10::IValue* batch_size = optional_entry(state, "batch_size");
-  const int64_t saved_world = world ? int_entry(*world, "world_size") : ctx_.world_size;
-  const int64_t saved_batch = batch_size ? int_entry(*batch_size, "batch_size") : cfg_.data.batch_size;
+  const c10::IValue* world = ckpt_optional_entry(state, "world_size");
+  const c10::IValue* batch_size = ckpt_optional_entry(state, "batch_size");
+  const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : ctx_.world_size;
+  const int64_t saved_batch = batch_size ? ckpt_int_entry(*batch_size, "batch_size") : cfg_.data.batch_size;
   if (saved_world == ctx_.world_size && saved_batch == cfg_.data.batch_size) return;
   // Continue the epoch from the saved position in the global sample order, re-sharded for this world.
   epoch_sample_offset_ += batch_in_epoch_ * saved_batch * saved_world;

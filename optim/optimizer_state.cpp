@@ -29,13 +29,13 @@ torch::Tensor state_tensor_like(const c10::IValue& v, const torch::Tensor& like,
 
 namespace {
 
-using StrDict = c10::impl::GenericDict;
+using OptimStrDict = c10::impl::GenericDict;
 
-StrDict new_str_dict() { return StrDict(c10::StringType::get(), c10::AnyType::get()); }
+OptimStrDict new_optim_str_dict() { return OptimStrDict(c10::StringType::get(), c10::AnyType::get()); }
 
 // torch 2.11's param_groups entry for SGD / AdamW with these options, keys in torch's order, "params" last.
-StrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
-  StrDict g = new_str_dict();
+OptimStrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
+  OptimStrDict g = new_optim_str_dict();
   g.insert("lr", options.get_lr());
   if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&options)) {
     g.insert("momentum", s->momentum());
@@ -63,8 +63,8 @@ StrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
   return g;
 }
 
-StrDict param_state_entry(const torch::optim::OptimizerParamState& state) {
-  StrDict out = new_str_dict();
+OptimStrDict param_state_entry(const torch::optim::OptimizerParamState& state) {
+  OptimStrDict out = new_optim_str_dict();
   if (auto* s = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
     if (s->momentum_buffer().defined()) out.insert("momentum_buffer", s->momentum_buffer().clone());
   } else if (auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
@@ -86,12 +86,12 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt) 
   c10::impl::GenericList groups(c10::AnyType::get());
   int64_t index = 0;
   for (const auto& g : opt.param_groups()) {
-    StrDict entry = param_group_entry(g.options());
+    OptimStrDict entry = param_group_entry(g.options());
     c10::impl::GenericList ids(c10::AnyType::get());
     for (const auto& p : g.params()) {
       auto it = opt.state().find(param_state_key(p));
       if (it != opt.state().end()) {
-        StrDict fields = param_state_entry(*it->second);
+        OptimStrDict fields = param_state_entry(*it->second);
         if (fields.size() > 0) state.insert(index, fields);
       }
       ids.push_back(index++);
@@ -99,7 +99,7 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt) 
     entry.insert("params", ids);
     groups.push_back(entry);
   }
-  StrDict out = new_str_dict();
+  OptimStrDict out = new_optim_str_dict();
   out.insert("state", state);
   out.insert("param_groups", groups);
   return out;

@@ -75,8 +75,8 @@ std::vector<std::pair<std::string, c10::IValue>> update_hyperparameters(const to
           {"decoupled_weight_decay", true}};
 }
 
-void compare_group(const torch::optim::OptimizerOptions& ours, const c10::impl::GenericDict& group,
-                   std::vector<std::string>& differences) {
+void compare_param_group_hyperparameters(const torch::optim::OptimizerOptions& ours,
+                                         const c10::impl::GenericDict& group, std::vector<std::string>& differences) {
   for (const auto& [key, value] : update_hyperparameters(ours)) {
     auto it = group.find(key);
     if (it == group.end() || hyper_equal(value, it->value())) continue;
@@ -85,8 +85,8 @@ void compare_group(const torch::optim::OptimizerOptions& ours, const c10::impl::
 }
 
 // param_groups' parameter ids -> position in the optimizer's parameter order; records hyperparameter differences.
-std::map<int64_t, size_t> group_positions(const torch::optim::Optimizer& opt, const c10::IValue& groups,
-                                          size_t num_params, std::vector<std::string>& differences) {
+std::map<int64_t, size_t> param_group_positions(const torch::optim::Optimizer& opt, const c10::IValue& groups,
+                                                size_t num_params, std::vector<std::string>& differences) {
   if (!groups.isList()) throw std::runtime_error("optimizer.param_groups is " + python_kind(groups) + ", not a list");
   std::map<int64_t, size_t> position;
   size_t next = 0;
@@ -101,7 +101,7 @@ std::map<int64_t, size_t> group_positions(const torch::optim::Optimizer& opt, co
       if (!position.emplace(id.toInt(), next++).second)
         throw std::runtime_error(where + "[\"params\"] lists parameter " + std::to_string(id.toInt()) + " twice");
     }
-    compare_group(opt.param_groups().front().options(), g.toGenericDict(), differences);
+    compare_param_group_hyperparameters(opt.param_groups().front().options(), g.toGenericDict(), differences);
   }
   if (next != num_params)
     throw std::runtime_error("optimizer.param_groups list " + std::to_string(next) + " parameters, the model has " +
@@ -138,7 +138,7 @@ std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt,
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&opt) != nullptr;
   std::vector<std::string> differences;
   const auto position =
-      group_positions(opt, optim_entry(state, "param_groups", "optimizer"), params.size(), differences);
+      param_group_positions(opt, optim_entry(state, "param_groups", "optimizer"), params.size(), differences);
   const c10::IValue& per_param = optim_entry(state, "state", "optimizer");
   if (!per_param.isGenericDict())
     throw std::runtime_error("optimizer.state is " + python_kind(per_param) + ", not a dict");
