@@ -31,9 +31,10 @@ InitLayout unwrap_init_state(const c10::IValue& value, const std::string& path) 
     for (const auto& item : dict)
       if (item.key().isString() && non_empty_tensor_dict(item.value())) {
         const std::string key = item.key().toStringRef();
-        throw std::runtime_error(path + ": the weights are nested under \"" + key +
-                                 "\" (model.init_from looks under \"model\" or \"state_dict\"): save that entry alone, " +
-                                 "torch.save(checkpoint[\"" + key + "\"], \"" + path + "\")");
+        throw std::runtime_error(
+            path + ": the weights are nested under \"" + key +
+            "\" (model.init_from looks under \"model\" or \"state_dict\"): save that entry alone, " +
+            "torch.save(checkpoint[\"" + key + "\"], \"" + path + "\")");
       }
   }
   return {tensor_dict(value, path), ""};  // throws, saying what the file holds instead
@@ -68,9 +69,8 @@ std::string prefix_fix(const NamedTensors& state, const NamedTensors& own) {
   const std::set<std::string> own_keys = key_set(own);
   for (std::string prefix = common_dotted_prefix(state); !prefix.empty();) {
     const bool model_has_it = every_key_starts_with(own, prefix);
-    const bool leaves_model_keys = std::any_of(state.begin(), state.end(), [&](const auto& e) {
-      return own_keys.count(e.first.substr(prefix.size())) > 0;
-    });
+    const bool leaves_model_keys = std::any_of(
+        state.begin(), state.end(), [&](const auto& e) { return own_keys.count(e.first.substr(prefix.size())) > 0; });
     if (!model_has_it && leaves_model_keys)
       return "hint: every key starts with `" + prefix + "`, the model's keys do not: save it without the prefix, " +
              "torch.save({k.removeprefix(\"" + prefix + "\"): v for k, v in sd.items()}, PATH)";
@@ -83,8 +83,9 @@ std::string prefix_fix(const NamedTensors& state, const NamedTensors& own) {
 // The fix when the file's keys are exactly another model.name's; else a note on how few keys match.
 std::string architecture_fix(const NamedTensors& state, const NamedTensors& own, const ModelConfig& model_cfg) {
   const std::set<std::string> file_keys = key_set(state), own_keys = key_set(own);
-  if (file_keys == own_keys) return "hint: same keys, other shapes: the file comes from this architecture with "
-                                    "other sizes (model.num_classes, model.in_channels)";
+  if (file_keys == own_keys)
+    return "hint: same keys, other shapes: the file comes from this architecture with "
+           "other sizes (model.num_classes, model.in_channels)";
   for (const std::string& name : model_names()) {
     if (name == model_cfg.name) continue;
     ModelConfig other = model_cfg;
