@@ -94,7 +94,8 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
   }
   EXPECT_GT(differing, 0);  // the killed run's values differ: keeping the resumed ones is what was checked
   std::cout << "killed at step " << killed_at << ", resumed from " << resume_step << ": " << records.repeated.size()
-            << " orphaned steps purged, " << differing << " of them with a different perf/samples_per_s" << std::endl;
+            << " steps logged before the kill and again after it, " << differing
+            << " of them with a different perf/samples_per_s" << std::endl;
 }
 
 }  // namespace
