@@ -173,9 +173,14 @@ void save_state_dict(const std::string& path, const NamedTensors& state) {
   write_file_atomic(path, [&](const ByteSink& sink) { write_torch_save(sink, dict); });
 }
 
+namespace {
+
+// What every unreadable-file error ends with.
 std::string plain_dict_hint(const std::string& path) {
   return "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")";
 }
+
+}  // namespace
 
 c10::IValue read_torch_save_file(const std::string& path) {
   const std::string hint = plain_dict_hint(path);

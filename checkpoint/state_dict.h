@@ -27,8 +27,6 @@ c10::IValue read_torch_save_file(const std::string& path);
 bool is_tensor_dict(const c10::IValue& value);
 // `value` as name -> tensor pairs; anything else throws naming `path` and what was found instead.
 NamedTensors tensor_dict(const c10::IValue& value, const std::string& path);
-// "; save it from Python as torch.save(dict(model.state_dict()), \"PATH\")"
-std::string plain_dict_hint(const std::string& path);
 // Copies `state` into the module's parameters and buffers; mismatches throw listing missing, unexpected
 // and mis-shaped keys, with `origin` (the file) in the message.
 void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin);
