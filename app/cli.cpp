@@ -75,6 +75,7 @@ void print_banner(const Trainer& t) {
             << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
             << (c.amp.enabled ? amp_dtype_label(t.amp_dtype()) : "off") << "\n"
             << "  outputs in " << c.job.out_dir << std::endl;
+  if (!t.init_from_note().empty()) std::cout << "  init_from: " << t.init_from_note() << std::endl;
 }
 
 }  // namespace

@@ -113,10 +113,20 @@ std::string tfrecord_frame(const std::string& data) {
   return out;
 }
 
-std::string encode_file_version_event(double wall_time) {
+std::string encode_file_version_event(double wall_time, int64_t step) {
   std::string event;
-  append_event_header(event, wall_time, 0);
+  append_event_header(event, wall_time, step);
   append_bytes_field(event, 3, "brain.Event:2");  // Event.file_version
+  return event;
+}
+
+std::string encode_session_start_event(int64_t step, double wall_time) {
+  constexpr int64_t kSessionLogStart = 1;  // SessionLog.SessionStatus.START
+  std::string session_log;
+  append_int64_field(session_log, 1, kSessionLogStart);  // SessionLog.status
+  std::string event;
+  append_event_header(event, wall_time, step);
+  append_bytes_field(event, 7, session_log);  // Event.session_log
   return event;
 }
 
@@ -158,6 +168,11 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
 
 void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t step, double wall_time) {
   write_record(encode_scalar_event(tag, value, step, wall_time));
+}
+
+void TensorBoardWriter::purge_from(int64_t step) {
+  write_record(encode_file_version_event(wall_time_now(), step));
+  write_record(encode_session_start_event(step, wall_time_now()));
 }
 
 void TensorBoardWriter::flush() {

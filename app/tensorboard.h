@@ -17,7 +17,9 @@ uint32_t masked_crc32c(const void* data, size_t size);
 std::string tfrecord_frame(const std::string& data);
 
 // Serialized tensorflow.Event protos (field order and proto3 defaults as protobuf's own serializer).
-std::string encode_file_version_event(double wall_time);  // file_version "brain.Event:2"
+std::string encode_file_version_event(double wall_time, int64_t step = 0);  // file_version "brain.Event:2"
+// Event{wall_time, step, session_log{status: START}}: TensorBoard drops every earlier event at `step` or later.
+std::string encode_session_start_event(int64_t step, double wall_time);
 // summary { value { tag, simple_value } }; value is stored as float32 (finite values beyond float range -> +-inf).
 std::string encode_scalar_event(const std::string& tag, double value, int64_t step, double wall_time);
 
@@ -34,6 +36,10 @@ class TensorBoardWriter {
   explicit TensorBoardWriter(const std::string& log_dir);
   void add_scalar(const std::string& tag, double value, int64_t step);  // wall_time = now
   void add_scalar(const std::string& tag, double value, int64_t step, double wall_time);
+  // What SummaryWriter(purge_step=step) writes when it opens its file: Event{step, file_version "brain.Event:2"}
+  // then Event{step, session_log START}, so that TensorBoard hides the points an interrupted run logged at
+  // `step` or later (a resumed run calls it with its first step to come).
+  void purge_from(int64_t step);
   void flush();
   const std::string& path() const { return path_; }
 

@@ -4,6 +4,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "app/device_settings.h"
+#include "app/init_weights.h"
 #include "app/preemption.h"
 #include "app/tensorboard.h"
 #include "checkpoint/state_dict.h"
@@ -87,7 +88,7 @@ void Trainer::setup() {
   if (model_cfg.memory_format == "auto" && ctx_.device.is_cuda()) model_cfg.memory_format = "channels_last";
   model_ = make_model(model_cfg);
   if (!cfg_.model.init_from.empty())
-    apply_state(*model_, load_state_dict_file(cfg_.model.init_from), cfg_.model.init_from);
+    init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
   model_->to(ctx_.device);
   if (ctx_.distributed()) ddp_ = std::make_unique<DistributedDataParallel>(model_, ctx_, cfg_.dist);
   // Dropout draws from the global generator: a distinct, reproducible stream per rank.
@@ -218,21 +219,26 @@ void Trainer::add_device_metrics(JsonRecord& record) {
 }
 
 void Trainer::report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label) {
-  write_metrics(JsonRecord()
-                    .add("kind", "eval")
-                    .add("step", global_step_)
-                    .add("epoch", epoch)
-                    .add("loss", e.loss)
-                    .add("accuracy", e.accuracy)
-                    .add("correct", e.correct)
-                    .add("total", e.total)
-                    .add("wall_s", wall_s));
+  const bool top5 = e.correct_top5 >= 0;
+  JsonRecord record;
+  record.add("kind", "eval")
+      .add("step", global_step_)
+      .add("epoch", epoch)
+      .add("loss", e.loss)
+      .add("accuracy", e.accuracy)
+      .add("correct", e.correct);
+  if (top5) record.add("accuracy_top5", e.accuracy_top5).add("correct_top5", e.correct_top5);
+  write_metrics(record.add("total", e.total).add("wall_s", wall_s));
   if (tensorboard_) {
     tensorboard_->add_scalar("eval/loss", e.loss, global_step_);
     tensorboard_->add_scalar("eval/accuracy", e.accuracy, global_step_);
+    if (top5) tensorboard_->add_scalar("eval/accuracy_top5", e.accuracy_top5, global_step_);
   }
+  const std::string top5_text = top5 ? " top-5 " + fmt("%.4f", e.accuracy_top5) + " (" +
+                                           std::to_string(e.correct_top5) + "/" + std::to_string(e.total) + ")"
+                                     : "";
   log("eval " + label + ": loss " + fmt("%.4f", e.loss) + " accuracy " + fmt("%.4f", e.accuracy) + " (" +
-      std::to_string(e.correct) + "/" + std::to_string(e.total) + ")");
+      std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5_text);
 }
 
 EvalResult Trainer::evaluate() {
@@ -244,7 +250,9 @@ EvalResult Trainer::evaluate() {
   BatchLoader loader(test, eval_shard(test.size(), ctx_.world_size, ctx_.rank),
                      loader_options(cfg_.data.eval_batch_size, /*drop_last=*/false));
   auto feed = make_device_feed(loader, ctx_.device);
-  double loss_sum = 0, correct = 0, count = 0;
+  const bool top5 = cfg_.model.num_classes > 5;
+  double loss_sum = 0;
+  int64_t correct = 0, correct_top5 = 0, count = 0;
   while (auto batch = feed->next()) {
     torch::Tensor x = batch->images.to(ctx_.device), y = batch->labels.to(ctx_.device);
     torch::Tensor out = model_->forward(x);
@@ -252,16 +260,22 @@ EvalResult Trainer::evaluate() {
                              ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
                              : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
     loss_sum += loss.item<double>();
-    correct += static_cast<double>(out.argmax(1).eq(y).sum().item<int64_t>());
-    count += static_cast<double>(batch->size());
+    correct += out.argmax(1).eq(y).sum().item<int64_t>();
+    if (top5) correct_top5 += std::get<1>(out.topk(5, 1)).eq(y.unsqueeze(1)).any(1).sum().item<int64_t>();
+    count += batch->size();
   }
   model_->train();
-  std::vector<double> reduced = all_reduce_sum(ctx_, {loss_sum, correct, count});
+  // Counts are summed as integers (exact); the loss as float64.
+  const std::vector<int64_t> counts = all_reduce_sum_exact(ctx_, {correct, correct_top5, count});
   EvalResult r;
-  r.correct = static_cast<int64_t>(reduced[1]);
-  r.total = static_cast<int64_t>(reduced[2]);
-  r.loss = reduced[0] / reduced[2];
-  r.accuracy = reduced[1] / reduced[2];
+  r.correct = counts[0];
+  r.total = counts[2];
+  r.loss = all_reduce_sum(ctx_, std::vector<double>{loss_sum})[0] / static_cast<double>(r.total);
+  r.accuracy = static_cast<double>(r.correct) / static_cast<double>(r.total);
+  if (top5) {
+    r.correct_top5 = counts[1];
+    r.accuracy_top5 = static_cast<double>(r.correct_top5) / static_cast<double>(r.total);
+  }
   return r;
 }
 
@@ -418,6 +432,7 @@ void Trainer::print_summary(const TrainSummary& s) {
   };
   log("summary");
   row("final eval accuracy", fmt("%.4f", s.final_eval.accuracy) + " (best " + fmt("%.4f", s.best_accuracy) + ")");
+  if (s.final_eval.correct_top5 >= 0) row("final eval top-5", fmt("%.4f", s.final_eval.accuracy_top5));
   row("epochs done / steps", std::to_string(s.epochs) + " / " + std::to_string(s.steps));
   row("wall time", fmt("%.1f s", s.wall_s));
   row("mean samples/s", fmt("%.0f", s.samples_per_s));

@@ -31,6 +31,9 @@ struct EvalResult {
   double accuracy = 0;  // correct / total
   int64_t correct = 0;
   int64_t total = 0;
+  // Top-5 (the label among the five largest outputs); -1 when the model has 5 classes or fewer.
+  int64_t correct_top5 = -1;
+  double accuracy_top5 = -1;
 };
 
 // Sums over the micro-batches of one optimizer step, on this rank.
@@ -89,6 +92,8 @@ class Trainer {
   c10::ScalarType amp_dtype() const { return amp_dtype_; }  // amp.dtype resolved for the device (when amp is on)
   const Dataset& dataset() const { return dataset_; }
   const Config& config() const { return cfg_; }
+  // How model.init_from's layout was read (e.g. "DDP state dict, `module.` prefix stripped"); "" when plain or unset.
+  const std::string& init_from_note() const { return init_from_note_; }
   const DistContext& dist() const { return ctx_; }
   int64_t global_step() const { return global_step_; }
   // Optimizer steps in one epoch for this world size.
@@ -113,6 +118,7 @@ class Trainer {
   JsonlWriter metrics_;
   Progress progress_{"off", false};
   int64_t checkpoints_written_ = 0;
+  std::string init_from_note_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0, metrics.tensorboard
   double base_lr_ = 0;
   // Whether every rank stops now (SIGTERM/SIGINT on any rank). Agreement lags one step: the vote started after

@@ -294,6 +294,8 @@ void Trainer::resume() {
     throw std::runtime_error("resume from " + (chosen.empty() ? std::string("rank 0's checkpoint") : chosen) + ": " +
                              e.what());
   }
+  // The points the interrupted run logged after this checkpoint are orphans: TensorBoard drops them.
+  if (tensorboard_) tensorboard_->purge_from(global_step_ + 1);
   log("resumed from " + chosen + " at step " + std::to_string(global_step_) + " (epoch " + std::to_string(epoch_ + 1) +
       ", micro-batch " + std::to_string(batch_in_epoch_) + ")");
 }

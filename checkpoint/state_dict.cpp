@@ -174,22 +174,41 @@ void save_state_dict(const std::string& path, const NamedTensors& state) {
   write_file_atomic(path, [&](const ByteSink& sink) { write_torch_save(sink, dict); });
 }
 
-NamedTensors load_state_dict_file(const std::string& path) {
-  const std::string hint = "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")";
+namespace {
+
+// What every unreadable-file error ends with.
+std::string plain_dict_hint(const std::string& path) {
+  return "; save it from Python as torch.save(dict(model.state_dict()), \"" + path + "\")";
+}
+
+}  // namespace
+
+c10::IValue read_torch_save_file(const std::string& path) {
+  const std::string hint = plain_dict_hint(path);
   if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
   if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a state dict file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw std::runtime_error(path + ": read error: " + std::strerror(errno));
-  c10::IValue value;
   try {
-    value = read_torch_save(bytes);
+    return read_torch_save(bytes);
   } catch (const c10::Error& e) {
     throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + e.what_without_backtrace() + hint);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": cannot read as a torch.save state dict: " + std::string(e.what()) + hint);
   }
+}
+
+bool is_tensor_dict(const c10::IValue& value) {
+  if (!value.isGenericDict()) return false;
+  for (const auto& item : value.toGenericDict())
+    if (!item.key().isString() || !item.value().isTensor()) return false;
+  return true;
+}
+
+NamedTensors tensor_dict(const c10::IValue& value, const std::string& path) {
+  const std::string hint = plain_dict_hint(path);
   if (!value.isGenericDict())
     throw std::runtime_error(path + ": expected a dict of name -> tensor, found " + python_kind(value) + hint);
   NamedTensors out;
@@ -204,6 +223,8 @@ NamedTensors load_state_dict_file(const std::string& path) {
   }
   return out;
 }
+
+NamedTensors load_state_dict_file(const std::string& path) { return tensor_dict(read_torch_save_file(path), path); }
 
 void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin) {
   std::map<std::string, torch::Tensor> given(state.begin(), state.end());

@@ -24,6 +24,12 @@ std::string python_kind(const c10::IValue& v);
 void save_state_dict(const std::string& path, const NamedTensors& state);
 // Reads a dict of name -> tensor saved by torch.save (plain dict or OrderedDict) or by save_state_dict.
 NamedTensors load_state_dict_file(const std::string& path);
+// The value torch.save wrote to `path`; unreadable files throw naming the file.
+c10::IValue read_torch_save_file(const std::string& path);
+// Whether `value` is a dict of str -> tensor (an empty dict is one).
+bool is_tensor_dict(const c10::IValue& value);
+// `value` as name -> tensor pairs; anything else throws naming `path` and what was found instead.
+NamedTensors tensor_dict(const c10::IValue& value, const std::string& path);
 // Copies `state` into the module's parameters and buffers; mismatches throw listing missing, unexpected
 // and mis-shaped keys, with `origin` (the file) in the message.
 void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin);

@@ -19,6 +19,14 @@ std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<dou
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
+std::vector<int64_t> all_reduce_sum_exact(const DistContext& ctx, const std::vector<int64_t>& values) {
+  if (!ctx.distributed()) return values;
+  torch::Tensor t = torch::tensor(values, torch::kInt64).to(ctx.device);
+  all_reduce_sum(ctx, t);
+  t = t.cpu();
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
 double all_reduce_max(const DistContext& ctx, double value) {
   AsyncAllReduceMax reduce(ctx);
   reduce.start(value);

@@ -11,6 +11,8 @@ namespace ddp {
 void all_reduce_sum(const DistContext& ctx, torch::Tensor& t);
 // All-reduce SUM of doubles (as float64), returns the reduced values.
 std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<double>& values);
+// All-reduce SUM of integer counts (as int64: exact at any size), returns the reduced values.
+std::vector<int64_t> all_reduce_sum_exact(const DistContext& ctx, const std::vector<int64_t>& values);
 // All-reduce MAX of one value.
 double all_reduce_max(const DistContext& ctx, double value);
 // Blocks until every rank arrives.

@@ -234,6 +234,35 @@ TEST(TensorBoardWriter, FileNamedLikeSummaryWriterInCreatedDirectory) {
   EXPECT_EQ(std::stol(m[3]), static_cast<long>(getpid()));
 }
 
+// Every event of FILE as "event KIND STEP DETAIL" lines (tfevents_reader.py --events --canonical).
+CommandResult event_kinds(const std::string& path) {
+  return run_command(python() + " " + source_dir() + "/tests/python/tfevents_reader.py --events --canonical " +
+                     shell_quote(path));
+}
+
+TEST(TensorBoardWriter, PurgeFromWritesWhatSummaryWriterWritesWithPurgeStep) {
+  SKIP_WITHOUT_READER();
+  if (!python_can_import("torch.utils.tensorboard"))
+    GTEST_SKIP() << python() << " cannot import torch.utils.tensorboard";
+  TempDir dir;
+  const CommandResult torch_run = run_command(python() + " " + source_dir() + "/tests/python/tb_purge_reference.py " +
+                                              shell_quote(dir / "torch") + " 7 2>/dev/null");
+  ASSERT_EQ(torch_run.exit_code, 0) << torch_run.output;
+  const std::string torch_file = torch_run.output.substr(0, torch_run.output.find('\n'));
+  std::string ours_file;
+  {
+    TensorBoardWriter writer(dir / "ours");
+    writer.purge_from(7);
+    writer.add_scalar("x", 1.0, 7);
+    ours_file = writer.path();
+  }
+  const CommandResult theirs = event_kinds(torch_file), ours = event_kinds(ours_file);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  EXPECT_NE(theirs.output.find("event\tsession_log\t7\tSTART\n"), std::string::npos) << theirs.output;
+  EXPECT_EQ(ours.output, theirs.output);  // the same events, in the same order, at the same steps
+}
+
 TEST(TensorBoardWriter, FlippedByteOrTruncationMakesReaderFail) {
   SKIP_WITHOUT_READER();
   TempDir dir;

@@ -52,7 +52,8 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
                                                                  {"amp/loss_scale", "loss_scale"},
                                                                  {"amp/skipped_steps", "skipped_steps"},
                                                                  {"perf/samples_per_s", "samples_per_s"}}
-              : std::vector<std::pair<std::string, std::string>>{{"eval/loss", "loss"}, {"eval/accuracy", "accuracy"}};
+              : std::vector<std::pair<std::string, std::string>>{
+                    {"eval/loss", "loss"}, {"eval/accuracy", "accuracy"}, {"eval/accuracy_top5", "accuracy_top5"}};
     (train ? train_records : eval_records)++;
     for (const auto& [tag, key] : pairs) {
       ASSERT_TRUE(tb[tag].count(step)) << tag << " step " << step << "\n" << read.output;
@@ -63,7 +64,8 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
   EXPECT_EQ(eval_records, 2);
   EXPECT_EQ(tb["train/loss"].size(), static_cast<size_t>(train_records));
   EXPECT_EQ(tb["eval/accuracy"].size(), static_cast<size_t>(eval_records));
-  EXPECT_EQ(tb.size(), 8u);  // the eight documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
+  EXPECT_EQ(tb["eval/accuracy_top5"].size(), static_cast<size_t>(eval_records));  // 10 classes: top-5 reported
+  EXPECT_EQ(tb.size(), 9u);  // the nine documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
 }
 
 }  // namespace

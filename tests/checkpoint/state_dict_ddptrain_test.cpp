@@ -1,4 +1,5 @@
-// Tests: ddptrain's model.pt evaluates the same in PyTorch; init_from a Python OrderedDict trains like torch SGD.
+// Tests: ddptrain's model.pt evaluates the same in PyTorch (top-1 and top-5); init_from a Python OrderedDict trains
+// like torch SGD.
 #include "checkpoint/state_dict.h"
 #include "tests/checkpoint/state_dict_oracle.h"
 
@@ -23,17 +24,18 @@ CommandResult run_ddptrain(const TempDir& dir, const std::string& data_dir, cons
 struct EvalCounts {
   int64_t correct = -1;
   double loss = -1;
+  int64_t correct_top5 = -1;
 };
 
-// `correct` and `loss` of the last "kind":"eval" record in OUT_DIR/metrics.jsonl (-1 when there is none).
+// `correct`, `loss` and `correct_top5` of the last "kind":"eval" record in OUT_DIR/metrics.jsonl (-1 when absent).
 EvalCounts last_eval(const std::string& out_dir) {
   EvalCounts e;
-  const std::regex correct("\"correct\":([0-9]+)"), loss("\"loss\":([-+0-9.eE]+)");
+  const std::regex correct("\"correct\":([0-9]+)"), loss("\"loss\":([-+0-9.eE]+)"), top5("\"correct_top5\":([0-9]+)");
   for (const std::string& line : read_lines(out_dir + "/metrics.jsonl")) {
-    std::smatch c, l;
+    std::smatch c, l, t;
     if (line.find("\"kind\":\"eval\"") != std::string::npos && std::regex_search(line, c, correct) &&
         std::regex_search(line, l, loss))
-      e = {std::stoll(c[1]), std::stod(l[1])};
+      e = {std::stoll(c[1]), std::stod(l[1]), std::regex_search(line, t, top5) ? std::stoll(t[1]) : -1};
   }
   return e;
 }
@@ -41,8 +43,10 @@ EvalCounts last_eval(const std::string& out_dir) {
 EvalCounts python_eval(const std::string& model, const std::string& pt, const std::string& data_dir) {
   CommandResult r = run_oracle("eval " + model + " " + shell_quote(pt) + " " + shell_quote(data_dir));
   std::smatch m;
-  if (!std::regex_search(r.output, m, std::regex("correct=([0-9]+) total=[0-9]+ loss=([-+0-9.eE]+)"))) return {-2, -2};
-  return {std::stoll(m[1]), std::stod(m[2])};
+  if (!std::regex_search(r.output, m,
+                         std::regex("correct=([0-9]+) total=[0-9]+ loss=([-+0-9.eE]+) correct_top5=([0-9]+)")))
+    return {-2, -2, -2};
+  return {std::stoll(m[1]), std::stod(m[2]), std::stoll(m[3])};
 }
 
 void expect_python_eval_equals_ddptrain(const std::string& model, int n_train, int n_test, const std::string& extra) {
@@ -56,8 +60,11 @@ void expect_python_eval_equals_ddptrain(const std::string& model, int n_train, i
   const EvalCounts python = python_eval(model, dir / "out/model.pt", dir / "data");
   std::cout << "[ " << model << " ] eval correct: ddptrain " << ours.correct << ", PyTorch " << python.correct << " of "
             << n_test << "; mean loss |difference| " << std::abs(python.loss - ours.loss) << " (loss " << ours.loss
-            << ")" << std::endl;
+            << "); top-5 correct: ddptrain " << ours.correct_top5 << ", torch.topk " << python.correct_top5
+            << std::endl;
   EXPECT_EQ(python.correct, ours.correct);
+  EXPECT_EQ(python.correct_top5, ours.correct_top5);
+  EXPECT_GE(ours.correct_top5, ours.correct);
   EXPECT_NEAR(python.loss, ours.loss, 1e-6 * std::max(1.0, std::abs(ours.loss)));
 }
 

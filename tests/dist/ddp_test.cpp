@@ -115,6 +115,7 @@ TEST(DdpTest, ShardedEvaluationEqualsSingleProcess) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string expected = eval_record(dir / "e1");
   ASSERT_NE(expected.find("\"total\":101"), std::string::npos) << expected;
+  ASSERT_NE(expected.find("\"correct_top5\":"), std::string::npos) << expected;  // 10 classes
   for (int world : {2, 3}) {
     auto results = run_ranks(world, args + " --job.out_dir=" + dir / ("e" + std::to_string(world)));
     expect_all_ok(results);
@@ -126,6 +127,8 @@ TEST(DdpTest, ShardedEvaluationEqualsSingleProcess) {
     EXPECT_EQ(field(got, "correct"), field(expected, "correct")) << "world " << world;
     EXPECT_EQ(field(got, "total"), field(expected, "total")) << "world " << world;
     EXPECT_EQ(field(got, "accuracy"), field(expected, "accuracy")) << "world " << world;
+    EXPECT_EQ(field(got, "correct_top5"), field(expected, "correct_top5")) << "world " << world;
+    EXPECT_EQ(field(got, "accuracy_top5"), field(expected, "accuracy_top5")) << "world " << world;
   }
 }
 

@@ -6,10 +6,15 @@
       and the values to DUMP.txt / DUMP.bin (see dump()).
   save-other WHAT PT
       WHAT = module (torch.save(Net())) | list (of tensors) | checkpoint ({"model": state_dict, "epoch": 3}).
+  save-layout WHAT SRC_PT PT
+      The Net state dict in SRC_PT re-saved to PT as: ddp (the state_dict of a real DistributedDataParallel(Net())
+      on a gloo world of one: keys "module.*") | model-dict ({"model": sd, "optimizer": {...}, "epoch": 3}) |
+      state-dict-dict ({"state_dict": sd, "epoch": 3}) | prefixed ({"model." + k: v}) | nested ({"net": sd, "epoch": 3}).
   load-into MODEL PT DUMP
       torch.load(PT) into MODEL (resnet18 | net) with strict=True, then dumps model.state_dict() to DUMP.
   eval MODEL PT DATA_DIR [--mean M --std S --batch B]
-      Eval mode, MODEL loaded (strict) from PT, on DATA_DIR/t10k-*; prints "correct=C total=N loss=MEAN_LOSS".
+      Eval mode, MODEL loaded (strict) from PT, on DATA_DIR/t10k-*; prints
+      "correct=C total=N loss=MEAN_LOSS correct_top5=C5" (C5: the label among torch.topk's 5 largest outputs).
   sgd INIT_PT DATA_DIR DUMP --steps K --batch B --lr LR --seed S
       Net from INIT_PT, K steps of plain SGD (nll_loss, dropout 0) over randperm(N, seed S) batches; dumps result.
 """
@@ -101,6 +106,34 @@ def save_other(args):
     torch.save(obj, args.pt)
 
 
+def ddp_state_dict(state, rendezvous_file):
+    """The state_dict() of DistributedDataParallel(Net()) holding `state`, on a gloo world of one."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    dist.init_process_group("gloo", init_method="file://" + rendezvous_file, rank=0, world_size=1)
+    try:
+        model = Net()
+        model.load_state_dict(state, strict=True)
+        wrapped = DistributedDataParallel(model)
+        out = wrapped.state_dict()
+    finally:
+        dist.destroy_process_group()
+    assert all(k.startswith("module.") for k in out), list(out)[:3]
+    return out
+
+
+def save_layout(args):
+    state = torch.load(args.src_pt)
+    layouts = {
+        "ddp": lambda: ddp_state_dict(state, os.path.abspath(args.pt) + ".rendezvous"),
+        "model-dict": lambda: {"model": state, "optimizer": {"state": {}, "param_groups": []}, "epoch": 3},
+        "state-dict-dict": lambda: {"state_dict": state, "epoch": 3},
+        "prefixed": lambda: OrderedDict(("model." + k, v) for k, v in state.items()),
+        "nested": lambda: {"net": state, "epoch": 3},
+    }
+    torch.save(layouts[args.what](), args.pt)
+
+
 def load_model(name, pt):
     model = make_model(name)
     model.load_state_dict(torch.load(pt), strict=True)
@@ -130,7 +163,7 @@ def evaluate(args):
     model = load_model(args.model, args.pt)
     model.eval()
     images, labels = load_split(args.data_dir, "t10k")
-    correct, loss_sum = 0, 0.0
+    correct, correct_top5, loss_sum = 0, 0, 0.0
     with torch.no_grad():
         for start in range(0, len(labels), args.batch):
             x = normalize(images[start:start + args.batch], args.mean, args.std)
@@ -139,7 +172,8 @@ def evaluate(args):
             loss = F.nll_loss if args.model == "net" else F.cross_entropy  # Net outputs log-probabilities
             loss_sum += float(loss(out, y, reduction="sum"))
             correct += int(out.argmax(1).eq(y).sum())
-    print(f"correct={correct} total={len(labels)} loss={loss_sum / len(labels)!r}")
+            correct_top5 += int(torch.topk(out, 5, dim=1).indices.eq(y.unsqueeze(1)).any(dim=1).sum())
+    print(f"correct={correct} total={len(labels)} loss={loss_sum / len(labels)!r} correct_top5={correct_top5}")
 
 
 def sgd(args):
@@ -175,6 +209,11 @@ def main():
     p.add_argument("what", choices=["module", "list", "checkpoint"])
     p.add_argument("pt")
     p.set_defaults(fn=save_other)
+    p = sub.add_parser("save-layout")
+    p.add_argument("what", choices=["ddp", "model-dict", "state-dict-dict", "prefixed", "nested"])
+    p.add_argument("src_pt")
+    p.add_argument("pt")
+    p.set_defaults(fn=save_layout)
     p = sub.add_parser("load-into")
     p.add_argument("model", choices=["resnet18", "net"])
     p.add_argument("pt")

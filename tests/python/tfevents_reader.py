@@ -1,12 +1,15 @@
 # Strict TensorBoard event-file reader: TFRecord framing and CRC32C checked here, payloads parsed by TensorBoard's protos.
-"""Usage: tfevents_reader.py [--canonical] FILE
+"""Usage: tfevents_reader.py [--canonical] [--events] FILE
 
 Reads every TFRecord of FILE, checks the masked CRC32C of each length and each payload, parses the payload as
 tensorflow.Event and prints, tab-separated, one line per event of interest:
   file_version  WALL_TIME  VERSION
   scalar        TAG  STEP  VALUE  WALL_TIME      (simple_value, or a one-element DT_FLOAT/DT_DOUBLE tensor)
 Numbers are Python repr()s (exact). --canonical also requires each payload to equal protobuf's own
-serialization of the parsed Event. Any damage (CRC mismatch, truncation, bad proto) -> message on stderr, exit 1.
+serialization of the parsed Event. --events prints instead one line per event, whatever it holds:
+  event  KIND  STEP  DETAIL   (KIND: the Event's `what` field; DETAIL: file_version, session_log status name,
+                               or the summary's tags)
+Any damage (CRC mismatch, truncation, bad proto) -> message on stderr, exit 1.
 """
 import struct
 import sys
@@ -90,9 +93,20 @@ def tensor_scalar(tensor):
     raise ReadError("tensor summary of dtype %d is not a float scalar" % tensor.dtype)
 
 
+def event_detail(event_pb2, event, kind):
+    if kind == "file_version":
+        return event.file_version
+    if kind == "session_log":
+        return event_pb2.SessionLog.SessionStatus.Name(event.session_log.status)
+    if kind == "summary":
+        return ",".join(value.tag for value in event.summary.value)
+    return ""
+
+
 def main(argv):
     canonical = "--canonical" in argv
-    paths = [a for a in argv if a != "--canonical"]
+    events = "--events" in argv
+    paths = [a for a in argv if a not in ("--canonical", "--events")]
     if len(paths) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -111,7 +125,9 @@ def main(argv):
                 raise ReadError("record %d at offset %d is not protobuf's serialization of its Event"
                                 % (index, offset))
             kind = event.WhichOneof("what")
-            if kind == "file_version":
+            if events:
+                print("event\t%s\t%d\t%s" % (kind, event.step, event_detail(event_pb2, event, kind)))
+            elif kind == "file_version":
                 print("file_version\t%r\t%s" % (event.wall_time, event.file_version))
             elif kind == "summary":
                 for value in event.summary.value:
