@@ -4,6 +4,8 @@
 #include "amp/autocast.h"
 #include "app/c10_logging.h"
 #include "app/config.h"
+#include "app/config_help.h"
+#include "app/config_schema.h"
 #include "app/preemption.h"
 #include "app/trainer.h"
 #include "app/version.h"
@@ -21,17 +23,47 @@
 namespace ddp {
 
 std::string usage() {
-  return "usage: ddptrain CONFIG.toml [--section.key=value ...] [--print-config]\n"
+  return "usage: ddptrain CONFIG.toml [--section.key=value | --section.key value | --section.flag ...]\n"
          "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
-         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one.\n"
+         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
+         "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
          "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
-         "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n";
+         "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
+         "  --help, -h       this text and every config key with its type, default and allowed values\n";
 }
+
+namespace {
+
+// One override flag (args[i] starts with "--" and names section.key before any '='), as "section.key=value":
+// --a.b=VALUE as written; --a.b VALUE takes the next argument; a bool key alone is true, and takes a following
+// true/false. Advances i past a consumed value.
+std::string cli_override(const std::vector<std::string>& args, size_t& i) {
+  const std::string& a = args[i];
+  if (a.find('=') != std::string::npos) return a.substr(2);
+  const std::string path = a.substr(2);
+  const bool has_next = i + 1 < args.size();
+  if (override_kind(path, a) == FieldKind::Bool) {
+    if (has_next && (args[i + 1] == "true" || args[i + 1] == "false")) return path + "=" + args[++i];
+    return path + "=true";
+  }
+  if (!has_next) throw ConfigError(a + ": needs a value (" + a + " VALUE or " + a + "=VALUE)");
+  if (args[i + 1].rfind("--", 0) == 0)
+    throw ConfigError(a + ": needs a value, got option " + args[i + 1] + " (a value that starts with -- goes as " + a +
+                      "=VALUE)");
+  return path + "=" + args[++i];
+}
+
+// The error line in one write: under mpirun --tag-output (or ranks sharing a terminal) a line written in pieces is
+// tagged and interleaved piece by piece.
+void write_error_line(const std::string& line) { std::cerr << line + "\n" << std::flush; }
+
+}  // namespace
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
   CliArgs out;
-  for (const auto& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       out.help = true;
     } else if (a == "--version") {
@@ -41,7 +73,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else if (a == "--eval-only") {
       out.eval_only = true;
     } else if (a.rfind("--", 0) == 0 && a.find_first_of(".=") != std::string::npos) {
-      out.overrides.push_back(a.substr(2));
+      out.overrides.push_back(cli_override(args, i));
     } else if (a.rfind("-", 0) == 0) {
       throw ConfigError(a + ": unknown option (overrides look like --section.key=value)");
     } else if (out.config_path.empty()) {
@@ -86,7 +118,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
   try {
     CliArgs cli = parse_cli(args);
     if (cli.help) {
-      std::cout << usage();
+      std::cout << usage() << "\n" << config_help();
       return 0;
     }
     if (cli.version) {
@@ -112,7 +144,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
     shutdown_group(ctx.group);  // NCCL communicators and Gloo's threads end here, not in static destruction
     return 0;
   } catch (const ConfigError& e) {
-    std::cerr << prefix << "error: " << e.what() << std::endl;
+    write_error_line(prefix + "error: " + e.what());
     if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();
     return 2;
   } catch (const std::exception& e) {
@@ -122,7 +154,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
     if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
         first.find("Application timeout caused pair closure") != std::string::npos)
       first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
-    std::cerr << prefix << "error: " << first << std::endl;
+    write_error_line(prefix + "error: " + first);
     return 1;
   }
 }

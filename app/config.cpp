@@ -80,20 +80,11 @@ void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v,
   auto type_error = [&] {
     return ConfigError(loc + ": " + name + " must be " + kind_name(f.kind) + ", got " + describe(v));
   };
-  auto bound = [&](double b) {
-    return f.kind == FieldKind::Int ? std::to_string(static_cast<int64_t>(b)) : format_number(b);
-  };
   auto check_range = [&](double x, const std::string& shown) {
     bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
     bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
     if (!std::isfinite(x)) throw ConfigError(loc + ": " + name + " must be a finite number, got " + shown);
-    if (low || high) {
-      std::string rule;
-      if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + bound(f.min);
-      if (std::isfinite(f.max))
-        rule += (rule.empty() ? "" : " and ") + std::string(f.max_exclusive ? "< " : "<= ") + bound(f.max);
-      throw ConfigError(loc + ": " + name + " must be " + rule + ", got " + shown);
-    }
+    if (low || high) throw ConfigError(loc + ": " + name + " must be " + range_text(f) + ", got " + shown);
   };
   switch (f.kind) {
     case FieldKind::Bool:
@@ -252,28 +243,36 @@ void apply_table(const std::vector<SectionSpec>& schema, const toml::table& root
   }
 }
 
-void apply_override(const std::vector<SectionSpec>& schema, const std::string& text, KeyLocations& locations) {
-  const std::string loc = "--" + one_line(text);
-  size_t eq = text.find('=');
-  if (eq == std::string::npos)
-    throw ConfigError(loc + ": an override must look like --section.key=value");
-  std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+// The section and field an override's "section.key" names; a ConfigError prefixed `loc` (with a did-you-mean that
+// repeats `value_suffix`, "=VALUE" or "") when it names none.
+std::pair<const SectionSpec*, const FieldSpec*> override_target(const std::vector<SectionSpec>& schema,
+                                                                const std::string& path, const std::string& loc,
+                                                                const std::string& value_suffix) {
   size_t dot = path.find('.');
   if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos) {
     std::string msg = loc + ": an override must name section.key, got \"" + path + "\"";
     size_t last_dot = path.rfind('.');
     std::string key = last_dot == std::string::npos ? path : path.substr(last_dot + 1);
     std::string hint = key_hint(schema, nullptr, key);
-    if (!hint.empty()) msg += "; did you mean --" + hint + "=" + raw + "?";
+    if (!hint.empty()) msg += "; did you mean --" + hint + value_suffix + "?";
     throw ConfigError(msg);
   }
-  if (raw.find_first_of("\r\n") != std::string::npos)
-    throw ConfigError(loc + ": an override value must be on one line");
   std::string sec = path.substr(0, dot), key = path.substr(dot + 1);
   const SectionSpec* section = find_section(schema, sec);
   if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, sec));
   const FieldSpec* field = section->find(key);
   if (!field) throw ConfigError(loc + ": " + unknown_key_message(schema, *section, key));
+  return {section, field};
+}
+
+void apply_override(const std::vector<SectionSpec>& schema, const std::string& text, KeyLocations& locations) {
+  const std::string loc = "--" + one_line(text);
+  size_t eq = text.find('=');
+  if (eq == std::string::npos) throw ConfigError(loc + ": an override must look like --section.key=value");
+  std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  auto [section, field] = override_target(schema, path, loc, "=" + raw);
+  if (raw.find_first_of("\r\n") != std::string::npos)
+    throw ConfigError(loc + ": an override value must be on one line");
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + raw);
@@ -282,7 +281,7 @@ void apply_override(const std::vector<SectionSpec>& schema, const std::string& t
     if (field->kind == FieldKind::String || field->kind == FieldKind::Choice || field->kind == FieldKind::StringList) {
       parsed = toml::table{{"v", raw}};
     } else {
-      throw ConfigError(loc + ": " + sec + "." + key + " must be " + kind_name(field->kind) + ", got \"" + raw + "\"");
+      throw ConfigError(loc + ": " + path + " must be " + kind_name(field->kind) + ", got \"" + raw + "\"");
     }
   }
   const toml::node* v = parsed.get("v");
@@ -373,6 +372,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 std::string format_config(const Config& cfg_in) {
   Config cfg = cfg_in;
   auto schema = config_schema(cfg);
+  std::ostringstream os;
+  for (size_t i = 0; i < schema.size(); ++i) {
+    os << (i ? "\n" : "") << "[" << schema[i].name << "]\n";
+    for (const auto& f : schema[i].fields) os << f.key << " = " << format_field_value(f) << "\n";
+  }
+  return os.str();
+}
+
+std::string format_field_value(const FieldSpec& f) {
   auto quote = [](const std::string& s) {
     std::string out = "\"";
     for (char ch : s) {
@@ -388,28 +396,46 @@ std::string format_config(const Config& cfg_in) {
     return out + "\"";
   };
   std::ostringstream os;
-  for (size_t i = 0; i < schema.size(); ++i) {
-    os << (i ? "\n" : "") << "[" << schema[i].name << "]\n";
-    for (const auto& f : schema[i].fields) {
-      os << f.key << " = ";
-      switch (f.kind) {
-        case FieldKind::Bool: os << (*static_cast<bool*>(f.target) ? "true" : "false"); break;
-        case FieldKind::Int: os << *static_cast<int64_t*>(f.target); break;
-        case FieldKind::Float: os << format_number(*static_cast<double*>(f.target)); break;
-        case FieldKind::String:
-        case FieldKind::Choice: os << quote(*static_cast<std::string*>(f.target)); break;
-        case FieldKind::StringList: {
-          const auto& items = *static_cast<std::vector<std::string>*>(f.target);
-          os << "[";
-          for (size_t j = 0; j < items.size(); ++j) os << (j ? ", " : "") << quote(items[j]);
-          os << "]";
-          break;
-        }
-      }
-      os << "\n";
+  switch (f.kind) {
+    case FieldKind::Bool:
+      os << (*static_cast<const bool*>(f.target) ? "true" : "false");
+      break;
+    case FieldKind::Int:
+      os << *static_cast<const int64_t*>(f.target);
+      break;
+    case FieldKind::Float:
+      os << format_number(*static_cast<const double*>(f.target));
+      break;
+    case FieldKind::String:
+    case FieldKind::Choice:
+      os << quote(*static_cast<const std::string*>(f.target));
+      break;
+    case FieldKind::StringList: {
+      const auto& items = *static_cast<const std::vector<std::string>*>(f.target);
+      os << "[";
+      for (size_t j = 0; j < items.size(); ++j) os << (j ? ", " : "") << quote(items[j]);
+      os << "]";
+      break;
     }
   }
   return os.str();
+}
+
+std::string range_text(const FieldSpec& f) {
+  auto bound = [&](double b) {
+    return f.kind == FieldKind::Int ? std::to_string(static_cast<int64_t>(b)) : format_number(b);
+  };
+  std::string rule;
+  if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + bound(f.min);
+  if (std::isfinite(f.max))
+    rule += (rule.empty() ? "" : " and ") + std::string(f.max_exclusive ? "< " : "<= ") + bound(f.max);
+  return rule;
+}
+
+FieldKind override_kind(const std::string& path, const std::string& loc) {
+  Config cfg;
+  auto schema = config_schema(cfg);
+  return override_target(schema, path, loc, "").second->kind;
 }
 
 }  // namespace ddp

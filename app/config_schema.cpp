@@ -115,6 +115,24 @@ std::vector<SectionSpec> config_schema(Config& c) {
   };
 }
 
+const char* kind_label(FieldKind kind) {
+  switch (kind) {
+    case FieldKind::Bool:
+      return "bool";
+    case FieldKind::Int:
+      return "int";
+    case FieldKind::Float:
+      return "float";
+    case FieldKind::String:
+      return "string";
+    case FieldKind::Choice:
+      return "choice";
+    case FieldKind::StringList:
+      return "list";
+  }
+  return "?";
+}
+
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];

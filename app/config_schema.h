@@ -32,6 +32,16 @@ struct SectionSpec {
 // The schema with every field pointing into cfg (cfg must outlive the result).
 std::vector<SectionSpec> config_schema(Config& cfg);
 
+// A field's current value as --print-config writes it (TOML: 64, 0.01, "net", true, ["a"]).
+std::string format_field_value(const FieldSpec& f);
+// The allowed range as error messages and --help state it (">= 1 and <= 64", "> 0"); "" when unbounded.
+std::string range_text(const FieldSpec& f);
+// The short type name --help shows: bool, int, float, string, choice, list.
+const char* kind_label(FieldKind kind);
+// The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
+// did-you-mean, when the schema has no such key.
+FieldKind override_kind(const std::string& path, const std::string& loc);
+
 // "a, b, c" for error messages.
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 // The candidate closest to name (edit distance), or "" when none is close enough to suggest.

@@ -1,5 +1,7 @@
-// Progress display: tqdm-like bar redrawn in place with \r on a TTY; plain log lines when piped.
+// Progress display: tqdm-like bar redrawn in place with \r on a TTY; plain log lines when piped or under mpirun.
 #include "app/progress.h"
+
+#include "dist/rendezvous.h"
 
 #include <unistd.h>
 
@@ -21,8 +23,15 @@ std::string clock_text(double s) {
 
 }  // namespace
 
+std::string resolve_progress_mode(const std::string& mode, bool stdout_is_tty,
+                                  const std::map<std::string, std::string>& env) {
+  if (mode != "auto") return mode;
+  if (env.count("OMPI_COMM_WORLD_SIZE") || env.count("OMPI_COMM_WORLD_RANK")) return "plain";
+  return stdout_is_tty ? "bar" : "plain";
+}
+
 Progress::Progress(const std::string& mode, bool enabled) {
-  mode_ = !enabled ? "off" : mode == "auto" ? (::isatty(STDOUT_FILENO) ? "bar" : "plain") : mode;
+  mode_ = enabled ? resolve_progress_mode(mode, ::isatty(STDOUT_FILENO), process_env()) : "off";
 }
 
 std::string Progress::render_bar(const ProgressSnapshot& s, double eta_s, int width) {

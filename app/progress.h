@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace ddp {
@@ -15,9 +16,16 @@ struct ProgressSnapshot {
   double loss = NAN, accuracy = NAN, lr = 0, loss_scale = 1, samples_per_s = NAN;  // NaN: not reported yet
 };
 
+// The display mode "auto" stands for, decided here only: plain when Open MPI started the process (OMPI_COMM_WORLD_*
+// set: mpirun gives every rank a pseudo-terminal of its own even when mpirun's output goes to a file or a pipe),
+// else bar when stdout is a terminal (Slurm's srun gives one only with --pty, which asks for an interactive
+// terminal), else plain. Other modes are returned as given.
+std::string resolve_progress_mode(const std::string& mode, bool stdout_is_tty,
+                                  const std::map<std::string, std::string>& env);
+
 class Progress {
  public:
-  // mode: auto | bar | plain | off (auto = bar when stdout is a terminal, else plain). Silent unless enabled.
+  // mode: auto | bar | plain | off (auto: resolve_progress_mode for this process). Silent unless enabled.
   Progress(const std::string& mode, bool enabled);
   // Every optimizer step (the bar redraws at most 10 times a second; plain prints nothing here).
   void on_step(const ProgressSnapshot& s);

@@ -3,6 +3,7 @@
 
 #include "dist/first_line.h"
 #include "dist/group_connect.h"
+#include "dist/launcher_hint.h"
 #include "dist/placement.h"
 #include "dist/seconds_text.h"
 #include "dist/shm_allreduce.h"
@@ -154,10 +155,15 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) +
                              " is out of range for LOCAL_WORLD_SIZE=" + std::to_string(info.local_world_size));
   if (info.world_size > 1) {
-    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"})
-      if (!has(env, name))
-        throw std::runtime_error(std::string("environment variable ") + name + " is required for a world of " +
-                                 std::to_string(info.world_size) + " (rank " + std::to_string(info.rank) + ")");
+    const bool addr = has(env, "MASTER_ADDR"), port_set = has(env, "MASTER_PORT");
+    if (!addr || !port_set) {
+      const std::string missing = !addr && !port_set ? "environment variables MASTER_ADDR and MASTER_PORT are"
+                                  : !addr            ? "environment variable MASTER_ADDR is"
+                                                     : "environment variable MASTER_PORT is";
+      throw std::runtime_error(missing + " required for a world of " + std::to_string(info.world_size) + " (rank " +
+                               std::to_string(info.rank) + "; launcher: " + launcher_name(info.source, env) +
+                               "): " + master_address_hint(info.source, env));
+    }
     info.master_addr = env.at("MASTER_ADDR");
     int64_t port = parse_int(env, "MASTER_PORT");
     if (port < 1 || port > 65535) throw std::runtime_error("MASTER_PORT=" + env.at("MASTER_PORT") + " is not a port");

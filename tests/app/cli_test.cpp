@@ -1,11 +1,14 @@
 // Tests for the ddptrain command line: exit codes and the single error line, run on the real binary.
 #include "app/config.h"
+#include "app/config_schema.h"
 #include "data/idx.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,6 +135,149 @@ TEST(CliOk, HelpExitsZeroWithUsage) {
     EXPECT_NE(r.output.find("usage: ddptrain CONFIG.toml"), std::string::npos) << r.output;
     EXPECT_TRUE(error_lines(r.output).empty()) << r.output;
   }
+}
+
+// The resolved config ddptrain prints for `args` run from `dir` (exit 0 asserted by the caller).
+test::CommandResult printed_config(const test::TempDir& dir, const std::string& args) {
+  return ddptrain_in(dir.path(), args + " --print-config 2>&1");
+}
+
+// torchtitan's forms: --a.b VALUE takes the next argument, with the config path before or after; the result equals
+// the --a.b=VALUE form and what load_config makes of the same overrides.
+TEST(CliOverrides, ValueAsTheNextArgumentEqualsTheEqualsForm) {
+  test::TempDir dir;
+  const std::string toml = "[optimizer]\nlr = 0.5\n";
+  test::write_file(dir / "ok.toml", toml);
+  auto spaced =
+      printed_config(dir, "--data.batch_size 7 ok.toml --model.name resnet18 --data.mirrors '[\"a\", \"b\"]'");
+  ASSERT_EQ(spaced.exit_code, 0) << spaced.output;
+  auto equals =
+      printed_config(dir, "ok.toml --data.batch_size=7 --model.name=resnet18 --data.mirrors='[\"a\", \"b\"]'");
+  ASSERT_EQ(equals.exit_code, 0) << equals.output;
+  EXPECT_EQ(spaced.output, equals.output);
+  EXPECT_EQ(spaced.output,
+            format_config(parse_config(toml, "ok.toml",
+                                       {"data.batch_size=7", "model.name=resnet18", "data.mirrors=[\"a\", \"b\"]"})));
+  EXPECT_NE(spaced.output.find("\nbatch_size = 7\n"), std::string::npos) << spaced.output;
+  EXPECT_NE(spaced.output.find("\nlr = 0.5\n"), std::string::npos) << spaced.output;  // the file was read
+}
+
+// A bool key alone is true; a following true/false is its value; anything else (the config path) is not taken.
+TEST(CliOverrides, BareBoolFlagIsTrueAndLeavesTheConfigPathAlone) {
+  test::TempDir dir;
+  test::write_file(dir / "on.toml", "[training]\ndeterministic = true\n[optimizer]\nlr = 0.25\n");
+  test::write_file(dir / "off.toml", "[optimizer]\nlr = 0.125\n");
+  auto value_of = [&](const std::string& args, const std::string& key) {
+    auto r = printed_config(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    const std::string needle = "\n" + key + " = ";
+    size_t at = r.output.find(needle);
+    if (at == std::string::npos) return std::string("<missing>");
+    at += needle.size();
+    return r.output.substr(at, r.output.find('\n', at) - at);
+  };
+  EXPECT_EQ(value_of("--training.deterministic off.toml", "deterministic"), "true");
+  EXPECT_EQ(value_of("--training.deterministic off.toml", "lr"), "0.125");  // off.toml is the config
+  EXPECT_EQ(value_of("off.toml --training.deterministic", "deterministic"), "true");
+  EXPECT_EQ(value_of("--training.deterministic false on.toml", "deterministic"), "false");
+  EXPECT_EQ(value_of("--training.deterministic false on.toml", "lr"), "0.25");
+  EXPECT_EQ(value_of("on.toml --training.deterministic false", "deterministic"), "false");
+  EXPECT_EQ(value_of("off.toml --training.deterministic true", "deterministic"), "true");
+  EXPECT_EQ(value_of("on.toml --training.deterministic=false", "deterministic"), "false");
+  EXPECT_EQ(value_of("--metrics.tensorboard --training.deterministic off.toml", "tensorboard"), "true");
+}
+
+// ddptrain `args` run from `dir` exits 2 with one error line starting with `prefix`.
+void expect_usage_error(const test::TempDir& dir, const std::string& args, const std::string& prefix) {
+  auto r = ddptrain_in(dir.path(), args);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  expect_one_error(r, prefix);
+}
+
+TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
+  test::TempDir dir;
+  test::write_file(dir / "ok.toml", "");
+  expect_usage_error(dir, "--data.batchsize 7 ok.toml",
+                     "error: --data.batchsize: unknown key data.batchsize; did you mean data.batch_size?");
+  expect_usage_error(dir, "ok.toml --trainig.deterministic",
+                     "error: --trainig.deterministic: unknown section [trainig]; did you mean [training]?");
+  expect_usage_error(dir, "ok.toml --data.batch_size", "error: --data.batch_size: needs a value");
+  expect_usage_error(dir, "ok.toml --model.name --print-config",
+                     "error: --model.name: needs a value, got option --print-config");
+  expect_usage_error(dir, "ok.toml --data.batch_size seven",
+                     "error: --data.batch_size=seven: data.batch_size must be an integer");
+  // A second positional after a bare flag is still the "unexpected argument" error (not taken as the value).
+  test::write_file(dir / "other.toml", "");
+  expect_usage_error(dir, "--training.deterministic ok.toml other.toml", "error: other.toml: unexpected argument");
+  // The next argument is taken even when it starts with '-' (a negative number), and checked as the key's value.
+  expect_usage_error(dir, "ok.toml --optimizer.lr -0.5",
+                     "error: --optimizer.lr=-0.5: optimizer.lr must be > 0.0, got -0.5");
+}
+
+// The type name --help shows for each kind of key.
+const std::map<FieldKind, std::string> kHelpTypeNames = {
+    {FieldKind::Bool, "bool"},     {FieldKind::Int, "int"},       {FieldKind::Float, "float"},
+    {FieldKind::String, "string"}, {FieldKind::Choice, "choice"}, {FieldKind::StringList, "list"}};
+
+// "section.key" -> value as --print-config writes a default Config.
+std::map<std::string, std::string> default_values() {
+  std::map<std::string, std::string> values;
+  std::istringstream in(format_config(Config{}));
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("[", 0) == 0) section = line.substr(1, line.size() - 2);
+    size_t eq = line.find(" = ");
+    if (eq != std::string::npos) values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return values;
+}
+
+// The --help line of a key ("  section.key  TYPE  default ..."), or "" when there is none.
+std::string help_line(const std::string& help, const std::string& key) {
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("  " + key + " ", 0) == 0) return line;
+  return "";
+}
+
+TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
+  test::TempDir dir;
+  auto r = ddptrain_in(dir.path(), "--help");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Config cfg;
+  const auto defaults = default_values();
+  size_t keys = 0;
+  for (const auto& section : config_schema(cfg)) {
+    EXPECT_NE(r.output.find("\n[" + section.name + "]\n"), std::string::npos) << section.name;
+    for (const auto& f : section.fields) {
+      const std::string key = section.name + "." + f.key;
+      const std::string line = help_line(r.output, key);
+      ASSERT_FALSE(line.empty()) << "no --help line for " << key << "\n" << r.output;
+      ++keys;
+      std::istringstream words(line);
+      std::string name, type;
+      words >> name >> type;
+      EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
+      ASSERT_TRUE(defaults.count(key)) << key;
+      EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
+      if ((f.kind == FieldKind::Int || f.kind == FieldKind::Float) && std::isfinite(f.min)) {
+        EXPECT_NE(line.find("range: >"), std::string::npos) << line;
+      }
+      for (const auto& choice : f.choices) EXPECT_NE(line.find(" " + choice), std::string::npos) << line;
+    }
+  }
+  EXPECT_GE(keys, 60u);
+  EXPECT_NE(help_line(r.output, "data.workers").find("range: >= 0 and <= 64"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "optimizer.lr").find("range: > 0.0"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "optimizer.beta2").find("range: >= 0.0 and < 1.0"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "metrics.progress").find("one of: auto | bar | plain | off"), std::string::npos);
+  EXPECT_NE(help_line(r.output, "checkpoint.resume").find("one of: auto | never or a path"), std::string::npos);
+  EXPECT_EQ(help_line(r.output, "job.name").find("range"), std::string::npos);
+  // Keys resolved from others when unset say what the defaults resolve to (--print-config of an empty file).
+  Config resolved = parse_config("", "empty.toml");
+  EXPECT_NE(help_line(r.output, "checkpoint.dir").find("resolves to \"" + resolved.checkpoint.dir + "\""),
+            std::string::npos)
+      << r.output;
 }
 
 // --version against the venv's PyTorch: the same LibTorch version, and on a CUDA build the same CUDA, cuDNN and NCCL

@@ -79,6 +79,24 @@ TEST(Progress, OnlyRankZeroPrints) {
   EXPECT_EQ(rs[1].output, "");
 }
 
+// "auto" under Open MPI is plain even on a terminal (mpirun gives each rank a pty: MpirunProgress shows it with the
+// real mpirun); elsewhere it follows the terminal, and a forced mode is kept.
+TEST(Progress, AutoModeIsPlainUnderOpenMpiAndFollowsTheTerminalElsewhere) {
+  const std::map<std::string, std::string> none, ompi{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+      slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, torchrun{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  EXPECT_EQ(resolve_progress_mode("auto", true, none), "bar");
+  EXPECT_EQ(resolve_progress_mode("auto", false, none), "plain");
+  EXPECT_EQ(resolve_progress_mode("auto", true, ompi), "plain");
+  EXPECT_EQ(resolve_progress_mode("auto", false, ompi), "plain");
+  EXPECT_EQ(resolve_progress_mode("auto", true, slurm), "bar");  // srun --pty: the user's interactive terminal
+  EXPECT_EQ(resolve_progress_mode("auto", false, slurm), "plain");
+  EXPECT_EQ(resolve_progress_mode("auto", true, torchrun), "bar");
+  for (const char* forced : {"bar", "plain", "off"}) {
+    EXPECT_EQ(resolve_progress_mode(forced, true, ompi), forced);
+    EXPECT_EQ(resolve_progress_mode(forced, false, none), forced);
+  }
+}
+
 TEST(Progress, BarRendering) {
   ProgressSnapshot s;
   s.epoch = 2;

@@ -92,6 +92,41 @@ TEST(Rendezvous, MalformedVariablesNameTheVariable) {
             std::string::npos);
 }
 
+// A world > 1 without MASTER_ADDR/MASTER_PORT: one line naming the launcher the rank variables came from and how to
+// set the variables under it.
+TEST(Rendezvous, MissingMasterAddressNamesTheLauncherAndHowToSetIt) {
+  const std::string slurm = env_error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(slurm.rfind("environment variable MASTER_ADDR is required for a world of 4 (rank 1; launcher: Slurm "
+                        "(srun)): export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
+                        "MASTER_PORT=29500 before srun",
+                        0),
+            0u)
+      << slurm;
+  const std::string mpi = env_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(mpi.rfind("environment variables MASTER_ADDR and MASTER_PORT are required for a world of 2 (rank 0; "
+                      "launcher: Open MPI (mpirun)): pass them to every rank: mpirun -x MASTER_ADDR=<host of rank 0> "
+                      "-x MASTER_PORT=29500 ...",
+                      0),
+            0u)
+      << mpi;
+  const std::string agent =
+      env_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"TORCHELASTIC_RESTART_COUNT", "0"}});
+  EXPECT_NE(agent.find("MASTER_PORT is required for a world of 2 (rank 1; launcher: torchrun/ddprun): torchrun and "
+                       "ddprun set both"),
+            std::string::npos)
+      << agent;
+  const std::string by_hand = env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_NE(by_hand.find("(rank 0; launcher: RANK/WORLD_SIZE set by hand): set MASTER_ADDR=<host of rank 0> "
+                         "MASTER_PORT=29500 for every rank, or start the workers with ddprun --master_addr=HOST "
+                         "--master_port=29500 (one machine: ddprun --standalone)"),
+            std::string::npos)
+      << by_hand;
+  for (const auto& message : {slurm, mpi, agent, by_hand}) EXPECT_EQ(message.find('\n'), std::string::npos);
+  // A world of one needs neither, under any launcher.
+  EXPECT_EQ(env_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}), "");
+  EXPECT_EQ(env_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}), "");
+}
+
 // Without a GPU (or without the CUDA path built in), nccl is one clear error naming what is missing; with one, the
 // machine is not what this test is about.
 TEST(Rendezvous, NcclWithoutAGpuIsAClearError) {
