@@ -6,11 +6,14 @@
 namespace ddp::test {
 namespace {
 
-// Every worker writes its pid (and its background child's pid) to DIR/pid_*, then runs `body`.
+// Every worker writes its pid (and its background child's pid) to DIR/pid_*, then runs `body`. Each file
+// appears whole (written aside, then renamed): a worker stopped mid-write leaves no empty pid file behind.
 std::string worker_script(const TempDir& dir, const std::string& body) {
+  const std::string d = dir.path();
   return write_script(dir, "worker.sh",
-                      "echo $$ > " + dir.path() + "/pid_${RANK}_$TORCHELASTIC_RESTART_COUNT\n"
-                      "sleep 60 & echo $! > " + dir.path() + "/pid_child_${RANK}_$TORCHELASTIC_RESTART_COUNT\n" +
+                      "record() { echo $2 > " + d + "/.tmp_$1 && mv " + d + "/.tmp_$1 " + d + "/$1; }\n"
+                      "record pid_${RANK}_$TORCHELASTIC_RESTART_COUNT $$\n"
+                      "sleep 60 & record pid_child_${RANK}_$TORCHELASTIC_RESTART_COUNT $!\n" +
                       body);
 }
 
