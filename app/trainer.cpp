@@ -363,7 +363,9 @@ TrainSummary Trainer::train() {
         interval_loss = interval_correct = interval_samples = 0;
         interval_start = Clock::now();
       }
-      if (cfg_.checkpoint.every_steps > 0 && global_step_ % cfg_.checkpoint.every_steps == 0) save_checkpoint(-1);
+      // A step that ends the epoch is saved after the epoch's evaluation (below), so a resume from it does not
+      // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step).
+      if (every_steps_hit() && batch_in_epoch_ < num_batches) save_checkpoint(-1);
       if (stop_requested()) {
         save_checkpoint(-1);
         summary.preempted = true;
@@ -394,7 +396,8 @@ TrainSummary Trainer::train() {
       evaluated_last = true;
       report_eval(summary.final_eval, epoch_, seconds_since(start), "epoch " + std::to_string(epoch_));
     }
-    if (cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0) save_checkpoint(accuracy);
+    if ((cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0) || every_steps_hit())
+      save_checkpoint(accuracy);
     if (global_step_ >= total_steps) done = true;
   }
   if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now

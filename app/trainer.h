@@ -101,6 +101,10 @@ class Trainer {
 
  private:
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
+  // Whether checkpoint.every_steps asks for a checkpoint at the current global step.
+  bool every_steps_hit() const {
+    return cfg_.checkpoint.every_steps > 0 && global_step_ % cfg_.checkpoint.every_steps == 0;
+  }
   void log(const std::string& line) const;
   void print_summary(const TrainSummary& s);
   void report_eval(const EvalResult& e, int64_t epoch, double wall_s, const std::string& label);

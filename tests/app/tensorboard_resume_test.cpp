@@ -1,5 +1,6 @@
 // Tests: after a kill -9 mid-run and a resume, TensorBoard (PyPI tensorboard's EventAccumulator) shows every scalar
-// tag once per step, the resumed run's values kept (the resume writes SummaryWriter(purge_step=...)'s START event).
+// tag once per step, the resumed run's values kept (the resume writes SummaryWriter(purge_step=...)'s START event);
+// a run continued from a checkpoint written at an epoch's last step does not evaluate that step again.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,26 @@ struct TrainRecords {
   std::map<int64_t, double> first, last;
   std::set<int64_t> repeated;  // steps logged by the killed run and again after the resume
 };
+
+// TensorBoard's scalars of LOGDIR as EventAccumulator loads them: tag -> steps, in TensorBoard's order.
+std::map<std::string, std::vector<int64_t>> tensorboard_steps(const std::string& logdir,
+                                                              std::map<int64_t, double>* samples_per_s = nullptr) {
+  const CommandResult tb = run_command(python() + " " + source_dir() + "/tests/python/tb_scalars.py " + logdir);
+  EXPECT_EQ(tb.exit_code, 0) << tb.output;
+  std::map<std::string, std::vector<int64_t>> steps;
+  std::istringstream in(tb.output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string tag;
+    int64_t step;
+    double value;
+    if (!(f >> tag >> step >> value)) continue;
+    steps[tag].push_back(step);
+    if (samples_per_s && tag == "perf/samples_per_s") (*samples_per_s)[step] = value;
+  }
+  return steps;
+}
 
 TrainRecords read_train_records(const std::string& path) {
   TrainRecords r;
@@ -65,23 +86,9 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
   ASSERT_FALSE(records.repeated.empty());
   EXPECT_EQ(*records.repeated.begin(), resume_step + 1);
 
-  const CommandResult tb =
-      run_command(python() + " " + source_dir() + "/tests/python/tb_scalars.py " + dir / "out/tensorboard");
-  ASSERT_EQ(tb.exit_code, 0) << tb.output;
-  std::map<std::string, std::vector<int64_t>> steps;  // tag -> steps, in TensorBoard's order
   std::map<int64_t, double> samples_per_s;
-  std::istringstream in(tb.output);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string tag;
-    int64_t step;
-    double value;
-    if (!(f >> tag >> step >> value)) continue;
-    steps[tag].push_back(step);
-    if (tag == "perf/samples_per_s") samples_per_s[step] = value;
-  }
-  ASSERT_TRUE(steps.count("train/loss")) << tb.output;
+  auto steps = tensorboard_steps(dir / "out/tensorboard", &samples_per_s);
+  ASSERT_TRUE(steps.count("train/loss"));
   for (const auto& [tag, list] : steps)
     for (size_t i = 1; i < list.size(); ++i)
       EXPECT_LT(list[i - 1], list[i]) << tag << ": step " << list[i] << " after " << list[i - 1];
@@ -96,6 +103,37 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
   std::cout << "killed at step " << killed_at << ", resumed from " << resume_step << ": " << records.repeated.size()
             << " steps logged before the kill and again after it, " << differing
             << " of them with a different perf/samples_per_s" << std::endl;
+}
+
+// checkpoint.every_steps landing on an epoch's last step: that checkpoint is written after the epoch's evaluation,
+// so raising training.epochs afterwards continues without evaluating the step again (one eval point per step).
+TEST(TensorBoardResume, MoreEpochsAfterAnEpochEndCheckpointEvaluateEachStepOnce) {
+  if (!python_can_import("tensorboard")) GTEST_SKIP() << python() << " cannot import tensorboard";
+  TempDir dir;
+  // 1024 samples, batch 128: 8 steps per epoch; every_steps 4 saves at 4 and at the epoch's last step, 8.
+  const std::string cfg = write_tiny_job(dir, 1024, 64, 29,
+                                         {"job.out_dir=" + dir / "out", "job.threads=1", "data.batch_size=128",
+                                          "training.epochs=1", "checkpoint.every_steps=4",
+                                          "checkpoint.dir=" + dir / "ck", "metrics.tensorboard=true",
+                                          "metrics.progress=plain"});
+  const CommandResult first = run_command(ddptrain_path() + " " + cfg);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const CommandResult more = run_command(ddptrain_path() + " " + cfg + " --training.epochs=2");
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("at step 8"), std::string::npos) << more.output;  // resumed from the epoch-end save
+
+  const auto steps = tensorboard_steps(dir / "out/tensorboard");
+  for (const std::string tag : {"eval/accuracy", "eval/loss"}) {
+    ASSERT_TRUE(steps.count(tag)) << tag;
+    EXPECT_EQ(steps.at(tag), (std::vector<int64_t>{8, 16})) << tag;
+  }
+  std::vector<int64_t> eval_records;
+  const std::regex re("\"kind\":\"eval\",\"step\":([0-9]+)");
+  for (const auto& line : read_lines(dir / "out/metrics.jsonl")) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) eval_records.push_back(std::stoll(m[1]));
+  }
+  EXPECT_EQ(eval_records, (std::vector<int64_t>{8, 16})) << read_file(dir / "out/metrics.jsonl");
 }
 
 }  // namespace
