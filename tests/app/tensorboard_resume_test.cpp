@@ -1,6 +1,7 @@
 // Tests: after a kill -9 mid-run and a resume, TensorBoard (PyPI tensorboard's EventAccumulator) shows every scalar
 // tag once per step, the resumed run's values kept (the resume writes SummaryWriter(purge_step=...)'s START event);
 // a run continued from a checkpoint written at an epoch's last step does not evaluate that step again.
+#include "tests/app/tensorboard_scalars.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -20,22 +21,13 @@ struct TrainRecords {
   std::set<int64_t> repeated;  // steps logged by the killed run and again after the resume
 };
 
-// TensorBoard's scalars of LOGDIR as EventAccumulator loads them: tag -> steps, in TensorBoard's order.
+// TensorBoard's scalars of LOGDIR: tag -> steps, in TensorBoard's order (and perf/samples_per_s by step).
 std::map<std::string, std::vector<int64_t>> tensorboard_steps(const std::string& logdir,
                                                               std::map<int64_t, double>* samples_per_s = nullptr) {
-  const CommandResult tb = run_command(python() + " " + source_dir() + "/tests/python/tb_scalars.py " + logdir);
-  EXPECT_EQ(tb.exit_code, 0) << tb.output;
   std::map<std::string, std::vector<int64_t>> steps;
-  std::istringstream in(tb.output);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string tag;
-    int64_t step;
-    double value;
-    if (!(f >> tag >> step >> value)) continue;
-    steps[tag].push_back(step);
-    if (samples_per_s && tag == "perf/samples_per_s") (*samples_per_s)[step] = value;
+  for (const auto& s : read_tensorboard_scalars(logdir)) {
+    steps[s.tag].push_back(s.step);
+    if (samples_per_s && s.tag == "perf/samples_per_s") (*samples_per_s)[s.step] = s.value;
   }
   return steps;
 }

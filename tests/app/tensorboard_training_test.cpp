@@ -2,6 +2,7 @@
 //
 // PyPI tensorboard's EventAccumulator (tests/python/tb_scalars.py) loads the log directory as `tensorboard --logdir`
 // does and finds every scalar under the documented tags, at float32 precision, and nothing more.
+#include "tests/app/tensorboard_scalars.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -23,19 +24,10 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
                       "metrics.log_every_steps=3", "metrics.tensorboard=true"});
   auto r = run_command(ddptrain_path() + " " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto read = run_command(python() + " " + source_dir() + "/tests/python/tb_scalars.py " + dir / "out/tensorboard");
-  ASSERT_EQ(read.exit_code, 0) << read.output;
   // tag -> step -> value from the event file.
   std::map<std::string, std::map<int64_t, double>> tb;
-  std::istringstream in(read.output);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string tag;
-    int64_t step;
-    double value;
-    if (f >> tag >> step >> value) tb[tag][step] = value;
-  }
+  for (const auto& s : read_tensorboard_scalars(dir / "out/tensorboard")) tb[s.tag][s.step] = s.value;
+  ASSERT_FALSE(tb.empty());
   auto field = [](const std::string& l, const std::string& key) {
     std::smatch m;
     std::regex re("\"" + key + "\":([-0-9.eE+]+)");
@@ -56,7 +48,7 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
                     {"eval/loss", "loss"}, {"eval/accuracy", "accuracy"}, {"eval/accuracy_top5", "accuracy_top5"}};
     (train ? train_records : eval_records)++;
     for (const auto& [tag, key] : pairs) {
-      ASSERT_TRUE(tb[tag].count(step)) << tag << " step " << step << "\n" << read.output;
+      ASSERT_TRUE(tb[tag].count(step)) << tag << " step " << step;
       EXPECT_EQ(static_cast<float>(tb[tag][step]), static_cast<float>(field(l, key))) << tag << " step " << step;
     }
   }
