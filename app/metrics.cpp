@@ -1,8 +1,10 @@
 // JSON-lines metrics writer.
 #include "app/metrics.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -68,7 +70,7 @@ JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   out_.open(path, std::ios::app);
-  if (!out_) throw std::runtime_error(path + ": cannot open for writing");
+  if (!out_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
 }
 
 void JsonlWriter::write(const JsonRecord& r) {

@@ -419,11 +419,18 @@ TrainSummary Trainer::train() {
   summary.gpu_mem_peak_mib = gpu_mem_peak_mib().value_or(-1);
   summary.checkpoints_written = checkpoints_written_;
   summary.model_path = cfg_.job.out_dir + "/model.pt";
+  std::string model_error;
   if (ctx_.is_main()) {
-    save_state_dict(summary.model_path, module_state(*model_));
-    print_summary(summary);
+    try {  // atomic: a full or read-only disk leaves the previous model.pt as it was
+      save_state_dict(summary.model_path, module_state(*model_));
+      print_summary(summary);
+    } catch (const std::exception& e) {
+      model_error = std::string("writing the trained model failed: ") + e.what() +
+                    " (any previous model.pt is intact; the final checkpoint, if any, holds the trained state)";
+    }
   }
-  barrier(ctx_);
+  if (all_reduce_max(ctx_, model_error.empty() ? 0.0 : 1.0) > 0)
+    throw std::runtime_error(ctx_.is_main() ? model_error : "rank 0 failed to write the trained model");
   return summary;
 }
 

@@ -133,6 +133,11 @@ class Trainer {
   // load_state_dict's parts: optimizer state (+ name check, hyperparameter warning) and epoch position.
   void load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version);
   void load_training_position(const c10::impl::GenericDict& state);
+  // Rank 0: cleans crash debris, picks the checkpoint checkpoint.resume names (auto: along the line, past unreadable
+  // ones), records the line it continues; returns its path ("" for none) with its bytes and parsed value.
+  std::string choose_checkpoint(std::vector<char>& bytes, c10::IValue& value);
+  // "" when `bytes` parse as a checkpoint dict whose position entries are in range (value = it), else why not.
+  std::string ckpt_parse(const std::vector<char>& bytes, c10::IValue& value) const;
   // This rank's entry of a per-rank list of generator states, else a seed from job.seed, rank and step.
   void restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank);
   // Peak GPU memory in MiB, max over ranks (collective); nullopt on CPU.

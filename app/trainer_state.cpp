@@ -11,9 +11,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
 
-#include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 namespace ddp {
 namespace {
@@ -91,6 +92,72 @@ NamedTensors ckpt_model_entry(const c10::impl::GenericDict& state) {
     model.emplace_back(item.key().toStringRef(), item.value().toTensor());
   }
   return model;
+}
+
+// An int entry that must lie in [lo, hi]; `fallback` when absent.
+int64_t ckpt_ranged_int(const c10::impl::GenericDict& d, const std::string& key, int64_t lo, int64_t hi,
+                        int64_t fallback) {
+  const c10::IValue* v = ckpt_optional_entry(d, key);
+  if (!v) return fallback;
+  const int64_t x = ckpt_int_entry(*v, key);
+  if (x < lo || x > hi)
+    throw std::runtime_error("checkpoint entry \"" + key + "\" is " + std::to_string(x) + ", outside [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+// Bounds no honest checkpoint comes near; they keep every product below int64's range.
+constexpr int64_t kCkptMaxStep = int64_t{1} << 53;
+constexpr int64_t kCkptMaxWorld = int64_t{1} << 20;
+constexpr int64_t kCkptMaxBatch = int64_t{1} << 31;
+
+// Range checks of every entry the training position and the generators are restored from (a crafted or damaged
+// checkpoint must not index outside the epoch): throws naming the entry and its allowed range.
+void ckpt_check_position(const c10::impl::GenericDict& state, int64_t train_size) {
+  const int64_t step = ckpt_ranged_int(state, "global_step", 0, kCkptMaxStep, -1);
+  if (step < 0) ckpt_required_entry(state, "global_step");  // throws: absent
+  ckpt_ranged_int(state, "epoch", 0, step, 0);  // every finished epoch took at least one step
+  const int64_t world = ckpt_ranged_int(state, "world_size", 1, kCkptMaxWorld, 1);
+  const int64_t batch = ckpt_ranged_int(state, "batch_size", 1, kCkptMaxBatch, 1);
+  // Micro-batches one rank of the saved world has in an epoch (at most; drop_last has fewer).
+  const int64_t per_rank = (train_size + world - 1) / world;
+  const int64_t batches = (per_rank + batch - 1) / batch;
+  const int64_t in_epoch = ckpt_ranged_int(state, "batch_in_epoch", 0, batches, 0);
+  const int64_t offset = ckpt_ranged_int(state, "epoch_sample_offset", 0, train_size, 0);
+  // The position a re-sharded resume continues from: within the (padded) epoch.
+  const int64_t position = offset + in_epoch * batch * world;
+  if (position > train_size + world * batch)
+    throw std::runtime_error("checkpoint entries \"epoch_sample_offset\" + \"batch_in_epoch\" x \"batch_size\" x "
+                             "\"world_size\" = " + std::to_string(position) + " lie beyond the epoch's " +
+                             std::to_string(train_size) + " samples");
+  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy")) {
+    if (!best->isDouble() && !best->isInt()) ckpt_wrong_entry_type("best_accuracy", *best, "a float");
+    const double b = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
+    if (!(b >= 0 && b <= 1))
+      throw std::runtime_error("checkpoint entry \"best_accuracy\" is " + std::to_string(b) + ", outside [0, 1]");
+  }
+  const int64_t state_bytes = at::detail::getDefaultCPUGenerator().get_state().numel();
+  for (const auto& t : ckpt_tensor_list_entry(ckpt_optional_entry(state, "rng_cpu"), "rng_cpu"))
+    if (t.scalar_type() != at::kByte || t.dim() != 1 || t.numel() != state_bytes)
+      throw std::runtime_error("checkpoint entry \"rng_cpu\" holds a tensor that is not a CPU generator state "
+                               "(expected " + std::to_string(state_bytes) + " uint8 values)");
+  if (const c10::IValue* scaler = ckpt_optional_entry(state, "scaler")) {
+    for (const auto& item : ckpt_dict_entry(*scaler, "scaler")) {
+      const c10::IValue& v = item.value();
+      const double x = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : 0.0;
+      const std::string key = item.key().isString() ? item.key().toStringRef() : "?";
+      const bool ok = (v.isDouble() || v.isInt()) && std::isfinite(x) &&
+                      (key == "_growth_tracker" ? x >= 0 && x <= 1e9 : key == "growth_interval" ? x >= 1 && x <= 1e9
+                                                                                               : x > 0);
+      if (!ok) throw std::runtime_error("checkpoint entry \"scaler\" field \"" + key + "\" is out of range");
+    }
+  }
+}
+
+// First line of an exception message (c10::Error appends where it was raised).
+std::string ckpt_first_line(const std::exception& e) {
+  std::string s = e.what();
+  return s.substr(0, s.find('\n'));
 }
 
 }  // namespace
@@ -178,8 +245,8 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
 }
 
 void Trainer::load_training_position(const c10::impl::GenericDict& state) {
+  ckpt_check_position(state, dataset_.train.size());
   global_step_ = ckpt_int_entry(ckpt_required_entry(state, "global_step"), "global_step");
-  if (global_step_ < 0) throw std::runtime_error("checkpoint entry \"global_step\" is negative");
   const c10::IValue* epoch = ckpt_optional_entry(state, "epoch");
   const c10::IValue* batch = ckpt_optional_entry(state, "batch_in_epoch");
   if (epoch && batch) {
@@ -192,10 +259,8 @@ void Trainer::load_training_position(const c10::impl::GenericDict& state) {
   }
   const c10::IValue* offset = ckpt_optional_entry(state, "epoch_sample_offset");
   epoch_sample_offset_ = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
-  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy")) {
-    if (!best->isDouble() && !best->isInt()) ckpt_wrong_entry_type("best_accuracy", *best, "a float");
+  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy"))
     best_accuracy_ = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
-  }
   const c10::IValue* world = ckpt_optional_entry(state, "world_size");
   const c10::IValue* batch_size = ckpt_optional_entry(state, "batch_size");
   const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : ctx_.world_size;
@@ -225,12 +290,9 @@ void Trainer::save_checkpoint(double eval_accuracy) {
   std::string error;
   if (ctx_.is_main()) {
     try {
-      // Test hook: DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=k makes the write at step k fail like a full disk.
-      const char* fail_at = std::getenv("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP");
-      if (fail_at && std::atoll(fail_at) == global_step_)
-        throw std::runtime_error("No space left on device (test hook)");
       CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
-      CheckpointInfo info = store.save(torch_save_bytes(state), global_step_, epoch_, eval_accuracy);
+      CheckpointInfo info = store.save(torch_save_bytes(state), global_step_, epoch_, eval_accuracy,
+                                       [](const std::string& w) { std::cerr << "warning: " << w << std::endl; });
       log("checkpoint " + info.payload_path);
       ++checkpoints_written_;
     } catch (const std::exception& e) {
@@ -249,55 +311,122 @@ void Trainer::save_checkpoint(double eval_accuracy) {
 }
 
 void Trainer::resume() {
-  const std::string& mode = cfg_.checkpoint.resume;
   std::vector<char> bytes;
+  c10::IValue value;  // rank 0: the chosen checkpoint, parsed and range-checked while choosing
   std::string chosen, error;
-  if (ctx_.is_main() && mode != "never") {
+  if (ctx_.is_main()) {
     try {
-      if (mode == "auto") {
-        CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
-        auto info = store.newest_valid([](const std::string& w) { std::cerr << "warning: " << w << std::endl; });
-        if (info) {
-          chosen = info->payload_path;
-          bytes = read_bytes(chosen);
-        }
-      } else {
-        chosen = mode;
-        std::string manifest = std::filesystem::path(mode).replace_extension(".json").string();
-        if (auto info = CheckpointStore::read_manifest(manifest)) {
-          std::string problem = CheckpointStore::verify(*info);
-          if (!problem.empty()) throw std::runtime_error(problem);
-        }
-        bytes = read_bytes(mode);
-      }
+      chosen = choose_checkpoint(bytes, value);
     } catch (const std::exception& e) {
       error = e.what();
+      if (error.rfind("resume from ", 0) != 0) error = "resume: " + error;
       bytes.clear();
     }
   }
   const bool failed = all_reduce_max(ctx_, error.empty() ? 0.0 : 1.0) > 0;
-  if (failed) throw std::runtime_error(ctx_.is_main() ? "resume: " + error : "rank 0 could not read the checkpoint");
+  if (failed) throw std::runtime_error(ctx_.is_main() ? error : "rank 0 could not read the checkpoint");
   broadcast_bytes(ctx_, bytes);
   open_metrics(/*append=*/!bytes.empty());
   if (bytes.empty()) return;
-  c10::IValue value;
-  try {
-    value = read_torch_save(bytes);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("resume: " + (chosen.empty() ? std::string("checkpoint") : chosen) +
-                             " is not a readable checkpoint: " + std::string(e.what()).substr(0, 200));
+  if (!ctx_.is_main()) {
+    std::string problem = ckpt_parse(bytes, value);
+    if (!problem.empty()) throw std::runtime_error("resume from rank 0's checkpoint: " + problem);
   }
-  if (!value.isGenericDict()) throw std::runtime_error("resume: " + chosen + " is not a checkpoint dict");
   try {
     load_state_dict(value.toGenericDict());
   } catch (const std::exception& e) {
     throw std::runtime_error("resume from " + (chosen.empty() ? std::string("rank 0's checkpoint") : chosen) + ": " +
-                             e.what());
+                             ckpt_first_line(e));
   }
   // The points the interrupted run logged after this checkpoint are orphans: TensorBoard drops them.
   if (tensorboard_) tensorboard_->purge_from(global_step_ + 1);
+  // This state is the checkpoint just read: the end of a run resumed at its last step writes it no second time.
+  last_checkpoint_step_ = global_step_;
   log("resumed from " + chosen + " at step " + std::to_string(global_step_) + " (epoch " + std::to_string(epoch_ + 1) +
       ", micro-batch " + std::to_string(batch_in_epoch_) + ")");
+}
+
+std::string Trainer::ckpt_parse(const std::vector<char>& bytes, c10::IValue& value) const {
+  try {
+    value = read_torch_save(bytes);
+  } catch (const std::exception& e) {
+    return "not a readable checkpoint: " + ckpt_first_line(e);
+  }
+  if (!value.isGenericDict()) return "not a checkpoint dict (torch.load gives " + python_kind(value) + ")";
+  try {
+    ckpt_check_position(value.toGenericDict(), dataset_.train.size());
+  } catch (const std::exception& e) {
+    return ckpt_first_line(e);
+  }
+  return "";
+}
+
+std::string Trainer::choose_checkpoint(std::vector<char>& bytes, c10::IValue& value) {
+  namespace fs = std::filesystem;
+  const std::string& mode = cfg_.checkpoint.resume;
+  std::set<std::string> said;  // each warning once (a listing and the line may both find an unreadable manifest)
+  int64_t skipped = 0;
+  bool counting = false;
+  const WarnFn warn = [&](const std::string& w) {
+    if (said.insert(w).second) std::cerr << "warning: " << w << std::endl;
+    if (counting && w.find("(a crash while it was written?)") == std::string::npos) ++skipped;
+  };
+  CheckpointStore store(cfg_.checkpoint.dir, cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best);
+  // What a crash mid-write left (rank 0 only writes here; other runs must not share the folder).
+  for (const auto& p : store.remove_debris()) log("removed " + p + " (left by an interrupted write)");
+  for (const auto& p : remove_temp_files(cfg_.job.out_dir, "model.pt")) log("removed " + p + " (left by an interrupted write)");
+  const std::optional<std::vector<int64_t>> recorded = store.read_line(warn);
+  const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read
+  // The line this run continues: the chosen checkpoint, then the older ones of the line it came from.
+  auto line_from = [&](int64_t step) {
+    std::vector<int64_t> line{step};
+    if (recorded && std::find(recorded->begin(), recorded->end(), step) != recorded->end()) {
+      for (int64_t s : *recorded)
+        if (s < step) line.push_back(s);
+    } else if (!recorded) {  // a folder of ddptrain 0.3.0 or before: every complete older checkpoint
+      for (const auto& c : complete)
+        if (c.step < step) line.push_back(c.step);
+    }
+    return line;
+  };
+  std::string chosen;
+  std::vector<int64_t> line;
+  if (mode == "auto") {
+    counting = true;
+    for (const auto& c : store.resume_candidates(warn)) {
+      std::vector<char> b = read_bytes(c.payload_path);
+      const std::string problem = ckpt_parse(b, value);
+      if (problem.empty()) {
+        chosen = c.payload_path;
+        bytes = std::move(b);
+        line = line_from(c.step);
+        break;
+      }
+      warn("skipping checkpoint " + c.payload_path + ": " + problem + " (left in place)");
+    }
+    counting = false;
+    if (chosen.empty() && skipped > 0)
+      throw std::runtime_error("no usable checkpoint in " + cfg_.checkpoint.dir + " (" + std::to_string(skipped) +
+                               " skipped, see the warnings above); move them away or set checkpoint.resume = never "
+                               "or to a checkpoint file");
+  } else if (mode != "never") {
+    chosen = mode;
+    const std::string manifest = fs::path(mode).replace_extension(".json").string();
+    if (auto info = CheckpointStore::read_manifest(manifest)) {
+      info->payload_path = mode;  // the manifest's size and CRC, checked against this file
+      std::string problem = CheckpointStore::verify(*info);
+      if (!problem.empty()) throw std::runtime_error(problem);
+    }
+    bytes = read_bytes(mode);
+    const std::string problem = ckpt_parse(bytes, value);
+    if (!problem.empty()) throw std::runtime_error("resume from " + mode + ": " + problem);
+    if (auto step = store.step_of(mode)) line = line_from(*step);
+  }
+  // latest.json names the line auto follows from now on (a fresh line for never or a checkpoint from elsewhere).
+  std::error_code ec;
+  if ((!line.empty() || fs::is_directory(cfg_.checkpoint.dir, ec)) && (!recorded || *recorded != line))
+    store.write_line(line);
+  return chosen;
 }
 
 bool Trainer::stop_requested() {

@@ -77,14 +77,17 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
     ::unlink(tmp.c_str());
     throw std::runtime_error(path + ": " + what + ": " + std::strerror(err));
   };
+  // A failed write is remembered, not thrown: the producer may be PyTorch's zip writer, whose destructor writes
+  // again while an exception unwinds (std::terminate, SIGABRT on a full disk). The rest of its bytes are dropped.
+  int write_errno = 0;
   const ByteSink sink = [&](const void* data, size_t size) {
     const char* bytes = static_cast<const char*>(data);
     size_t done = 0;
-    while (done < size) {
+    while (done < size && write_errno == 0) {
       ssize_t n = ::write(fd, bytes + done, size - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("write failed", errno);
-      done += static_cast<size_t>(n);
+      if (n <= 0) write_errno = n < 0 ? errno : ENOSPC;
+      if (n > 0) done += static_cast<size_t>(n);
     }
   };
   try {
@@ -94,6 +97,7 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
     ::unlink(tmp.c_str());
     throw;
   }
+  if (write_errno != 0) fail("write failed", write_errno);
   if (::fsync(fd) != 0) fail("fsync failed", errno);
   if (::close(fd) != 0) {
     int err = errno;

@@ -4,7 +4,7 @@
 // with dropout and gradient accumulation; corrupt newest checkpoint falls back; retention; a failed write keeps
 // earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
 #include "checkpoint/checkpoint_store.h"
-#include "tests/support/test_support.h"
+#include "tests/checkpoint/resume_job.h"
 
 #include <gtest/gtest.h>
 
@@ -15,20 +15,6 @@ namespace ddp::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// 320 samples / batch 16 = 20 micro-batches per epoch on 1 rank (10 per rank on 2).
-std::string resume_config(const TempDir& dir) {
-  return write_tiny_job(dir, 320, 32, 12,
-                        {"job.seed=21", "data.batch_size=16", "model.name=net", "model.dropout=0.5",
-                         "optimizer.lr=0.05", "optimizer.momentum=0.9", "training.epochs=3",
-                         "checkpoint.every_steps=4", "checkpoint.keep_last=3", "metrics.log_every_steps=5"});
-}
-
-CommandResult train(const std::string& cfg, const std::string& args) {
-  return run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " " + args);
-}
-
-bool same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
 
 struct Case {
   int world;
@@ -42,7 +28,7 @@ class ExactResume : public ::testing::TestWithParam<Case> {};
 TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   const Case c = GetParam();
   TempDir dir;
-  std::string cfg = resume_config(dir);
+  std::string cfg = ckpt_job_config(dir);
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
   // A non-power-of-two growth factor makes unscaling round, so the weights depend on the exact scale and
   // growth tracker being restored; an inf injected after the stop point adds a skipped step and a backoff.
@@ -67,7 +53,7 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   std::string out = run(" --job.out_dir=" + dir / "part");
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
   EXPECT_NE(out.find("at step " + std::to_string(c.stop_at)), std::string::npos) << out;
-  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"))
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"))
       << "max diff " << max_state_diff(dir / "full/model.pt", dir / "part/model.pt");
   if (c.amp) {
     const std::string metrics = read_file(dir / "full/metrics.jsonl");
@@ -91,19 +77,19 @@ TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) 
   // 2 ranks x 16 stopped mid-epoch, resumed on 1 rank x 32: the global sample order continues where it
   // stopped, so the result equals the uninterrupted 2 x 16 run up to float reassociation (dropout off).
   TempDir dir;
-  std::string cfg = resume_config(dir) + " --model.dropout=0.0";
+  std::string cfg = ckpt_job_config(dir) + " --model.dropout=0.0";
   auto full = run_ranks(2, cfg + " --job.out_dir=" + dir / "full");
   for (auto& r : full) ASSERT_EQ(r.exit_code, 0) << r.output;
   auto part = run_ranks(2, cfg + " --job.out_dir=" + dir / "part --training.max_steps=7");
   for (auto& r : part) ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto r = train(cfg, "--job.out_dir=" + dir / "part --data.batch_size=32");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --data.batch_size=32");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("warning: checkpoint was written by 2 rank(s) x batch 16, resuming on 1 x 32: epoch 1 "
                           "continues from sample 224"),
             std::string::npos)
       << r.output;
   // Reference for float reassociation alone: the uninterrupted 1 x 32 run against the 2 x 16 run.
-  auto single = train(cfg, "--job.out_dir=" + dir / "single --data.batch_size=32");
+  auto single = ckpt_train(cfg, "--job.out_dir=" + dir / "single --data.batch_size=32");
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const double reassociation = max_state_diff(dir / "full/model.pt", dir / "single/model.pt");
   EXPECT_LE(max_state_diff(dir / "full/model.pt", dir / "part/model.pt"), std::max(1e-5, 3 * reassociation));
@@ -112,8 +98,8 @@ TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) 
 
 TEST(Checkpoint, KeepBestKeepsTheBestEvaluatedBesidesTheNewest) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --checkpoint.every_steps=0 --checkpoint.every_epochs=1 "
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --checkpoint.every_steps=0 --checkpoint.every_epochs=1 "
                        "--checkpoint.keep_last=1 --checkpoint.keep_best=1 --training.epochs=4")
                 .exit_code,
             0);
@@ -137,20 +123,20 @@ TEST(Checkpoint, KeepBestKeepsTheBestEvaluatedBesidesTheNewest) {
 
 TEST(Checkpoint, ResumeFromAnExplicitPathAndNever) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12").exit_code, 0);
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12").exit_code, 0);
   // An explicit older checkpoint (step 8), from another folder, continues exactly too.
-  auto r = train(cfg, "--job.out_dir=" + dir / "other --checkpoint.resume=" + dir / "part/checkpoints/step-00000008.pt");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "other --checkpoint.resume=" + dir / "part/checkpoints/step-00000008.pt");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
-  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "other/model.pt"));
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "other/model.pt"));
   // never: a fresh start although checkpoints exist.
-  auto fresh = train(cfg, "--job.out_dir=" + dir / "part --checkpoint.resume=never --training.max_steps=2");
+  auto fresh = ckpt_train(cfg, "--job.out_dir=" + dir / "part --checkpoint.resume=never --training.max_steps=2");
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
   EXPECT_EQ(fresh.output.find("resumed from"), std::string::npos) << fresh.output;
   // A missing path is an error naming it.
-  auto missing = train(cfg, "--job.out_dir=" + dir / "x --checkpoint.resume=" + dir / "nope.pt");
+  auto missing = ckpt_train(cfg, "--job.out_dir=" + dir / "x --checkpoint.resume=" + dir / "nope.pt");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find(dir / "nope.pt"), std::string::npos) << missing.output;
 }
@@ -170,23 +156,23 @@ TEST(Checkpoint, SecondSignalExitsImmediately) {
 
 TEST(Checkpoint, CorruptNewestFallsBackToPreviousAndStillMatches) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10").exit_code, 0);
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10").exit_code, 0);
   // The newest (step 10) loses its tail: its CRC no longer matches its manifest.
   const std::string newest = dir / "part/checkpoints/step-00000010.pt";
   fs::resize_file(newest, fs::file_size(newest) / 2);
-  auto r = train(cfg, "--job.out_dir=" + dir / "part");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("skipping corrupt checkpoint: " + newest), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
-  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
 }
 
 TEST(Checkpoint, RetentionKeepsLastNCompleteOnes) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=22").exit_code, 0);
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=22").exit_code, 0);
   CheckpointStore store(dir / "o/checkpoints", 3, 0);
   auto all = store.list();
   ASSERT_EQ(all.size(), 3u);
@@ -199,11 +185,14 @@ TEST(Checkpoint, RetentionKeepsLastNCompleteOnes) {
 
 TEST(Checkpoint, FailedWriteKeepsEarlierCheckpointsAndSaysSo) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  auto r = run_command("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=12 OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
-                       " --job.out_dir=" + dir / "o");
+  std::string cfg = ckpt_job_config(dir);
+  // The write of step 12's payload fails like a full disk (the fault shim, not a hook in ddptrain).
+  const std::string full_disk = fault_env("write", "step-00000012.pt.tmp-", "enospc");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "o", full_disk);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("error: checkpoint at step 12 failed: No space left on device"), std::string::npos)
+  EXPECT_NE(r.output.find("error: checkpoint at step 12 failed: " + dir / "o/checkpoints/step-00000012.pt" +
+                          ": write failed: No space left on device (earlier checkpoints are intact)"),
+            std::string::npos)
       << r.output;
   CheckpointStore store(dir / "o/checkpoints", 3, 0);
   auto all = store.list();
@@ -211,18 +200,19 @@ TEST(Checkpoint, FailedWriteKeepsEarlierCheckpointsAndSaysSo) {
   EXPECT_EQ(all[0].step, 8);
   EXPECT_EQ(CheckpointStore::verify(all[0]), "");
   EXPECT_EQ(CheckpointStore::verify(all[1]), "");
+  for (const auto& e : fs::directory_iterator(dir / "o/checkpoints"))
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
   // on_error = warn keeps training.
-  auto w = run_command("DDPTRAIN_TEST_FAIL_CHECKPOINT_AT_STEP=12 OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
-                       " --job.out_dir=" + dir / "w --checkpoint.on_error=warn --training.max_steps=14");
+  auto w = ckpt_train(cfg, "--job.out_dir=" + dir / "w --checkpoint.on_error=warn --training.max_steps=14", full_disk);
   EXPECT_EQ(w.exit_code, 0) << w.output;
   EXPECT_NE(w.output.find("warning: checkpoint at step 12 failed"), std::string::npos) << w.output;
 }
 
 TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
-  auto r = train(cfg, "--job.out_dir=" + dir / "o --model.name=resnet18");
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "o --model.name=resnet18");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("state dict does not match the model"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("missing keys: bn1.weight, bn1.bias"), std::string::npos) << r.output;
@@ -235,8 +225,8 @@ TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
 TEST(Checkpoint, ReadableFromPython) {
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=4").exit_code, 0);
   auto r = run_command(python() + " -c \"import torch; d = torch.load('" + dir / "o/checkpoints/step-00000004.pt" +
                        "'); print(sorted(d.keys())); print(d['global_step'], d['epoch'], d['batch_in_epoch'], "
                        "d['world_size'], len(d['rng_cpu']), d['model']['fc2.bias'].shape, d['format_version'], "
@@ -258,9 +248,9 @@ TEST(Checkpoint, ReadableFromPython) {
 TEST(Checkpoint, CheckpointWithCudaGeneratorStatesOrWithoutTheEntryResumesOnCpu) {
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   TempDir dir;
-  std::string cfg = resume_config(dir);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
-  ASSERT_EQ(train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
   const std::string src = dir / "part/checkpoints/step-00000008.pt";
   auto edit = run_command(python() + " -c \"import torch; d = torch.load('" + src + "'); assert d['rng_cuda'] == [], "
                           "d['rng_cuda']; g = torch.Generator(); g.manual_seed(5); "
@@ -268,10 +258,10 @@ TEST(Checkpoint, CheckpointWithCudaGeneratorStatesOrWithoutTheEntryResumesOnCpu)
                           "del d['rng_cuda']; torch.save(d, '" + dir / "old.pt" + "')\"");
   ASSERT_EQ(edit.exit_code, 0) << edit.output;
   for (const std::string variant : {"gpu", "old"}) {
-    auto r = train(cfg, "--job.out_dir=" + dir / variant + " --checkpoint.resume=" + dir / (variant + ".pt"));
+    auto r = ckpt_train(cfg, "--job.out_dir=" + dir / variant + " --checkpoint.resume=" + dir / (variant + ".pt"));
     ASSERT_EQ(r.exit_code, 0) << variant << ": " << r.output;
     EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
-    EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / (variant + "/model.pt"))) << variant;
+    EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / (variant + "/model.pt"))) << variant;
   }
 }
 
@@ -299,7 +289,7 @@ TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {
   auto resumed = run_ranks(2, cfg + " --job.out_dir=" + dir / "part");
   for (auto& rr : resumed) ASSERT_EQ(rr.exit_code, 0) << rr.output;
   EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
-  EXPECT_TRUE(same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
 }
 
 }  // namespace

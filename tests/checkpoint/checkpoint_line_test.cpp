@@ -1,0 +1,202 @@
+// The run's line of checkpoints (latest.json): retention past corrupt higher-numbered checkpoints, auto after an
+// older explicit resume, a newest that passes its CRC but does not parse, manifests rewritten by a JSON tool,
+// debris of interrupted writes, out-of-range checkpoint fields.
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/pickle_reader.h"
+#include "checkpoint/state_dict.h"
+#include "tests/checkpoint/resume_job.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+namespace ddp::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One epoch of ckpt_job_config: 20 steps, checkpoints at 4, 8, .., 20 (the last 3 kept).
+std::string line_config(const TempDir& dir) { return ckpt_job_config(dir) + " --training.epochs=1"; }
+
+// DIR/step-N.pt holding `payload`, with a manifest whose size and CRC32 match it (it passes the integrity check).
+void line_write_checkpoint(const std::string& dir, int64_t step, const std::vector<char>& payload) {
+  const CheckpointStore store(dir, 1, 0);
+  write_file(store.payload_path(step), std::string(payload.begin(), payload.end()));
+  nlohmann::json manifest = {{"format_version", 1},
+                             {"file", fs::path(store.payload_path(step)).filename().string()},
+                             {"step", step},
+                             {"epoch", 0},
+                             {"bytes", payload.size()},
+                             {"crc32", crc32_of(payload)},
+                             {"eval_accuracy", nullptr}};
+  write_file(store.manifest_path(step), manifest.dump() + "\n");
+}
+
+// The uninterrupted run (DIR/full) and one stopped after `steps` (DIR/part), both of line_config.
+void line_full_and_stopped_runs(const TempDir& dir, const std::string& cfg, int steps) {
+  auto full = ckpt_train(cfg, "--job.out_dir=" + dir / "full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto part = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=" + std::to_string(steps));
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+}
+
+TEST(CheckpointLine, CorruptHigherNumberedCheckpointsNeverCostTheFreshOnes) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  line_full_and_stopped_runs(dir, cfg, 8);
+  // Three checkpoints numbered above anything this run writes (keep_last = 3), failing their CRC check.
+  const std::string ckpts = dir / "part/checkpoints";
+  for (int64_t step : {1000, 1001, 1002}) {
+    line_write_checkpoint(ckpts, step, std::vector<char>(100, 'x'));
+    write_file(CheckpointStore(ckpts, 1, 0).payload_path(step), std::string(100, 'y'));
+  }
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+  // The run's own checkpoints survived retention: a longer run continues from the last one, not from step 0.
+  auto more = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.epochs=2 --training.max_steps=22");
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("resumed from " + ckpts + "/step-00000020.pt at step 20"), std::string::npos)
+      << more.output;
+  for (int64_t step : {1000, 1001, 1002})  // not this run's: never deleted
+    EXPECT_TRUE(fs::exists(CheckpointStore(ckpts, 1, 0).payload_path(step))) << step;
+}
+
+TEST(CheckpointLine, AutoFollowsTheLineAfterResumingFromAnOlderCheckpoint) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  line_full_and_stopped_runs(dir, cfg, 16);  // 8, 12, 16
+  // Back to step 8 explicitly, on to 14: the timeline of 12 and 16 is abandoned.
+  auto back = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=14 --checkpoint.resume=" + ckpts +
+                                  "/step-00000008.pt");
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + ckpts + "/step-00000014.pt at step 14"), std::string::npos) << r.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+  // The abandoned timeline's checkpoints were moved aside when this line reached their steps, not overwritten.
+  EXPECT_TRUE(fs::exists(ckpts + "/displaced-1-step-00000012.pt")) << r.output;
+  EXPECT_TRUE(fs::exists(ckpts + "/displaced-1-step-00000016.json")) << r.output;
+}
+
+TEST(CheckpointLine, NewestThatPassesItsCrcButDoesNotParseFallsBack) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  line_full_and_stopped_runs(dir, cfg, 10);
+  const std::vector<char> garbage(5000, 'g');
+  line_write_checkpoint(ckpts, 10, garbage);
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: skipping checkpoint " + ckpts + "/step-00000010.pt: not a readable checkpoint"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+  // The unreadable one is left as it was (off the line: retention never deletes it).
+  EXPECT_EQ(read_file(ckpts + "/step-00000010.pt"), std::string(garbage.begin(), garbage.end()));
+}
+
+TEST(CheckpointLine, ManifestRewrittenByAJsonToolIsStillRead) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string manifest = dir / "part/checkpoints/step-00000008.json";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  auto tool = run_command("python3 -m json.tool --sort-keys --indent 4 " + manifest + " > " + dir / "m.json" +
+                          " && mv " + dir / "m.json" + " " + manifest);
+  ASSERT_EQ(tool.exit_code, 0) << tool.output;
+  ASSERT_NE(read_file(manifest).find("\n    \"bytes\": "), std::string::npos) << read_file(manifest);
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + dir / "part/checkpoints/step-00000008.pt at step 8"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+}
+
+TEST(CheckpointLine, DebrisOfInterruptedWritesIsRemovedAtStart) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  const std::string payload = read_file(ckpts + "/step-00000008.pt");
+  const std::vector<std::string> debris = {ckpts + "/step-00000012.pt.tmp-4242", ckpts + "/step-00000012.json.tmp-4242",
+                                           ckpts + "/latest.json.tmp-7", ckpts + "/step-00000012.pt",
+                                           dir / "part/model.pt.tmp-99"};
+  const std::vector<std::string> foreign = {ckpts + "/notes.txt", ckpts + "/step-00000012.pt.bak",
+                                            dir / "part/model.pt.tmp-abc", ckpts + "/step-00000012.pt.tmp-"};
+  for (const auto& p : debris) write_file(p, payload.substr(0, 1000));
+  write_file(ckpts + "/step-00000012.pt", payload);  // a whole payload whose manifest never came
+  for (const auto& p : foreign) write_file(p, "mine");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+  for (const auto& p : debris) EXPECT_FALSE(fs::exists(p)) << p << "\n" << r.output;
+  for (const auto& p : foreign) EXPECT_EQ(read_file(p), "mine") << p;
+  EXPECT_NE(r.output.find("removed " + ckpts + "/step-00000012.pt (left by an interrupted write)"), std::string::npos)
+      << r.output;
+}
+
+struct LineOutOfRange {
+  std::string entry;
+  int64_t value;
+};
+
+// Step 10's checkpoint with one entry replaced.
+std::vector<char> line_crafted_checkpoint(const std::string& source, const LineOutOfRange& c) {
+  c10::impl::GenericDict d = read_torch_save(read_bytes(source)).toGenericDict();
+  d.insert_or_assign(c.entry, c.value);
+  return torch_save_bytes(d);
+}
+
+TEST(CheckpointLine, OutOfRangeFieldsAreRefusedNamingFileAndFieldOrSkippedByAuto) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  line_full_and_stopped_runs(dir, cfg, 10);
+  const std::string source = dir / "step10.pt";
+  fs::copy_file(ckpts + "/step-00000010.pt", source);
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  const std::vector<LineOutOfRange> cases = {{"epoch_sample_offset", -kHuge},
+                                             {"batch_in_epoch", -kHuge},
+                                             {"batch_in_epoch", kHuge},
+                                             {"epoch", -1},
+                                             {"batch_size", -kHuge}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string bad = dir / ("bad" + std::to_string(i) + ".pt");
+    const std::vector<char> bytes = line_crafted_checkpoint(source, cases[i]);
+    write_file(bad, std::string(bytes.begin(), bytes.end()));
+    auto r = ckpt_train(cfg, "--job.out_dir=" + dir / ("x" + std::to_string(i)) + " --checkpoint.resume=" + bad);
+    EXPECT_EQ(r.exit_code, 1) << cases[i].entry << ": " << r.output;
+    EXPECT_NE(r.output.find("error: resume from " + bad + ": checkpoint entry \"" + cases[i].entry + "\" is "),
+              std::string::npos)
+        << r.output;
+  }
+  // As the newest of the line (size and CRC intact): auto skips it loudly and continues exactly from step 8.
+  line_write_checkpoint(ckpts, 10, line_crafted_checkpoint(source, cases[0]));
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: skipping checkpoint " + ckpts +
+                          "/step-00000010.pt: checkpoint entry \"epoch_sample_offset\" is "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+}
+
+TEST(CheckpointLine, NothingUsableIsAnErrorNotAFreshStart) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=4").exit_code, 0);
+  fs::resize_file(ckpts + "/step-00000004.pt", 10);
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: resume: no usable checkpoint in " + ckpts + " (1 skipped"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(fs::file_size(ckpts + "/step-00000004.pt"), 10u);
+}
+
+}  // namespace
+}  // namespace ddp::test

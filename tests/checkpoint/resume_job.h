@@ -1,0 +1,34 @@
+// Shared by the checkpoint resume, line and fault tests: the small resumable job, running it, the fault shim.
+#pragma once
+
+#include "tests/support/test_support.h"
+
+#include <string>
+
+namespace ddp::test {
+
+// 320 samples / batch 16 = 20 micro-batches per epoch on 1 rank (10 per rank on 2); a checkpoint every 4 steps,
+// the last 3 kept; 3 epochs = 60 steps.
+inline std::string ckpt_job_config(const TempDir& dir) {
+  return write_tiny_job(dir, 320, 32, 12,
+                        {"job.seed=21", "data.batch_size=16", "model.name=net", "model.dropout=0.5",
+                         "optimizer.lr=0.05", "optimizer.momentum=0.9", "training.epochs=3",
+                         "checkpoint.every_steps=4", "checkpoint.keep_last=3", "metrics.log_every_steps=5"});
+}
+
+// ddptrain CFG ARGS on one rank; `env` ("K=V ...") goes first.
+inline CommandResult ckpt_train(const std::string& cfg, const std::string& args, const std::string& env = "") {
+  return run_command(env + " OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " " + args);
+}
+
+inline bool ckpt_same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
+
+// Environment running a command under the LD_PRELOAD fault shim (tests/support/shim): the nth `op` (write, fsync,
+// rename, unlink, any) on a path containing `path` gets `action` (kill = SIGKILL there; enospc, erofs, eio = that
+// errno from then on).
+inline std::string fault_env(const std::string& op, const std::string& path, const std::string& action, int nth = 1) {
+  return "LD_PRELOAD=" + shell_quote(DDP_FAULT_SHIM) + " DDP_FAULT_OP=" + op + " DDP_FAULT_PATH=" + shell_quote(path) +
+         " DDP_FAULT_ACTION=" + action + " DDP_FAULT_NTH=" + std::to_string(nth);
+}
+
+}  // namespace ddp::test

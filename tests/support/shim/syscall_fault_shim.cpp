@@ -1,0 +1,129 @@
+// LD_PRELOAD library for fault tests: fails or SIGKILLs one write/fsync/rename/unlink on a matching path.
+//
+// Environment (read once): DDP_FAULT_OP = write | fsync | rename | unlink | any; DDP_FAULT_PATH = a substring of the
+// path (for write/fsync: the file the descriptor is open on; rename: either name; unlink: also remove()); DDP_FAULT_NTH
+// = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
+// | enospc | erofs | eio (that call and every later matching one fails with that errno, like a full disk).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+struct FaultPlan {
+  std::string op, path, action;
+  long nth = 1;
+  int err = 0;
+  bool active = false;
+};
+
+const FaultPlan& plan() {
+  static const FaultPlan p = [] {
+    FaultPlan f;
+    const char* op = std::getenv("DDP_FAULT_OP");
+    const char* path = std::getenv("DDP_FAULT_PATH");
+    const char* action = std::getenv("DDP_FAULT_ACTION");
+    const char* nth = std::getenv("DDP_FAULT_NTH");
+    if (!op || !path || !action) return f;
+    f.op = op;
+    f.path = path;
+    f.action = action;
+    f.nth = nth ? std::atol(nth) : 1;
+    f.err = f.action == "enospc" ? ENOSPC : f.action == "erofs" ? EROFS : f.action == "eio" ? EIO : 0;
+    f.active = f.err != 0 || f.action == "kill";
+    return f;
+  }();
+  return p;
+}
+
+std::atomic<long> matching_calls{0};
+
+// Whether this call (op on `path`) is the planned fault: the nth matching one, or any later one for errno faults.
+bool hit(const char* op, const std::string& path) {
+  const FaultPlan& p = plan();
+  if (!p.active || (p.op != "any" && p.op != op) || path.find(p.path) == std::string::npos) return false;
+  const long n = ++matching_calls;
+  return n == p.nth || (p.err != 0 && n > p.nth);
+}
+
+std::string fd_path(int fd) {
+  char link[64], target[4096];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, target, sizeof target - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+template <typename F>
+F next(const char* name) {
+  return reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
+}
+
+[[noreturn]] void die() {
+  ::kill(::getpid(), SIGKILL);
+  std::abort();
+}
+
+int fail() {
+  errno = plan().err;
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+ssize_t write(int fd, const void* buf, size_t count) {
+  static auto real = next<ssize_t (*)(int, const void*, size_t)>("write");
+  if (fd > 2 && plan().active && hit("write", fd_path(fd))) {
+    if (plan().err) return fail();
+    real(fd, buf, count / 2);
+    die();
+  }
+  return real(fd, buf, count);
+}
+
+int fsync(int fd) {
+  static auto real = next<int (*)(int)>("fsync");
+  if (plan().active && hit("fsync", fd_path(fd))) {
+    if (plan().err) return fail();
+    die();
+  }
+  return real(fd);
+}
+
+int rename(const char* from, const char* to) {
+  static auto real = next<int (*)(const char*, const char*)>("rename");
+  if (plan().active && (hit("rename", std::string(from) + "\n" + to))) {
+    if (plan().err) return fail();
+    die();
+  }
+  return real(from, to);
+}
+
+int unlink(const char* path) {
+  static auto real = next<int (*)(const char*)>("unlink");
+  if (plan().active && hit("unlink", path)) {
+    if (plan().err) return fail();
+    die();
+  }
+  return real(path);
+}
+
+int remove(const char* path) {
+  static auto real = next<int (*)(const char*)>("remove");
+  if (plan().active && hit("unlink", path)) {
+    if (plan().err) return fail();
+    die();
+  }
+  return real(path);
+}
+
+}  // extern "C"
