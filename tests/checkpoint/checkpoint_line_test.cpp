@@ -115,6 +115,26 @@ TEST(CheckpointLine, ManifestRewrittenByAJsonToolIsStillRead) {
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
 }
 
+TEST(CheckpointLine, UnreadableManifestIsAWarningAndNeverOverwritten) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  write_file(ckpts + "/step-00000012.json", "{\"step\": 12, \"file\": ");  // cut short
+  write_file(ckpts + "/step-00000012.pt", "someone's bytes");
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: unreadable checkpoint manifest " + ckpts +
+                          "/step-00000012.json: not valid JSON (left in place)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("moved aside to " + ckpts + "/displaced-1-step-00000012.{pt,json}"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_file(ckpts + "/displaced-1-step-00000012.json"), "{\"step\": 12, \"file\": ");
+  EXPECT_EQ(read_file(ckpts + "/displaced-1-step-00000012.pt"), "someone's bytes");
+  EXPECT_EQ(CheckpointStore::verify(*CheckpointStore::read_manifest(ckpts + "/step-00000012.json")), "");
+}
+
 TEST(CheckpointLine, DebrisOfInterruptedWritesIsRemovedAtStart) {
   TempDir dir;
   const std::string cfg = line_config(dir);
