@@ -252,12 +252,6 @@ std::vector<CheckpointInfo> CheckpointStore::resume_candidates(const WarnFn& war
   return out;
 }
 
-std::optional<CheckpointInfo> CheckpointStore::newest_valid(const WarnFn& warn) const {
-  auto all = resume_candidates(warn);
-  if (all.empty()) return std::nullopt;
-  return all.front();
-}
-
 std::optional<std::vector<int64_t>> CheckpointStore::read_line(const WarnFn& warn) const {
   const std::string path = dir_ + "/latest.json";
   std::error_code ec;

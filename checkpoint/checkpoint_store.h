@@ -41,8 +41,6 @@ class CheckpointStore {
   // ddptrain 0.3.0 or before, or an unreadable latest.json) every complete one. Entries without a readable manifest
   // or whose payload fails its size/CRC check are reported through `warn` and left out.
   std::vector<CheckpointInfo> resume_candidates(const WarnFn& warn) const;
-  // Newest of resume_candidates (kept for callers that need no parse check).
-  std::optional<CheckpointInfo> newest_valid(const WarnFn& warn) const;
   // The line latest.json records; nullopt when there is none (or it cannot be read: `warn` hears why).
   std::optional<std::vector<int64_t>> read_line(const WarnFn& warn = {}) const;
   // Records `steps` (newest first) as the line, atomically.

@@ -135,6 +135,25 @@ TEST(CheckpointLine, UnreadableManifestIsAWarningAndNeverOverwritten) {
   EXPECT_EQ(CheckpointStore::verify(*CheckpointStore::read_manifest(ckpts + "/step-00000012.json")), "");
 }
 
+TEST(CheckpointLine, ManifestNamingAFileOutsideTheFolderIsUnreadable) {
+  TempDir dir;
+  write_file(dir / "victim", "keep me");
+  fs::create_directories(dir / "ckpts");
+  const std::string manifest = dir / "ckpts/step-00000004.json";
+  write_file(manifest, R"({"format_version": 1, "file": "../victim", "step": 4, "epoch": 0, "bytes": 7,
+                           "crc32": 0, "eval_accuracy": null})");
+  EXPECT_NE(error_of([&] { CheckpointStore::read_manifest(manifest); }).find("field \"file\" is not a file name"),
+            std::string::npos);
+  std::vector<std::string> warnings;
+  CheckpointStore store(dir / "ckpts", 1, 0);
+  EXPECT_TRUE(store.list([&](const std::string& w) { warnings.push_back(w); }).empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(manifest), std::string::npos) << warnings[0];
+  store.save(std::vector<char>(10, 'a'), 8, 0, -1);  // retention never reaches it
+  EXPECT_EQ(read_file(dir / "victim"), "keep me");
+  EXPECT_TRUE(fs::exists(manifest));
+}
+
 TEST(CheckpointLine, DebrisOfInterruptedWritesIsRemovedAtStart) {
   TempDir dir;
   const std::string cfg = line_config(dir);
