@@ -9,8 +9,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <map>
 #include <tuple>
 #include <iomanip>
@@ -80,11 +81,8 @@ void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v,
   auto type_error = [&] {
     return ConfigError(loc + ": " + name + " must be " + kind_name(f.kind) + ", got " + describe(v));
   };
-  auto check_range = [&](double x, const std::string& shown) {
-    bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
-    bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
-    if (!std::isfinite(x)) throw ConfigError(loc + ": " + name + " must be a finite number, got " + shown);
-    if (low || high) throw ConfigError(loc + ": " + name + " must be " + range_text(f) + ", got " + shown);
+  auto out_of_range = [&](const std::string& shown) {
+    return ConfigError(loc + ": " + name + " must be " + range_text(f) + ", got " + shown);
   };
   switch (f.kind) {
     case FieldKind::Bool:
@@ -94,19 +92,25 @@ void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v,
     case FieldKind::Int: {
       if (!v.is_integer()) throw type_error();
       int64_t x = *v.value<int64_t>();
-      check_range(static_cast<double>(x), std::to_string(x));
+      // Compared as integers: near 2^63 a double cannot tell neighbouring int64 values apart.
+      if (x < static_cast<int64_t>(f.min) || x > static_cast<int64_t>(f.max)) throw out_of_range(std::to_string(x));
       *static_cast<int64_t*>(f.target) = x;
       break;
     }
     case FieldKind::Float: {
       if (!v.is_number()) throw type_error();
       double x = *v.value<double>();
-      check_range(x, format_number(x));
+      if (!std::isfinite(x)) throw ConfigError(loc + ": " + name + " must be a finite number, got " + format_number(x));
+      const bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
+      const bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
+      if ((low || high) && x != f.default_marker) throw out_of_range(format_number(x));
       *static_cast<double*>(f.target) = x;
       break;
     }
     case FieldKind::String:
       if (!v.is_string()) throw type_error();
+      if (f.nonempty && v.value<std::string>()->empty())
+        throw ConfigError(loc + ": " + name + " must not be empty");
       *static_cast<std::string*>(f.target) = *v.value<std::string>();
       break;
     case FieldKind::Choice: {
@@ -276,8 +280,13 @@ void apply_override(const std::vector<SectionSpec>& schema, const std::string& t
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + raw);
-  } catch (const toml::parse_error&) {
-    // A bare word is a string for string-valued keys (--model.name=resnet18).
+  } catch (const toml::parse_error& e) {
+    // A bare word is a string for string-valued keys (--model.name=resnet18), and for a list the list of that one
+    // string (--data.mirrors=http://host/). What opens a TOML array or string must be one: "[" is a broken array.
+    const bool bare_word = raw.empty() || std::string("[\"'").find(raw.front()) == std::string::npos;
+    if (field->kind == FieldKind::StringList && !bare_word)
+      throw ConfigError(loc + ": " + path + " must be " + kind_name(field->kind) + " ([\"a\", \"b\"]) or one bare " +
+                        "word, got \"" + raw + "\" (" + one_line(std::string(e.description())) + ")");
     if (field->kind == FieldKind::String || field->kind == FieldKind::Choice || field->kind == FieldKind::StringList) {
       parsed = toml::table{{"v", raw}};
     } else {
@@ -359,14 +368,42 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a directory, not a config file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open config file: " + std::strerror(errno));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": cannot read config file");
-  return parse_config(buf.str(), path, overrides);
+  return parse_config(read_config_file(path), path, overrides);
+}
+
+std::string read_config_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO returns at once (fstat then refuses it) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw ConfigError(path + ": cannot open config file: " + std::strerror(err));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw ConfigError(path + ": cannot stat config file: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw ConfigError(path + ": is a directory, not a config file");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(path + ": is not a regular file (a device, pipe or socket); give a TOML file");
+  auto too_big = [&] {
+    return ConfigError(path + ": config file is larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                       " MiB; a config is a short TOML file");
+  };
+  if (st.st_size > static_cast<off_t>(kMaxConfigBytes)) throw too_big();
+  // Read at most one byte past the limit: a file that grows while we read (or claims size 0, like /proc) stays bounded.
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(path + ": cannot read config file: " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigBytes) throw too_big();
+  }
+  return text;
 }
 
 std::string format_config(const Config& cfg_in) {
@@ -423,12 +460,16 @@ std::string format_field_value(const FieldSpec& f) {
 
 std::string range_text(const FieldSpec& f) {
   auto bound = [&](double b) {
-    return f.kind == FieldKind::Int ? std::to_string(static_cast<int64_t>(b)) : format_number(b);
+    if (f.kind == FieldKind::Int) return std::to_string(static_cast<int64_t>(b));
+    // Whole bounds as written in a config (604800.0, not 6.048e+05); others in the shortest form that reads back.
+    if (std::fabs(b) < 1e15 && b == std::trunc(b)) return std::to_string(static_cast<int64_t>(b)) + ".0";
+    return format_number(b);
   };
   std::string rule;
   if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + bound(f.min);
   if (std::isfinite(f.max))
     rule += (rule.empty() ? "" : " and ") + std::string(f.max_exclusive ? "< " : "<= ") + bound(f.max);
+  if (f.default_marker) rule = bound(*f.default_marker) + " (the dataset's default) or " + rule;
   return rule;
 }
 

@@ -1,6 +1,7 @@
 // Run configuration: one documented struct per TOML section, plus loading, overriding and printing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -27,8 +28,8 @@ struct DataConfig {
   bool drop_last = false;                 // sampler truncates to a multiple of world size; loader drops a partial batch
   int64_t workers = 1;                    // background batch-assembly threads (0 = on the training thread)
   int64_t prefetch = 4;                   // batches assembled ahead per rank
-  double mean = -1;                       // normalisation; < 0 = dataset default
-  double std = -1;                        // normalisation; <= 0 = dataset default
+  double mean = -1;                       // normalisation; -1 = dataset default, else 0..1
+  double std = -1;                        // normalisation; -1 = dataset default, else > 0 (0 is refused)
   bool pin_memory = true;                 // CUDA only: batches assembled in pinned host memory, copied non_blocking
   bool download = false;                  // mnist only: fetch missing files from data.mirrors
   std::vector<std::string> mirrors;       // URL prefixes; empty = torchvision's mirror list
@@ -154,6 +155,10 @@ struct ConfigError : std::runtime_error {
 
 // Reads a TOML file strictly; overrides are "section.key=value" strings (without the leading --).
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The text of a config file: a regular file of at most kMaxConfigBytes, else a ConfigError naming the path (a
+// device, FIFO or endless file is refused without reading more than the limit).
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+std::string read_config_file(const std::string& path);
 Config parse_config(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides = {});
 // Every key with its resolved value, as TOML that load_config reads back.

@@ -8,25 +8,37 @@ namespace {
 
 FieldSpec boolean(const std::string& key, bool* target) { return {key, FieldKind::Bool, target, {}}; }
 
-FieldSpec integer(const std::string& key, int64_t* target, double min,
-                  double max = std::numeric_limits<double>::infinity()) {
+FieldSpec integer(const std::string& key, int64_t* target, double min, double max) {
   FieldSpec f{key, FieldKind::Int, target, {}};
   f.min = min;
   f.max = max;
   return f;
 }
 
-FieldSpec real(const std::string& key, double* target, double min, bool min_exclusive = false,
-               double max = std::numeric_limits<double>::infinity(), bool max_exclusive = false) {
+// Every number has both bounds (`open_min` / `open_max`: the bound itself is excluded).
+FieldSpec real(const std::string& key, double* target, double min, bool open_min, double max, bool open_max) {
   FieldSpec f{key, FieldKind::Float, target, {}};
   f.min = min;
-  f.min_exclusive = min_exclusive;
+  f.min_exclusive = open_min;
   f.max = max;
-  f.max_exclusive = max_exclusive;
+  f.max_exclusive = open_max;
+  return f;
+}
+
+// A number whose value -1 stands for "the dataset's default" (data.mean, data.std).
+FieldSpec real_or_default(const std::string& key, double* target, double min, bool open_min, double max) {
+  FieldSpec f = real(key, target, min, open_min, max, false);
+  f.default_marker = -1;
   return f;
 }
 
 FieldSpec text(const std::string& key, std::string* target) { return {key, FieldKind::String, target, {}}; }
+
+FieldSpec nonempty_text(const std::string& key, std::string* target) {
+  FieldSpec f = text(key, target);
+  f.nonempty = true;
+  return f;
+}
 
 FieldSpec choice(const std::string& key, std::string* target, std::vector<std::string> choices,
                  bool or_path = false) {
@@ -39,7 +51,19 @@ FieldSpec text_list(const std::string& key, std::vector<std::string>* target) {
   return {key, FieldKind::StringList, target, {}};
 }
 
-constexpr double kAny = -std::numeric_limits<double>::infinity();
+// The ranges (README "Failure behaviour and security"): wide enough for any real run, small enough that no
+// arithmetic on them (steps = epochs x steps per epoch, batch x world x accumulation, seconds -> milliseconds)
+// overflows and no size asks for more memory than the values can honestly need.
+constexpr bool kClosed = false, kOpen = true;
+constexpr double kMaxSeed = 4611686018427387904.0;  // 2^62: seed + epoch, seed + rank stay within int64
+constexpr double kMaxBatch = 1 << 20;               // samples per rank and micro-batch
+constexpr double kMaxSamples = 1e8;                 // synthetic split sizes
+constexpr double kMaxClasses = 1e6;
+constexpr double kMaxEpochs = 1e6;
+constexpr double kMaxSteps = 1e12;                  // optimizer-step counts and intervals
+constexpr double kMaxSeconds = 7 * 86400.0;         // timeouts: one week
+constexpr double kMaxFloat32 = 3.4028234663852886e38;  // the loss scale lives in float32
+
 
 }  // namespace
 
@@ -52,64 +76,73 @@ const FieldSpec* SectionSpec::find(const std::string& key) const {
 std::vector<SectionSpec> config_schema(Config& c) {
   return {
       {"job",
-       {text("name", &c.job.name), text("out_dir", &c.job.out_dir), integer("seed", &c.job.seed, 0),
+       {text("name", &c.job.name), nonempty_text("out_dir", &c.job.out_dir), integer("seed", &c.job.seed, 0, kMaxSeed),
         integer("threads", &c.job.threads, 0, 1024),
         choice("step_memory", &c.job.step_memory, {"malloc", "planned"})}},
       {"data",
        {choice("dataset", &c.data.dataset, {"mnist", "fashion-mnist", "synthetic"}), text("dir", &c.data.dir),
-        integer("batch_size", &c.data.batch_size, 1), integer("eval_batch_size", &c.data.eval_batch_size, 1),
-        boolean("shuffle", &c.data.shuffle), boolean("drop_last", &c.data.drop_last),
-        integer("workers", &c.data.workers, 0, 64), integer("prefetch", &c.data.prefetch, 1, 1024),
-        real("mean", &c.data.mean, kAny), real("std", &c.data.std, kAny), boolean("pin_memory", &c.data.pin_memory),
-        boolean("download", &c.data.download),
-        text_list("mirrors", &c.data.mirrors), integer("synthetic_train_size", &c.data.synthetic_train_size, 1),
-        integer("synthetic_test_size", &c.data.synthetic_test_size, 1),
+        integer("batch_size", &c.data.batch_size, 1, kMaxBatch),
+        integer("eval_batch_size", &c.data.eval_batch_size, 1, kMaxBatch), boolean("shuffle", &c.data.shuffle),
+        boolean("drop_last", &c.data.drop_last), integer("workers", &c.data.workers, 0, 64),
+        integer("prefetch", &c.data.prefetch, 1, 1024), real_or_default("mean", &c.data.mean, 0, kClosed, 1),
+        real_or_default("std", &c.data.std, 0, kOpen, 1000), boolean("pin_memory", &c.data.pin_memory),
+        boolean("download", &c.data.download), text_list("mirrors", &c.data.mirrors),
+        integer("synthetic_train_size", &c.data.synthetic_train_size, 1, kMaxSamples),
+        integer("synthetic_test_size", &c.data.synthetic_test_size, 1, kMaxSamples),
         integer("image_size", &c.data.image_size, 16, 4096)}},
       {"model",
        {choice("name", &c.model.name, {"net", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}),
-        integer("in_channels", &c.model.in_channels, 1, 4096), integer("num_classes", &c.model.num_classes, 2),
-        real("dropout", &c.model.dropout, 0, false, 1.0), text("init_from", &c.model.init_from),
+        integer("in_channels", &c.model.in_channels, 1, 4096),
+        integer("num_classes", &c.model.num_classes, 2, kMaxClasses),
+        real("dropout", &c.model.dropout, 0, kClosed, 1, kClosed), text("init_from", &c.model.init_from),
         choice("memory_format", &c.model.memory_format, {"auto", "contiguous", "channels_last"}),
         boolean("skip_padding_taps", &c.model.skip_padding_taps)}},
       {"optimizer",
-       {choice("name", &c.optimizer.name, {"sgd", "adamw"}), real("lr", &c.optimizer.lr, 0, true),
-        real("momentum", &c.optimizer.momentum, 0, false, 1.0),
-        real("weight_decay", &c.optimizer.weight_decay, 0), boolean("nesterov", &c.optimizer.nesterov),
-        real("beta1", &c.optimizer.beta1, 0, false, 1.0, true), real("beta2", &c.optimizer.beta2, 0, false, 1.0, true),
-        real("eps", &c.optimizer.eps, 0, true), choice("scale_lr", &c.optimizer.scale_lr, {"none", "linear"})}},
+       {choice("name", &c.optimizer.name, {"sgd", "adamw"}), real("lr", &c.optimizer.lr, 0, kOpen, 100, kClosed),
+        real("momentum", &c.optimizer.momentum, 0, kClosed, 1, kClosed),
+        real("weight_decay", &c.optimizer.weight_decay, 0, kClosed, 100, kClosed),
+        boolean("nesterov", &c.optimizer.nesterov), real("beta1", &c.optimizer.beta1, 0, kClosed, 1, kOpen),
+        real("beta2", &c.optimizer.beta2, 0, kClosed, 1, kOpen), real("eps", &c.optimizer.eps, 0, kOpen, 1, kClosed),
+        choice("scale_lr", &c.optimizer.scale_lr, {"none", "linear"})}},
       {"lr_scheduler",
-       {integer("warmup_steps", &c.lr_scheduler.warmup_steps, 0),
+       {integer("warmup_steps", &c.lr_scheduler.warmup_steps, 0, kMaxSteps),
         choice("decay", &c.lr_scheduler.decay, {"none", "cosine", "step"}),
-        real("min_lr", &c.lr_scheduler.min_lr, 0), integer("step_size", &c.lr_scheduler.step_size, 1),
-        real("gamma", &c.lr_scheduler.gamma, 0, true, 1.0)}},
+        real("min_lr", &c.lr_scheduler.min_lr, 0, kClosed, 100, kClosed),
+        integer("step_size", &c.lr_scheduler.step_size, 1, kMaxSteps),
+        real("gamma", &c.lr_scheduler.gamma, 0, kOpen, 1, kClosed)}},
       {"training",
-       {integer("epochs", &c.training.epochs, 1), integer("max_steps", &c.training.max_steps, 0),
+       {integer("epochs", &c.training.epochs, 1, kMaxEpochs),
+        integer("max_steps", &c.training.max_steps, 0, kMaxSteps),
         integer("grad_accum_steps", &c.training.grad_accum_steps, 1, 1 << 20),
-        real("clip_grad_norm", &c.training.clip_grad_norm, 0),
-        integer("eval_every_epochs", &c.training.eval_every_epochs, 0),
+        real("clip_grad_norm", &c.training.clip_grad_norm, 0, kClosed, 1e6, kClosed),
+        integer("eval_every_epochs", &c.training.eval_every_epochs, 0, kMaxEpochs),
         boolean("deterministic", &c.training.deterministic), boolean("cudnn_benchmark", &c.training.cudnn_benchmark)}},
       {"amp",
        {boolean("enabled", &c.amp.enabled), choice("dtype", &c.amp.dtype, {"auto", "float16", "bfloat16", "fp16", "bf16"}),
         choice("loss_scaling", &c.amp.loss_scaling, {"auto", "dynamic", "off"}),
-        real("init_scale", &c.amp.init_scale, 0, true), real("growth_factor", &c.amp.growth_factor, 1, true),
-        real("backoff_factor", &c.amp.backoff_factor, 0, true, 1.0, true),
-        integer("growth_interval", &c.amp.growth_interval, 1)}},
+        real("init_scale", &c.amp.init_scale, 0, kOpen, kMaxFloat32, kClosed),
+        real("growth_factor", &c.amp.growth_factor, 1, kOpen, 1000, kClosed),
+        real("backoff_factor", &c.amp.backoff_factor, 0, kOpen, 1, kOpen),
+        integer("growth_interval", &c.amp.growth_interval, 1, kMaxSteps)}},
       {"dist",
        {choice("device", &c.dist.device, {"auto", "cpu", "cuda"}),
-        choice("backend", &c.dist.backend, {"auto", "gloo", "nccl"}), real("timeout_s", &c.dist.timeout_s, 0, true),
-        real("bucket_cap_mb", &c.dist.bucket_cap_mb, 0, true), boolean("broadcast_buffers", &c.dist.broadcast_buffers),
+        choice("backend", &c.dist.backend, {"auto", "gloo", "nccl"}),
+        real("timeout_s", &c.dist.timeout_s, 0, kOpen, kMaxSeconds, kClosed),
+        real("bucket_cap_mb", &c.dist.bucket_cap_mb, 0, kOpen, 65536, kClosed),
+        boolean("broadcast_buffers", &c.dist.broadcast_buffers),
         choice("grad_compression", &c.dist.grad_compression, {"none", "fp16"}),
         boolean("find_unused_parameters", &c.dist.find_unused_parameters),
         boolean("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view),
         choice("allreduce", &c.dist.allreduce, {"auto", "shm", "gloo"}),
-        integer("check_replicas_every", &c.dist.check_replicas_every, 0)}},
+        integer("check_replicas_every", &c.dist.check_replicas_every, 0, kMaxSteps)}},
       {"checkpoint",
-       {integer("every_steps", &c.checkpoint.every_steps, 0), integer("every_epochs", &c.checkpoint.every_epochs, 0),
-        integer("keep_last", &c.checkpoint.keep_last, 1), integer("keep_best", &c.checkpoint.keep_best, 0),
+       {integer("every_steps", &c.checkpoint.every_steps, 0, kMaxSteps),
+        integer("every_epochs", &c.checkpoint.every_epochs, 0, kMaxEpochs),
+        integer("keep_last", &c.checkpoint.keep_last, 1, 1e6), integer("keep_best", &c.checkpoint.keep_best, 0, 1e6),
         text("dir", &c.checkpoint.dir), choice("on_error", &c.checkpoint.on_error, {"fail", "warn"}),
         choice("resume", &c.checkpoint.resume, {"auto", "never"}, /*or_path=*/true)}},
       {"metrics",
-       {integer("log_every_steps", &c.metrics.log_every_steps, 1),
+       {integer("log_every_steps", &c.metrics.log_every_steps, 1, kMaxSteps),
         choice("progress", &c.metrics.progress, {"auto", "bar", "plain", "off"}),
         boolean("tensorboard", &c.metrics.tensorboard)}},
   };

@@ -4,6 +4,7 @@
 #include "app/config.h"
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct FieldSpec {
   bool min_exclusive = false;
   double max = std::numeric_limits<double>::infinity();
   bool max_exclusive = false;
+  std::optional<double> default_marker;  // Float: also accepted outside the range, meaning "the dataset's default"
+  bool nonempty = false;                  // String: "" is refused
 };
 
 struct SectionSpec {
@@ -34,7 +37,8 @@ std::vector<SectionSpec> config_schema(Config& cfg);
 
 // A field's current value as --print-config writes it (TOML: 64, 0.01, "net", true, ["a"]).
 std::string format_field_value(const FieldSpec& f);
-// The allowed range as error messages and --help state it (">= 1 and <= 64", "> 0"); "" when unbounded.
+// The allowed range as error messages and --help state it (">= 1 and <= 64", "-1.0 (the dataset's default) or > 0.0
+// and <= 1000.0"); "" when unbounded.
 std::string range_text(const FieldSpec& f);
 // The short type name --help shows: bool, int, float, string, choice, list.
 const char* kind_label(FieldKind kind);

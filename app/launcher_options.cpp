@@ -26,10 +26,10 @@ double parse_seconds(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
     double x = std::stod(v, &used);
-    if (used == v.size() && x >= 0) return x;
+    if (used == v.size() && x >= 0 && x <= 7 * 86400) return x;  // a week at most: nan, inf, 1e300 are refused
   } catch (const std::exception&) {
   }
-  throw LaunchUsageError(flag + "=" + v + ": expected a number of seconds >= 0");
+  throw LaunchUsageError(flag + "=" + v + ": expected a number of seconds >= 0 and <= 604800 (a week)");
 }
 
 int64_t parse_nnodes(const std::string& v) {

@@ -3,6 +3,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "app/config.h"
 #include "app/device_settings.h"
 #include "app/init_weights.h"
 #include "app/preemption.h"
@@ -10,6 +11,7 @@
 #include "checkpoint/state_dict.h"
 #include "data/device_feed.h"
 #include "dist/ddp.h"
+#include "dist/first_line.h"
 #include "dist/distributed_sampler.h"
 #include "dist/reduce.h"
 #include "memory/gpu_memory.h"
@@ -86,7 +88,15 @@ void Trainer::setup() {
   ModelConfig model_cfg = cfg_.model;
   // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
   if (model_cfg.memory_format == "auto" && ctx_.device.is_cuda()) model_cfg.memory_format = "channels_last";
-  model_ = make_model(model_cfg);
+  try {
+    model_ = make_model(model_cfg);
+  } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
+    if (std::string(e.what()).find("can't allocate memory") == std::string::npos) throw;
+    throw std::runtime_error("model.name = \"" + cfg_.model.name + "\" with model.num_classes = " +
+                             std::to_string(cfg_.model.num_classes) + " and model.in_channels = " +
+                             std::to_string(cfg_.model.in_channels) + " does not fit in memory: " +
+                             first_line(e.what()));
+  }
   if (!cfg_.model.init_from.empty())
     init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
   model_->to(ctx_.device);
@@ -127,9 +137,34 @@ int64_t Trainer::steps_per_epoch() const {
   DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
                              static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
   const int64_t n = sampler.num_samples(), b = cfg_.data.batch_size;
-  const int64_t batches = cfg_.data.drop_last ? n / b : (n + b - 1) / b;
+  // Quotients rounded up without n + b - 1, which overflows for a batch_size near 2^63.
+  const int64_t batches = n / b + (!cfg_.data.drop_last && n % b != 0 ? 1 : 0);
   const int64_t k = cfg_.training.grad_accum_steps;
-  return (batches + k - 1) / k;
+  return batches / k + (batches % k != 0 ? 1 : 0);
+}
+
+void Trainer::check_training_batches(int64_t samples_per_rank, const std::string& where) const {
+  const int64_t n = samples_per_rank, b = cfg_.data.batch_size;
+  const std::string split = std::to_string(dataset_.train.size()) + " training samples over " +
+                            std::to_string(ctx_.world_size) + " rank(s) = " + std::to_string(n) + " per rank" + where;
+  const bool no_batch = n == 0 || (cfg_.data.drop_last && n < b);
+  if (no_batch && !where.empty()) return;  // a resumed epoch with nothing left: the next one is whole
+  if (no_batch)
+    throw ConfigError("no optimizer steps to take: " + split + ", and data.drop_last = " +
+                      (cfg_.data.drop_last ? "true drops a batch smaller than" : "false with") +
+                      " data.batch_size = " + std::to_string(b) +
+                      "; lower data.batch_size, set data.drop_last = false or use more data");
+  // The smallest batch a rank trains on: a partial last one unless dropped, else full ones.
+  const int64_t partial = n % b;
+  const int64_t smallest = (partial != 0 && !cfg_.data.drop_last) ? partial : b;
+  const int64_t needed = model_->min_training_batch(dataset_.image_size);
+  if (smallest >= needed) return;
+  throw ConfigError("data.batch_size = " + std::to_string(b) + " leaves a training batch of " +
+                    std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " + cfg_.model.name +
+                    "'s BatchNorm needs at least " + std::to_string(needed) + " samples per batch on " +
+                    std::to_string(dataset_.image_size) + "x" + std::to_string(dataset_.image_size) +
+                    " images; set data.drop_last = true or a data.batch_size that leaves no batch of " +
+                    std::to_string(smallest));
 }
 
 StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
@@ -283,14 +318,16 @@ TrainSummary Trainer::train() {
   TrainSummary summary;
   const auto start = Clock::now();
   const int64_t epochs = cfg_.training.epochs, k = cfg_.training.grad_accum_steps;
+  DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
+                             static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
+  check_training_batches(sampler.num_samples(), "");  // before any step: no untrained model.pt, no late failure
   const int64_t per_epoch = steps_per_epoch();
-  int64_t total_steps = epochs * per_epoch;
+  int64_t total_steps = 0;
+  if (__builtin_mul_overflow(epochs, per_epoch, &total_steps)) total_steps = std::numeric_limits<int64_t>::max();
   if (cfg_.training.max_steps > 0) total_steps = std::min(total_steps, cfg_.training.max_steps);
   resume();
   dataset_.train.ensure_images();
   summary.best_accuracy = best_accuracy_;
-  DistributedSampler sampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
-                             static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
 
   double interval_loss = 0, interval_correct = 0, interval_samples = 0, total_samples = 0;
   auto interval_start = Clock::now();
@@ -298,8 +335,14 @@ TrainSummary Trainer::train() {
   while (epoch_ < epochs && !done) {
     const int64_t epoch = epoch_;
     sampler.set_epoch(epoch);
-    BatchLoader loader(dataset_.train, sampler.indices_from(epoch_sample_offset_),
-                       loader_options(cfg_.data.batch_size, cfg_.data.drop_last), batch_in_epoch_);
+    std::vector<int64_t> indices = sampler.indices_from(epoch_sample_offset_);
+    // An epoch resumed from a checkpoint of another world size or batch size is a different length.
+    if (epoch_sample_offset_ != 0)
+      check_training_batches(static_cast<int64_t>(indices.size()),
+                             " in epoch " + std::to_string(epoch + 1) + " resumed from sample " +
+                                 std::to_string(epoch_sample_offset_));
+    BatchLoader loader(dataset_.train, std::move(indices), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
+                       batch_in_epoch_);
     const int64_t num_batches = loader.num_batches();
     auto feed = make_device_feed(loader, ctx_.device);
     std::vector<Batch> group;

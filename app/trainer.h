@@ -101,6 +101,10 @@ class Trainer {
 
  private:
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
+  // A ConfigError (exit 2, with the fix) when samples_per_rank training samples give no optimizer step, or a batch
+  // smaller than the model can train on (BatchNorm with one value per channel). `where` ("" for a whole epoch)
+  // names a resumed partial epoch, which may hold no batch at all.
+  void check_training_batches(int64_t samples_per_rank, const std::string& where) const;
   // Whether checkpoint.every_steps asks for a checkpoint at the current global step.
   bool every_steps_hit() const {
     return cfg_.checkpoint.every_steps > 0 && global_step_ % cfg_.checkpoint.every_steps == 0;

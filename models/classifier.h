@@ -17,6 +17,9 @@ class Classifier : public torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
   // true: forward returns log-probabilities (loss = NLL); false: logits (loss = cross-entropy).
   virtual bool outputs_log_probs() const { return false; }
+  // The fewest samples a training (train-mode) forward takes on image_size x image_size inputs: 2 where BatchNorm
+  // would see one value per channel (it needs more than one to compute a batch variance), else 1.
+  virtual int64_t min_training_batch(int64_t /*image_size*/) const { return 1; }
 };
 
 // Builds model.name; parameters are initialised from the global CPU generator (seed it first).

@@ -98,6 +98,13 @@ class ResNet : public Classifier {
     return fc_->forward(x);
   }
 
+  // The last BatchNorm sees the input after five stride-2 stages (conv1, maxpool, layer2-4), each ceil(s / 2).
+  int64_t min_training_batch(int64_t image_size) const override {
+    int64_t s = image_size;
+    for (int stage = 0; stage < 5; ++stage) s = (s + 1) / 2;
+    return s * s > 1 ? 1 : 2;
+  }
+
  private:
   nn::Sequential make_layer(int64_t planes, int64_t blocks, int64_t stride) {
     const int64_t expansion = bottleneck_ ? 4 : 1;

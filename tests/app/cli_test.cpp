@@ -211,7 +211,7 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
   expect_usage_error(dir, "--training.deterministic ok.toml other.toml", "error: other.toml: unexpected argument");
   // The next argument is taken even when it starts with '-' (a negative number), and checked as the key's value.
   expect_usage_error(dir, "ok.toml --optimizer.lr -0.5",
-                     "error: --optimizer.lr=-0.5: optimizer.lr must be > 0.0, got -0.5");
+                     "error: --optimizer.lr=-0.5: optimizer.lr must be > 0.0 and <= 100.0, got -0.5");
 }
 
 // The type name --help shows for each kind of key.
@@ -260,15 +260,20 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
       EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
       ASSERT_TRUE(defaults.count(key)) << key;
       EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
-      if ((f.kind == FieldKind::Int || f.kind == FieldKind::Float) && std::isfinite(f.min)) {
-        EXPECT_NE(line.find("range: >"), std::string::npos) << line;
+      if (f.kind == FieldKind::Int || f.kind == FieldKind::Float) {  // every number: both bounds (issue 20)
+        EXPECT_NE(line.find("range: "), std::string::npos) << line;
+        EXPECT_NE(line.find(" and <"), std::string::npos) << line;
       }
       for (const auto& choice : f.choices) EXPECT_NE(line.find(" " + choice), std::string::npos) << line;
     }
   }
   EXPECT_GE(keys, 60u);
   EXPECT_NE(help_line(r.output, "data.workers").find("range: >= 0 and <= 64"), std::string::npos) << r.output;
-  EXPECT_NE(help_line(r.output, "optimizer.lr").find("range: > 0.0"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "optimizer.lr").find("range: > 0.0 and <= 100.0"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "data.std").find("range: -1.0 (the dataset's default) or > 0.0 and <= 1000.0"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(help_line(r.output, "dist.timeout_s").find("range: > 0.0 and <= 604800.0"), std::string::npos);
   EXPECT_NE(help_line(r.output, "optimizer.beta2").find("range: >= 0.0 and < 1.0"), std::string::npos) << r.output;
   EXPECT_NE(help_line(r.output, "metrics.progress").find("one of: auto | bar | plain | off"), std::string::npos);
   EXPECT_NE(help_line(r.output, "checkpoint.resume").find("one of: auto | never or a path"), std::string::npos);

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -71,7 +74,7 @@ const std::vector<BadCase>& bad_files() {
       {"ints for string list", "[data]\nmirrors = [1, 2]\n", {}, "bad.toml:2:11", {"data.mirrors must be an array of strings"}},
       {"date for string", "[job]\nname = 2024-01-01\n", {}, "bad.toml:2:8", {"job.name must be a string"}},
       // Out of range.
-      {"batch_size 0", "[data]\nbatch_size = 0\n", {}, "bad.toml:2:14", {"data.batch_size must be >= 1, got 0"}},
+      {"batch_size 0", "[data]\nbatch_size = 0\n", {}, "bad.toml:2:14", {"data.batch_size must be >= 1 and <= 1048576, got 0"}},
       {"negative lr", "[optimizer]\nlr = -0.1\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0", "got -0.1"}},
       {"lr 0", "[optimizer]\nlr = 0.0\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0"}},
       {"lr inf", "[optimizer]\nlr = inf\n", {}, "bad.toml:2:6", {"optimizer.lr must be a finite number"}},
@@ -83,10 +86,31 @@ const std::vector<BadCase>& bad_files() {
       {"grad_accum_steps 0", "[training]\ngrad_accum_steps = 0\n", {}, "bad.toml:2:20", {"training.grad_accum_steps must be >= 1"}},
       {"epochs 0", "[training]\nepochs = 0\n", {}, "bad.toml:2:10", {"training.epochs must be >= 1"}},
       {"timeout 0", "[dist]\ntimeout_s = 0\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0"}},
-      {"negative seed", "[job]\nseed = -1\n", {}, "bad.toml:2:8", {"job.seed must be >= 0, got -1"}},
+      {"negative seed", "[job]\nseed = -1\n", {}, "bad.toml:2:8", {"job.seed must be >= 0 and <= 4611686018427387904, got -1"}},
       {"threads 5000", "[job]\nthreads = 5000\n", {}, "bad.toml:2:11", {"job.threads must be >= 0 and <= 1024"}},
       {"backoff 1 (GradScaler needs < 1)", "[amp]\nbackoff_factor = 1.0\n", {}, "bad.toml:2:18", {"amp.backoff_factor must be > 0.0 and < 1.0"}},
       {"keep_last 0", "[checkpoint]\nkeep_last = 0\n", {}, "bad.toml:2:13", {"checkpoint.keep_last must be >= 1"}},
+      // Issue 20: every number has an upper bound too; no value overflows the step arithmetic or the allocator.
+      {"batch_size 2^63-1", "[data]\nbatch_size = 9223372036854775807\n", {}, "bad.toml:2:14",
+       {"data.batch_size must be >= 1 and <= 1048576, got 9223372036854775807"}},
+      {"epochs 2^63-1", "[training]\nepochs = 9223372036854775807\n", {}, "bad.toml:2:10",
+       {"training.epochs must be >= 1 and <= 1000000"}},
+      {"max_steps huge", "[training]\nmax_steps = 9000000000000000000\n", {}, "bad.toml:2:13", {"training.max_steps must be"}},
+      {"std 0", "[data]\nstd = 0\n", {}, "bad.toml:2:7",
+       {"data.std must be -1.0 (the dataset's default) or > 0.0 and <= 1000.0, got 0.0"}},
+      {"std -0.5", "[data]\nstd = -0.5\n", {}, "bad.toml:2:7", {"data.std must be -1.0 (the dataset's default) or"}},
+      {"mean 2", "[data]\nmean = 2.0\n", {}, "bad.toml:2:8", {"data.mean must be -1.0 (the dataset's default) or >= 0.0 and <= 1.0"}},
+      {"lr 1e308", "[optimizer]\nlr = 1e308\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0.0 and <= 100.0, got 1e+308"}},
+      {"out_dir empty", "[job]\nout_dir = \"\"\n", {}, "bad.toml:2:11", {"job.out_dir must not be empty"}},
+      {"num_classes 1e10", "[model]\nnum_classes = 10000000000\n", {}, "bad.toml:2:15",
+       {"model.num_classes must be >= 2 and <= 1000000, got 10000000000"}},
+      {"num_classes 1e10 float", "[model]\nnum_classes = 1e10\n", {}, "bad.toml:2:15", {"model.num_classes must be an integer"}},
+      {"synthetic_train_size 1e12", "[data]\nsynthetic_train_size = 1000000000000\n", {}, "bad.toml:2:24",
+       {"data.synthetic_train_size must be >= 1 and <= 100000000"}},
+      {"timeout 1e300", "[dist]\ntimeout_s = 1e300\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0 and <= 604800.0, got 1e+300"}},
+      {"seed 2^63-1", "[job]\nseed = 9223372036854775807\n", {}, "bad.toml:2:8", {"job.seed must be >= 0 and <= 4611686018427387904"}},
+      {"init_scale above float32", "[amp]\ninit_scale = 1e39\n", {}, "bad.toml:2:14", {"amp.init_scale must be"}},
+      {"bucket_cap_mb huge", "[dist]\nbucket_cap_mb = 1e20\n", {}, "bad.toml:2:17", {"dist.bucket_cap_mb must be > 0.0 and <= 65536.0"}},
       // Bad choices.
       {"model resnet19", "[model]\nname = \"resnet19\"\n", {}, "bad.toml:2:8", {"model.name must be one of net, resnet18", "did you mean \"resnet18\"?"}},
       {"optimizer adam", "[optimizer]\nname = \"adam\"\n", {}, "bad.toml:2:8", {"optimizer.name must be one of sgd, adamw", "did you mean \"adamw\"?"}},
@@ -123,7 +147,7 @@ const std::vector<BadCase>& bad_overrides() {
       {"unknown section", "", {"dat.batch_size=3"}, "--dat.batch_size=3", {"unknown section [dat]", "did you mean [data]?"}},
       {"key in wrong section", "", {"data.seed=3"}, "--data.seed=3", {"did you mean job.seed?"}},
       {"not an integer", "", {"data.batch_size=abc"}, "--data.batch_size=abc", {"data.batch_size must be an integer", "\"abc\""}},
-      {"batch_size 0", "", {"data.batch_size=0"}, "--data.batch_size=0", {"data.batch_size must be >= 1, got 0"}},
+      {"batch_size 0", "", {"data.batch_size=0"}, "--data.batch_size=0", {"data.batch_size must be >= 1 and <= 1048576, got 0"}},
       {"missing =", "", {"data.batch_size"}, "--data.batch_size", {"must look like --section.key=value"}},
       {"no section", "", {"batch_size=3"}, "--batch_size=3", {"must name section.key", "did you mean --data.batch_size=3?"}},
       {"too many dots", "", {"data.batch.size=3"}, "--data.batch.size=3", {"must name section.key"}},
@@ -135,6 +159,14 @@ const std::vector<BadCase>& bad_overrides() {
       {"negative lr", "", {"optimizer.lr=-1"}, "--optimizer.lr=-1", {"optimizer.lr must be > 0"}},
       {"multi-line value", "", {"data.batch_size=3\n[job]\nseed=-1"}, "--data.batch_size=3 [job] seed=-1", {"must be on one line"}},
       {"override breaks a rule", "", {"data.download=true"}, "--data.download=true", {"data.download is only supported"}},
+      // Issue 20: an override parses as the TOML value it replaces; "[" opens an array that never closes.
+      {"unclosed array for a list", "", {"data.mirrors=["}, "--data.mirrors=[", {"data.mirrors must be an array of strings"}},
+      {"unclosed string for a list", "", {"data.mirrors=\"http://a/"}, "--data.mirrors=\"http://a/", {"data.mirrors must be"}},
+      {"batch_size 2^63-1", "", {"data.batch_size=9223372036854775807"}, "--data.batch_size=9223372036854775807",
+       {"data.batch_size must be >= 1 and <= 1048576"}},
+      {"timeout 1e300", "", {"dist.timeout_s=1e300"}, "--dist.timeout_s=1e300", {"dist.timeout_s must be > 0.0 and <= 604800.0"}},
+      {"std 0", "", {"data.std=0"}, "--data.std=0", {"data.std must be -1.0 (the dataset's default) or > 0.0"}},
+      {"out_dir empty", "", {"job.out_dir="}, "--job.out_dir=", {"job.out_dir must not be empty"}},
       {"override checked after a good file", "[data]\nbatch_size = 8\n", {"data.batch_size=-8"}, "--data.batch_size=-8", {"data.batch_size"}},
   };
   return cases;
@@ -170,6 +202,24 @@ TEST(ConfigBad, LoadConfigRejectsMissingFilesAndDirectories) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(dir.path() + ": is a directory", 0), 0u) << e.what();
   }
+}
+
+// Issue 20: a device, a FIFO or an oversized file is refused by its path without reading it all (/dev/urandom
+// used to be read forever).
+TEST(ConfigBad, LoadConfigRefusesNonRegularAndOversizedFiles) {
+  auto error = [](const std::string& path) { return test::error_of([&] { load_config(path); }); };
+  EXPECT_EQ(error("/dev/urandom"), "/dev/urandom: is not a regular file (a device, pipe or socket); give a TOML file");
+  EXPECT_EQ(error("/dev/null").rfind("/dev/null: is not a regular file", 0), 0u);
+  test::TempDir dir;
+  const std::string fifo = dir / "fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error(fifo).rfind(fifo + ": is not a regular file", 0), 0u);  // returns: no writer is waited for
+  const std::string big = dir / "big.toml";
+  test::write_file(big, "# " + std::string(kMaxConfigBytes, 'x') + "\n");
+  EXPECT_EQ(error(big), big + ": config file is larger than 1 MiB; a config is a short TOML file");
+  // Exactly at the limit is still read.
+  test::write_file(big, "#" + std::string(kMaxConfigBytes - 2, 'x') + "\n");
+  EXPECT_EQ(read_config_file(big).size(), kMaxConfigBytes);
 }
 
 TEST(ConfigBad, LoadConfigReportsThePathItWasGiven) {
@@ -253,6 +303,38 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
   EXPECT_EQ(cfg.checkpoint.resume, "runs/x/ckpt.pt");  // a path where a choice is allowed to be one
   EXPECT_EQ(cfg.data.mean, 0.5);
   EXPECT_EQ(cfg.training.epochs, 3);
+}
+
+TEST(ConfigOverrides, ListKeyTakesAnArrayOrOneBareWord) {
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=http://a/"}).data.mirrors, (std::vector<std::string>{"http://a/"}));
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=[]"}).data.mirrors, std::vector<std::string>{});
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=[\"a\"]"}).data.mirrors, std::vector<std::string>{"a"});
+}
+
+// -1 stays the "dataset's default" marker for data.mean and data.std; 0 for std is refused (above).
+TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
+  Config cfg = parse_config("[data]\nmean = -1\nstd = -1\n", "x.toml");
+  Config defaults = parse_config("", "x.toml");
+  EXPECT_EQ(cfg.data.mean, defaults.data.mean);
+  EXPECT_EQ(cfg.data.std, defaults.data.std);
+  EXPECT_GT(cfg.data.std, 0);
+  EXPECT_EQ(parse_config("[data]\nstd = 0.5\nmean = 0\n", "x.toml").data.std, 0.5);
+}
+
+// Every number in the schema has a finite lower and upper bound, and --help states it.
+TEST(ConfigSchema, EveryNumberHasADocumentedRange) {
+  Config cfg;
+  int numbers = 0;
+  for (const auto& section : config_schema(cfg))
+    for (const auto& f : section.fields) {
+      if (f.kind != FieldKind::Int && f.kind != FieldKind::Float) continue;
+      ++numbers;
+      SCOPED_TRACE(section.name + "." + f.key);
+      EXPECT_TRUE(std::isfinite(f.min));
+      EXPECT_TRUE(std::isfinite(f.max));
+      EXPECT_NE(range_text(f).find(" and "), std::string::npos) << range_text(f);
+    }
+  EXPECT_GE(numbers, 35);
 }
 
 TEST(ConfigOverrides, TakePrecedenceOverTheFileAndTheLastOneWins) {

@@ -204,6 +204,8 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"-r", "0:1,x", "--log-dir=/tmp", "p"},
       {"--rdzv-conf=join_timeout=5", "p"},
       {"--grace-period=-1", "p"},
+      {"--grace-period=inf", "p"},              // durations are bounded: a week at most (issue 20)
+      {"--rdzv-conf=timeout=1e300", "p"},
       {"--standalone=1", "p"},
       {"--nproc-per-node=2"},
       {"--"},
