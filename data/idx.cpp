@@ -143,8 +143,8 @@ std::vector<int64_t> parse_header(const unsigned char* p, size_t size, const std
     dims[d] = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
     if (dims[d] <= 0 || dims[d] > (int64_t(1) << 31))
       fail(path, "invalid IDX dimension " + std::to_string(d) + " = " + std::to_string(dims[d]));
+    if (dims[d] > (int64_t(1) << 36) / *total) fail(path, "IDX dimensions too large");  // checked before it can overflow
     *total *= dims[d];
-    if (*total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
   }
   return dims;
 }
