@@ -1,12 +1,16 @@
 // Strict reader for torch.save zip files: a small pickle machine for state-dict objects, storages from data/<key>.
 #include "checkpoint/pickle_reader.h"
 
+#include "checkpoint/zip_bounds.h"
+
+#include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <c10/util/Exception.h>
 
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,8 +23,13 @@ namespace {
 using Error = TorchSaveFormatError;
 
 // A Python object as far as a state dict needs: plain values, containers, a global (callable) or a storage.
+// Objects live in the unpickler's arena (PyObjArena) and refer to each other by plain pointers, so freeing them is
+// flat: a pickle of a million nested tuples (or a self-referencing list) cannot recurse or leak on teardown.
 struct PyObj;
-using Ref = std::shared_ptr<PyObj>;
+using Ref = PyObj*;
+struct KeyHash;
+struct KeyEq;
+using DictIndex = std::unordered_map<const PyObj*, size_t, KeyHash, KeyEq>;  // key -> position in items
 enum class Kind { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor };
 
 struct PyObj {
@@ -30,15 +39,38 @@ struct PyObj {
   double f = 0;               // Float
   std::string s;              // Str; Global: "module.name"
   std::vector<Ref> items;     // Tuple, List; Dict: key0, value0, key1, value1, ...
-  std::unordered_map<std::string, size_t> dict_index;  // Dict: key identity -> position in items
+  std::unique_ptr<DictIndex> dict_index;  // Dict, once it has an item
   at::Tensor tensor;          // Storage: 1-D tensor over the whole storage; Tensor
+  size_t key_hash = 0;        // Str, Int, Bool used as a dict key: hash of its value, computed once
+  bool key_hashed = false;
+  enum class Visit : uint8_t { No, Converting, Done } visit = Visit::No;  // Tuple, List, Dict: to_ivalue's progress
+  c10::IValue converted;      // Tuple, List, Dict: the IValue once Done (shared like the Python object)
 };
 
-Ref make(Kind kind) {
-  auto r = std::make_shared<PyObj>();
-  r->kind = kind;
-  return r;
-}
+// Dict keys by value (Python: True == 1), hashed once per key object: a key reused through the memo costs O(1).
+struct KeyHash {
+  size_t operator()(const PyObj* k) const { return k->key_hash; }
+};
+struct KeyEq {
+  bool operator()(const PyObj* a, const PyObj* b) const {
+    if (a == b) return true;
+    if ((a->kind == Kind::Str) != (b->kind == Kind::Str)) return false;
+    return a->kind == Kind::Str ? a->s == b->s : a->i == b->i;
+  }
+};
+
+// Owns every object of one unpickling; a deque keeps their addresses stable.
+class PyObjArena {
+ public:
+  Ref make(Kind kind) {
+    objects_.emplace_back();
+    objects_.back().kind = kind;
+    return &objects_.back();
+  }
+
+ private:
+  std::deque<PyObj> objects_;
+};
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -61,21 +93,25 @@ std::string describe(const Ref& r) {
   return r->kind == Kind::Global ? "Python object " + r->s : std::string(kind_name(r->kind));
 }
 
-std::string key_identity(const Ref& k) {
-  switch (k->kind) {
-    case Kind::Str: return "s" + k->s;
-    case Kind::Int: case Kind::Bool: return "i" + std::to_string(k->i);  // Python: True == 1
-    default: throw Error("dict key of type " + describe(k) + " is not supported (expected str or int)");
+void hash_key(PyObj& k) {
+  if (k.key_hashed) return;
+  switch (k.kind) {
+    case Kind::Str: k.key_hash = std::hash<std::string>{}(k.s); break;
+    case Kind::Int: case Kind::Bool: k.key_hash = std::hash<int64_t>{}(k.i); break;
+    default: throw Error("dict key of type " + describe(&k) + " is not supported (expected str or int)");
   }
+  k.key_hashed = true;
 }
 
 void dict_set(PyObj& dict, const Ref& key, const Ref& value) {
-  auto [it, inserted] = dict.dict_index.emplace(key_identity(key), dict.items.size());
+  hash_key(*key);
+  if (!dict.dict_index) dict.dict_index = std::make_unique<DictIndex>();
+  auto [it, inserted] = dict.dict_index->emplace(key, dict.items.size());
   if (inserted) {
     dict.items.push_back(key);
     dict.items.push_back(value);
   } else {
-    dict.items[it->second + 1] = value;
+    dict.items[it->second + 1] = value;  // Python keeps the first key object
   }
 }
 
@@ -99,8 +135,10 @@ std::vector<int64_t> int_tuple(const Ref& r, const char* what) {
   return out;
 }
 
-// torch._utils._rebuild_tensor: storage.set_(storage, offset, size, stride), bounds checked.
-Ref rebuild_tensor(const std::vector<Ref>& args) {
+// torch._utils._rebuild_tensor: storage.set_(storage, offset, size, stride), bounds checked without overflow;
+// a view may not hold more elements than its storage (an expanded or overlapping view could make a few bytes
+// stand for terabytes once copied).
+Ref rebuild_tensor(PyObjArena& arena, const std::vector<Ref>& args) {
   if (args[0]->kind != Kind::Storage) throw Error("_rebuild_tensor: expected a storage, found " + describe(args[0]));
   if (args[1]->kind != Kind::Int) throw Error("_rebuild_tensor: expected an int offset, found " + describe(args[1]));
   const at::Tensor& storage = args[0]->tensor;
@@ -108,16 +146,28 @@ Ref rebuild_tensor(const std::vector<Ref>& args) {
   const std::vector<int64_t> size = int_tuple(args[2], "_rebuild_tensor size");
   const std::vector<int64_t> stride = int_tuple(args[3], "_rebuild_tensor stride");
   if (size.size() != stride.size()) throw Error("_rebuild_tensor: size and stride have different lengths");
+  if (size.size() > 64) throw Error("_rebuild_tensor: " + std::to_string(size.size()) + " dimensions (at most 64)");
+  const int64_t storage_numel = storage.numel();
+  const std::string past = "_rebuild_tensor: view (offset " + std::to_string(offset) + ") reaches past its storage of " +
+                           std::to_string(storage_numel) + " elements";
+  if (offset < 0 || offset > storage_numel) throw Error(past);
   int64_t last = offset, numel = 1;
+  bool empty = false;
   for (size_t d = 0; d < size.size(); ++d) {
     if (size[d] < 0 || stride[d] < 0) throw Error("_rebuild_tensor: negative size or stride");
-    numel *= size[d];
-    last += (size[d] - 1) * stride[d];
+    empty = empty || size[d] == 0;
   }
-  if (offset < 0 || (numel > 0 && last >= storage.numel()) || offset > storage.numel())
-    throw Error("_rebuild_tensor: view (offset " + std::to_string(offset) + ") reaches past its storage of " +
-                std::to_string(storage.numel()) + " elements");
-  auto r = make(Kind::Tensor);
+  for (size_t d = 0; d < size.size() && !empty; ++d) {
+    int64_t extent = 0;
+    if (__builtin_mul_overflow(size[d] - 1, stride[d], &extent) || __builtin_add_overflow(last, extent, &last) ||
+        __builtin_mul_overflow(numel, size[d], &numel) || last >= storage_numel)
+      throw Error(past);
+  }
+  if (empty) numel = 0;
+  if (numel > storage_numel)
+    throw Error("_rebuild_tensor: view of " + std::to_string(numel) + " elements over a storage of " +
+                std::to_string(storage_numel) + " (expanded or overlapping views are not supported)");
+  auto r = arena.make(Kind::Tensor);
   r->tensor = storage.as_strided(size, stride, offset);
   return r;
 }
@@ -125,8 +175,12 @@ Ref rebuild_tensor(const std::vector<Ref>& args) {
 class StateDictUnpickler {
  public:
   using StorageLoader = std::function<at::Tensor(const std::string& key, at::ScalarType dtype, int64_t numel)>;
-  StateDictUnpickler(const std::string& data, StorageLoader load) : data_(data), load_storage_(std::move(load)) {}
+  StateDictUnpickler(const std::string& data, StorageLoader load) : data_(data), load_storage_(std::move(load)) {
+    none_ = arena_.make(Kind::None);
+    empty_tuple_ = arena_.make(Kind::Tuple);
+  }
 
+  // The unpickled object; it and everything it holds live as long as this unpickler.
   Ref run() {
     while (true) {
       const size_t at = pos_;
@@ -145,6 +199,8 @@ class StateDictUnpickler {
  private:
   const std::string& data_;
   StorageLoader load_storage_;
+  PyObjArena arena_;     // declared before everything that points into it
+  Ref none_, empty_tuple_;  // shared like Python's: the cheapest opcodes allocate nothing
   size_t pos_ = 0;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
@@ -197,22 +253,26 @@ class StateDictUnpickler {
     return stack_.back();
   }
   void push_int(int64_t v) {
-    auto r = make(Kind::Int);
+    auto r = arena_.make(Kind::Int);
     r->i = v;
     stack_.push_back(r);
   }
   void push_str(std::string s) {
-    auto r = make(Kind::Str);
+    auto r = arena_.make(Kind::Str);
     r->s = std::move(s);
     stack_.push_back(r);
   }
   void push_global(const std::string& module, const std::string& name) {
-    auto r = make(Kind::Global);
+    auto r = arena_.make(Kind::Global);
     r->s = module + "." + name;
     stack_.push_back(r);
   }
   void push_tuple(std::vector<Ref> items) {
-    auto r = make(Kind::Tuple);
+    if (items.empty()) {
+      stack_.push_back(empty_tuple_);
+      return;
+    }
+    auto r = arena_.make(Kind::Tuple);
     r->items = std::move(items);
     stack_.push_back(r);
   }
@@ -251,8 +311,8 @@ class StateDictUnpickler {
       case 0x94: memo_[memo_.size()] = top(); break;  // MEMOIZE
       case 'h': memo_get(u8()); break;
       case 'j': memo_get(le(4)); break;
-      case '}': stack_.push_back(make(Kind::Dict)); break;
-      case ']': stack_.push_back(make(Kind::List)); break;
+      case '}': stack_.push_back(arena_.make(Kind::Dict)); break;
+      case ']': stack_.push_back(arena_.make(Kind::List)); break;
       case ')': push_tuple({}); break;
       case '(': marks_.push_back(stack_.size()); break;
       case 't': push_tuple(pop_mark()); break;
@@ -278,13 +338,13 @@ class StateDictUnpickler {
         uint64_t bits = 0;
         for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + k]);
         pos_ += 8;
-        auto r = make(Kind::Float);
+        auto r = arena_.make(Kind::Float);
         std::memcpy(&r->f, &bits, sizeof bits);
         stack_.push_back(r);
         break;
       }
-      case 0x88: case 0x89: { auto r = make(Kind::Bool); r->i = op == 0x88; stack_.push_back(r); break; }
-      case 'N': stack_.push_back(make(Kind::None)); break;
+      case 0x88: case 0x89: { auto r = arena_.make(Kind::Bool); r->i = op == 0x88; stack_.push_back(r); break; }
+      case 'N': stack_.push_back(none_); break;
       case 's': { Ref v = pop(), k = pop(); set_items(top(), {k, v}); break; }
       case 'u': { std::vector<Ref> kv = pop_mark(); set_items(top(), kv); break; }
       case 'a': { Ref v = pop(); append(top(), {v}); break; }
@@ -320,17 +380,17 @@ class StateDictUnpickler {
     };
     if (fn == "collections.OrderedDict") {
       arity(0, 0);
-      auto d = make(Kind::Dict);
+      auto d = arena_.make(Kind::Dict);
       d->ordered_dict = true;
       return d;
     }
     if (fn == "torch._utils._rebuild_tensor_v2") {
       arity(6, 7);  // (storage, offset, size, stride, requires_grad, backward_hooks[, metadata])
-      return rebuild_tensor(args);
+      return rebuild_tensor(arena_, args);
     }
     if (fn == "torch._utils._rebuild_tensor") {
       arity(4, 4);
-      return rebuild_tensor(args);
+      return rebuild_tensor(arena_, args);
     }
     if (fn == "torch._utils._rebuild_parameter") {  // nn.Parameter(data, requires_grad): the data is what we keep
       arity(3, 3);
@@ -367,14 +427,19 @@ class StateDictUnpickler {
       cached = storages_.emplace(t[2]->s, load_storage_(t[2]->s, it->second, t[4]->i)).first;
     if (cached->second.scalar_type() != it->second)
       throw Error("storage " + t[2]->s + " is used with two dtypes");
-    auto r = make(Kind::Storage);
+    auto r = arena_.make(Kind::Storage);
     r->tensor = cached->second;
     return r;
   }
 };
 
+// Containers nested deeper than this are refused: real state dicts nest a handful of levels, and the IValue
+// built (and later freed) recursively stays far from any stack limit.
+constexpr int kMaxNesting = 1000;
+
+// The IValue of an unpickled object. Each container is converted once and then shared, as the pickle shared it
+// (a memo-built DAG of 2^64 paths costs its size, not its paths); a container holding itself is refused.
 c10::IValue to_ivalue(const Ref& r, int depth = 0) {
-  if (depth > 64) throw Error("containers nested too deeply (or self-referencing)");
   switch (r->kind) {
     case Kind::None: return c10::IValue();
     case Kind::Bool: return c10::IValue(r->i != 0);
@@ -382,33 +447,42 @@ c10::IValue to_ivalue(const Ref& r, int depth = 0) {
     case Kind::Float: return c10::IValue(r->f);
     case Kind::Str: return c10::IValue(r->s);
     case Kind::Tensor: return c10::IValue(r->tensor);
-    case Kind::Tuple: {
-      std::vector<c10::IValue> xs;
-      for (const Ref& x : r->items) xs.push_back(to_ivalue(x, depth + 1));
-      return c10::ivalue::Tuple::create(std::move(xs));
-    }
-    case Kind::List: {
-      c10::impl::GenericList list(c10::AnyType::get());
-      for (const Ref& x : r->items) list.push_back(to_ivalue(x, depth + 1));
-      return list;
-    }
-    case Kind::Dict: {
-      bool str_keys = true, tensor_values = true;
-      for (size_t k = 0; k < r->items.size(); k += 2) {
-        str_keys = str_keys && r->items[k]->kind == Kind::Str;
-        tensor_values = tensor_values && r->items[k + 1]->kind == Kind::Tensor;
-      }
-      const c10::TypePtr any = c10::AnyType::get();
-      const c10::TypePtr key_type = str_keys ? c10::TypePtr(c10::StringType::get()) : any;
-      const c10::TypePtr value_type = tensor_values ? c10::TypePtr(c10::TensorType::get()) : any;
-      c10::impl::GenericDict dict(key_type, value_type);
-      for (size_t k = 0; k < r->items.size(); k += 2)
-        dict.insert_or_assign(to_ivalue(r->items[k], depth + 1), to_ivalue(r->items[k + 1], depth + 1));
-      return dict;
-    }
-    case Kind::Global: case Kind::Storage: break;
+    case Kind::Tuple: case Kind::List: case Kind::Dict: break;
+    case Kind::Global: case Kind::Storage: throw Error("unsupported " + describe(r) + " in the file");
   }
-  throw Error("unsupported " + describe(r) + " in the file");
+  if (r->visit == PyObj::Visit::Done) return r->converted;
+  if (r->visit == PyObj::Visit::Converting) throw Error("a " + describe(r) + " contains itself");
+  if (depth >= kMaxNesting)
+    throw Error("containers nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  r->visit = PyObj::Visit::Converting;
+  c10::IValue out;
+  if (r->kind == Kind::Tuple) {
+    std::vector<c10::IValue> xs;
+    xs.reserve(r->items.size());
+    for (const Ref& x : r->items) xs.push_back(to_ivalue(x, depth + 1));
+    out = c10::ivalue::Tuple::create(std::move(xs));
+  } else if (r->kind == Kind::List) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    list.reserve(r->items.size());
+    for (const Ref& x : r->items) list.push_back(to_ivalue(x, depth + 1));
+    out = list;
+  } else {
+    bool str_keys = true, tensor_values = true;
+    for (size_t k = 0; k < r->items.size(); k += 2) {
+      str_keys = str_keys && r->items[k]->kind == Kind::Str;
+      tensor_values = tensor_values && r->items[k + 1]->kind == Kind::Tensor;
+    }
+    const c10::TypePtr any = c10::AnyType::get();
+    const c10::TypePtr key_type = str_keys ? c10::TypePtr(c10::StringType::get()) : any;
+    const c10::TypePtr value_type = tensor_values ? c10::TypePtr(c10::TensorType::get()) : any;
+    c10::impl::GenericDict dict(key_type, value_type);
+    for (size_t k = 0; k < r->items.size(); k += 2)
+      dict.insert_or_assign(to_ivalue(r->items[k], depth + 1), to_ivalue(r->items[k + 1], depth + 1));
+    out = dict;
+  }
+  r->converted = out;
+  r->visit = PyObj::Visit::Done;
+  return out;
 }
 
 // Zip bytes for PyTorchStreamReader; reads past the end come back short instead of overrunning.
@@ -442,16 +516,17 @@ c10::IValue read_archive(caffe2::serialize::PyTorchStreamReader& zip) {
   auto load_storage = [&zip](const std::string& key, at::ScalarType dtype, int64_t numel) {
     const std::string name = "data/" + key;
     if (!zip.hasRecord(name)) throw Error("storage record " + name + " is missing");
-    auto [ptr, size] = zip.getRecord(name);
+    const size_t size = zip.getRecordSize(name);  // bounded by the archive's size (check_zip_bounds)
     const size_t elem = c10::elementSize(dtype);
-    if (numel < 0 || size != static_cast<size_t>(numel) * elem)
+    if (numel < 0 || static_cast<uint64_t>(numel) > size / elem || size != static_cast<size_t>(numel) * elem)
       throw Error("storage record " + name + " holds " + std::to_string(size) + " bytes, expected " +
                   std::to_string(numel) + " x " + std::to_string(elem));
     at::Tensor t = at::empty({numel}, at::TensorOptions().dtype(dtype));
-    if (size) std::memcpy(t.data_ptr(), ptr.get(), size);
+    if (size) zip.getRecord(name, t.data_ptr(), size);  // straight into the tensor: no second copy at peak
     return t;
   };
-  return to_ivalue(StateDictUnpickler(pickle, load_storage).run());
+  StateDictUnpickler unpickler(pickle, load_storage);
+  return to_ivalue(unpickler.run());
 }
 
 }  // namespace
@@ -463,6 +538,7 @@ c10::IValue read_torch_save(const std::vector<char>& bytes) {
       throw Error("legacy non-zip torch.save format (_use_new_zipfile_serialization=False) is not supported");
     throw Error("not a zip archive, so not a file written by torch.save");
   }
+  check_zip_bounds(bytes.data(), bytes.size());  // before PyTorchStreamReader allocates any declared size
   try {
     caffe2::serialize::PyTorchStreamReader zip(std::make_shared<BoundedMemoryAdapter>(bytes));
     return read_archive(zip);

@@ -189,12 +189,21 @@ std::string plain_dict_hint(const std::string& path) {
 
 c10::IValue read_torch_save_file(const std::string& path) {
   const std::string hint = plain_dict_hint(path);
-  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
-  if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a state dict file");
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw std::runtime_error(path + ": no such file");
+  if (std::filesystem::is_directory(status))
+    throw std::runtime_error(path + ": is a directory, not a state dict file");
+  // A device or pipe (/dev/zero, /dev/urandom, a FIFO) has no size to bound the read: it never ends.
+  if (!std::filesystem::is_regular_file(status))
+    throw std::runtime_error(path + ": not a regular file, so not a state dict file");
+  const auto size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error(path + ": read error: " + std::strerror(errno));
+  if (ec || !in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  std::vector<char> bytes(static_cast<size_t>(size));
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (in.bad() || static_cast<uintmax_t>(in.gcount()) != size)
+    throw std::runtime_error(path + ": read error (or the file shrank while being read)");
   try {
     return read_torch_save(bytes);
   } catch (const c10::Error& e) {

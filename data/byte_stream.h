@@ -26,6 +26,8 @@ class ByteStream {
   // Reads and counts whatever is left.
   size_t skip_rest();
   bool failed() const { return failed_; }
+  // Whether the file is gzip (its first bytes are a gzip member's magic).
+  bool gzip() const { return gzip_; }
 
  private:
   bool refill();

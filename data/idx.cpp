@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -57,36 +58,28 @@ bool starts_gzip_member(const std::string& bytes, size_t pos) {
          static_cast<unsigned char>(bytes[pos + 1]) == 0x8b;
 }
 
-torch::Tensor to_byte_tensor(const std::string& bytes) {
-  torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return t;
-}
+using ByteSink = std::function<void(const char* data, size_t size)>;
 
-// Inflates every gzip member; like Python's gzip module (torchvision's reader) it accepts zero padding after
-// the last member and rejects anything else there.
-std::string gunzip(const std::string& bytes, const std::string& path) {
+// Inflates every gzip member through a 1 MiB window handed to `sink` (nothing else is kept, so a bomb or a file
+// whose checksum fails at the end costs no memory); like Python's gzip module (torchvision's reader) it accepts
+// zero padding after the last member and rejects anything else there. Returns the number of bytes inflated.
+size_t gunzip(const std::string& bytes, const std::string& path, const ByteSink& sink) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) fail(path, "zlib initialisation failed");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
-  // The trailer's ISIZE (size mod 2^32) sizes the buffer when plausible, so a single member inflates in one go.
-  size_t isize = 0;
-  for (int i = 0; i < 4 && bytes.size() >= 4; ++i)
-    isize |= size_t(static_cast<unsigned char>(bytes[bytes.size() - 4 + i])) << (8 * i);
-  size_t initial = isize + 1 <= bytes.size() * 16 ? isize + 1 : bytes.size() * 2;
-  std::string out(std::max<size_t>(initial, 1024), '\0');
+  std::vector<char> window(1 << 20);
   size_t pos = 0, produced = 0;
   while (true) {
-    if (produced == out.size()) out.resize(out.size() * 2);
-    size_t in_left = bytes.size() - pos, out_left = out.size() - produced;
     zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data())) + pos;
-    zs.avail_in = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    zs.next_out = reinterpret_cast<Bytef*>(out.data()) + produced;
-    zs.avail_out = static_cast<uInt>(std::min<size_t>(out_left, 1u << 30));
-    uInt avail_in_before = zs.avail_in, avail_out_before = zs.avail_out;
+    zs.avail_in = static_cast<uInt>(std::min<size_t>(bytes.size() - pos, 1u << 30));
+    zs.next_out = reinterpret_cast<Bytef*>(window.data());
+    zs.avail_out = static_cast<uInt>(window.size());
+    uInt avail_in_before = zs.avail_in;
     int rc = inflate(&zs, Z_NO_FLUSH);
     pos += avail_in_before - zs.avail_in;
-    produced += avail_out_before - zs.avail_out;
+    const size_t got = window.size() - zs.avail_out;
+    if (got) sink(window.data(), got);
+    produced += got;
     if (rc == Z_STREAM_END) {
       while (pos < bytes.size() && bytes[pos] == 0) ++pos;
       if (pos == bytes.size()) break;
@@ -100,8 +93,34 @@ std::string gunzip(const std::string& bytes, const std::string& path) {
       fail(path, std::string("corrupt gzip data: ") + (zs.msg ? zs.msg : "zlib error " + std::to_string(rc)));
     }
   }
-  out.resize(produced);
-  return out;
+  return produced;
+}
+
+// Deflate cannot inflate more than 1032 bytes from one byte (its densest code: 258-byte matches in ~2 bits).
+constexpr uint64_t kDeflateMaxRatio = 1032;
+
+// Fails unless a file of file_bytes (gzip or not) can hold an IDX of `declared` bytes (header + data): checked
+// before anything is allocated, so a header declaring terabytes over a short stream costs nothing.
+void check_declared_size(const std::string& path, bool gzip, uint64_t file_bytes, size_t header, int64_t total) {
+  const uint64_t declared = header + static_cast<uint64_t>(total);
+  if (gzip && declared / kDeflateMaxRatio > file_bytes)
+    fail(path, "IDX header declares " + std::to_string(total) + " bytes of data, more than a gzip file of " +
+                   std::to_string(file_bytes) + " bytes can hold");
+  if (!gzip && declared > file_bytes)
+    fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " +
+                   std::to_string(file_bytes - std::min<uint64_t>(file_bytes, header)));
+  if (!gzip && declared < file_bytes)
+    fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
+                   std::to_string(file_bytes - header) + ")");
+}
+
+// An uninitialised uint8 tensor of `dims`; an allocation failure names the file.
+torch::Tensor idx_tensor(const std::string& path, const std::vector<int64_t>& dims, int64_t total) {
+  try {
+    return torch::empty(dims, torch::kUInt8);
+  } catch (const std::exception&) {
+    fail(path, "cannot allocate " + std::to_string(total) + " bytes for the IDX data");
+  }
 }
 
 // Magic and dims of an IDX header held in the first `size` bytes at p; sets the header length and element count.
@@ -124,31 +143,44 @@ std::vector<int64_t> parse_header(const unsigned char* p, size_t size, const std
     dims[d] = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
     if (dims[d] <= 0 || dims[d] > (int64_t(1) << 31))
       fail(path, "invalid IDX dimension " + std::to_string(d) + " = " + std::to_string(dims[d]));
+    if (dims[d] > (int64_t(1) << 36) / *total) fail(path, "IDX dimensions too large");  // checked before it can overflow
     *total *= dims[d];
-    if (*total > (int64_t(1) << 36)) fail(path, "IDX dimensions too large");
   }
   return dims;
 }
 
-// The whole file in memory, gzip members inflated by zlib, every problem named precisely: read_idx's fallback
-// when the streaming read fails.
+// The whole file in memory, gzip members inflated by zlib (first only checked, then, if sound, copied out), every
+// problem named precisely: read_idx's fallback when the streaming read fails.
 torch::Tensor read_idx_buffered(const std::string& path) {
-  torch::Tensor content;  // the whole IDX file, uncompressed, as bytes
-  {
-    std::string file = read_whole_file(path);
-    content = to_byte_tensor(starts_gzip_member(file, 0) ? gunzip(file, path) : file);
+  const std::string file = read_whole_file(path);
+  const bool gzip = starts_gzip_member(file, 0);
+  std::string head;  // the first bytes of the IDX content, enough for its header
+  size_t size = file.size();
+  if (gzip) {
+    size = gunzip(file, path, [&](const char* data, size_t n) {
+      head.append(data, std::min(n, 20 - std::min<size_t>(head.size(), 20)));
+    });
+  } else {
+    head = file.substr(0, 20);
   }
-  const size_t size = static_cast<size_t>(content.numel());
   size_t header = 0;
   int64_t total = 0;
-  const std::vector<int64_t> dims = parse_header(content.data_ptr<uint8_t>(), size, path, &header, &total);
-  const size_t payload = size - header;
-  if (payload < static_cast<size_t>(total))
-    fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(payload));
-  if (payload > static_cast<size_t>(total))
-    fail(path, "trailing bytes after IDX data (header says " + std::to_string(total) + " bytes, found " +
-                   std::to_string(payload) + ")");
-  return content.narrow(0, static_cast<int64_t>(header), total).view(dims);  // a view: no copy
+  const std::vector<int64_t> dims =
+      parse_header(reinterpret_cast<const unsigned char*>(head.data()), head.size(), path, &header, &total);
+  check_declared_size(path, false, size, header, total);  // the content itself: exactly header + data
+  torch::Tensor out = idx_tensor(path, dims, total);
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  if (!gzip) {
+    std::memcpy(dst, file.data() + header, static_cast<size_t>(total));
+    return out;
+  }
+  size_t at = 0;  // offset in the inflated content
+  gunzip(file, path, [&](const char* data, size_t n) {
+    const size_t skip = at < header ? std::min(n, header - at) : 0;
+    if (n > skip) std::memcpy(dst + (at + skip - header), data + skip, n - skip);
+    at += n;
+  });
+  return out;
 }
 
 }  // namespace
@@ -166,7 +198,10 @@ torch::Tensor read_idx(const std::string& path) {
     size_t header = 0;
     int64_t total = 0;
     const std::vector<int64_t> dims = parse_header(head, got, path, &header, &total);
-    torch::Tensor out = torch::empty(dims, torch::kUInt8);
+    std::error_code ec;
+    const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+    if (!ec && std::filesystem::is_regular_file(path, ec)) check_declared_size(path, in.gzip(), file_bytes, header, total);
+    torch::Tensor out = idx_tensor(path, dims, total);
     const size_t n = in.read(out.data_ptr<uint8_t>(), static_cast<size_t>(total));
     if (!in.failed() && n < static_cast<size_t>(total))
       fail(path, "truncated IDX data: expected " + std::to_string(total) + " bytes, found " + std::to_string(n));

@@ -1,0 +1,16 @@
+// libFuzzer target: parse_config (TOML parsing, schema validation, defaults, consistency) on arbitrary text.
+#include "app/config.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    ddp::parse_config(text, "fuzz.toml", {});
+  } catch (const ddp::ConfigError&) {
+    // the one outcome allowed besides success
+  }
+  return 0;
+}
