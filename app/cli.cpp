@@ -12,6 +12,7 @@
 #include "dist/first_line.h"
 #include "dist/process_group.h"
 #include "dist/rendezvous.h"
+#include "dist/sealed_store.h"
 #include "memory/gpu_memory.h"
 #include "models/classifier.h"
 
@@ -115,6 +116,7 @@ void print_banner(const Trainer& t) {
 int ddptrain_main(const std::vector<std::string>& args) {
   quiet_c10_logging();
   std::string prefix;
+  DistContext ctx;
   try {
     CliArgs cli = parse_cli(args);
     if (cli.help) {
@@ -131,8 +133,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
       return 0;
     }
     RendezvousInfo info = rendezvous_from_env(process_env());
+    info.config_digest = sha256_hex(format_config(cfg)).substr(0, 16);
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
-    DistContext ctx = init_distributed(info, cfg.dist);
+    ctx = init_distributed(info, cfg.dist);
     // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
     // never comes) they keep their default action so a launcher can stop a waiting rank at once.
     install_preemption_handlers();
@@ -154,6 +157,11 @@ int ddptrain_main(const std::vector<std::string>& args) {
     if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
         first.find("Application timeout caused pair closure") != std::string::npos)
       first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
+    // Gloo names a peer's address when it vanishes; the rank that ran there is what the user needs.
+    if (ctx.gone_peers && (first.find("Connection closed by peer") != std::string::npos ||
+                           first.find("Connection reset by peer") != std::string::npos ||
+                           first.find("Broken pipe") != std::string::npos))
+      if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty()) first = gone + " (" + first + ")";
     write_error_line(prefix + "error: " + first);
     return 1;
   }

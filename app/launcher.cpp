@@ -11,6 +11,7 @@
 #include "app/launcher_store.h"
 #include "dist/first_line.h"
 #include "dist/rendezvous.h"
+#include "dist/sealed_store.h"
 
 
 #include <arpa/inet.h>
@@ -155,8 +156,22 @@ int launch(LaunchOptions o, const std::string& program_path) {
                  std::to_string(available_cpus()) + " CPUs / " + std::to_string(o.nproc_per_node) +
                  " worker(s) on this node); set it to override");
   }
+  // The job's secret seals the workers' store (and the launchers' across nodes): made here for one node; several
+  // nodes need the same one, so it comes from DDPTRAIN_JOB_SECRET in every node's environment.
+  std::string secret = env.count("DDPTRAIN_JOB_SECRET") ? env["DDPTRAIN_JOB_SECRET"] : "";
+  if (!secret.empty() && (secret.size() < 16 || secret.size() > 1024))
+    throw LaunchUsageError("DDPTRAIN_JOB_SECRET has " + std::to_string(secret.size()) +
+                           " characters; give 16 to 1024 (openssl rand -hex 32)");
+  if (secret.empty() && o.nnodes == 1) secret = make_job_secret();
+  if (secret.empty())
+    launcher_log("warning: DDPTRAIN_JOB_SECRET is not set: whoever reaches " + o.master_addr + " ports " +
+                 std::to_string(o.master_port) + "-" + std::to_string(o.master_port + 1) +
+                 " can read and write this job's rendezvous; export one secret (openssl rand -hex 32) to every "
+                 "node's ddprun");
+  else
+    env["DDPTRAIN_JOB_SECRET"] = secret;
   std::unique_ptr<JobStore> store;
-  if (o.nnodes > 1) store = std::make_unique<JobStore>(o);
+  if (o.nnodes > 1) store = std::make_unique<JobStore>(o, secret);
   int code = 1;
   try {
     if (store) store->check_same_job(o);

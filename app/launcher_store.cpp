@@ -2,6 +2,7 @@
 #include "app/launcher_store.h"
 
 #include "dist/first_line.h"
+#include "dist/sealed_store.h"
 #include "dist/tcp_probe.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -23,7 +24,7 @@ std::string job_signature(const LaunchOptions& o) {
 
 }  // namespace
 
-JobStore::JobStore(const LaunchOptions& o) : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
+JobStore::JobStore(const LaunchOptions& o, const std::string& secret) : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
   const int port = o.master_port + 1;
   address_ = o.master_addr + ":" + std::to_string(port);
   c10d::TCPStoreOptions opts;
@@ -40,7 +41,10 @@ JobStore::JobStore(const LaunchOptions& o) : nnodes_(o.nnodes), node_rank_(o.nod
   if (!opts.isServer && !wait_for_listener(o.master_addr, port, opts.timeout))
     throw unreachable("nothing accepted connections there");
   try {
+    // On --master-addr's address only (TCPStore alone would listen on every interface).
+    if (opts.isServer) opts.masterListenFd = listen_on(o.master_addr, port);
     store_ = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+    if (!secret.empty()) store_ = c10::make_intrusive<SealedStore>(secret, store_, address_);
   } catch (const std::exception& e) {
     if (opts.isServer)
       throw std::runtime_error("node 0 cannot serve ddprun's store on port " + std::to_string(port) +

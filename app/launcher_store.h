@@ -17,8 +17,9 @@ namespace ddp {
 
 class JobStore {
  public:
-  // Node 0 serves, the others connect (retrying up to --rdzv-conf timeout). Throws std::runtime_error.
-  explicit JobStore(const LaunchOptions& o);
+  // Node 0 serves (on --master-addr's address only), the others connect (retrying up to --rdzv-conf timeout).
+  // With a `secret` (DDPTRAIN_JOB_SECRET) keys and values are sealed with it. Throws std::runtime_error.
+  JobStore(const LaunchOptions& o, const std::string& secret);
   ~JobStore();
 
   std::string address() const;
@@ -48,7 +49,7 @@ class JobStore {
   std::optional<std::string> get_if_set(const std::string& name);
   bool all_nodes_have(const std::string& name_prefix, int64_t first_node);
 
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   int64_t nnodes_, node_rank_;
   double timeout_s_;
   std::string address_;

@@ -6,7 +6,9 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ddp {
@@ -23,6 +25,9 @@ struct DistContext {
   torch::Device device = torch::kCPU;
   c10::intrusive_ptr<c10d::Store> store;         // null for a world of one
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // null for a world of one
+  // After a failure: which peers on this host are gone ("rank 1 (host h, pid 7) exited"), "" when none is known
+  // after waiting up to `settle` (a killed peer's sockets close before its process is gone).
+  std::function<std::string(std::chrono::milliseconds)> gone_peers;
 
   bool is_main() const { return rank == 0; }
   bool distributed() const { return static_cast<bool>(group); }

@@ -30,11 +30,12 @@ const std::string kFailedKey = "ddptrain/connect_failed";
 class Watchdog {
  public:
   Watchdog(c10::intrusive_ptr<c10d::Store> watch, int64_t rank, std::chrono::milliseconds timeout,
-           std::string store_address)
+           std::string store_address, std::function<std::string(std::chrono::milliseconds)> gone_peers)
       : watch_(std::move(watch)),
         rank_(rank),
         timeout_(timeout),
         store_address_(std::move(store_address)),
+        gone_peers_(std::move(gone_peers)),
         thread_([this] { run(); }) {}
   ~Watchdog() { stop(); }
 
@@ -50,24 +51,36 @@ class Watchdog {
  private:
   void run() {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto next_gone_check = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopped_; })) {
       if (watch_) {
         try {
           if (watch_->check({kFailedKey})) {
             const auto bytes = watch_->get(kFailedKey);
-            give_up(rank_,
-                    "the process group failed to connect on another rank: " + std::string(bytes.begin(), bytes.end()));
+            give_up(rank_, "the process group failed to connect on another rank: " +
+                               first_line(std::string(bytes.begin(), bytes.end())).substr(0, 2048));
           }
         } catch (const std::exception&) {
-          give_up(rank_, "lost the store at " + store_address_ +
-                             " while the process group was connecting (rank 0, its host, exited?)");
+          const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
+          give_up(rank_, "lost the store at " + store_address_ + " while the process group was connecting (" +
+                             (gone.empty() ? "rank 0, its host, exited?" : gone) + ")");
         }
       }
-      if (std::chrono::steady_clock::now() > deadline)
-        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) +
-                           " s (a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME names the "
-                           "interface whose address each rank publishes to the others)");
+      // A peer of this host that died while connecting: Gloo would wait for it until the deadline.
+      if (gone_peers_ && std::chrono::steady_clock::now() >= next_gone_check) {
+        if (const std::string gone = gone_peers_(std::chrono::milliseconds(0)); !gone.empty())
+          give_up(rank_, "the process group could not connect: " + gone);
+        next_gone_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
+        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) + " s (" +
+                           (gone.empty() ? "a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME "
+                                           "names the interface whose address each rank publishes to the others"
+                                         : gone) +
+                           ")");
+      }
     }
   }
 
@@ -75,6 +88,7 @@ class Watchdog {
   int64_t rank_;
   std::chrono::milliseconds timeout_;
   std::string store_address_;
+  std::function<std::string(std::chrono::milliseconds)> gone_peers_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
@@ -98,15 +112,16 @@ std::string gloo_connect_hint(const std::string& message) {
 c10::intrusive_ptr<c10d::Backend> connect_backend(
     const std::function<c10::intrusive_ptr<c10d::Backend>()>& connect,
     const c10::intrusive_ptr<c10d::Store>& watch, int64_t rank, std::chrono::milliseconds timeout,
-    const std::string& store_address) {
-  Watchdog watchdog(watch, rank, timeout, store_address);
+    const std::string& store_address, const std::function<std::string(std::chrono::milliseconds)>& gone_peers) {
+  Watchdog watchdog(watch, rank, timeout, store_address, gone_peers);
   try {
     auto backend = connect();
     watchdog.stop();
     return backend;
   } catch (const std::exception& e) {
     watchdog.stop();
-    const std::string what = first_line(e.what());
+    const std::string gone = gone_peers ? gone_peers(std::chrono::seconds(1)) : "";
+    const std::string what = gone.empty() ? first_line(e.what()) : gone + " (" + first_line(e.what()) + ")";
     if (watch) {
       try {
         const std::string posted = "rank " + std::to_string(rank) + ": " + what;

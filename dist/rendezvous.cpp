@@ -5,6 +5,8 @@
 #include "dist/group_connect.h"
 #include "dist/launcher_hint.h"
 #include "dist/placement.h"
+#include "dist/rank_views.h"
+#include "dist/sealed_store.h"
 #include "dist/seconds_text.h"
 #include "dist/shm_allreduce.h"
 #include "dist/tcp_probe.h"
@@ -31,16 +33,25 @@ extern char** environ;
 namespace ddp {
 namespace {
 
-int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name) {
+// The largest world ddptrain accepts: 64 Ki ranks (a bigger or wrapped-around WORLD_SIZE is a typo, and rank 0
+// would wait for that many ranks). Ranks, local ranks and node ranks are bounded by it too.
+constexpr int64_t kMaxWorldSize = 65536;
+
+int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name, int64_t lo = 0,
+                  int64_t hi = kMaxWorldSize - 1) {
   const std::string& v = env.at(name);
+  long long x = -1;
   try {
     size_t used = 0;
-    long long x = std::stoll(v, &used);
+    x = std::stoll(v, &used);
     if (used != v.size() || x < 0) throw std::invalid_argument(v);
-    return x;
   } catch (const std::exception&) {
     throw std::runtime_error("environment variable " + name + "=\"" + v + "\" is not a non-negative integer");
   }
+  if (x < lo || x > hi)
+    throw std::runtime_error("environment variable " + name + "=" + v + " is out of range [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
+  return x;
 }
 
 bool has(const std::map<std::string, std::string>& env, const std::string& name) {
@@ -51,36 +62,6 @@ bool has(const std::map<std::string, std::string>& env, const std::string& name)
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string describe_ranks(const std::vector<int64_t>& ranks) {
-  std::ostringstream os;
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) os << (i ? ", " : "") << ranks[i];
-  if (ranks.size() > 16) os << ", ... (" << ranks.size() << " in all)";
-  return os.str();
-}
-
-std::string rank_key(int64_t r) { return "ddptrain/joined/" + std::to_string(r); }
-
-// Every rank announces itself, then waits for all others; on timeout, names the ranks that never came.
-void join_barrier(c10d::Store& store, const RendezvousInfo& info, std::chrono::milliseconds timeout,
-                  const std::string& address) {
-  store.set(rank_key(info.rank), std::vector<uint8_t>{1});
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<int64_t> missing;
-  while (true) {
-    missing.clear();
-    for (int64_t r = 0; r < info.world_size; ++r)
-      if (!store.check({rank_key(r)})) missing.push_back(r);
-    if (missing.empty()) return;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::ostringstream os;
-  os << "rank " << info.rank << ": timed out after " << timeout.count() / 1000.0 << " s waiting for rank(s) "
-     << describe_ranks(missing) << " of " << info.world_size << " to join the store at " << address
-     << " (dist.timeout_s)";
-  throw std::runtime_error(os.str());
 }
 
 // GLOO_SOCKET_IFNAME's comma-separated interfaces, as torch.distributed reads them.
@@ -123,30 +104,29 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
                                " is missing (RANK and WORLD_SIZE come together, as torchrun sets them)");
     info.source = "torchrun";
     info.rank = parse_int(env, "RANK");
-    info.world_size = parse_int(env, "WORLD_SIZE");
+    info.world_size = parse_int(env, "WORLD_SIZE", 1, kMaxWorldSize);
     info.local_rank = has(env, "LOCAL_RANK") ? parse_int(env, "LOCAL_RANK") : info.rank;
-    info.local_world_size = has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE") : info.world_size;
+    info.local_world_size = has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
     info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
   } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
     info.source = "slurm";
     info.rank = parse_int(env, "SLURM_PROCID");
-    info.world_size = parse_int(env, "SLURM_NTASKS");
+    info.world_size = parse_int(env, "SLURM_NTASKS", 1, kMaxWorldSize);
     info.local_rank = has(env, "SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID") : 0;
-    info.local_world_size = has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE") : 1;
+    info.local_world_size = has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE", 1, kMaxWorldSize) : 1;
     info.group_rank = has(env, "SLURM_NODEID") ? parse_int(env, "SLURM_NODEID") : 0;
   } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
     info.source = "openmpi";
     info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
-    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE");
+    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxWorldSize);
     info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
-    info.local_world_size = has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE") : 1;
+    info.local_world_size = has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxWorldSize) : 1;
     info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
   } else {
     return info;
   }
   info.present = true;
   const std::string prefix = info.source == "torchrun" ? "" : info.source + ": ";
-  if (info.world_size < 1) throw std::runtime_error(prefix + "world size must be >= 1");
   if (info.rank >= info.world_size)
     throw std::runtime_error(prefix + "rank " + std::to_string(info.rank) + " is out of range for world size " +
                              std::to_string(info.world_size));
@@ -165,13 +145,18 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
                                "): " + master_address_hint(info.source, env));
     }
     info.master_addr = env.at("MASTER_ADDR");
-    int64_t port = parse_int(env, "MASTER_PORT");
-    if (port < 1 || port > 65535) throw std::runtime_error("MASTER_PORT=" + env.at("MASTER_PORT") + " is not a port");
+    int64_t port = parse_int(env, "MASTER_PORT", 1, 65535);
     info.master_port = static_cast<int>(port);
   }
   auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
   info.agent_store = agent != env.end() && lower(agent->second) == "true";
-  if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT");
+  if (has(env, "DDPTRAIN_JOB_SECRET")) {
+    info.job_secret = env.at("DDPTRAIN_JOB_SECRET");
+    if (info.job_secret.size() < 16 || info.job_secret.size() > 1024)
+      throw std::runtime_error("environment variable DDPTRAIN_JOB_SECRET must have 16 to 1024 characters (has " +
+                               std::to_string(info.job_secret.size()) + ")");
+  }
+  if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT", 0, int64_t{1} << 40);
   return info;
 }
 
@@ -213,11 +198,14 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
   // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
   auto open_store = [&](const c10d::TCPStoreOptions& o) -> c10::intrusive_ptr<c10d::Store> {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
+    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
+    if (!info.job_secret.empty()) tcp = c10::make_intrusive<SealedStore>(info.job_secret, tcp, address);
     if (!info.agent_store) return tcp;
     return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), tcp);
   };
   try {
+    // Rank 0 serves on MASTER_ADDR's address only (TCPStore alone would listen on every interface).
+    if (opts.isServer) opts.masterListenFd = listen_on(info.master_addr, info.master_port);
     store = open_store(opts);
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -228,7 +216,15 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
           (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)" : ""));
     throw unreachable(first);
   }
-  join_barrier(*store, info, timeout, address);
+  JoinPlace place;
+  place.rank = info.rank;
+  place.world_size = info.world_size;
+  place.local_world_size = info.local_world_size;
+  place.address = address;
+  const auto views = join_ranks(*store, place, own_view(info.world_size, info.config_digest), timeout);
+  ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
+    return gone_ranks(views, self, settle);
+  };
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
@@ -236,6 +232,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   try {
     c10d::TCPStoreOptions client = opts;
     client.isServer = false;
+    client.masterListenFd.reset();
     watch = open_store(client);
   } catch (const std::exception&) {
     // Without it only the deadline is watched.
@@ -247,7 +244,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   // keeps its keys under its device's prefix, as _new_process_group_helper does ("cpu/", "cuda/").
   auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
   auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
-                              watch, info.rank, timeout, address);
+                              watch, info.rank, timeout, address, ctx.gone_peers);
   std::vector<BackendSlot> slots;
   if (backend == "gloo") {
     ctx.allreduce = "gloo";

@@ -17,6 +17,10 @@ struct RendezvousInfo {
   int master_port = 0;
   bool agent_store = false;   // TORCHELASTIC_USE_AGENT_STORE=True: every rank is a store client
   int64_t restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: with an agent store, keys live under attempt_<n>
+  // DDPTRAIN_JOB_SECRET (ddprun makes one per job): the store's keys and values are sealed with it (SealedStore).
+  // Empty: plain keys, as torchrun's workers use them (the store's port must then be reachable only by the job).
+  std::string job_secret;
+  std::string config_digest;  // set by the caller: published at rendezvous, compared across ranks
 };
 
 // Reads the job's place from env (a map, so tests can pass their own). Malformed values throw

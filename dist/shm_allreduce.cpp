@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 namespace ddp {
@@ -252,8 +253,8 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend
     std::string posted;
     try {
       segment = ShmSegment::create(options.dir, world, options.slot_bytes);
-      const std::string& path = segment->path();
-      posted = path.substr(path.rfind('/') + 1) + "\n" + std::to_string(segment->token());
+      const std::string& path = segment->path();  // /proc/PID/fd/FD
+      posted = path.substr(std::string("/proc/").size()) + "\n" + std::to_string(segment->token());
     } catch (const std::exception& e) {
       error = "rank 0: " + first_line(e.what());
       posted = "!" + error;
@@ -267,8 +268,12 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend
     } else {
       const auto nl = posted.find('\n');
       try {
+        // "PID/fd/FD\nTOKEN", nothing else: the path must not lead anywhere but to a process's fd.
+        static const std::regex kPosted("[0-9]{1,10}/fd/[0-9]{1,10}\n[0-9]{1,20}");
+        if (posted.size() > 64 || !std::regex_match(posted, kPosted))
+          throw std::runtime_error("rank 0's segment announcement is malformed");
         segment =
-            ShmSegment::open(options.dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)), rank, world);
+            ShmSegment::open(options.proc_dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)), rank, world);
       } catch (const std::exception& e) {
         error = "rank " + std::to_string(rank) + ": " + first_line(e.what());
       }
@@ -282,7 +287,7 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend
     std::string a(got.begin(), got.end());
     if (a != "ok" && reason.empty()) reason = a;
   }
-  if (rank == 0 && segment) segment->unlink();
+  if (rank == 0 && segment) segment->close_for_peers();
   if (!reason.empty()) return {inner, false, reason};
   segment->learn_peers();
   auto backend = c10::make_intrusive<ShmAllreduceBackend>(inner, std::move(segment), options.timeout);

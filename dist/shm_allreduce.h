@@ -22,7 +22,8 @@
 namespace ddp {
 
 struct ShmAllreduceOptions {
-  std::string dir = "/dev/shm";  // where the segment's file is made (tests give ranks different dirs: other hosts)
+  std::string dir = "/dev/shm";     // where rank 0 makes the segment's unnamed file (tmpfs: memory)
+  std::string proc_dir = "/proc";  // where peers find rank 0's fd (tests give ranks different ones: other hosts)
   size_t slot_bytes = 1u << 20;  // all-reduces go through in pieces of this size per rank (two pieces in flight)
   std::chrono::milliseconds timeout{300000};  // dist.timeout_s: the longest wait for a peer in one phase
 };
@@ -34,8 +35,9 @@ struct ShmAllreduceSetup {
 };
 
 // Collective over `store` (every rank calls it): rank 0 creates the segment, every rank maps it and checks its
-// token, and all-reduces go through it only when every rank could (else every rank keeps `inner`). The file is
-// removed as soon as every rank has answered, so a crash later leaves nothing in `dir`.
+// token, and all-reduces go through it only when every rank could (else every rank keeps `inner`). The file never
+// has a name in `dir` (peers open it through /proc/<pid>/fd of rank 0, which closes it once every rank answered), so
+// a kill at any point leaves nothing behind: its memory goes with the last process that maps it.
 ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
                                           const c10::intrusive_ptr<c10d::Store>& store,
                                           const ShmAllreduceOptions& options);

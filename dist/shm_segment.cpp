@@ -97,11 +97,13 @@ static RankCell* cell_of(void* base, int rank) {
 void ShmSegment::map(int fd, size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int e = errno;
-  ::close(fd);
   if (p == MAP_FAILED) throw std::runtime_error("cannot map " + path_ + ": " + errno_text(e));
   base_ = p;
   bytes_ = bytes;
   peers_ = std::make_unique<Peer[]>(static_cast<size_t>(world_));
+}
+
+void ShmSegment::register_self() {
   RankCell* me = cell_of(base_, rank_);
   me->pid = static_cast<int32_t>(getpid());
   me->start_time = process_start_time(me->pid);
@@ -114,24 +116,14 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& dir, int world
   s->slot_bytes_ = round_up_to(slot_bytes, kLine);
   std::random_device rd;
   const uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-  char name[64];
-  std::snprintf(name, sizeof name, "/ddptrain-allreduce-%016llx", static_cast<unsigned long long>(token));
-  s->path_ = dir + name;
-  int fd = ::open(s->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error("cannot create " + s->path_ + ": " + errno_text(errno));
+  s->fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (s->fd_ < 0) throw std::runtime_error("cannot create an unnamed file in " + dir + "/: " + errno_text(errno));
+  s->path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(s->fd_);
   const size_t bytes = segment_bytes(world, s->slot_bytes_);
-  if (int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
-    ::close(fd);
-    ::unlink(s->path_.c_str());
-    throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes for " + s->path_ + ": " +
-                             errno_text(e));
-  }
-  try {
-    s->map(fd, bytes);
-  } catch (...) {
-    ::unlink(s->path_.c_str());
-    throw;
-  }
+  if (int e = posix_fallocate(s->fd_, 0, static_cast<off_t>(bytes)); e != 0)
+    throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes in " + dir + "/: " + errno_text(e));
+  s->map(s->fd_, bytes);
+  s->register_self();
   SegmentHeader* h = segment_header(s->base_);
   h->token = token;
   h->world = static_cast<uint32_t>(world);
@@ -155,7 +147,13 @@ std::unique_ptr<ShmSegment> ShmSegment::open(const std::string& path, uint64_t t
     throw std::runtime_error(path + " is smaller than its header");
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
-  s->map(fd, bytes);
+  try {
+    s->map(fd, bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
   const SegmentHeader* h = segment_header(s->base_);
   if (h->magic != kSegmentMagic || h->token != token)
     throw std::runtime_error(path + " is not rank 0's segment (token differs: another host's file of that name?)");
@@ -163,16 +161,21 @@ std::unique_ptr<ShmSegment> ShmSegment::open(const std::string& path, uint64_t t
     throw std::runtime_error(path + " was made for a world of " + std::to_string(h->world));
   s->slot_bytes_ = h->slot_bytes;
   if (segment_bytes(world, s->slot_bytes_) != bytes) throw std::runtime_error(path + " has the wrong size");
+  s->register_self();  // only now: nothing is written into a file that is not rank 0's segment
   return s;
 }
 
 ShmSegment::~ShmSegment() {
   if (base_) munmap(base_, bytes_);
+  close_for_peers();
 }
 
 uint64_t ShmSegment::token() const { return segment_header(base_)->token; }
 
-void ShmSegment::unlink() { ::unlink(path_.c_str()); }
+void ShmSegment::close_for_peers() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
 
 void ShmSegment::learn_peers() {
   for (int j = 0; j < world_; ++j) {

@@ -17,10 +17,11 @@ namespace ddp {
 
 class ShmSegment {
  public:
-  // Rank 0: makes DIR/ddptrain-allreduce-<random> (0600), sized and allocated up front (a full tmpfs fails here,
-  // not later with SIGBUS), with a fresh random token.
+  // Rank 0: makes an unnamed file in DIR (O_TMPFILE, 0600: nothing in DIR ever names it, so no kill can leave it
+  // behind), sized and allocated up front (a full tmpfs fails here, not later with SIGBUS), with a fresh random
+  // token. Peers open it through /proc/<rank 0's pid>/fd/<fd> (path()) until close_for_peers().
   static std::unique_ptr<ShmSegment> create(const std::string& dir, int world, size_t slot_bytes);
-  // Other ranks: maps `path` (rank 0's file name in this rank's dir) and checks the magic, `token` and world size.
+  // Other ranks: maps `path` (rank 0's path() under this rank's proc dir) and checks the magic, `token` and world.
   static std::unique_ptr<ShmSegment> open(const std::string& path, uint64_t token, int rank, int world);
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
@@ -32,8 +33,9 @@ class ShmSegment {
   int world() const { return world_; }
   int rank() const { return rank_; }
 
-  // Removes the file (rank 0, once every rank has mapped it); the mappings stay valid.
-  void unlink();
+  // Rank 0, once every rank has mapped it (or given up): closes the file, so no other process can open it any more;
+  // the mappings stay valid and the memory goes with the last one.
+  void close_for_peers();
   // Reads every peer's pid and start time (written at create/open) so waits can tell a dead peer.
   void learn_peers();
 
@@ -49,11 +51,13 @@ class ShmSegment {
  private:
   ShmSegment() = default;
   void map(int fd, size_t bytes);
+  void register_self();  // this rank's pid and start time into its cell
   void wait_for(int peer, uint32_t target, std::chrono::milliseconds timeout);
   [[noreturn]] void fail(const std::string& why);
   bool peer_gone(int peer) const;
 
   std::string path_;
+  int fd_ = -1;  // rank 0 until close_for_peers()
   int rank_ = 0;
   int world_ = 1;
   size_t slot_bytes_ = 0;

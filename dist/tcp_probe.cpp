@@ -1,4 +1,4 @@
-// wait_for_listener: polls a TCP address until something accepts connections there (or a deadline passes).
+// wait_for_listener (polls a TCP address until something accepts) and listen_on (a socket bound to one address).
 #include "dist/tcp_probe.h"
 
 #include <fcntl.h>
@@ -7,7 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <memory>
 #include <thread>
 
 namespace ddp {
@@ -41,7 +46,36 @@ bool try_connect(const std::string& host, int port, std::chrono::milliseconds bu
   return ok;
 }
 
+std::string tcp_probe_numeric(const sockaddr* a, socklen_t len) {
+  char host[NI_MAXHOST] = "?";
+  getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+  return host;
+}
+
 }  // namespace
+
+int listen_on(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    throw std::runtime_error("cannot resolve " + host + ": " + gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(found, freeaddrinfo);
+  const std::string where = host + " (" + tcp_probe_numeric(found->ai_addr, found->ai_addrlen) + ") port " +
+                            std::to_string(port);
+  int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd < 0) throw std::runtime_error("cannot make a socket for " + where + ": " + std::strerror(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as TCPStore's own server does
+  if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int e = errno;
+    close(fd);
+    throw std::runtime_error("cannot listen on " + where + ": " + std::strerror(e) +
+                             (e == EADDRNOTAVAIL ? " (not an address of this host)" : ""));
+  }
+  return fd;
+}
 
 bool wait_for_listener(const std::string& host, int port, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;

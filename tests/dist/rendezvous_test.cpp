@@ -92,6 +92,48 @@ TEST(Rendezvous, MalformedVariablesNameTheVariable) {
             std::string::npos);
 }
 
+// Seen: WORLD_SIZE=4294967297 never exited (it wrapped to 1 in an int) and WORLD_SIZE=10^6 took 40 s. Every count
+// and rank is bounded, and the error names the variable at once.
+TEST(Rendezvous, OutOfRangeCountsNameTheVariableAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const Env addr = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  auto with = [&](Env env) {
+    env.insert(addr.begin(), addr.end());
+    return env_error(env);
+  };
+  EXPECT_EQ(with({{"RANK", "0"}, {"WORLD_SIZE", "4294967297"}}),
+            "environment variable WORLD_SIZE=4294967297 is out of range [1, 65536]");
+  EXPECT_EQ(with({{"RANK", "0"}, {"WORLD_SIZE", "1000000"}}),
+            "environment variable WORLD_SIZE=1000000 is out of range [1, 65536]");
+  EXPECT_EQ(with({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "environment variable WORLD_SIZE=0 is out of range [1, 65536]");
+  EXPECT_EQ(with({{"RANK", "99999999999"}, {"WORLD_SIZE", "2"}}),
+            "environment variable RANK=99999999999 is out of range [0, 65535]");
+  EXPECT_EQ(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "4294967296"}}),
+            "environment variable LOCAL_RANK=4294967296 is out of range [0, 65535]");
+  EXPECT_EQ(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1000000"}}),
+            "environment variable SLURM_NTASKS=1000000 is out of range [1, 65536]");
+  EXPECT_EQ(with({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4294967297"}}),
+            "environment variable OMPI_COMM_WORLD_SIZE=4294967297 is out of range [1, 65536]");
+  EXPECT_EQ(env_error({{"RANK", "65535"}, {"WORLD_SIZE", "65536"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), "");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+}
+
+// The binary: one error line, exit 1, no waiting for a million ranks.
+TEST(Rendezvous, HugeWorldSizeEndsDdptrainAtOnce) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 1);
+  write_file(dir / "cfg.toml", "[job]\nout_dir = \"" + dir / "out" + "\"\n[data]\ndataset = \"mnist\"\ndir = \"" +
+                                   dir / "data" + "\"\n[dist]\ntimeout_s = 60.0\n");
+  for (const std::string world : {"4294967297", "1000000"}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = run_command("RANK=0 WORLD_SIZE=" + world + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                         std::to_string(free_port()) + " timeout -s KILL 30 " + ddptrain_path() + " " + dir / "cfg.toml");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output, "error: environment variable WORLD_SIZE=" + world + " is out of range [1, 65536]\n");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  }
+}
+
 // A world > 1 without MASTER_ADDR/MASTER_PORT: one line naming the launcher the rank variables came from and how to
 // set the variables under it.
 TEST(Rendezvous, MissingMasterAddressNamesTheLauncherAndHowToSetIt) {

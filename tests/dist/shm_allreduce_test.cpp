@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -202,10 +203,13 @@ std::vector<std::string> entries(const std::string& dir) {
   return names;
 }
 
-TEST(ShmAllreduce, SegmentFileIsGoneOnceEveryRankMappedIt) {
+// The segment's file never has a name in its directory, and rank 0 closes the /proc/<pid>/fd/<fd> way to it once
+// every rank answered: nothing is left to open, or to leak (the mappings still work).
+TEST(ShmAllreduce, SegmentFileHasNoNameAndClosesOnceEveryRankMappedIt) {
   TempDir dir;
   const int port = free_port();
   std::vector<ShmAllreduceSetup> setups(2);
+  std::vector<std::string> seen(2);
   expect_no_errors(on_ranks(2, [&](int rank) {
     DistContext ctx = join(rank, 2, port, "gloo");
     ShmAllreduceOptions o;
@@ -214,22 +218,27 @@ TEST(ShmAllreduce, SegmentFileIsGoneOnceEveryRankMappedIt) {
     at::Tensor t = at::full({1000}, rank + 1.0f);
     allreduce(*setups[static_cast<size_t>(rank)].backend, t);
     EXPECT_TRUE(at::equal(t, at::full({1000}, 3.0f)));
-    // Rank 0 removes the file once it has every rank's answer, before its first all-reduce: after one, every
-    // rank sees it gone (the mappings still work).
     EXPECT_TRUE(entries(dir.path()).empty());
+    // What rank 0 announced no longer opens once every rank answered: its fd is closed.
+    const auto posted = ctx.store->get("ddptrain/shm_allreduce/segment");
+    seen[static_cast<size_t>(rank)] = std::string(posted.begin(), posted.end());
   }));
   EXPECT_TRUE(setups[0].active && setups[1].active) << setups[0].reason << setups[1].reason;
+  const std::string fd_path = "/proc/" + seen[0].substr(0, seen[0].find('\n'));
+  EXPECT_EQ(fd_path.rfind("/proc/" + std::to_string(getpid()) + "/fd/", 0), 0u) << fd_path;
+  EXPECT_NE(access(fd_path.c_str(), F_OK), 0) << fd_path << " still open";
 }
 
-TEST(ShmAllreduce, RanksThatSeeDifferentFilesAllKeepGloo) {
-  // Each rank looks for rank 0's file in its own directory, as a rank on another host would in its /dev/shm.
-  TempDir dir0, dir1;
+TEST(ShmAllreduce, RanksThatCannotOpenRankZerosFileAllKeepGloo) {
+  // Rank 1 looks for rank 0's fd in a /proc of its own, as a rank on another host (or pid namespace) would.
+  TempDir shm, proc1;
   const int port = free_port();
   std::vector<ShmAllreduceSetup> setups(2);
   expect_no_errors(on_ranks(2, [&](int rank) {
     DistContext ctx = join(rank, 2, port, "gloo");
     ShmAllreduceOptions o;
-    o.dir = rank == 0 ? dir0.path() : dir1.path();
+    o.dir = shm.path();
+    if (rank == 1) o.proc_dir = proc1.path();
     auto& s = setups[static_cast<size_t>(rank)];
     s = wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), ctx.store, o);
     EXPECT_EQ(s.backend.get(), ctx.group->getBackend(c10::DeviceType::CPU).get());  // unchanged: Gloo
@@ -239,10 +248,11 @@ TEST(ShmAllreduce, RanksThatSeeDifferentFilesAllKeepGloo) {
   }));
   for (const auto& s : setups) {
     EXPECT_FALSE(s.active);
-    EXPECT_NE(s.reason.find("rank 1: cannot open " + dir1.path() + "/ddptrain-allreduce-"), std::string::npos)
+    EXPECT_NE(s.reason.find("rank 1: cannot open " + proc1.path() + "/" + std::to_string(getpid()) + "/fd/"),
+              std::string::npos)
         << s.reason;
   }
-  EXPECT_TRUE(entries(dir0.path()).empty());
+  EXPECT_TRUE(entries(shm.path()).empty());
 }
 
 TEST(ShmAllreduce, UnusableDirectoryKeepsGlooNamingRankZero) {
@@ -256,7 +266,8 @@ TEST(ShmAllreduce, UnusableDirectoryKeepsGlooNamingRankZero) {
   }));
   for (const auto& s : setups) {
     EXPECT_FALSE(s.active);
-    EXPECT_NE(s.reason.find("rank 0: cannot create /nonexistent/ddptrain-test/"), std::string::npos) << s.reason;
+    EXPECT_NE(s.reason.find("rank 0: cannot create an unnamed file in /nonexistent/ddptrain-test/"), std::string::npos)
+        << s.reason;
   }
 }
 

@@ -1,7 +1,8 @@
 // Shared-memory all-reduce in ddptrain runs: same model as Gloo, fallback and strict mode, a dead peer named.
 //
-// A rank started under `unshare -m` with its own tmpfs on /dev/shm cannot see rank 0's segment, as a rank on
-// another host could not: "auto" then keeps Gloo on every rank, "shm" fails on every rank.
+// A rank started under `unshare -p -m` with its own /proc and /dev/shm cannot open rank 0's segment (peers open it
+// through /proc/<rank 0's pid>/fd), as a rank on another host could not: "auto" then keeps Gloo on every rank, "shm"
+// fails on every rank.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -38,15 +39,15 @@ TEST(ShmAllreduceTraining, SameModelAsGlooBitForBitAndNamedInTheBanner) {
 }
 
 bool can_unshare_mounts() {
-  return run_command("unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>&1").exit_code == 0;
+  return run_command("unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>&1").exit_code == 0;
 }
 
-// Rank 1 in a mount namespace with a private /dev/shm, rank 0 as usual; returns {rank 0, rank 1}.
+// Rank 1 in a pid and mount namespace with a private /proc and /dev/shm, rank 0 as usual; returns {rank 0, rank 1}.
 std::vector<RankResult> run_with_rank1_elsewhere(const TempDir& dir, const std::string& args) {
   const std::string env =
       "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " OMP_NUM_THREADS=1 ";
   const std::string rank1 = "RANK=1 LOCAL_RANK=1 " + env +
-                            "unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"' " +
+                            "unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"' " +
                             ddptrain_path() + " " + args;
   auto r = run_command("(" + rank1 + " > " + dir / "rank1.log" + " 2>&1; echo $? > " + dir / "rank1.rc" +
                        ") & RANK=0 LOCAL_RANK=0 " + env + "timeout -s KILL 120 " + ddptrain_path() + " " + args +
@@ -57,14 +58,13 @@ std::vector<RankResult> run_with_rank1_elsewhere(const TempDir& dir, const std::
 }
 
 TEST(ShmAllreduceTraining, RankWithoutRankZerosSegmentKeepsGlooOrFailsWhenShmIsRequired) {
-  if (!can_unshare_mounts()) GTEST_SKIP() << "cannot make a mount namespace here (needs root / CAP_SYS_ADMIN)";
+  if (!can_unshare_mounts()) GTEST_SKIP() << "cannot make a pid and mount namespace here (needs root / CAP_SYS_ADMIN)";
   TempDir dir;
   const std::string cfg = tiny_shm_job(dir);
   auto fallback = run_with_rank1_elsewhere(dir, cfg + " --job.out_dir=" + dir / "auto");
   ASSERT_EQ(fallback[0].exit_code, 0) << fallback[0].output;
   ASSERT_EQ(fallback[1].exit_code, 0) << fallback[1].output;
-  EXPECT_NE(fallback[0].output.find("| all-reduce gloo (shared memory not used: rank 1: cannot open "
-                                    "/dev/shm/ddptrain-allreduce-"),
+  EXPECT_NE(fallback[0].output.find("| all-reduce gloo (shared memory not used: rank 1: cannot open /proc/"),
             std::string::npos)
       << fallback[0].output;
   // Same result as plain Gloo.
