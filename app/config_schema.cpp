@@ -6,10 +6,19 @@
 namespace ddp {
 namespace {
 
-FieldSpec boolean(const std::string& key, bool* target) { return {key, FieldKind::Bool, target, {}}; }
+// A field of `kind` bound to `target`; every other member keeps its default.
+FieldSpec field(const std::string& key, FieldKind kind, void* target) {
+  FieldSpec f;
+  f.key = key;
+  f.kind = kind;
+  f.target = target;
+  return f;
+}
+
+FieldSpec boolean(const std::string& key, bool* target) { return field(key, FieldKind::Bool, target); }
 
 FieldSpec integer(const std::string& key, int64_t* target, double min, double max) {
-  FieldSpec f{key, FieldKind::Int, target, {}};
+  FieldSpec f = field(key, FieldKind::Int, target);
   f.min = min;
   f.max = max;
   return f;
@@ -17,7 +26,7 @@ FieldSpec integer(const std::string& key, int64_t* target, double min, double ma
 
 // Every number has both bounds (`open_min` / `open_max`: the bound itself is excluded).
 FieldSpec real(const std::string& key, double* target, double min, bool open_min, double max, bool open_max) {
-  FieldSpec f{key, FieldKind::Float, target, {}};
+  FieldSpec f = field(key, FieldKind::Float, target);
   f.min = min;
   f.min_exclusive = open_min;
   f.max = max;
@@ -32,7 +41,7 @@ FieldSpec real_or_default(const std::string& key, double* target, double min, bo
   return f;
 }
 
-FieldSpec text(const std::string& key, std::string* target) { return {key, FieldKind::String, target, {}}; }
+FieldSpec text(const std::string& key, std::string* target) { return field(key, FieldKind::String, target); }
 
 FieldSpec nonempty_text(const std::string& key, std::string* target) {
   FieldSpec f = text(key, target);
@@ -42,13 +51,14 @@ FieldSpec nonempty_text(const std::string& key, std::string* target) {
 
 FieldSpec choice(const std::string& key, std::string* target, std::vector<std::string> choices,
                  bool or_path = false) {
-  FieldSpec f{key, FieldKind::Choice, target, std::move(choices)};
+  FieldSpec f = field(key, FieldKind::Choice, target);
+  f.choices = std::move(choices);
   f.choice_or_path = or_path;
   return f;
 }
 
 FieldSpec text_list(const std::string& key, std::vector<std::string>* target) {
-  return {key, FieldKind::StringList, target, {}};
+  return field(key, FieldKind::StringList, target);
 }
 
 // The ranges (README "Failure behaviour and security"): wide enough for any real run, small enough that no

@@ -33,7 +33,9 @@ TEST(MinTrainingBatch, MatchesWhatAOneSampleForwardDoes) {
       SCOPED_TRACE(name + " at " + std::to_string(size));
       const bool trains = one_sample_trains(*model, size);
       EXPECT_EQ(model->min_training_batch(size), trains ? 1 : 2);
-      if (name != "net") EXPECT_EQ(trains, size > 32);
+      if (name != "net") {
+        EXPECT_EQ(trains, size > 32);
+      }
     }
   }
 }
