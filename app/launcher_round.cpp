@@ -33,6 +33,17 @@ void log_last_lines(const Worker& w) {
   write_fully(STDERR_FILENO, text);
 }
 
+// The worker's own last error line (after "error: "), so that ddprun's one failure line carries the culprit the
+// worker named (e.g. rank 0 timed out waiting for rank 1 to join: ddprun reports rank 0, the line names rank 1).
+std::string worker_error(const Worker& w) {
+  const auto lines = w.output->last_lines();
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const auto at = it->find("error: ");
+    if (at != std::string::npos) return it->substr(at + 7);
+  }
+  return "";
+}
+
 // The stop in progress: which signal went out, and when SIGKILL follows.
 struct Stop {
   bool started = false;
@@ -105,6 +116,7 @@ RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::
       group.read_available(*w);  // what it wrote last belongs to the tail
       launcher_log(result.reason);
       log_last_lines(*w);
+      if (const std::string said = worker_error(*w); !said.empty()) result.reason += ": " + said;
       tell_store([&] { store->report_failure(restart_count, result.reason); });
       begin_stop(SIGTERM, "rank " + std::to_string(w->rank) + " failed");
     }

@@ -47,6 +47,25 @@ TEST(LauncherFailureTest, WorkerExitCodeStopsTheOthers) {
   job.expect_nothing_survives();
 }
 
+// Seen: when a rank never joined, ddprun blamed the rank that reported it (rank 0, which timed out waiting) and its
+// one error line named no culprit. The failing worker's own error line now ends ddprun's.
+TEST(LauncherFailureTest, ARankThatNeverJoinsIsNamedInDdprunsErrorLine) {
+  Job job;
+  const std::string cfg = write_tiny_job(job.dir, 64, 16, 1, {"dist.timeout_s=3.0", "metrics.progress=off"});
+  const std::string script = write_script(job.dir, "late.sh",
+                                          "[ \"$RANK\" = 1 ] && sleep 20\nexec " + ddptrain_path() + " " + cfg + "\n");
+  auto r = run_timed(job.run("--standalone --nproc-per-node=2 --grace-period=1", script));
+  EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
+  EXPECT_LT(r.seconds, 15.0) << r.result.output;
+  const auto at = r.result.output.find("[ddprun] error: the job failed: ");
+  ASSERT_NE(at, std::string::npos) << r.result.output;
+  const std::string line = r.result.output.substr(at, r.result.output.find('\n', at) - at);
+  EXPECT_NE(line.find("rank 0 (node 0, local rank 0, pid "), std::string::npos) << line;
+  EXPECT_NE(line.find("exited with code 1: rank 0: timed out after 3 s waiting for rank(s) 1 of 2 to join"),
+            std::string::npos)
+      << line;
+}
+
 TEST(LauncherFailureTest, WorkerKilledBySignalIsNamed) {
   Job job;
   const std::string script = worker_script(job.dir, "if [ $RANK = 0 ]; then sleep 0.5; kill -KILL $$; fi\nwait\n");
