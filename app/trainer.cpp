@@ -41,19 +41,7 @@ std::string fmt(const char* format, double v) {
 
 }  // namespace
 
-Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {
-  // Test hook: DDPTRAIN_TEST_PERTURB_RANK=r nudges rank r's weights after step 1 (proves the replica check fails).
-  if (const char* r = std::getenv("DDPTRAIN_TEST_PERTURB_RANK")) test_perturb_rank_ = std::atoll(r);
-  // Test hook: DDPTRAIN_TEST_INF_GRAD=r:k puts an inf into rank r's gradients (after sync) at step k (1-based).
-  if (const char* v = std::getenv("DDPTRAIN_TEST_INF_GRAD")) {
-    std::string spec(v);
-    size_t colon = spec.find(':');
-    if (colon != std::string::npos) {
-      test_inf_rank_ = std::atoll(spec.substr(0, colon).c_str());
-      test_inf_step_ = std::atoll(spec.substr(colon + 1).c_str());
-    }
-  }
-}
+Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {}
 Trainer::~Trainer() = default;
 
 void Trainer::log(const std::string& line) const {
@@ -207,10 +195,6 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
     total.correct += s.correct;
     total.samples += s.samples;
   }
-  if (test_inf_rank_ == ctx_.rank && test_inf_step_ == global_step_ + 1) {
-    torch::NoGradGuard no_grad;
-    model_->parameters()[0].grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
-  }
   // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
   // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
   if (scaler_) scaler_->unscale(*optimizer_);
@@ -231,10 +215,6 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
     optimizer_->step();
   }
   ++global_step_;
-  if (test_perturb_rank_ == ctx_.rank && global_step_ == 1) {
-    torch::NoGradGuard no_grad;
-    model_->parameters()[0].view(-1)[0].add_(1e-3);
-  }
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && global_step_ % every == 0) check_replicas_identical(ctx_, model_->parameters(), global_step_);
   return total;

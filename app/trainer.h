@@ -155,8 +155,6 @@ class Trainer {
   int64_t epoch_sample_offset_ = 0;  // global-order position this epoch's loader started at (resharded resume)
   double best_accuracy_ = 0;
   int64_t last_checkpoint_step_ = -1;
-  int64_t test_perturb_rank_ = -1;
-  int64_t test_inf_rank_ = -1, test_inf_step_ = -1;  // DDPTRAIN_TEST_INF_GRAD=rank:step
 };
 
 }  // namespace ddp
