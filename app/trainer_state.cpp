@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/pickle_reader.h"
 #include "checkpoint/state_dict.h"
+#include "dist/first_line.h"
 #include "dist/reduce.h"
 #include "optim/optimizer_state.h"
 
@@ -152,12 +153,6 @@ void ckpt_check_position(const c10::impl::GenericDict& state, int64_t train_size
       if (!ok) throw std::runtime_error("checkpoint entry \"scaler\" field \"" + key + "\" is out of range");
     }
   }
-}
-
-// First line of an exception message (c10::Error appends where it was raised).
-std::string ckpt_first_line(const std::exception& e) {
-  std::string s = e.what();
-  return s.substr(0, s.find('\n'));
 }
 
 }  // namespace
@@ -336,7 +331,7 @@ void Trainer::resume() {
     load_state_dict(value.toGenericDict());
   } catch (const std::exception& e) {
     throw std::runtime_error("resume from " + (chosen.empty() ? std::string("rank 0's checkpoint") : chosen) + ": " +
-                             ckpt_first_line(e));
+                             first_line(e.what()));
   }
   // The points the interrupted run logged after this checkpoint are orphans: TensorBoard drops them.
   if (tensorboard_) tensorboard_->purge_from(global_step_ + 1);
@@ -350,13 +345,13 @@ std::string Trainer::ckpt_parse(const std::vector<char>& bytes, c10::IValue& val
   try {
     value = read_torch_save(bytes);
   } catch (const std::exception& e) {
-    return "not a readable checkpoint: " + ckpt_first_line(e);
+    return "not a readable checkpoint: " + first_line(e.what());
   }
   if (!value.isGenericDict()) return "not a checkpoint dict (torch.load gives " + python_kind(value) + ")";
   try {
     ckpt_check_position(value.toGenericDict(), dataset_.train.size());
   } catch (const std::exception& e) {
-    return ckpt_first_line(e);
+    return first_line(e.what());
   }
   return "";
 }

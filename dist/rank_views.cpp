@@ -2,6 +2,7 @@
 #include "dist/rank_views.h"
 
 #include "dist/first_line.h"
+#include "dist/proc_stat.h"
 #include "dist/seconds_text.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -10,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -45,18 +45,6 @@ std::string describe_missing(const std::vector<int64_t>& ranks, int64_t local_wo
     }
   }
   return os.str();
-}
-
-// Alive: /proc/PID/stat exists and its state is not zombie (a killed rank its launcher has not reaped yet) or dead.
-bool process_alive(int64_t pid) {
-  if (pid <= 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  const char state = line[close + 2];
-  return state != 'Z' && state != 'X';
 }
 
 }  // namespace

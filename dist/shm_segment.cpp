@@ -1,6 +1,7 @@
 // ShmSegment: creating, mapping and checking the shared file; the futex barrier and its failure paths.
 #include "dist/shm_segment.h"
 
+#include "dist/proc_stat.h"
 #include "dist/seconds_text.h"
 
 #include <fcntl.h>
@@ -13,9 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -67,24 +66,6 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
-}
-
-// Field 22 of /proc/PID/stat (start time in clock ticks since boot), 0 when unreadable; `state` gets field 3.
-uint64_t process_start_time(int32_t pid, char* state = nullptr) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  // The command name (field 2) is in parentheses and may hold spaces: fields 3.. follow the last ')'.
-  auto close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  uint64_t start = 0;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3 && state) *state = field.empty() ? '?' : field[0];
-    if (i == 22) start = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return start;
 }
 
 }  // namespace
