@@ -159,9 +159,8 @@ int launch(LaunchOptions o, const std::string& program_path) {
   // The job's secret seals the workers' store (and the launchers' across nodes): made here for one node; several
   // nodes need the same one, so it comes from DDPTRAIN_JOB_SECRET in every node's environment.
   std::string secret = env.count("DDPTRAIN_JOB_SECRET") ? env["DDPTRAIN_JOB_SECRET"] : "";
-  if (!secret.empty() && (secret.size() < 16 || secret.size() > 1024))
-    throw LaunchUsageError("DDPTRAIN_JOB_SECRET has " + std::to_string(secret.size()) +
-                           " characters; give 16 to 1024 (openssl rand -hex 32)");
+  if (const std::string problem = job_secret_problem(secret); !secret.empty() && !problem.empty())
+    throw LaunchUsageError("DDPTRAIN_JOB_SECRET " + problem);
   if (secret.empty() && o.nnodes == 1) secret = make_job_secret();
   if (secret.empty())
     launcher_log("warning: DDPTRAIN_JOB_SECRET is not set: whoever reaches " + o.master_addr + " ports " +

@@ -152,9 +152,8 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
   info.agent_store = agent != env.end() && lower(agent->second) == "true";
   if (has(env, "DDPTRAIN_JOB_SECRET")) {
     info.job_secret = env.at("DDPTRAIN_JOB_SECRET");
-    if (info.job_secret.size() < 16 || info.job_secret.size() > 1024)
-      throw std::runtime_error("environment variable DDPTRAIN_JOB_SECRET must have 16 to 1024 characters (has " +
-                               std::to_string(info.job_secret.size()) + ")");
+    if (const std::string problem = job_secret_problem(info.job_secret); !problem.empty())
+      throw std::runtime_error("environment variable DDPTRAIN_JOB_SECRET " + problem);
   }
   if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT", 0, int64_t{1} << 40);
   return info;

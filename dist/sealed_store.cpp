@@ -50,6 +50,11 @@ std::string make_job_secret() {
   return sealed_hex(bytes, sizeof bytes);
 }
 
+std::string job_secret_problem(const std::string& secret) {
+  if (secret.size() >= 16 && secret.size() <= 1024) return "";
+  return "has " + std::to_string(secret.size()) + " characters; give 16 to 1024 (openssl rand -hex 32)";
+}
+
 std::string sha256_hex(const std::string& data) {
   uint8_t digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -61,7 +66,8 @@ std::string sha256_hex(const std::string& data) {
 SealedStore::SealedStore(const std::string& secret, c10::intrusive_ptr<c10d::Store> inner, std::string where,
                          size_t max_value_bytes)
     : inner_(std::move(inner)), where_(std::move(where)), max_value_bytes_(max_value_bytes) {
-  if (secret.size() < 16) throw std::runtime_error("DDPTRAIN_JOB_SECRET is shorter than 16 characters");
+  if (const std::string problem = job_secret_problem(secret); !problem.empty())
+    throw std::runtime_error("DDPTRAIN_JOB_SECRET " + problem);
   const std::vector<uint8_t> s(secret.begin(), secret.end());
   name_key_ = sealed_hmac(s, "ddptrain store key names");
   value_key_ = sealed_hmac(s, "ddptrain store values");

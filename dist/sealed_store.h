@@ -53,6 +53,10 @@ class SealedStore : public c10d::Store {
 // A fresh secret (32 random bytes, hex) for DDPTRAIN_JOB_SECRET.
 std::string make_job_secret();
 
+// "" when `secret` can be DDPTRAIN_JOB_SECRET (16 to 1024 characters), else what is wrong with it
+// ("has 8 characters; give 16 to 1024 (openssl rand -hex 32)").
+std::string job_secret_problem(const std::string& secret);
+
 // SHA-256 of `data`, hex (the config digest ranks compare at rendezvous).
 std::string sha256_hex(const std::string& data);
 

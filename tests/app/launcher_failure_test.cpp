@@ -66,6 +66,15 @@ TEST(LauncherFailureTest, ARankThatNeverJoinsIsNamedInDdprunsErrorLine) {
       << line;
 }
 
+// A job secret of the wrong length is a usage error before any worker starts.
+TEST(LauncherFailureTest, JobSecretOfTheWrongLengthIsAUsageError) {
+  Job job;
+  auto r = run_timed("DDPTRAIN_JOB_SECRET=short " + job.run("--standalone --nproc-per-node=1", "true"));
+  EXPECT_EQ(r.result.exit_code, 2) << r.result.output;
+  EXPECT_NE(r.result.output.find("DDPTRAIN_JOB_SECRET has 5 characters; give 16 to 1024"), std::string::npos)
+      << r.result.output;
+}
+
 TEST(LauncherFailureTest, WorkerKilledBySignalIsNamed) {
   Job job;
   const std::string script = worker_script(job.dir, "if [ $RANK = 0 ]; then sleep 0.5; kill -KILL $$; fi\nwait\n");

@@ -115,6 +115,18 @@ TEST(Rendezvous, OutOfRangeCountsNameTheVariableAtOnce) {
   EXPECT_EQ(with({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4294967297"}}),
             "environment variable OMPI_COMM_WORLD_SIZE=4294967297 is out of range [1, 65536]");
   EXPECT_EQ(env_error({{"RANK", "65535"}, {"WORLD_SIZE", "65536"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), "");
+  // The job secret: 16 to 1024 characters.
+  const Env job = {{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  EXPECT_EQ(with(job), "");
+  auto secret = [&](size_t n) {
+    Env env = job;
+    env["DDPTRAIN_JOB_SECRET"] = std::string(n, 'k');
+    return with(env);
+  };
+  EXPECT_EQ(secret(15), "environment variable DDPTRAIN_JOB_SECRET has 15 characters; give 16 to 1024 (openssl rand -hex 32)");
+  EXPECT_EQ(secret(1025), "environment variable DDPTRAIN_JOB_SECRET has 1025 characters; give 16 to 1024 (openssl rand -hex 32)");
+  EXPECT_EQ(secret(16), "");
+  EXPECT_EQ(secret(1024), "");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
 }
 
