@@ -76,6 +76,12 @@ int fail() {
   return -1;
 }
 
+// The planned fault, struck at the matching call: the errno (returning -1), or SIGKILL there.
+int strike() {
+  if (plan().err) return fail();
+  die();
+}
+
 }  // namespace
 
 extern "C" {
@@ -92,37 +98,25 @@ ssize_t write(int fd, const void* buf, size_t count) {
 
 int fsync(int fd) {
   static auto real = next<int (*)(int)>("fsync");
-  if (plan().active && hit("fsync", fd_path(fd))) {
-    if (plan().err) return fail();
-    die();
-  }
+  if (plan().active && hit("fsync", fd_path(fd))) return strike();
   return real(fd);
 }
 
 int rename(const char* from, const char* to) {
   static auto real = next<int (*)(const char*, const char*)>("rename");
-  if (plan().active && (hit("rename", std::string(from) + "\n" + to))) {
-    if (plan().err) return fail();
-    die();
-  }
+  if (plan().active && hit("rename", std::string(from) + "\n" + to)) return strike();
   return real(from, to);
 }
 
 int unlink(const char* path) {
   static auto real = next<int (*)(const char*)>("unlink");
-  if (plan().active && hit("unlink", path)) {
-    if (plan().err) return fail();
-    die();
-  }
+  if (plan().active && hit("unlink", path)) return strike();
   return real(path);
 }
 
 int remove(const char* path) {
   static auto real = next<int (*)(const char*)>("remove");
-  if (plan().active && hit("unlink", path)) {
-    if (plan().err) return fail();
-    die();
-  }
+  if (plan().active && hit("unlink", path)) return strike();
   return real(path);
 }
 
