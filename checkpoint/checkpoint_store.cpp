@@ -1,7 +1,7 @@
 // CheckpointStore: complete-only checkpoints (payload, line record, manifest with size + CRC32), retention on the line.
 #include "checkpoint/checkpoint_store.h"
 
-#include "app/metrics.h"
+#include "base/json_record.h"
 #include "checkpoint/state_dict.h"
 
 #include <nlohmann/json.hpp>

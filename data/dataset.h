@@ -1,7 +1,7 @@
 // Image classification datasets (train + test split, uint8 images) and the registry that builds them by name.
 #pragma once
 
-#include "app/config.h"
+#include "config/config.h"
 
 #include <torch/types.h>
 

@@ -1,7 +1,7 @@
 // conv2d_forward: Conv2d's forward with ddptrain's kernel choices (channels-last layout, padding-only taps skipped).
 #include "models/conv.h"
 
-#include "app/config.h"
+#include "config/config.h"
 
 #include <torch/nn/functional/conv.h>
 

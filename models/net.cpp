@@ -1,5 +1,5 @@
 // Net: the classic PyTorch MNIST CNN (conv 1->10 k5, conv 10->20 k5, dropout2d, fc 320->50, fc 50->10, log_softmax).
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
 

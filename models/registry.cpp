@@ -1,5 +1,5 @@
 // Model registry: maps model.name to its factory.
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 
 #include <functional>

@@ -1,5 +1,5 @@
 // ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem.
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
 

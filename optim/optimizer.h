@@ -1,7 +1,7 @@
 // Optimizer registry (PyTorch's own SGD / AdamW from LibTorch) and the per-step learning-rate schedule.
 #pragma once
 
-#include "app/config.h"
+#include "config/config.h"
 
 #include <torch/optim/optimizer.h>
 

@@ -3,7 +3,7 @@
 // bf16 and fp16 outputs inside / float32 outside, nesting and restore, dtype rejection, and a Net forward
 // bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
 #include "amp/autocast.h"
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/support/test_support.h"

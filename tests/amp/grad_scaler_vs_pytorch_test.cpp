@@ -5,7 +5,7 @@
 // state_dict.
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/support/test_support.h"

@@ -1,6 +1,6 @@
 // Tests for the ddptrain command line: exit codes and the single error line, run on the real binary.
-#include "app/config.h"
-#include "app/config_schema.h"
+#include "config/config.h"
+#include "config/config_schema.h"
 #include "data/idx.h"
 #include "tests/support/test_support.h"
 

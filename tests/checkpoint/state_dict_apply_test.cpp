@@ -1,5 +1,5 @@
 // Tests: save/load round trip of our own files and the one strict-apply error listing every mismatched key.
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/checkpoint/state_dict_oracle.h"

@@ -1,5 +1,5 @@
 // Tests: state dicts written by Python's torch.save (OrderedDict, dict, views, dtypes) load bit for bit and apply.
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/checkpoint/state_dict_oracle.h"

@@ -1,5 +1,5 @@
 // Tests: files from our save_state_dict load in Python with torch.load into torchvision / Python models, strict.
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/checkpoint/state_dict_oracle.h"

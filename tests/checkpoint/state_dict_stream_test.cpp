@@ -1,7 +1,7 @@
 // Tests: save_state_dict streams exactly the archive torch_save_bytes makes (torch::pickle_save's without type tags),
 // and a failed write leaves nothing.
 #include "checkpoint/state_dict.h"
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 #include "tests/support/test_support.h"
 

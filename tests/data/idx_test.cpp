@@ -1,5 +1,5 @@
 // Tests for the IDX reader/writer and MNIST-format loading: round trips, real files against torchvision, errors.
-#include "app/config.h"
+#include "config/config.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "tests/support/test_support.h"

@@ -1,5 +1,5 @@
 // libFuzzer target: parse_config (TOML parsing, schema validation, defaults, consistency) on arbitrary text.
-#include "app/config.h"
+#include "config/config.h"
 
 #include <cstddef>
 #include <cstdint>

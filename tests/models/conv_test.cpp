@@ -1,5 +1,5 @@
 // Tests: conv2d_forward (channels-last, padding-only taps skipped) computes what Conv2d::forward computes.
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
 

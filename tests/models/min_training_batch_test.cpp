@@ -1,5 +1,5 @@
 // Tests: Classifier::min_training_batch says exactly when a one-sample training forward fails (ResNet's BatchNorm).
-#include "app/config.h"
+#include "config/config.h"
 #include "models/classifier.h"
 
 #include <gtest/gtest.h>

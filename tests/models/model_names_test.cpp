@@ -1,5 +1,5 @@
 // Tests: our models' state_dict names/shapes/dtypes equal PyTorch's (tests/fixtures/model_state_names.txt), plus init.
-#include "app/config.h"
+#include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "tests/support/test_support.h"

@@ -1,7 +1,7 @@
 // CountingBackend: a c10d::Backend that forwards to another and counts the collectives it issues.
 #pragma once
 
-#include "dist/forwarding_backend.h"
+#include "distributed/forwarding_backend.h"
 
 #include <atomic>
 

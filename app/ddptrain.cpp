@@ -1,0 +1,171 @@
+// ddptrain entry logic: argument parsing, config loading, rendezvous, training, and exit codes.
+#include "app/ddptrain.h"
+
+#include "amp/autocast.h"
+#include "base/c10_logging.h"
+#include "config/config.h"
+#include "config/config_help.h"
+#include "config/config_schema.h"
+#include "train/preemption.h"
+#include "train/trainer.h"
+#include "report/version.h"
+#include "base/first_line.h"
+#include "distributed/process_group.h"
+#include "base/process_env.h"
+#include "distributed/rendezvous.h"
+#include "distributed/sealed_store.h"
+#include "memory/gpu_memory.h"
+#include "models/classifier.h"
+
+
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+
+namespace ddp {
+
+std::string usage() {
+  return "usage: ddptrain CONFIG.toml [--section.key=value | --section.key value | --section.flag ...]\n"
+         "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
+         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
+         "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
+         "  --print-config   print the resolved configuration (every key) and exit\n"
+         "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
+         "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
+         "  --help, -h       this text and every config key with its type, default and allowed values\n";
+}
+
+namespace {
+
+// One override flag (args[i] starts with "--" and names section.key before any '='), as "section.key=value":
+// --a.b=VALUE as written; --a.b VALUE takes the next argument; a bool key alone is true, and takes a following
+// true/false. Advances i past a consumed value.
+std::string cli_override(const std::vector<std::string>& args, size_t& i) {
+  const std::string& a = args[i];
+  if (a.find('=') != std::string::npos) return a.substr(2);
+  const std::string path = a.substr(2);
+  const bool has_next = i + 1 < args.size();
+  if (override_kind(path, a) == FieldKind::Bool) {
+    if (has_next && (args[i + 1] == "true" || args[i + 1] == "false")) return path + "=" + args[++i];
+    return path + "=true";
+  }
+  if (!has_next) throw ConfigError(a + ": needs a value (" + a + " VALUE or " + a + "=VALUE)");
+  if (args[i + 1].rfind("--", 0) == 0)
+    throw ConfigError(a + ": needs a value, got option " + args[i + 1] + " (a value that starts with -- goes as " + a +
+                      "=VALUE)");
+  return path + "=" + args[++i];
+}
+
+// The error line in one write: under mpirun --tag-output (or ranks sharing a terminal) a line written in pieces is
+// tagged and interleaved piece by piece.
+void write_error_line(const std::string& line) { std::cerr << line + "\n" << std::flush; }
+
+}  // namespace
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.help = true;
+    } else if (a == "--version") {
+      out.version = true;
+    } else if (a == "--print-config") {
+      out.print_config = true;
+    } else if (a == "--eval-only") {
+      out.eval_only = true;
+    } else if (a.rfind("--", 0) == 0 && a.find_first_of(".=") != std::string::npos) {
+      out.overrides.push_back(cli_override(args, i));
+    } else if (a.rfind("-", 0) == 0) {
+      throw ConfigError(a + ": unknown option (overrides look like --section.key=value)");
+    } else if (out.config_path.empty()) {
+      out.config_path = a;
+    } else {
+      throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
+    }
+  }
+  if (out.config_path.empty() && !out.help && !out.version) throw ConfigError("missing CONFIG.toml argument");
+  return out;
+}
+
+namespace {
+
+void print_banner(const Trainer& t) {
+  const Config& c = t.config();
+  const DistContext& d = t.dist();
+  const std::string gpu = gpu_summary(d.device);
+  std::cout << "ddptrain: job " << c.job.name << " | world " << d.world_size << " | backend " << d.backend
+            << " | device " << d.device.str() << (gpu.empty() ? "" : " (" + gpu + ")");
+  if (d.distributed())
+    std::cout << " | all-reduce " << (d.allreduce == "shm" ? "shared memory" : d.allreduce)
+              << (d.allreduce_note.empty() ? "" : " (shared memory not used: " + d.allreduce_note + ")");
+  std::cout << "\n"
+            << "  model " << c.model.name << " (" << count_parameters(const_cast<Trainer&>(t).model())
+            << " parameters) | data " << t.dataset().name << " train " << t.dataset().train.size() << " test "
+            << t.dataset().test.size() << "\n"
+            << "  batch " << c.data.batch_size << " per rank x " << d.world_size << " ranks x "
+            << c.training.grad_accum_steps << " accumulation = " << c.data.batch_size * d.world_size *
+                                                                       c.training.grad_accum_steps
+            << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
+            << (c.amp.enabled ? amp_dtype_label(t.amp_dtype()) : "off") << "\n"
+            << "  outputs in " << c.job.out_dir << std::endl;
+  if (!t.init_from_note().empty()) std::cout << "  init_from: " << t.init_from_note() << std::endl;
+}
+
+}  // namespace
+
+int ddptrain_main(const std::vector<std::string>& args) {
+  quiet_c10_logging();
+  std::string prefix;
+  DistContext ctx;
+  try {
+    CliArgs cli = parse_cli(args);
+    if (cli.help) {
+      std::cout << usage() << "\n" << config_help();
+      return 0;
+    }
+    if (cli.version) {
+      std::cout << version_text();
+      return 0;
+    }
+    Config cfg = load_config(cli.config_path, cli.overrides);
+    if (cli.print_config) {
+      std::cout << format_config(cfg);
+      return 0;
+    }
+    RendezvousInfo info = rendezvous_from_env(process_env());
+    info.config_digest = sha256_hex(format_config(cfg)).substr(0, 16);
+    if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
+    ctx = init_distributed(info, cfg.dist);
+    // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
+    // never comes) they keep their default action so a launcher can stop a waiting rank at once.
+    install_preemption_handlers();
+    Trainer trainer(cfg, ctx);
+    trainer.setup();
+    if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);
+    if (cli.eval_only) trainer.evaluate_only();
+    else trainer.train();
+    shutdown_group(ctx.group);  // NCCL communicators and Gloo's threads end here, not in static destruction
+    return 0;
+  } catch (const ConfigError& e) {
+    write_error_line(prefix + "error: " + e.what());
+    if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();
+    return 2;
+  } catch (const std::exception& e) {
+    // c10::Error carries a C++ backtrace after the first line; users get the message.
+    std::string first = first_line(e.what());
+    // Gloo says how long it waited (or that a timeout closed the connection), not which setting that was.
+    if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
+        first.find("Application timeout caused pair closure") != std::string::npos)
+      first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
+    // Gloo names a peer's address when it vanishes; the rank that ran there is what the user needs.
+    if (ctx.gone_peers && (first.find("Connection closed by peer") != std::string::npos ||
+                           first.find("Connection reset by peer") != std::string::npos ||
+                           first.find("Broken pipe") != std::string::npos))
+      if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty()) first = gone + " (" + first + ")";
+    write_error_line(prefix + "error: " + first);
+    return 1;
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,70 @@
+// DistributedSampler: a line-by-line port of torch/utils/data/distributed.py (PyTorch 2.11) on ATen's randperm.
+#include "data/distributed_sampler.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace ddp {
+
+DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle,
+                                       uint64_t seed, bool drop_last)
+    : size_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+      drop_last_(drop_last) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
+    throw std::invalid_argument("DistributedSampler: invalid rank " + std::to_string(rank) + ", should be in [0, " +
+                                std::to_string(num_replicas - 1) + "]");
+  // Python accepts an empty dataset (every rank then yields nothing); only a negative size is meaningless here.
+  if (dataset_size < 0) throw std::invalid_argument("DistributedSampler: negative dataset size");
+  if (drop_last && size_ % num_replicas != 0)
+    num_samples_ = (size_ - num_replicas + num_replicas - 1) / num_replicas;  // ceil((N - R) / R)
+  else
+    num_samples_ = (size_ + num_replicas - 1) / num_replicas;  // ceil(N / R)
+}
+
+std::vector<int64_t> DistributedSampler::global_indices() const {
+  std::vector<int64_t> indices;
+  if (shuffle_) {
+    at::Generator g = at::detail::createCPUGenerator();
+    g.set_current_seed(seed_ + static_cast<uint64_t>(epoch_));
+    at::Tensor perm = at::randperm(size_, g, at::kLong);
+    const int64_t* p = perm.data_ptr<int64_t>();
+    indices.assign(p, p + size_);
+  } else {
+    indices.resize(size_);
+    for (int64_t i = 0; i < size_; ++i) indices[i] = i;
+  }
+  const int64_t total = total_size();
+  if (!drop_last_) {
+    // Python: indices += indices[:pad] or (indices * ceil(pad / len))[:pad]: both repeat from the start.
+    const int64_t n = static_cast<int64_t>(indices.size());
+    for (int64_t i = 0; static_cast<int64_t>(indices.size()) < total; ++i) indices.push_back(indices[i % n]);
+  } else {
+    indices.resize(total);
+  }
+  return indices;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all = global_indices(), mine;
+  mine.reserve(num_samples_);
+  for (int64_t i = rank_; i < total_size(); i += num_replicas_) mine.push_back(all[i]);
+  return mine;
+}
+
+std::vector<int64_t> DistributedSampler::indices_from(int64_t offset) const {
+  if (offset == 0) return indices();
+  std::vector<int64_t> all = global_indices(), mine;
+  for (int64_t i = offset + rank_; i < total_size(); i += num_replicas_) mine.push_back(all[i]);
+  return mine;
+}
+
+std::vector<int64_t> eval_shard(int64_t size, int64_t num_replicas, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t i = rank; i < size; i += num_replicas) out.push_back(i);
+  return out;
+}
+
+}  // namespace ddp

@@ -1,0 +1,36 @@
+// DistContext: this process's place in the job (rank, world, device) and its process group, if any.
+#pragma once
+
+#include "distributed/c10d_fwd.h"
+
+#include <c10/util/intrusive_ptr.h>
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ddp {
+
+struct DistContext {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  int64_t local_world_size = 1;
+  int64_t group_rank = 0;  // node index
+  std::string backend = "none";
+  std::string allreduce = "none";  // shm | gloo | nccl | none: where all-reduces run
+  std::string allreduce_note;      // with dist.allreduce = "auto" falling back to gloo: why shared memory was not used
+  torch::Device device = torch::kCPU;
+  c10::intrusive_ptr<c10d::Store> store;         // null for a world of one
+  c10::intrusive_ptr<c10d::ProcessGroup> group;  // null for a world of one
+  // After a failure: which peers on this host are gone ("rank 1 (host h, pid 7) exited"), "" when none is known
+  // after waiting up to `settle` (a killed peer's sockets close before its process is gone).
+  std::function<std::string(std::chrono::milliseconds)> gone_peers;
+
+  bool is_main() const { return rank == 0; }
+  bool distributed() const { return static_cast<bool>(group); }
+};
+
+}  // namespace ddp

@@ -1,0 +1,56 @@
+// DistributedDataParallel on PyTorch's own engine (c10d::Reducer), driven as torch/nn/parallel/distributed.py does.
+#pragma once
+
+#include "config/config.h"
+#include "distributed/c10d_fwd.h"
+#include "distributed/context.h"
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <vector>
+
+namespace ddp {
+
+// torch.optim.Optimizer.zero_grad(set_to_none=False): zeroes each gradient where it lives. Use it instead of
+// LibTorch's Optimizer::zero_grad, whose detach_() a gradient that is a view of a DDP bucket refuses
+// (dist.gradient_as_bucket_view, ddptrain's default).
+void zero_grad_in_place(torch::optim::Optimizer& optimizer);
+
+class DistributedDataParallel {
+ public:
+  // Verifies parameter shapes across ranks, broadcasts parameters and buffers from rank 0
+  // (broadcast_coalesced), and builds the Reducer: one bucket for the first iteration, then
+  // bucket_cap_mb buckets (first 1 MiB) rebuilt in gradient-ready order after it.
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx, const DistConfig& cfg);
+  ~DistributedDataParallel();
+
+  // Call before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
+  void pre_forward(bool sync);
+  // Call after the module's forward, before backward (output: for find_unused_parameters' graph walk).
+  void post_forward(bool sync, const torch::Tensor& output);
+  // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
+  void sync_buffers();
+
+  c10d::Reducer& reducer();
+  // Number of gradient buckets and their parameter counts (in reduction order).
+  std::vector<size_t> bucket_sizes() const;
+  bool buckets_rebuilt() const { return buckets_rebuilt_; }
+
+ private:
+  class Reducer;
+  void rebuild_buckets();
+
+  std::shared_ptr<torch::nn::Module> module_;
+  DistContext ctx_;
+  DistConfig cfg_;
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> buffers_;
+  std::shared_ptr<Reducer> reducer_;
+  std::shared_ptr<c10d::Logger> logger_;
+  bool require_forward_param_sync_ = true;
+  bool buckets_rebuilt_ = false;
+};
+
+}  // namespace ddp

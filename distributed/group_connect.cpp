@@ -1,0 +1,141 @@
+// Process group connection under a watchdog: errors posted to the store end all ranks; a deadline bounds the wait.
+#include "distributed/group_connect.h"
+
+#include "base/first_line.h"
+#include "base/seconds_text.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace ddp {
+namespace {
+
+const std::string kFailedKey = "ddptrain/connect_failed";
+
+// Ends the process from the watchdog thread: the main thread is blocked inside the group's constructor.
+[[noreturn]] void give_up(int64_t rank, const std::string& message) {
+  std::cerr << "[rank " << rank << "] error: " << message << std::endl;
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+class Watchdog {
+ public:
+  Watchdog(c10::intrusive_ptr<c10d::Store> watch, int64_t rank, std::chrono::milliseconds timeout,
+           std::string store_address, std::function<std::string(std::chrono::milliseconds)> gone_peers)
+      : watch_(std::move(watch)),
+        rank_(rank),
+        timeout_(timeout),
+        store_address_(std::move(store_address)),
+        gone_peers_(std::move(gone_peers)),
+        thread_([this] { run(); }) {}
+  ~Watchdog() { stop(); }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto next_gone_check = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopped_; })) {
+      if (watch_) {
+        try {
+          if (watch_->check({kFailedKey})) {
+            const auto bytes = watch_->get(kFailedKey);
+            give_up(rank_, "the process group failed to connect on another rank: " +
+                               first_line(std::string(bytes.begin(), bytes.end())).substr(0, 2048));
+          }
+        } catch (const std::exception&) {
+          const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
+          give_up(rank_, "lost the store at " + store_address_ + " while the process group was connecting (" +
+                             (gone.empty() ? "rank 0, its host, exited?" : gone) + ")");
+        }
+      }
+      // A peer of this host that died while connecting: Gloo would wait for it until the deadline.
+      if (gone_peers_ && std::chrono::steady_clock::now() >= next_gone_check) {
+        if (const std::string gone = gone_peers_(std::chrono::milliseconds(0)); !gone.empty())
+          give_up(rank_, "the process group could not connect: " + gone);
+        next_gone_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
+        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) + " s (" +
+                           (gone.empty() ? "a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME "
+                                           "names the interface whose address each rank publishes to the others"
+                                         : gone) +
+                           ")");
+      }
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> watch_;
+  int64_t rank_;
+  std::chrono::milliseconds timeout_;
+  std::string store_address_;
+  std::function<std::string(std::chrono::milliseconds)> gone_peers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::thread thread_;  // last: starts after the members it reads
+};
+
+}  // namespace
+
+std::string gloo_connect_hint(const std::string& message) {
+  const bool connect_error =
+      message.find("Connection refused") != std::string::npos || message.find("Connect timeout") != std::string::npos ||
+      message.find("No route to host") != std::string::npos ||
+      (message.find("connect [") != std::string::npos && message.find("timed out") != std::string::npos);
+  if (!connect_error) return "";
+  const std::string fix = "set GLOO_SOCKET_IFNAME to the interface that reaches the other ranks";
+  if (message.find("[127.") != std::string::npos || message.find("[::1]") != std::string::npos)
+    return "a peer published a loopback address (its hostname resolves to loopback, or GLOO_SOCKET_IFNAME=lo); " + fix;
+  return "each rank publishes the address of GLOO_SOCKET_IFNAME's interface, else of its hostname; " + fix;
+}
+
+c10::intrusive_ptr<c10d::Backend> connect_backend(
+    const std::function<c10::intrusive_ptr<c10d::Backend>()>& connect,
+    const c10::intrusive_ptr<c10d::Store>& watch, int64_t rank, std::chrono::milliseconds timeout,
+    const std::string& store_address, const std::function<std::string(std::chrono::milliseconds)>& gone_peers) {
+  Watchdog watchdog(watch, rank, timeout, store_address, gone_peers);
+  try {
+    auto backend = connect();
+    watchdog.stop();
+    return backend;
+  } catch (const std::exception& e) {
+    watchdog.stop();
+    const std::string gone = gone_peers ? gone_peers(std::chrono::seconds(1)) : "";
+    const std::string what = gone.empty() ? first_line(e.what()) : gone + " (" + first_line(e.what()) + ")";
+    if (watch) {
+      try {
+        const std::string posted = "rank " + std::to_string(rank) + ": " + what;
+        watch->set(kFailedKey, std::vector<uint8_t>(posted.begin(), posted.end()));
+        // The others poll every 100 ms; rank 0's exit takes the store (and the message) with it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      } catch (const std::exception&) {
+        // The store is gone too; the others find that out themselves.
+      }
+    }
+    const std::string hint = gloo_connect_hint(what);
+    throw std::runtime_error("rank " + std::to_string(rank) + ": could not connect the process group: " + what +
+                             (hint.empty() ? "" : " (" + hint + ")"));
+  }
+}
+
+}  // namespace ddp

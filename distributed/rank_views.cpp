@@ -1,0 +1,212 @@
+// Rank views at rendezvous: publishing, comparing, the join barrier with rank 0's verdict, and finding gone ranks.
+#include "distributed/rank_views.h"
+
+#include "base/first_line.h"
+#include "distributed/proc_stat.h"
+#include "base/seconds_text.h"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace ddp {
+namespace {
+
+const std::string kVerdictKey = "ddptrain/verdict";
+constexpr size_t kMaxViewBytes = 1024;
+
+std::string view_key(int64_t r) { return "ddptrain/view/" + std::to_string(r); }
+
+std::vector<uint8_t> view_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string view_string(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
+std::string where(int64_t rank, const RankView& v) { return "rank " + std::to_string(rank) + " (host " + v.host + ")"; }
+
+// "1, 2, 5 (node 1), ..." with at most 16 ranks.
+std::string describe_missing(const std::vector<int64_t>& ranks, int64_t local_world_size) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) os << (i ? ", " : "") << ranks[i];
+  if (ranks.size() > 16) os << ", ... (" << ranks.size() << " in all)";
+  if (local_world_size > 0) {
+    std::set<int64_t> nodes;
+    for (int64_t r : ranks) nodes.insert(r / local_world_size);
+    if (nodes.size() <= 8) {
+      os << " (node" << (nodes.size() > 1 ? "s " : " ");
+      bool first = true;
+      for (int64_t n : nodes) os << (first ? "" : ", ") << n, first = false;
+      os << ")";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string view_text(const RankView& v) {
+  return "world=" + std::to_string(v.world_size) + "\nlibtorch=" + v.libtorch + "\nconfig=" + v.config +
+         "\nhost=" + v.host + "\npid=" + std::to_string(v.pid);
+}
+
+bool parse_view(const std::string& text, RankView& out) {
+  if (text.size() > kMaxViewBytes) return false;
+  std::istringstream in(text);
+  std::string line;
+  int seen = 0;
+  try {
+    while (std::getline(in, line)) {
+      const auto eq = line.find('=');
+      if (eq == std::string::npos) return false;
+      const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+      if (k == "world") out.world_size = std::stoll(v), seen |= 1;
+      else if (k == "libtorch") out.libtorch = v, seen |= 2;
+      else if (k == "config") out.config = v, seen |= 4;
+      else if (k == "host") out.host = v, seen |= 8;
+      else if (k == "pid") out.pid = std::stoll(v), seen |= 16;
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return seen == 31;
+}
+
+std::string view_mismatch(int64_t rank_a, const RankView& a, int64_t rank_b, const RankView& b) {
+  auto differ = [&](const std::string& what, const std::string& va, const std::string& vb, const std::string& fix) {
+    return what + " differs between ranks: " + va + " on " + where(rank_a, a) + ", " + vb + " on " + where(rank_b, b) +
+           " (" + fix + ")";
+  };
+  if (a.world_size != b.world_size)
+    return differ("WORLD_SIZE", std::to_string(a.world_size), std::to_string(b.world_size),
+                  "every rank must be started with the same WORLD_SIZE");
+  if (a.libtorch != b.libtorch)
+    return differ("LibTorch", a.libtorch, b.libtorch, "every rank must run the same ddptrain build");
+  if (a.config != b.config)
+    return differ("the config", "digest " + a.config, "digest " + b.config,
+                  "every rank must get the same config file and --section.key overrides");
+  return "";
+}
+
+RankView own_view(int64_t world_size, const std::string& config_digest) {
+  RankView v;
+  v.world_size = world_size;
+  v.libtorch = TORCH_VERSION;
+  v.config = config_digest.empty() ? "-" : config_digest;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  v.host = host;
+  v.pid = getpid();
+  return v;
+}
+
+std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,
+                                 std::chrono::milliseconds timeout) {
+  const std::string me = "rank " + std::to_string(place.rank);
+  const int64_t per_node = place.local_world_size < place.world_size ? place.local_world_size : 0;
+  std::vector<int64_t> missing;
+  for (int64_t r = 0; r < place.world_size; ++r) missing.push_back(r);
+  auto fail = [&](const std::string& why) {
+    // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone.
+    if (place.rank == 0) {
+      try {
+        store.set(kVerdictKey, view_bytes("rank 0 found: " + why));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others poll every 20 ms
+      } catch (const std::exception&) {
+      }
+    }
+    throw std::runtime_error(me + ": " + why);
+  };
+  try {
+    store.set(view_key(place.rank), view_bytes(view_text(mine)));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto compare = [&](int64_t r) {
+      RankView theirs;
+      const std::string text = view_string(store.get(view_key(r)));
+      if (!parse_view(text, theirs)) fail("rank " + std::to_string(r) + " published a malformed view");
+      const std::string why = view_mismatch(0, place.rank == 0 ? mine : theirs, place.rank == 0 ? r : place.rank,
+                                            place.rank == 0 ? theirs : mine);
+      if (!why.empty()) fail(why);
+    };
+    // Rank 0 compares each rank's view as it arrives; the others compare with rank 0's, then wait for all at once
+    // (one check of every key), and give rank 0 two more seconds to post its verdict before reporting their own.
+    bool compared_with_rank0 = place.rank == 0;
+    const auto give_up_at = deadline + (place.rank == 0 ? std::chrono::seconds(0) : std::chrono::seconds(2));
+    auto still_missing = [&] {
+      std::vector<int64_t> still;
+      for (int64_t r : missing)
+        if (r != place.rank && !store.check({view_key(r)})) still.push_back(r);
+      return still;
+    };
+    while (true) {
+      if (place.rank == 0) {
+        std::vector<int64_t> still;
+        for (int64_t r : missing) {
+          if (r == 0) continue;
+          if (store.check({view_key(r)})) compare(r);
+          else still.push_back(r);
+        }
+        missing.swap(still);
+        // A rank beyond this world (started with a larger WORLD_SIZE) is a mismatch too.
+        if (store.check({view_key(place.world_size)})) compare(place.world_size);
+      } else {
+        if (store.check({kVerdictKey}))
+          throw std::runtime_error(me + ": " + first_line(view_string(store.get(kVerdictKey))).substr(0, 2048));
+        if (!compared_with_rank0 && store.check({view_key(0)})) {
+          compare(0);
+          compared_with_rank0 = true;
+        }
+        std::vector<std::string> keys;
+        for (int64_t r : missing) keys.push_back(view_key(r));
+        if (compared_with_rank0 && store.check(keys)) missing.clear();
+      }
+      if (missing.empty() && compared_with_rank0) {
+        std::vector<RankView> views;
+        for (int64_t r = 0; r < place.world_size && r < 256; ++r) {
+          RankView v = mine;
+          if (r != place.rank && !parse_view(view_string(store.get(view_key(r))), v))
+            fail("rank " + std::to_string(r) + " published a malformed view");
+          views.push_back(v);
+        }
+        return views;
+      }
+      if (std::chrono::steady_clock::now() >= give_up_at) {
+        missing = still_missing();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const c10::Error& e) {
+    missing.erase(std::remove(missing.begin(), missing.end(), place.rank), missing.end());
+    throw std::runtime_error(me + ": lost the store at " + place.address + " while waiting for rank(s) " +
+                             describe_missing(missing, per_node) + " to join (rank 0 exited?): " +
+                             first_line(e.what()));
+  }
+  fail("timed out after " + seconds_text(timeout) + " s waiting for rank(s) " +
+       describe_missing(missing, per_node) + " of " + std::to_string(place.world_size) +
+       " to join the store at " + place.address + " (dist.timeout_s)");
+  return {};  // not reached: fail throws
+}
+
+std::string gone_ranks(const std::vector<RankView>& views, int64_t self, std::chrono::milliseconds settle) {
+  const std::string host = own_view(0, "").host;
+  const auto until = std::chrono::steady_clock::now() + settle;
+  for (;;) {
+    std::string gone;
+    for (size_t r = 0; r < views.size(); ++r) {
+      const RankView& v = views[r];
+      if (static_cast<int64_t>(r) == self || v.host != host || process_alive(v.pid)) continue;
+      gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r) + " (host " + v.host + ", pid " +
+              std::to_string(v.pid) + ")";
+    }
+    if (!gone.empty()) return gone + " exited";
+    if (std::chrono::steady_clock::now() >= until) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace ddp

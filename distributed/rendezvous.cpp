@@ -1,0 +1,274 @@
+// Rendezvous: env parsing, TCPStore with a bounded join barrier that names missing ranks, Gloo/NCCL groups.
+#include "distributed/rendezvous.h"
+
+#include "base/first_line.h"
+#include "distributed/group_connect.h"
+#include "distributed/launcher_hint.h"
+#include "distributed/placement.h"
+#include "distributed/rank_views.h"
+#include "distributed/sealed_store.h"
+#include "base/seconds_text.h"
+#include "distributed/shm_allreduce.h"
+#include "distributed/tcp_probe.h"
+
+#include "distributed/process_group.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DDP_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/cuda.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+
+namespace ddp {
+namespace {
+
+// The largest world ddptrain accepts: 64 Ki ranks (a bigger or wrapped-around WORLD_SIZE is a typo, and rank 0
+// would wait for that many ranks). Ranks, local ranks and node ranks are bounded by it too.
+constexpr int64_t kMaxWorldSize = 65536;
+
+int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name, int64_t lo = 0,
+                  int64_t hi = kMaxWorldSize - 1) {
+  const std::string& v = env.at(name);
+  long long x = -1;
+  try {
+    size_t used = 0;
+    x = std::stoll(v, &used);
+    if (used != v.size() || x < 0) throw std::invalid_argument(v);
+  } catch (const std::exception&) {
+    throw std::runtime_error("environment variable " + name + "=\"" + v + "\" is not a non-negative integer");
+  }
+  if (x < lo || x > hi)
+    throw std::runtime_error("environment variable " + name + "=" + v + " is out of range [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+bool has(const std::map<std::string, std::string>& env, const std::string& name) {
+  auto it = env.find(name);
+  return it != env.end() && !it->second.empty();
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// GLOO_SOCKET_IFNAME's comma-separated interfaces, as torch.distributed reads them.
+std::vector<std::string> gloo_interfaces() {
+  std::vector<std::string> names;
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (!ifname) return names;
+  std::stringstream list(ifname);
+  std::string name;
+  while (std::getline(list, name, ','))
+    if (!name.empty()) names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
+bool cuda_build() {
+#ifdef DDP_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env) {
+  RendezvousInfo info;
+  if (has(env, "RANK") || has(env, "WORLD_SIZE")) {
+    if (!has(env, "RANK") || !has(env, "WORLD_SIZE"))
+      throw std::runtime_error(std::string("environment variable ") + (has(env, "RANK") ? "WORLD_SIZE" : "RANK") +
+                               " is missing (RANK and WORLD_SIZE come together, as torchrun sets them)");
+    info.source = "torchrun";
+    info.rank = parse_int(env, "RANK");
+    info.world_size = parse_int(env, "WORLD_SIZE", 1, kMaxWorldSize);
+    info.local_rank = has(env, "LOCAL_RANK") ? parse_int(env, "LOCAL_RANK") : info.rank;
+    info.local_world_size = has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
+    info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
+  } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
+    info.source = "slurm";
+    info.rank = parse_int(env, "SLURM_PROCID");
+    info.world_size = parse_int(env, "SLURM_NTASKS", 1, kMaxWorldSize);
+    info.local_rank = has(env, "SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID") : 0;
+    info.local_world_size = has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE", 1, kMaxWorldSize) : 1;
+    info.group_rank = has(env, "SLURM_NODEID") ? parse_int(env, "SLURM_NODEID") : 0;
+  } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
+    info.source = "openmpi";
+    info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
+    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxWorldSize);
+    info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
+    info.local_world_size = has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxWorldSize) : 1;
+    info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
+  } else {
+    return info;
+  }
+  info.present = true;
+  const std::string prefix = info.source == "torchrun" ? "" : info.source + ": ";
+  if (info.rank >= info.world_size)
+    throw std::runtime_error(prefix + "rank " + std::to_string(info.rank) + " is out of range for world size " +
+                             std::to_string(info.world_size));
+  if (info.local_rank >= std::max<int64_t>(info.local_world_size, 1) && info.local_world_size > 0 &&
+      info.source == "torchrun" && has(env, "LOCAL_WORLD_SIZE"))
+    throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) +
+                             " is out of range for LOCAL_WORLD_SIZE=" + std::to_string(info.local_world_size));
+  if (info.world_size > 1) {
+    const bool addr = has(env, "MASTER_ADDR"), port_set = has(env, "MASTER_PORT");
+    if (!addr || !port_set) {
+      const std::string missing = !addr && !port_set ? "environment variables MASTER_ADDR and MASTER_PORT are"
+                                  : !addr            ? "environment variable MASTER_ADDR is"
+                                                     : "environment variable MASTER_PORT is";
+      throw std::runtime_error(missing + " required for a world of " + std::to_string(info.world_size) + " (rank " +
+                               std::to_string(info.rank) + "; launcher: " + launcher_name(info.source, env) +
+                               "): " + master_address_hint(info.source, env));
+    }
+    info.master_addr = env.at("MASTER_ADDR");
+    int64_t port = parse_int(env, "MASTER_PORT", 1, 65535);
+    info.master_port = static_cast<int>(port);
+  }
+  auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
+  info.agent_store = agent != env.end() && lower(agent->second) == "true";
+  if (has(env, "DDPTRAIN_JOB_SECRET")) {
+    info.job_secret = env.at("DDPTRAIN_JOB_SECRET");
+    if (const std::string problem = job_secret_problem(info.job_secret); !problem.empty())
+      throw std::runtime_error("environment variable DDPTRAIN_JOB_SECRET " + problem);
+  }
+  if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT", 0, int64_t{1} << 40);
+  return info;
+}
+
+DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) {
+  DistContext ctx;
+  ctx.rank = info.rank;
+  ctx.world_size = info.world_size;
+  ctx.local_rank = info.local_rank;
+  ctx.local_world_size = info.local_world_size;
+  ctx.group_rank = info.group_rank;
+
+  const Placement placement = choose_placement(cfg, info.local_rank, info.local_world_size, cuda_build(),
+                                               cuda_build() ? static_cast<int64_t>(torch::cuda::device_count()) : 0);
+  const std::string backend = placement.backend;
+  ctx.device = placement.device;
+  // torch.cuda.set_device(LOCAL_RANK): allocations, cuBLAS handles and NCCL's communicator on this rank's GPU.
+  if (ctx.device.is_cuda()) c10::impl::getDeviceGuardImpl(ctx.device.type())->setDevice(ctx.device);
+  if (backend == "nccl" && cfg.allreduce == "shm")
+    throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
+  ctx.backend = info.world_size > 1 ? backend : "none";
+  if (info.world_size <= 1) return ctx;
+
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
+  const std::string address = info.master_addr + ":" + std::to_string(info.master_port);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(info.master_port);
+  opts.isServer = info.rank == 0 && !info.agent_store;
+  opts.numWorkers = static_cast<size_t>(info.world_size);
+  opts.waitWorkers = false;  // join_barrier waits instead and can name who is missing
+  opts.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  auto unreachable = [&](const std::string& why) {
+    return std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
+                              " within " + seconds_text(std::chrono::duration<double>(cfg.timeout_s)) +
+                              " s (is rank 0 running?): " + why);
+  };
+  if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, timeout))
+    throw unreachable("nothing accepted connections there");
+  // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
+  // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
+  auto open_store = [&](const c10d::TCPStoreOptions& o) -> c10::intrusive_ptr<c10d::Store> {
+    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
+    if (!info.job_secret.empty()) tcp = c10::make_intrusive<SealedStore>(info.job_secret, tcp, address);
+    if (!info.agent_store) return tcp;
+    return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), tcp);
+  };
+  try {
+    // Rank 0 serves on MASTER_ADDR's address only (TCPStore alone would listen on every interface).
+    if (opts.isServer) opts.masterListenFd = listen_on(info.master_addr, info.master_port);
+    store = open_store(opts);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string first = first_line(what);
+    if (opts.isServer)
+      throw std::runtime_error(
+          "rank 0: cannot serve the store on " + address + ": " + first +
+          (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)" : ""));
+    throw unreachable(first);
+  }
+  JoinPlace place;
+  place.rank = info.rank;
+  place.world_size = info.world_size;
+  place.local_world_size = info.local_world_size;
+  place.address = address;
+  const auto views = join_ranks(*store, place, own_view(info.world_size, info.config_digest), timeout);
+  ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
+    return gone_ranks(views, self, settle);
+  };
+  ctx.store = store;
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
+  // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
+  c10::intrusive_ptr<c10d::Store> watch;
+  try {
+    c10d::TCPStoreOptions client = opts;
+    client.isServer = false;
+    client.masterListenFd.reset();
+    watch = open_store(client);
+  } catch (const std::exception&) {
+    // Without it only the deadline is watched.
+  }
+  const int rank = static_cast<int>(info.rank);
+  const int world = static_cast<int>(info.world_size);
+  // CPU collectives (metrics, found_inf of CPU runs, the gloo backend's gradients) always run on Gloo, as with
+  // torch.distributed's "cpu:gloo,cuda:nccl"; with nccl, CUDA tensors go through ProcessGroupNCCL. Each backend
+  // keeps its keys under its device's prefix, as _new_process_group_helper does ("cpu/", "cuda/").
+  auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
+  auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
+                              watch, info.rank, timeout, address, ctx.gone_peers);
+  std::vector<BackendSlot> slots;
+  if (backend == "gloo") {
+    ctx.allreduce = "gloo";
+    c10::intrusive_ptr<c10d::Backend> cpu = gloo;
+    if (cfg.allreduce != "gloo") {
+      ShmAllreduceOptions shm;
+      shm.timeout = timeout;
+      auto setup = wrap_with_shm_allreduce(gloo, store, shm);
+      if (!setup.active && cfg.allreduce == "shm")
+        throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
+                                 " (every rank must be on one host; use \"auto\" or \"gloo\")");
+      cpu = setup.backend;
+      ctx.allreduce = setup.active ? "shm" : "gloo";
+      ctx.allreduce_note = setup.reason;
+    }
+    slots.push_back({c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu});
+    // CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
+    slots.push_back({c10::DeviceType::CUDA, "gloo", gloo});
+  } else {
+#ifdef DDP_WITH_CUDA
+    // As torchrun sets for its workers (ddprun too; this covers Slurm and mpirun): a collective that fails or outlives
+    // dist.timeout_s aborts the communicator and ends the process instead of hanging it.
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    auto cuda_store = c10::make_intrusive<c10d::PrefixStore>("cuda/", prefixed);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(cuda_store, rank, world, options);
+    nccl->setBoundDeviceId(ctx.device);  // init_process_group(device_id=...): barrier() knows its GPU
+    nccl->setSequenceNumberForGroup();
+    slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
+    slots.push_back({c10::DeviceType::CPU, "gloo", gloo});
+    ctx.allreduce = "nccl";
+#endif
+  }
+  ctx.group = make_process_group(prefixed, rank, world, slots);
+  return ctx;
+}
+
+}  // namespace ddp

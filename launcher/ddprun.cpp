@@ -1,0 +1,226 @@
+// ddprun launcher: parses flags, prepares the workers' environment, runs restart rounds and decides the exit code.
+#include "launcher/ddprun.h"
+
+#include "base/c10_logging.h"
+
+#include "launcher/env.h"
+#include "launcher/options.h"
+#include "launcher/process.h"
+#include "launcher/round.h"
+#include "launcher/signals.h"
+#include "launcher/store.h"
+#include "base/first_line.h"
+#include "base/process_env.h"
+#include "distributed/rendezvous.h"
+#include "distributed/sealed_store.h"
+
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+
+namespace ddp {
+namespace {
+
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) throw std::runtime_error("--standalone: could not find a free port on 127.0.0.1");
+  return ntohs(addr.sin_port);
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  const char* hex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+    id += hex[rd() % 16];
+  }
+  return id;
+}
+
+bool interrupted() { return received_stop_signal() != 0; }
+
+// After this node's workers all exited 0: waits until every node has (torchrun's exit barrier), or for a
+// failure or stop that another node reports meanwhile.
+RoundResult exit_barrier(JobStore& store, int64_t round) {
+  RoundResult result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  try {
+    store.report_done(round);
+    while (!store.all_done(round)) {
+      if (auto failed = store.failure(round)) return {RoundEnd::kPeerFailed, *failed, 0};
+      if (auto why = store.stopped()) return {RoundEnd::kPeerStopped, *why, 0};
+      if (interrupted()) return {RoundEnd::kSucceeded, "", received_stop_signal()};
+      if (std::chrono::steady_clock::now() >= deadline) {
+        launcher_log("warning: the other nodes did not finish within 300 s of this one; exiting");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    return {RoundEnd::kStoreLost,
+            "lost contact with node 0's ddprun at " + store.address() + ": " + first_line(e.what()), 0};
+  }
+  return result;
+}
+
+// Restart rounds until the job succeeds, fails for good or is stopped; returns ddprun's exit code.
+int run_rounds(const LaunchOptions& o, const std::string& program_path, const std::map<std::string, std::string>& env,
+               JobStore* store) {
+  for (int64_t restart = 0;; ++restart) {
+    if (store) {
+      const std::string why = store->join_round(restart, interrupted);
+      if (!why.empty() && !interrupted()) {
+        launcher_log("error: the job was stopped: " + why);
+        return 1;
+      }
+    }
+    if (interrupted()) {
+      launcher_log("stopped by " + signal_name(received_stop_signal()) + " before the workers started");
+      if (store) store->report_stopped("node " + std::to_string(o.node_rank) + "'s ddprun was interrupted");
+      return 128 + received_stop_signal();
+    }
+    RoundResult r = run_round(o, restart, program_path, env, store);
+    if (store && r.end == RoundEnd::kSucceeded && r.signal == 0) r = exit_barrier(*store, restart);
+    if (r.signal != 0) {
+      launcher_log("stopped by " + signal_name(r.signal));
+      return 128 + r.signal;
+    }
+    switch (r.end) {
+      case RoundEnd::kSucceeded:
+        return 0;
+      case RoundEnd::kPeerStopped:
+        launcher_log("error: the job was stopped: " + r.reason);
+        return 1;
+      case RoundEnd::kStoreLost:
+        launcher_log("error: " + r.reason);
+        return 1;
+      case RoundEnd::kWorkerFailed:
+      case RoundEnd::kPeerFailed:
+        break;
+    }
+    if (restart < o.max_restarts) {
+      launcher_log("restarting all " + std::to_string(o.nproc_per_node) + " local worker(s): restart " +
+                   std::to_string(restart + 1) + " of --max-restarts " + std::to_string(o.max_restarts) +
+                   " (TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart + 1) + ")");
+      continue;
+    }
+    launcher_log("error: the job failed: " + r.reason +
+                 (o.max_restarts > 0
+                      ? "; no restarts left (--max-restarts " + std::to_string(o.max_restarts) + " used up)"
+                      : ""));
+    return 1;
+  }
+}
+
+// Node 0 serves the store, so it stays until the other nodes are done with it; they say goodbye.
+void leave_store(const LaunchOptions& o, JobStore& store) {
+  try {
+    if (o.node_rank == 0)
+      store.wait_for_others_to_leave(o.grace_period_s + 10, interrupted);
+    else
+      store.leave();
+  } catch (const std::exception&) {
+  }
+}
+
+int launch(LaunchOptions o, const std::string& program_path) {
+  if (o.standalone) {
+    o.master_addr = "127.0.0.1";
+    o.master_port = free_loopback_port();
+    o.run_id = random_run_id();
+    launcher_log("standalone: MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(o.master_port) +
+                 " TORCHELASTIC_RUN_ID=" + o.run_id);
+  }
+  auto env = process_env();
+  if (env.find("OMP_NUM_THREADS") == env.end()) {
+    const int64_t threads = default_omp_threads(o.nproc_per_node);
+    env["OMP_NUM_THREADS"] = std::to_string(threads);
+    launcher_log("OMP_NUM_THREADS is not set: each worker gets " + std::to_string(threads) + " (" +
+                 std::to_string(available_cpus()) + " CPUs / " + std::to_string(o.nproc_per_node) +
+                 " worker(s) on this node); set it to override");
+  }
+  // The job's secret seals the workers' store (and the launchers' across nodes): made here for one node; several
+  // nodes need the same one, so it comes from DDPTRAIN_JOB_SECRET in every node's environment.
+  std::string secret = env.count("DDPTRAIN_JOB_SECRET") ? env["DDPTRAIN_JOB_SECRET"] : "";
+  if (const std::string problem = job_secret_problem(secret); !secret.empty() && !problem.empty())
+    throw LaunchUsageError("DDPTRAIN_JOB_SECRET " + problem);
+  if (secret.empty() && o.nnodes == 1) secret = make_job_secret();
+  if (secret.empty())
+    launcher_log("warning: DDPTRAIN_JOB_SECRET is not set: whoever reaches " + o.master_addr + " ports " +
+                 std::to_string(o.master_port) + "-" + std::to_string(o.master_port + 1) +
+                 " can read and write this job's rendezvous; export one secret (openssl rand -hex 32) to every "
+                 "node's ddprun");
+  else
+    env["DDPTRAIN_JOB_SECRET"] = secret;
+  std::unique_ptr<JobStore> store;
+  if (o.nnodes > 1) store = std::make_unique<JobStore>(o, secret);
+  int code = 1;
+  try {
+    if (store) store->check_same_job(o);
+    // Until here a signal ends ddprun at once (no workers yet; connecting to node 0 may take a while).
+    install_launcher_signal_handlers();
+    become_child_subreaper();
+    const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
+    launcher_log("node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +
+                 (first == last ? "rank " + std::to_string(first)
+                                : "ranks " + std::to_string(first) + ".." + std::to_string(last)) +
+                 " of " + std::to_string(o.nnodes * o.nproc_per_node) + ", MASTER_ADDR=" + o.master_addr +
+                 " MASTER_PORT=" + std::to_string(o.master_port) +
+                 (store ? ", launchers meet at " + store->address() : ""));
+    code = run_rounds(o, program_path, env, store.get());
+  } catch (const std::exception& e) {
+    if (store) {
+      try {
+        store->report_stopped("node " + std::to_string(o.node_rank) + ": " + first_line(e.what()));
+      } catch (const std::exception&) {
+      }
+      leave_store(o, *store);
+    }
+    throw;
+  }
+  if (store) leave_store(o, *store);
+  return code;
+}
+
+}  // namespace
+
+int ddprun_main(const std::vector<std::string>& args) {
+  quiet_c10_logging();
+  LaunchOptions o;
+  std::string program_path;
+  try {
+    o = parse_launch_args(args);
+    if (o.help) {
+      std::cout << launch_usage();
+      return 0;
+    }
+    program_path = resolve_program(o.program[0]);
+    return launch(o, program_path);
+  } catch (const LaunchUsageError& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    launcher_log("error: " + first_line(e.what()));
+    return 1;
+  }
+}
+
+}  // namespace ddp

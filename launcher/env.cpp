@@ -1,0 +1,44 @@
+// ddprun worker environment: torchrun's per-worker variables and the OMP_NUM_THREADS default.
+#include "launcher/env.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace ddp {
+
+int64_t available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+int64_t default_omp_threads(int64_t local_workers) {
+  return std::max<int64_t>(1, available_cpus() / std::max<int64_t>(1, local_workers));
+}
+
+std::map<std::string, std::string> worker_env(std::map<std::string, std::string> env, const LaunchOptions& o,
+                                              int64_t local_rank, int64_t restart_count) {
+  const int64_t world_size = o.nnodes * o.nproc_per_node;
+  const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  env["LOCAL_RANK"] = std::to_string(local_rank);
+  env["RANK"] = rank;
+  env["GROUP_RANK"] = std::to_string(o.node_rank);
+  env["ROLE_RANK"] = rank;  // one role: the role rank is the global rank
+  env["ROLE_NAME"] = o.role;
+  env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+  env["WORLD_SIZE"] = std::to_string(world_size);
+  env["GROUP_WORLD_SIZE"] = std::to_string(o.nnodes);
+  env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
+  env["MASTER_ADDR"] = o.master_addr;
+  env["MASTER_PORT"] = std::to_string(o.master_port);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_count);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(o.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = o.run_id;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  if (env.find("TORCH_NCCL_ASYNC_ERROR_HANDLING") == env.end()) env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  return env;
+}
+
+}  // namespace ddp

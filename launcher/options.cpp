@@ -1,0 +1,191 @@
+// ddprun command line: parsing and validating torchrun-style flags, and the usage text.
+#include "launcher/options.h"
+
+#include "launcher/env.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+
+namespace ddp {
+namespace {
+
+int64_t parse_integer(const std::string& flag, const std::string& v, int64_t min, int64_t max) {
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used == v.size() && x >= min && x <= max) return x;
+  } catch (const std::exception&) {
+  }
+  throw LaunchUsageError(flag + "=" + v + ": expected an integer in [" + std::to_string(min) + ", " +
+                         std::to_string(max) + "]");
+}
+
+double parse_seconds(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size() && x >= 0 && x <= 7 * 86400) return x;  // a week at most: nan, inf, 1e300 are refused
+  } catch (const std::exception&) {
+  }
+  throw LaunchUsageError(flag + "=" + v + ": expected a number of seconds >= 0 and <= 604800 (a week)");
+}
+
+int64_t parse_nnodes(const std::string& v) {
+  const size_t colon = v.find(':');
+  if (colon == std::string::npos) return parse_integer("--nnodes", v, 1, 1 << 20);
+  const int64_t lo = parse_integer("--nnodes", v.substr(0, colon), 1, 1 << 20);
+  const int64_t hi = parse_integer("--nnodes", v.substr(colon + 1), 1, 1 << 20);
+  if (lo != hi) throw LaunchUsageError("--nnodes=" + v + ": elastic node ranges are not supported; give one count");
+  return lo;
+}
+
+int64_t parse_nproc(const std::string& v) {
+  if (v == "auto" || v == "cpu") return available_cpus();
+  if (v == "gpu") throw LaunchUsageError("--nproc-per-node=gpu: this build is CPU-only; give a number");
+  return parse_integer("--nproc-per-node", v, 1, 1 << 16);
+}
+
+StreamSelection parse_streams(const std::string& flag, const std::string& v) {
+  StreamSelection s;
+  if (v.find(':') == std::string::npos) {
+    s.all = static_cast<int>(parse_integer(flag, v, 0, 3));
+    return s;
+  }
+  std::stringstream items(v);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) throw LaunchUsageError(flag + "=" + v + ": expected LOCAL_RANK:STREAMS pairs");
+    s.by_local_rank[parse_integer(flag, item.substr(0, colon), 0, 1 << 16)] =
+        static_cast<int>(parse_integer(flag, item.substr(colon + 1), 0, 3));
+  }
+  return s;
+}
+
+double parse_rdzv_conf(const std::string& v, double current) {
+  std::stringstream items(v);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    if (eq == std::string::npos || key != "timeout")
+      throw LaunchUsageError("--rdzv-conf=" + v + ": only timeout=SECONDS is supported");
+    current = parse_seconds("--rdzv-conf timeout", item.substr(eq + 1));
+  }
+  return current;
+}
+
+// Flag name without leading dashes, '_' spelled '-'.
+std::string canonical(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  if (name == "-r") return "redirects";
+  if (name == "-t") return "tee";
+  if (name == "-h") return "help";
+  return name.substr(name.find_first_not_of('-'));
+}
+
+void validate(const LaunchOptions& o) {
+  if (o.help) return;
+  if (o.program.empty()) throw LaunchUsageError("missing PROGRAM (ddprun [flags] [--] PROGRAM [ARGS...])");
+  if (o.standalone && o.nnodes > 1)
+    throw LaunchUsageError("--standalone runs one node; it cannot be combined with --nnodes=" +
+                           std::to_string(o.nnodes));
+  if (o.node_rank >= o.nnodes)
+    throw LaunchUsageError("--node-rank=" + std::to_string(o.node_rank) + " is out of range for --nnodes=" +
+                           std::to_string(o.nnodes));
+  if (o.nnodes > 1 && o.master_port >= 65535)
+    throw LaunchUsageError("--master-port=65535: with --nnodes > 1 ddprun also uses master-port + 1");
+  if (o.streams_chosen && o.log_dir.empty()) throw LaunchUsageError("--redirects/--tee need --log-dir");
+  if (o.master_addr.empty()) throw LaunchUsageError("--master-addr is empty");
+}
+
+}  // namespace
+
+int StreamSelection::for_local_rank(int64_t local_rank) const {
+  if (by_local_rank.empty()) return all;
+  auto it = by_local_rank.find(local_rank);
+  return it == by_local_rank.end() ? 0 : it->second;
+}
+
+LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
+  LaunchOptions o;
+  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
+  const std::map<std::string, Setter> valued = {
+      {"nnodes", [&](auto&, auto& v) { o.nnodes = parse_nnodes(v); }},
+      {"nproc-per-node", [&](auto&, auto& v) { o.nproc_per_node = parse_nproc(v); }},
+      {"node-rank", [&](auto& f, auto& v) { o.node_rank = parse_integer(f, v, 0, 1 << 20); }},
+      {"master-addr", [&](auto&, auto& v) { o.master_addr = v; }},
+      {"master-port", [&](auto& f, auto& v) { o.master_port = static_cast<int>(parse_integer(f, v, 1, 65535)); }},
+      {"max-restarts", [&](auto& f, auto& v) { o.max_restarts = parse_integer(f, v, 0, 1 << 30); }},
+      {"log-dir", [&](auto&, auto& v) { o.log_dir = v; }},
+      {"redirects", [&](auto& f, auto& v) { o.redirects = parse_streams(f, v), o.streams_chosen = true; }},
+      {"tee", [&](auto& f, auto& v) { o.tee = parse_streams(f, v), o.streams_chosen = true; }},
+      {"run-id", [&](auto&, auto& v) { o.run_id = v; }},
+      {"rdzv-id", [&](auto&, auto& v) { o.run_id = v; }},
+      {"role", [&](auto&, auto& v) { o.role = v; }},
+      {"rdzv-conf", [&](auto&, auto& v) { o.rdzv_timeout_s = parse_rdzv_conf(v, o.rdzv_timeout_s); }},
+      {"grace-period", [&](auto& f, auto& v) { o.grace_period_s = parse_seconds(f, v); }},
+  };
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // PROGRAM
+    const size_t eq = a.find('=');
+    const std::string written = a.substr(0, eq);
+    const std::string name = canonical(written);
+    if (name == "help" || name == "standalone" || name == "no-python") {
+      if (eq != std::string::npos) throw LaunchUsageError(written + " takes no value");
+      if (name == "help") o.help = true;
+      if (name == "standalone") o.standalone = true;
+      continue;  // --no-python: ddprun always runs PROGRAM itself
+    }
+    auto it = valued.find(name);
+    if (it == valued.end()) throw LaunchUsageError(written + ": unknown flag (ddprun --help lists them)");
+    std::string value;
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+    } else {
+      if (i + 1 >= args.size()) throw LaunchUsageError(written + " needs a value");
+      value = args[++i];
+    }
+    it->second(written, value);
+  }
+  o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  validate(o);
+  return o;
+}
+
+std::string launch_usage() {
+  return "usage: ddprun [flags] [--] PROGRAM [ARGS...]\n"
+         "  Starts --nproc-per-node copies of PROGRAM with torchrun's worker environment (RANK, LOCAL_RANK,\n"
+         "  WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*).\n"
+         "  Flags take --flag=value or --flag value; '-' and '_' are interchangeable.\n"
+         "  --nnodes N                 nodes in the job (default 1)\n"
+         "  --nproc-per-node N|auto    workers on this node (default 1; auto/cpu = CPU count)\n"
+         "  --node-rank R              this node's rank, 0..nnodes-1 (default 0)\n"
+         "  --master-addr HOST         node 0's address (default 127.0.0.1)\n"
+         "  --master-port P            rank 0's store port (default 29500); with --nnodes > 1 node 0's\n"
+         "                             ddprun also serves P+1 to coordinate failures and restarts\n"
+         "  --standalone               one node on 127.0.0.1 with a free port and a random run id\n"
+         "  --max-restarts K           restart all workers up to K times after a failure (default 0)\n"
+         "  --log-dir DIR              also write each rank's output to DIR/attempt_K/rank_N.log\n"
+         "  --redirects S, -r S        streams that go only to the log files (0 none, 1 stdout, 2 stderr,\n"
+         "                             3 both; or per local rank: 0:3,1:2)\n"
+         "  --tee S, -t S              streams written to the log files and the console\n"
+         "  --run-id ID, --rdzv-id ID  TORCHELASTIC_RUN_ID (default none)\n"
+         "  --role NAME                ROLE_NAME (default default)\n"
+         "  --rdzv-conf timeout=S      how long nodes wait for each other (default 600 s)\n"
+         "  --grace-period S           SIGTERM to SIGKILL when stopping workers (default 30 s)\n"
+         "  --no-python                accepted for torchrun compatibility (PROGRAM is always run directly)\n"
+         "Rank 0 writes to the console as is; other ranks' lines are prefixed [rank N]. If a worker fails,\n"
+         "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n";
+}
+
+}  // namespace ddp

@@ -1,0 +1,35 @@
+// ddprun's round: runs this node's workers once, until all exit, one fails, a signal arrives or another node fails.
+#pragma once
+
+#include "launcher/options.h"
+#include "launcher/store.h"
+
+#include <map>
+#include <string>
+
+namespace ddp {
+
+enum class RoundEnd {
+  kSucceeded,     // every local worker exited 0
+  kWorkerFailed,  // a local worker exited non-zero or died by a signal
+  kPeerFailed,    // another node reported a failed worker in this round
+  kPeerStopped,   // another node stopped the job (a signal, a flag mismatch)
+  kStoreLost,     // node 0's ddprun can no longer be reached
+};
+
+struct RoundResult {
+  RoundEnd end = RoundEnd::kSucceeded;
+  std::string reason;  // for every end but kSucceeded
+  int signal = 0;      // a SIGINT/SIGTERM/SIGHUP that ddprun received and forwarded (no restart then)
+};
+
+// Starts the workers of restart round `restart_count` and supervises them; when one fails, ddprun received a
+// stop signal, or the job store says the round failed, it stops all local workers (the signal, or SIGTERM, then
+// SIGKILL after --grace-period) and returns only once no process of any worker's process group is left.
+RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
+                      const std::map<std::string, std::string>& base_env, JobStore* store);
+
+// Writes "[ddprun] <message>" on stderr.
+void launcher_log(const std::string& message);
+
+}  // namespace ddp

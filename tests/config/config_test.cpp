@@ -1,0 +1,401 @@
+// Tests for strict config loading: bad files and overrides (location, key, hint), good configs and round trips.
+#include "config/config.h"
+#include "config/config_schema.h"
+#include "data/idx.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+struct BadCase {
+  std::string name;
+  std::string toml;
+  std::vector<std::string> overrides;
+  std::string prefix;                          // the message starts with this location + ": "
+  std::vector<std::string> contains;           // key name, rule, hint ...
+  std::vector<std::string> not_contains = {};  // e.g. no hint for far-off names (= {}: entries may omit it)
+};
+
+// Runs parse_config and returns the ConfigError message, or "" (with a test failure) if it did not throw.
+std::string config_error(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(toml, "bad.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << toml;
+  return "";
+}
+
+void expect_bad(const BadCase& c) {
+  SCOPED_TRACE(c.name);
+  std::string msg = config_error(c.toml, c.overrides);
+  EXPECT_EQ(msg.rfind(c.prefix + ": ", 0), 0u) << "message: " << msg << "\nexpected prefix: " << c.prefix;
+  for (const auto& s : c.contains) EXPECT_NE(msg.find(s), std::string::npos) << "missing \"" << s << "\" in: " << msg;
+  for (const auto& s : c.not_contains)
+    EXPECT_EQ(msg.find(s), std::string::npos) << "unexpected \"" << s << "\" in: " << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+}
+
+// Locations are LINE:COL of the offending key (unknown names) or value (types, ranges, choices), 1-based.
+const std::vector<BadCase>& bad_files() {
+  static const std::vector<BadCase> cases = {
+      // Unknown names, with did-you-mean for near misses.
+      {"unknown section near", "[dat]\nbatch_size = 1\n", {}, "bad.toml:1:2", {"unknown section [dat]", "did you mean [data]?"}},
+      {"unknown section far", "[frobnicate]\n", {}, "bad.toml:1:2", {"[frobnicate]", "sections: job, data"}, {"did you mean"}},
+      {"unknown section prefix", "[optim]\nlr = 0.1\n", {}, "bad.toml:1:2", {"[optim]", "did you mean [optimizer]?"}},
+      {"unknown key near", "[data]\nbatchsize = 32\n", {}, "bad.toml:2:1", {"data.batchsize", "did you mean data.batch_size?"}},
+      {"key in wrong section", "[data]\nseed = 1\n", {}, "bad.toml:2:1", {"data.seed", "did you mean job.seed?"}},
+      {"key in wrong section 2", "[training]\nlr = 0.1\n", {}, "bad.toml:2:1", {"training.lr", "did you mean optimizer.lr?"}},
+      {"unknown key far", "[data]\nzzzzzz = 1\n", {}, "bad.toml:2:1", {"data.zzzzzz", "keys of [data]: dataset, dir"}, {"did you mean"}},
+      {"unknown subtable", "[data.extra]\nx = 1\n", {}, "bad.toml:1:7", {"unknown key data.extra"}},
+      {"key outside any section", "seed = 1\n[job]\n", {}, "bad.toml:1:1", {"seed is outside any section", "did you mean job.seed"}},
+      {"near key outside any section", "batchsize = 1\n", {}, "bad.toml:1:1", {"batchsize is outside any section", "data.batch_size"}},
+      {"array of tables", "[[data]]\nbatch_size = 1\n", {}, "bad.toml:1:3", {"data must be a table"}},
+      // Wrong types.
+      {"string for int", "[data]\nbatch_size = \"64\"\n", {}, "bad.toml:2:14", {"data.batch_size must be an integer", "got string \"64\""}},
+      {"float for int", "[data]\nbatch_size = 64.0\n", {}, "bad.toml:2:14", {"data.batch_size must be an integer", "got float 64.0"}},
+      {"bool for int", "[training]\nepochs = true\n", {}, "bad.toml:2:10", {"training.epochs must be an integer"}},
+      {"int for bool", "[data]\nshuffle = 1\n", {}, "bad.toml:2:11", {"data.shuffle must be a boolean", "got integer 1"}},
+      {"string for bool", "[amp]\nenabled = \"yes\"\n", {}, "bad.toml:2:11", {"amp.enabled must be a boolean"}},
+      {"array for string", "[model]\nname = [\"net\"]\n", {}, "bad.toml:2:8", {"model.name must be a string", "got an array"}},
+      {"table for value", "[optimizer]\nlr = { value = 0.1 }\n", {}, "bad.toml:2:6", {"optimizer.lr must be a number", "got a table"}},
+      {"string for float", "[optimizer]\nlr = \"0.1\"\n", {}, "bad.toml:2:6", {"optimizer.lr must be a number"}},
+      {"ints for string list", "[data]\nmirrors = [1, 2]\n", {}, "bad.toml:2:11", {"data.mirrors must be an array of strings"}},
+      {"date for string", "[job]\nname = 2024-01-01\n", {}, "bad.toml:2:8", {"job.name must be a string"}},
+      // Out of range.
+      {"batch_size 0", "[data]\nbatch_size = 0\n", {}, "bad.toml:2:14", {"data.batch_size must be >= 1 and <= 1048576, got 0"}},
+      {"negative lr", "[optimizer]\nlr = -0.1\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0", "got -0.1"}},
+      {"lr 0", "[optimizer]\nlr = 0.0\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0"}},
+      {"lr inf", "[optimizer]\nlr = inf\n", {}, "bad.toml:2:6", {"optimizer.lr must be a finite number"}},
+      {"lr nan", "[optimizer]\nlr = nan\n", {}, "bad.toml:2:6", {"optimizer.lr must be a finite number"}},
+      {"momentum 1.5", "[optimizer]\nmomentum = 1.5\n", {}, "bad.toml:2:12", {"optimizer.momentum must be >= 0.0 and <= 1.0", "got 1.5"}},
+      {"beta1 1 (AdamW needs < 1)", "[optimizer]\nbeta1 = 1.0\n", {}, "bad.toml:2:9", {"optimizer.beta1 must be >= 0.0 and < 1.0"}},
+      {"negative weight decay", "[optimizer]\nweight_decay = -1e-4\n", {}, "bad.toml:2:16", {"optimizer.weight_decay must be >= 0.0"}},
+      {"dropout 2", "[model]\ndropout = 2\n", {}, "bad.toml:2:11", {"model.dropout must be >= 0.0 and <= 1.0", "got 2.0"}},
+      {"grad_accum_steps 0", "[training]\ngrad_accum_steps = 0\n", {}, "bad.toml:2:20", {"training.grad_accum_steps must be >= 1"}},
+      {"epochs 0", "[training]\nepochs = 0\n", {}, "bad.toml:2:10", {"training.epochs must be >= 1"}},
+      {"timeout 0", "[dist]\ntimeout_s = 0\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0"}},
+      {"negative seed", "[job]\nseed = -1\n", {}, "bad.toml:2:8", {"job.seed must be >= 0 and <= 4611686018427387904, got -1"}},
+      {"threads 5000", "[job]\nthreads = 5000\n", {}, "bad.toml:2:11", {"job.threads must be >= 0 and <= 1024"}},
+      {"backoff 1 (GradScaler needs < 1)", "[amp]\nbackoff_factor = 1.0\n", {}, "bad.toml:2:18", {"amp.backoff_factor must be > 0.0 and < 1.0"}},
+      {"keep_last 0", "[checkpoint]\nkeep_last = 0\n", {}, "bad.toml:2:13", {"checkpoint.keep_last must be >= 1"}},
+      // Issue 20: every number has an upper bound too; no value overflows the step arithmetic or the allocator.
+      {"batch_size 2^63-1", "[data]\nbatch_size = 9223372036854775807\n", {}, "bad.toml:2:14",
+       {"data.batch_size must be >= 1 and <= 1048576, got 9223372036854775807"}},
+      {"epochs 2^63-1", "[training]\nepochs = 9223372036854775807\n", {}, "bad.toml:2:10",
+       {"training.epochs must be >= 1 and <= 1000000"}},
+      {"max_steps huge", "[training]\nmax_steps = 9000000000000000000\n", {}, "bad.toml:2:13", {"training.max_steps must be"}},
+      {"std 0", "[data]\nstd = 0\n", {}, "bad.toml:2:7",
+       {"data.std must be -1.0 (the dataset's default) or > 0.0 and <= 1000.0, got 0.0"}},
+      {"std -0.5", "[data]\nstd = -0.5\n", {}, "bad.toml:2:7", {"data.std must be -1.0 (the dataset's default) or"}},
+      {"mean 2", "[data]\nmean = 2.0\n", {}, "bad.toml:2:8", {"data.mean must be -1.0 (the dataset's default) or >= 0.0 and <= 1.0"}},
+      {"lr 1e308", "[optimizer]\nlr = 1e308\n", {}, "bad.toml:2:6", {"optimizer.lr must be > 0.0 and <= 100.0, got 1e+308"}},
+      {"out_dir empty", "[job]\nout_dir = \"\"\n", {}, "bad.toml:2:11", {"job.out_dir must not be empty"}},
+      {"num_classes 1e10", "[model]\nnum_classes = 10000000000\n", {}, "bad.toml:2:15",
+       {"model.num_classes must be >= 2 and <= 1000000, got 10000000000"}},
+      {"num_classes 1e10 float", "[model]\nnum_classes = 1e10\n", {}, "bad.toml:2:15", {"model.num_classes must be an integer"}},
+      {"synthetic_train_size 1e12", "[data]\nsynthetic_train_size = 1000000000000\n", {}, "bad.toml:2:24",
+       {"data.synthetic_train_size must be >= 1 and <= 100000000"}},
+      {"timeout 1e300", "[dist]\ntimeout_s = 1e300\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0 and <= 604800.0, got 1e+300"}},
+      {"seed 2^63-1", "[job]\nseed = 9223372036854775807\n", {}, "bad.toml:2:8", {"job.seed must be >= 0 and <= 4611686018427387904"}},
+      {"init_scale above float32", "[amp]\ninit_scale = 1e39\n", {}, "bad.toml:2:14", {"amp.init_scale must be"}},
+      {"bucket_cap_mb huge", "[dist]\nbucket_cap_mb = 1e20\n", {}, "bad.toml:2:17", {"dist.bucket_cap_mb must be > 0.0 and <= 65536.0"}},
+      // Bad choices.
+      {"model resnet19", "[model]\nname = \"resnet19\"\n", {}, "bad.toml:2:8", {"model.name must be one of net, resnet18", "did you mean \"resnet18\"?"}},
+      {"optimizer adam", "[optimizer]\nname = \"adam\"\n", {}, "bad.toml:2:8", {"optimizer.name must be one of sgd, adamw", "did you mean \"adamw\"?"}},
+      {"dataset underscore", "[data]\ndataset = \"fashion_mnist\"\n", {}, "bad.toml:2:11", {"data.dataset must be one of", "did you mean \"fashion-mnist\"?"}},
+      {"decay cosin", "[lr_scheduler]\ndecay = \"cosin\"\n", {}, "bad.toml:2:9", {"lr_scheduler.decay must be one of none, cosine, step", "did you mean \"cosine\"?"}},
+      {"backend mpi", "[dist]\nbackend = \"mpi\"\n", {}, "bad.toml:2:11", {"dist.backend must be one of auto, gloo, nccl, got \"mpi\""}, {"did you mean"}},
+      {"dtype float32", "[amp]\ndtype = \"float32\"\n", {}, "bad.toml:2:9", {"amp.dtype must be one of auto, float16, bfloat16, fp16, bf16", "did you mean \"float16\"?"}},
+      {"progress bars", "[metrics]\nprogress = \"bars\"\n", {}, "bad.toml:2:12", {"metrics.progress must be one of auto, bar, plain, off", "did you mean \"bar\"?"}},
+      {"scale_lr sqrt", "[optimizer]\nscale_lr = \"sqrt\"\n", {}, "bad.toml:2:12", {"optimizer.scale_lr must be one of none, linear"}},
+      {"grad_compression bf16", "[dist]\ngrad_compression = \"bf16\"\n", {}, "bad.toml:2:20", {"dist.grad_compression", "did you mean \"fp16\"?"}},
+      {"resume empty", "[checkpoint]\nresume = \"\"\n", {}, "bad.toml:2:10", {"checkpoint.resume must be one of auto, never or a path"}},
+      // TOML syntax errors keep toml++'s location.
+      {"unclosed header", "[data\nbatch_size = 1\n", {}, "bad.toml:1:6", {"table header"}},
+      {"missing value", "[data]\nbatch_size =\n", {}, "bad.toml:2:13", {"expected value"}},
+      {"unterminated string", "[job]\nname = \"abc\n", {}, "bad.toml:2:12", {"string"}},
+      {"duplicate key", "[data]\nbatch_size = 1\nbatch_size = 2\n", {}, "bad.toml:3:14", {"batch_size"}},
+      // Rules across keys point at the key that breaks them.
+      {"download with fashion-mnist", "[data]\ndataset = \"fashion-mnist\"\ndownload = true\n", {}, "bad.toml:3:12",
+       {"data.download is only supported for dataset \"mnist\""}},
+      {"nesterov without momentum", "[optimizer]\nnesterov = true\n", {}, "bad.toml:2:12", {"optimizer.nesterov needs", "optimizer.momentum > 0"}},
+      {"image_size with mnist", "[data]\nimage_size = 32\n", {}, "bad.toml:2:14", {"data.image_size applies to dataset \"synthetic\" only"}},
+      {"deterministic with cudnn_benchmark", "[training]\ndeterministic = true\ncudnn_benchmark = true\n", {}, "bad.toml:3:19",
+       {"training.cudnn_benchmark picks convolution algorithms by timing them", "set one of them to false"}},
+      {"net on 32x32 synthetic", "[data]\ndataset = \"synthetic\"\nimage_size = 32\n", {}, "bad.toml:3:14", {"model net expects 28x28"}},
+      // The first error in file order is the one reported (toml++ iterates tables sorted by name).
+      {"first error in file order", "[job]\nseed = -5\n[data]\nbatch_size = 0\n", {}, "bad.toml:2:8", {"job.seed"}},
+  };
+  return cases;
+}
+
+const std::vector<BadCase>& bad_overrides() {
+  static const std::vector<BadCase> cases = {
+      {"unknown key", "", {"data.batchsize=3"}, "--data.batchsize=3", {"unknown key data.batchsize", "did you mean data.batch_size?"}},
+      {"unknown section", "", {"dat.batch_size=3"}, "--dat.batch_size=3", {"unknown section [dat]", "did you mean [data]?"}},
+      {"key in wrong section", "", {"data.seed=3"}, "--data.seed=3", {"did you mean job.seed?"}},
+      {"not an integer", "", {"data.batch_size=abc"}, "--data.batch_size=abc", {"data.batch_size must be an integer", "\"abc\""}},
+      {"batch_size 0", "", {"data.batch_size=0"}, "--data.batch_size=0", {"data.batch_size must be >= 1 and <= 1048576, got 0"}},
+      {"missing =", "", {"data.batch_size"}, "--data.batch_size", {"must look like --section.key=value"}},
+      {"no section", "", {"batch_size=3"}, "--batch_size=3", {"must name section.key", "did you mean --data.batch_size=3?"}},
+      {"too many dots", "", {"data.batch.size=3"}, "--data.batch.size=3", {"must name section.key"}},
+      {"float for int", "", {"data.batch_size=2.5"}, "--data.batch_size=2.5", {"data.batch_size must be an integer", "got float 2.5"}},
+      {"quoted string for int", "", {"data.batch_size=\"8\""}, "--data.batch_size=\"8\"", {"data.batch_size must be an integer"}},
+      {"word for bool", "", {"data.shuffle=yes"}, "--data.shuffle=yes", {"data.shuffle must be a boolean"}},
+      {"int for bool", "", {"data.shuffle=1"}, "--data.shuffle=1", {"data.shuffle must be a boolean"}},
+      {"bare word bad choice", "", {"model.name=resnet19"}, "--model.name=resnet19", {"model.name must be one of", "did you mean \"resnet18\"?"}},
+      {"negative lr", "", {"optimizer.lr=-1"}, "--optimizer.lr=-1", {"optimizer.lr must be > 0"}},
+      {"multi-line value", "", {"data.batch_size=3\n[job]\nseed=-1"}, "--data.batch_size=3 [job] seed=-1", {"must be on one line"}},
+      {"override breaks a rule", "", {"data.download=true"}, "--data.download=true", {"data.download is only supported"}},
+      // Issue 20: an override parses as the TOML value it replaces; "[" opens an array that never closes.
+      {"unclosed array for a list", "", {"data.mirrors=["}, "--data.mirrors=[", {"data.mirrors must be an array of strings"}},
+      {"unclosed string for a list", "", {"data.mirrors=\"http://a/"}, "--data.mirrors=\"http://a/", {"data.mirrors must be"}},
+      {"batch_size 2^63-1", "", {"data.batch_size=9223372036854775807"}, "--data.batch_size=9223372036854775807",
+       {"data.batch_size must be >= 1 and <= 1048576"}},
+      {"timeout 1e300", "", {"dist.timeout_s=1e300"}, "--dist.timeout_s=1e300", {"dist.timeout_s must be > 0.0 and <= 604800.0"}},
+      {"std 0", "", {"data.std=0"}, "--data.std=0", {"data.std must be -1.0 (the dataset's default) or > 0.0"}},
+      {"out_dir empty", "", {"job.out_dir="}, "--job.out_dir=", {"job.out_dir must not be empty"}},
+      {"override checked after a good file", "[data]\nbatch_size = 8\n", {"data.batch_size=-8"}, "--data.batch_size=-8", {"data.batch_size"}},
+  };
+  return cases;
+}
+
+TEST(ConfigBad, FilesFailWithLocationKeyAndHint) {
+  ASSERT_GE(bad_files().size(), 35u);
+  for (const auto& c : bad_files()) expect_bad(c);
+}
+
+TEST(ConfigBad, OverridesFailWithTheOverrideAsLocation) {
+  ASSERT_GE(bad_overrides().size(), 8u);
+  for (const auto& c : bad_overrides()) expect_bad(c);
+}
+
+TEST(ConfigBad, EveryCaseIsDistinct) {
+  std::set<std::pair<std::string, std::vector<std::string>>> seen;
+  for (const auto* table : {&bad_files(), &bad_overrides()})
+    for (const auto& c : *table) EXPECT_TRUE(seen.insert({c.toml, c.overrides}).second) << c.name;
+}
+
+TEST(ConfigBad, LoadConfigRejectsMissingFilesAndDirectories) {
+  test::TempDir dir;
+  try {
+    load_config(dir / "nope.toml");
+    FAIL() << "missing file accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(dir / "nope.toml: cannot open config file", 0), 0u) << e.what();
+  }
+  try {
+    load_config(dir.path());
+    FAIL() << "directory accepted as a config";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(dir.path() + ": is a directory", 0), 0u) << e.what();
+  }
+}
+
+// Issue 20: a device, a FIFO or an oversized file is refused by its path without reading it all (/dev/urandom
+// used to be read forever).
+TEST(ConfigBad, LoadConfigRefusesNonRegularAndOversizedFiles) {
+  auto error = [](const std::string& path) { return test::error_of([&] { load_config(path); }); };
+  EXPECT_EQ(error("/dev/urandom"), "/dev/urandom: is not a regular file (a device, pipe or socket); give a TOML file");
+  EXPECT_EQ(error("/dev/null").rfind("/dev/null: is not a regular file", 0), 0u);
+  test::TempDir dir;
+  const std::string fifo = dir / "fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error(fifo).rfind(fifo + ": is not a regular file", 0), 0u);  // returns: no writer is waited for
+  const std::string big = dir / "big.toml";
+  test::write_file(big, "# " + std::string(kMaxConfigBytes, 'x') + "\n");
+  EXPECT_EQ(error(big), big + ": config file is larger than 1 MiB; a config is a short TOML file");
+  // Exactly at the limit is still read.
+  test::write_file(big, "#" + std::string(kMaxConfigBytes - 2, 'x') + "\n");
+  EXPECT_EQ(read_config_file(big).size(), kMaxConfigBytes);
+}
+
+TEST(ConfigBad, LoadConfigReportsThePathItWasGiven) {
+  test::TempDir dir;
+  test::write_file(dir / "run.toml", "[data]\nbatch_size = 0\n");
+  try {
+    load_config(dir / "run.toml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(dir / "run.toml:2:14: data.batch_size", 0), 0u) << e.what();
+  }
+}
+
+TEST(ConfigGood, EmptyFileGivesTheDocumentedDefaults) {
+  Config cfg = parse_config("", "empty.toml");
+  Config defaults;
+  EXPECT_EQ(cfg.source, "empty.toml");
+  EXPECT_EQ(cfg.data.batch_size, defaults.data.batch_size);
+  EXPECT_EQ(cfg.data.dataset, "fashion-mnist");
+  EXPECT_EQ(cfg.data.dir, test::fashion_mnist_dir());
+  EXPECT_EQ(cfg.model.name, defaults.model.name);
+  EXPECT_EQ(cfg.optimizer.lr, defaults.optimizer.lr);
+  EXPECT_EQ(cfg.training.epochs, defaults.training.epochs);
+  EXPECT_EQ(cfg.checkpoint.dir, defaults.job.out_dir + "/checkpoints");
+  // The dataset's normalisation replaces the "< 0 = dataset default" markers.
+  EXPECT_GT(cfg.data.mean, 0);
+  EXPECT_GT(cfg.data.std, 0);
+}
+
+// The resolved Fashion-MNIST defaults are the training set's pixel statistics (rounded to 4 places).
+TEST(ConfigGood, FashionMnistDefaultNormalisationIsTheTrainingSetStatistics) {
+  const std::string images = test::fashion_mnist_dir() + "/train-images-idx3-ubyte.gz";
+  if (!std::filesystem::exists(images)) GTEST_SKIP() << images << " not present";
+  torch::Tensor x = read_idx(images).to(torch::kFloat64).div(255);
+  Config cfg = parse_config("", "empty.toml");
+  EXPECT_NEAR(cfg.data.mean, x.mean().item<double>(), 5e-5);
+  EXPECT_NEAR(cfg.data.std, x.std(/*unbiased=*/false).item<double>(), 5e-5);
+}
+
+TEST(ConfigGood, EveryShippedConfigLoads) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/configs")) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    ++count;
+    Config cfg;
+    ASSERT_NO_THROW(cfg = load_config(entry.path().string()));
+    EXPECT_EQ(cfg.source, entry.path().string());
+    std::string text = format_config(cfg);
+    EXPECT_EQ(format_config(parse_config(text, "printed.toml")), text);
+  }
+  EXPECT_GE(count, 1);
+}
+
+TEST(ConfigGood, FileValuesAreApplied) {
+  Config cfg = parse_config(
+      "[job]\nseed = 7\n[data]\nbatch_size = 32\nshuffle = false\nmirrors = [\"http://a/\", \"http://b/\"]\n"
+      "[optimizer]\nname = \"adamw\"\nlr = 1\n[model]\nname = \"resnet18\"\n",
+      "good.toml");
+  EXPECT_EQ(cfg.job.seed, 7);
+  EXPECT_EQ(cfg.data.batch_size, 32);
+  EXPECT_FALSE(cfg.data.shuffle);
+  EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
+  EXPECT_EQ(cfg.optimizer.name, "adamw");
+  EXPECT_EQ(cfg.optimizer.lr, 1.0);  // an integer is accepted for a float key
+  EXPECT_EQ(cfg.model.name, "resnet18");
+}
+
+TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
+  Config cfg = parse_config("", "x.toml",
+                            {"model.name=resnet18", "optimizer.name=\"adamw\"", "optimizer.lr=1", "data.shuffle=false",
+                             "job.name=2024", "data.dir=/tmp/with space", "data.mirrors=[\"http://a/\", \"http://b/\"]",
+                             "checkpoint.resume=runs/x/ckpt.pt", "data.mean=0.5", "training.epochs=3"});
+  EXPECT_EQ(cfg.model.name, "resnet18");     // bare word for a string key
+  EXPECT_EQ(cfg.optimizer.name, "adamw");    // quoted string
+  EXPECT_EQ(cfg.optimizer.lr, 1.0);          // int for float
+  EXPECT_FALSE(cfg.data.shuffle);            // bool
+  EXPECT_EQ(cfg.job.name, "2024");           // a word TOML reads as a number stays a string for a string key
+  EXPECT_EQ(cfg.data.dir, "/tmp/with space");
+  EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
+  EXPECT_EQ(cfg.checkpoint.resume, "runs/x/ckpt.pt");  // a path where a choice is allowed to be one
+  EXPECT_EQ(cfg.data.mean, 0.5);
+  EXPECT_EQ(cfg.training.epochs, 3);
+}
+
+TEST(ConfigOverrides, ListKeyTakesAnArrayOrOneBareWord) {
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=http://a/"}).data.mirrors, (std::vector<std::string>{"http://a/"}));
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=[]"}).data.mirrors, std::vector<std::string>{});
+  EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=[\"a\"]"}).data.mirrors, std::vector<std::string>{"a"});
+}
+
+// -1 stays the "dataset's default" marker for data.mean and data.std; 0 for std is refused (above).
+TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
+  Config cfg = parse_config("[data]\nmean = -1\nstd = -1\n", "x.toml");
+  Config defaults = parse_config("", "x.toml");
+  EXPECT_EQ(cfg.data.mean, defaults.data.mean);
+  EXPECT_EQ(cfg.data.std, defaults.data.std);
+  EXPECT_GT(cfg.data.std, 0);
+  EXPECT_EQ(parse_config("[data]\nstd = 0.5\nmean = 0\n", "x.toml").data.std, 0.5);
+}
+
+// Every number in the schema has a finite lower and upper bound, and --help states it.
+TEST(ConfigSchema, EveryNumberHasADocumentedRange) {
+  Config cfg;
+  int numbers = 0;
+  for (const auto& section : config_schema(cfg))
+    for (const auto& f : section.fields) {
+      if (f.kind != FieldKind::Int && f.kind != FieldKind::Float) continue;
+      ++numbers;
+      SCOPED_TRACE(section.name + "." + f.key);
+      EXPECT_TRUE(std::isfinite(f.min));
+      EXPECT_TRUE(std::isfinite(f.max));
+      EXPECT_NE(range_text(f).find(" and "), std::string::npos) << range_text(f);
+    }
+  EXPECT_GE(numbers, 35);
+}
+
+TEST(ConfigOverrides, TakePrecedenceOverTheFileAndTheLastOneWins) {
+  const std::string file = "[data]\nbatch_size = 32\n[optimizer]\nlr = 0.5\n";
+  EXPECT_EQ(parse_config(file, "f.toml").data.batch_size, 32);
+  Config cfg = parse_config(file, "f.toml", {"data.batch_size=128", "optimizer.lr=0.25", "data.batch_size=256"});
+  EXPECT_EQ(cfg.data.batch_size, 256);
+  EXPECT_EQ(cfg.optimizer.lr, 0.25);
+}
+
+TEST(ConfigOverrides, CanFixWhatTheFileBreaksAcrossKeys) {
+  // The rules across keys are checked on the final values, so an override can make a file consistent.
+  Config cfg = parse_config("[optimizer]\nnesterov = true\n", "f.toml", {"optimizer.momentum=0.9"});
+  EXPECT_TRUE(cfg.optimizer.nesterov);
+  EXPECT_EQ(cfg.optimizer.momentum, 0.9);
+}
+
+TEST(ConfigPrint, ListsEveryKeyOfEverySection) {
+  Config cfg = parse_config("", "x.toml");
+  std::string text = format_config(cfg);
+  Config scratch;
+  for (const auto& section : config_schema(scratch)) {
+    size_t at = text.find("[" + section.name + "]\n");
+    ASSERT_NE(at, std::string::npos) << section.name;
+    size_t end = text.find("\n[", at + 1);
+    std::string body = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    for (const auto& f : section.fields)
+      EXPECT_NE(body.find("\n" + f.key + " = "), std::string::npos) << section.name << "." << f.key;
+  }
+}
+
+TEST(ConfigPrint, RoundTripsThroughParse) {
+  const std::vector<std::string> files = {
+      "",
+      "[job]\nname = \"quote \\\" backslash \\\\ tab \\t nl \\n del \\u007f é\"\nseed = 123456789012\n"
+      "[data]\ndataset = \"mnist\"\ndownload = true\nmirrors = [\"http://x/\", \"\"]\n"
+      "mean = 0.1\nstd = 0.30000000000000004\n"
+      "[optimizer]\nname = \"adamw\"\nlr = 3e-4\neps = 1e-12\nbeta2 = 0.95\n"
+      "[lr_scheduler]\ndecay = \"cosine\"\nmin_lr = 1e-300\n"
+      "[checkpoint]\nresume = \"/some/where.pt\"\n",
+      "[data]\ndataset = \"synthetic\"\nimage_size = 64\n[model]\nname = \"resnet50\"\nin_channels = 3\n",
+  };
+  for (const auto& file : files) {
+    SCOPED_TRACE(file);
+    Config cfg = parse_config(file, "in.toml");
+    std::string printed = format_config(cfg);
+    Config again;
+    ASSERT_NO_THROW(again = parse_config(printed, "printed.toml")) << printed;
+    EXPECT_EQ(format_config(again), printed);
+  }
+  // Strings survive byte for byte.
+  Config cfg = parse_config("[job]\nname = \"a\\\"b\\\\c\\td\\u007fe\\u0001\"\n", "in.toml");
+  EXPECT_EQ(parse_config(format_config(cfg), "p.toml").job.name, std::string("a\"b\\c\td\x7f" "e\x01"));
+}
+
+TEST(ConfigHints, ClosestMatchSuggestsOnlyNearNames) {
+  const std::vector<std::string> names = {"batch_size", "eval_batch_size", "shuffle"};
+  EXPECT_EQ(closest_match("batchsize", names), "batch_size");
+  EXPECT_EQ(closest_match("shufle", names), "shuffle");
+  EXPECT_EQ(closest_match("zzzzzz", names), "");
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,144 @@
+// Rank views at rendezvous: a differing WORLD_SIZE/config is one line naming both ranks, a rank that never joins is
+// named by every peer, a rank gone during start-up is named (number, host, pid) instead of a Gloo address.
+#include "distributed/rank_views.h"
+
+#include "tests/support/test_support.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+namespace ddp::test {
+namespace {
+
+std::string views_host() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+TEST(RankViews, TextRoundTripsAndMalformedViewsAreRefused) {
+  RankView v = own_view(4, "abc");
+  RankView back;
+  ASSERT_TRUE(parse_view(view_text(v), back));
+  EXPECT_EQ(back.world_size, 4);
+  EXPECT_EQ(back.config, "abc");
+  EXPECT_EQ(back.host, views_host());
+  EXPECT_EQ(back.pid, getpid());
+  EXPECT_FALSE(parse_view("world=4", back));
+  EXPECT_FALSE(parse_view("world=x\nlibtorch=1\nconfig=c\nhost=h\npid=1", back));
+  EXPECT_FALSE(parse_view(std::string(5000, 'a'), back));
+}
+
+TEST(RankViews, MismatchNamesBothRanksAndHosts) {
+  RankView a = own_view(2, "c1"), b = own_view(3, "c1");
+  a.host = "node-a";
+  b.host = "node-b";
+  EXPECT_EQ(view_mismatch(0, a, 1, b),
+            "WORLD_SIZE differs between ranks: 2 on rank 0 (host node-a), 3 on rank 1 (host node-b) (every rank must be "
+            "started with the same WORLD_SIZE)");
+  b.world_size = 2;
+  EXPECT_EQ(view_mismatch(0, a, 1, b), "");
+  b.config = "c2";
+  EXPECT_EQ(view_mismatch(0, a, 5, b),
+            "the config differs between ranks: digest c1 on rank 0 (host node-a), digest c2 on rank 5 (host node-b) "
+            "(every rank must get the same config file and --section.key overrides)");
+  b.config = "c1";
+  b.libtorch = "2.10.0";
+  EXPECT_NE(view_mismatch(0, a, 1, b).find("LibTorch differs between ranks: "), std::string::npos);
+}
+
+std::string views_job(const TempDir& dir) {
+  return write_tiny_job(dir, 64, 16, 1, {"data.batch_size=8", "dist.timeout_s=3.0", "metrics.progress=off"});
+}
+
+// Rank 1 in the background (output in dir/rank1.log), rank 0 in the foreground; both bounded by 30 s.
+std::pair<CommandResult, std::string> views_two_ranks(const TempDir& dir, const std::string& rank0,
+                                                      const std::string& rank1) {
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " OMP_NUM_THREADS=1 ";
+  auto r = run_command("(" + env + rank1 + " > " + dir / "rank1.log" + " 2>&1 &) ; " + env + rank0 + "; rc=$?; " +
+                       "sleep 0.5; exit $rc");
+  return {r, read_file(dir / "rank1.log")};
+}
+
+// Seen: a WORLD_SIZE that differs across ranks was never reported as such (the ranks timed out, or hung).
+TEST(RankViews, DifferingWorldSizeIsOneLineNamingTheRanks) {
+  TempDir dir;
+  const std::string cfg = views_job(dir);
+  const auto start = std::chrono::steady_clock::now();
+  auto [r0, r1] = views_two_ranks(dir, "RANK=0 WORLD_SIZE=2 timeout -s KILL 30 " + ddptrain_path() + " " + cfg,
+                                  "RANK=1 WORLD_SIZE=3 timeout -s KILL 30 " + ddptrain_path() + " " + cfg);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string line = "WORLD_SIZE differs between ranks: 2 on rank 0 (host " + views_host() + "), 3 on rank 1 (host " +
+                           views_host() + ") (every rank must be started with the same WORLD_SIZE)\n";
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_EQ(r0.output, "[rank 0] error: rank 0: " + line);
+  EXPECT_NE(r1.find("error: rank 1: "), std::string::npos) << r1;
+  EXPECT_NE(r1.find(line), std::string::npos) << r1;
+  EXPECT_LT(secs, 3.0 + 10.0);
+}
+
+TEST(RankViews, DifferingConfigIsOneLineNamingTheRanks) {
+  TempDir dir;
+  const std::string cfg = views_job(dir);
+  auto [r0, r1] = views_two_ranks(dir, "RANK=0 WORLD_SIZE=2 timeout -s KILL 30 " + ddptrain_path() + " " + cfg,
+                                  "RANK=1 WORLD_SIZE=2 timeout -s KILL 30 " + ddptrain_path() + " " + cfg +
+                                      " --optimizer.lr=0.5");
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_EQ(r0.output.rfind("[rank 0] error: rank 0: the config differs between ranks: digest ", 0), 0u) << r0.output;
+  EXPECT_NE(r0.output.find(" on rank 0 (host " + views_host() + "), digest "), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find(" on rank 1 (host " + views_host() + ") (every rank must get the same config file"),
+            std::string::npos)
+      << r0.output;
+  EXPECT_EQ(std::count(r0.output.begin(), r0.output.end(), '\n'), 1) << r0.output;
+  EXPECT_NE(r1.find("the config differs between ranks"), std::string::npos) << r1;
+}
+
+// Seen: when a rank never joined, its peers printed only "Broken pipe" (rank 0, which named it, had exited and taken
+// the store along). Every rank now names the missing rank.
+TEST(RankViews, ARankThatNeverJoinsIsNamedByEveryPeer) {
+  TempDir dir;
+  const std::string cfg = views_job(dir);
+  auto [r0, r1] = views_two_ranks(dir, "RANK=0 WORLD_SIZE=3 timeout -s KILL 30 " + ddptrain_path() + " " + cfg,
+                                  "RANK=1 WORLD_SIZE=3 timeout -s KILL 30 " + ddptrain_path() + " " + cfg);
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_NE(r0.output.find("waiting for rank(s) 2 of 3 to join"), std::string::npos) << r0.output;
+  EXPECT_NE(r1.find("[rank 1] error: rank 1: rank 0 found: timed out after 3 s waiting for rank(s) 2 of 3 to join"),
+            std::string::npos)
+      << r1;
+  EXPECT_EQ(r1.find("Broken pipe"), std::string::npos) << r1;
+}
+
+// Seen: a rank dying during start-up left survivors printing a Gloo line that named no rank. Rank 1 is killed (-9)
+// at several points after it joined; rank 0's one error line names it by number, host and pid.
+TEST(RankViews, ARankKilledDuringStartUpIsNamedBySurvivors) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 2000, 16, 1);
+  const std::string cfg = write_mnist_job(dir, dir / "data",
+                                          {"data.batch_size=8", "training.epochs=20", "dist.timeout_s=20.0",
+                                           "dist.allreduce=gloo", "metrics.progress=off"});
+  // Rank 1 is killed `delay` seconds after it connected to rank 0's store (ss shows its connection; it publishes
+  // its view right after), i.e. while the ranks join, connect Gloo, or broadcast the initial weights.
+  for (const std::string delay : {"0", "0.3"}) {
+    const int port = free_port();
+    const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                            " OMP_NUM_THREADS=1 ";
+    const auto start = std::chrono::steady_clock::now();
+    auto r = run_command("RANK=0 " + env + "timeout -s KILL 40 " + ddptrain_path() + " " + cfg + " & r0=$!; RANK=1 " +
+                         env + ddptrain_path() + " " + cfg + " >/dev/null 2>&1 & r1=$!; for i in $(seq 1000); do " +
+                         "ss -tnpH state established '( dport = :" + std::to_string(port) + " )' | grep -q " +
+                         "\"pid=$r1,\" && break; sleep 0.01; done; sleep " + delay + "; kill -9 $r1; wait $r0");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, 1) << "delay " << delay << ": " << r.output;
+    EXPECT_NE(r.output.find("rank 1 (host " + views_host() + ", pid "), std::string::npos)
+        << "delay " << delay << ": " << r.output;
+    EXPECT_NE(r.output.find(") exited"), std::string::npos) << "delay " << delay << ": " << r.output;
+    EXPECT_LT(secs, 10.0) << "delay " << delay << ": " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test

@@ -1,0 +1,250 @@
+// ddprun: the workers' environment (against torchrun itself), flag spellings, --standalone, usage errors.
+#include "tests/launcher/launcher_test_support.h"
+
+#include "launcher/options.h"
+
+#include <gtest/gtest.h>
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace ddp::test {
+namespace {
+
+const std::vector<std::string> kTorchrunVariables = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+    "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCH_NCCL_ASYNC_ERROR_HANDLING"};
+
+// A PROGRAM that dumps its environment to DIR/env_<TAG>_<RANK>.
+std::string env_dump_script(const TempDir& dir) {
+  return write_script(dir, "dump.sh", "env > " + dir.path() + "/env_${TAG}_$RANK\n");
+}
+
+int cpus() {
+  cpu_set_t set;
+  sched_getaffinity(0, sizeof set, &set);
+  return CPU_COUNT(&set);
+}
+
+// What the spec says worker `rank` of a job sees.
+void expect_worker_env(const std::map<std::string, std::string>& env, int nnodes, int nproc, int rank, int port,
+                       const std::string& run_id, int max_restarts) {
+  SCOPED_TRACE("rank " + std::to_string(rank));
+  EXPECT_EQ(env.at("RANK"), std::to_string(rank));
+  EXPECT_EQ(env.at("LOCAL_RANK"), std::to_string(rank % nproc));
+  EXPECT_EQ(env.at("WORLD_SIZE"), std::to_string(nnodes * nproc));
+  EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), std::to_string(nproc));
+  EXPECT_EQ(env.at("GROUP_RANK"), std::to_string(rank / nproc));
+  EXPECT_EQ(env.at("GROUP_WORLD_SIZE"), std::to_string(nnodes));
+  EXPECT_EQ(env.at("ROLE_RANK"), std::to_string(rank));
+  EXPECT_EQ(env.at("ROLE_WORLD_SIZE"), std::to_string(nnodes * nproc));
+  EXPECT_EQ(env.at("ROLE_NAME"), "default");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(port));
+  EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "0");
+  EXPECT_EQ(env.at("TORCHELASTIC_MAX_RESTARTS"), std::to_string(max_restarts));
+  EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), run_id);
+  // Workers host their own store (rank 0), which ddptrain does when this is not "True".
+  EXPECT_EQ(env.at("TORCHELASTIC_USE_AGENT_STORE"), "False");
+}
+
+TEST(LauncherEnvTest, TwoProcessesGetTorchrunVariablesAndOmpThreads) {
+  TempDir dir;
+  const std::string script = env_dump_script(dir);
+  const int port = free_port();
+  auto r = run_command("env -u OMP_NUM_THREADS TAG=a " + ddprun_path() + " --nproc-per-node=2 --master-port=" +
+                       std::to_string(port) + " " + script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string omp = std::to_string(std::max(1, cpus() / 2));
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = parse_env_file(dir / ("env_a_" + std::to_string(rank)));
+    expect_worker_env(env, 1, 2, rank, port, "none", 0);
+    EXPECT_EQ(env.at("OMP_NUM_THREADS"), omp);
+  }
+  // Said once, not per worker.
+  const size_t first = r.output.find("OMP_NUM_THREADS is not set");
+  ASSERT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("OMP_NUM_THREADS is not set", first + 1), std::string::npos) << r.output;
+
+  // A value the user set is passed on untouched, without the note.
+  // So are NCCL's own settings and a user's choice of async error handling (issue 18: NCCL_DEBUG passes through).
+  r = run_command("OMP_NUM_THREADS=7 NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth7 TORCH_NCCL_ASYNC_ERROR_HANDLING=3 TAG=b " +
+                  ddprun_path() + " --nproc-per-node=2 " + script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto env_b = parse_env_file(dir / "env_b_1");
+  EXPECT_EQ(env_b.at("OMP_NUM_THREADS"), "7");
+  EXPECT_EQ(env_b.at("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(env_b.at("NCCL_SOCKET_IFNAME"), "eth7");
+  EXPECT_EQ(env_b.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  EXPECT_EQ(r.output.find("OMP_NUM_THREADS is not set"), std::string::npos) << r.output;
+}
+
+TEST(LauncherEnvTest, TwoNodesOfTwoMatchTorchrun) {
+  TempDir dir;
+  const std::string script = env_dump_script(dir);
+  const int port = free_port_pair();
+  auto node = [&](const std::string& tag, int node_rank) {
+    return "TAG=" + tag + " " + ddprun_path() + " --nnodes=2 --node_rank=" + std::to_string(node_rank) +
+           " --nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" + std::to_string(port) +
+           " --max_restarts=2 --rdzv_id=job7 " + script;
+  };
+  auto r = run_two_nodes(dir, node("ddprun", 0), node("ddprun", 1));
+  ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
+  ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  for (int rank = 0; rank < 4; ++rank)
+    expect_worker_env(parse_env_file(dir / ("env_ddprun_" + std::to_string(rank))), 2, 2, rank, port, "job7", 2);
+
+  if (!python_can_import("torch.distributed.run"))
+    GTEST_SKIP() << python() << " cannot import torch.distributed.run; compared with the spec only";
+  const int torchrun_port = free_port();
+  auto torchrun = [&](int node_rank) {
+    return "TAG=torchrun " + python() + " -m torch.distributed.run --nnodes=2 --node_rank=" +
+           std::to_string(node_rank) + " --nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" +
+           std::to_string(torchrun_port) + " --max_restarts=2 --rdzv_id=job7 --monitor_interval=0.1 --no_python" +
+           " --redirects=1 --tee=2 --log_dir=" + dir / ("torchrun_logs" + std::to_string(node_rank)) + " " + script;
+  };
+  TempDir torchrun_dir;
+  auto t = run_two_nodes(torchrun_dir, torchrun(0), torchrun(1));
+  ASSERT_EQ(t.node0.exit_code, 0) << t.node0.output;
+  ASSERT_EQ(t.node1.exit_code, 0) << t.node1.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto ours = parse_env_file(dir / ("env_ddprun_" + std::to_string(rank)));
+    auto theirs = parse_env_file(dir / ("env_torchrun_" + std::to_string(rank)));
+    for (const auto& name : kTorchrunVariables) {
+      ASSERT_TRUE(theirs.count(name)) << "torchrun did not set " << name;
+      ASSERT_TRUE(ours.count(name)) << "ddprun did not set " << name;
+      if (name == "MASTER_PORT") {
+        EXPECT_EQ(theirs.at(name), std::to_string(torchrun_port));
+        continue;
+      }
+      EXPECT_EQ(ours.at(name), theirs.at(name)) << name << " of rank " << rank;
+    }
+  }
+}
+
+TEST(LauncherFlagsTest, DashesUnderscoresEqualsAndSpaceAllWork) {
+  TempDir dir;
+  const std::string script = env_dump_script(dir);
+  const int port = free_port();
+  const std::string p = std::to_string(port);
+  const std::vector<std::pair<std::string, std::string>> spellings = {
+      {"seed", "--nproc_per_node=2 --nnodes=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=" + p +
+                   " --max_restarts=3 --run_id=r1 --role=trainer"},
+      {"dashes", "--nproc-per-node 2 --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port " + p +
+                     " --max-restarts 3 --run-id r1 --role trainer"},
+      {"mixed", "--nproc_per_node 2 --nnodes=1:1 --node-rank=0 --master_addr 127.0.0.1 --master-port=" + p +
+                    " --max-restarts=3 --rdzv-id r1 --role=trainer --"},
+  };
+  for (const auto& [tag, flags] : spellings) {
+    auto r = run_command("TAG=" + tag + " " + ddprun_path() + " " + flags + " " + script);
+    ASSERT_EQ(r.exit_code, 0) << tag << ": " << r.output;
+    for (int rank = 0; rank < 2; ++rank) {
+      auto env = parse_env_file(dir / ("env_" + tag + "_" + std::to_string(rank)));
+      EXPECT_EQ(env.at("RANK"), std::to_string(rank)) << tag;
+      EXPECT_EQ(env.at("WORLD_SIZE"), "2") << tag;
+      EXPECT_EQ(env.at("MASTER_PORT"), p) << tag;
+      EXPECT_EQ(env.at("TORCHELASTIC_MAX_RESTARTS"), "3") << tag;
+      EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), "r1") << tag;
+      EXPECT_EQ(env.at("ROLE_NAME"), "trainer") << tag;
+    }
+  }
+}
+
+TEST(LauncherFlagsTest, ArgumentsAfterProgramBelongToProgram) {
+  TempDir dir;
+  const std::string script = write_script(dir, "args.sh", "echo \"args: $*\"\n");
+  auto r = run_command(ddprun_path() + " --nproc-per-node 1 " + script + " --nproc-per-node=5 -- x");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("args: --nproc-per-node=5 -- x\n"), std::string::npos) << r.output;
+}
+
+TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
+  auto o = parse_launch_args({"--nnodes=2:2", "--nproc_per_node", "3", "--node-rank=1", "--master_addr", "10.0.0.1",
+                              "--master-port=29555", "--max_restarts=4", "--log_dir", "/tmp/x", "-r", "0:1,2:3",
+                              "--tee=2", "--run-id=abc", "--role", "r", "--rdzv_conf=timeout=12",
+                              "--grace_period=1.5", "--no-python", "prog", "--nnodes=9", "a"});
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.master_port, 29555);
+  EXPECT_EQ(o.max_restarts, 4);
+  EXPECT_EQ(o.log_dir, "/tmp/x");
+  EXPECT_EQ(o.redirects.for_local_rank(0), 1);
+  EXPECT_EQ(o.redirects.for_local_rank(1), 0);
+  EXPECT_EQ(o.redirects.for_local_rank(2), 3);
+  EXPECT_EQ(o.tee.for_local_rank(5), 2);
+  EXPECT_TRUE(o.streams_chosen);
+  EXPECT_EQ(o.run_id, "abc");
+  EXPECT_EQ(o.role, "r");
+  EXPECT_EQ(o.rdzv_timeout_s, 12);
+  EXPECT_EQ(o.grace_period_s, 1.5);
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "--nnodes=9", "a"}));
+  EXPECT_FALSE(parse_launch_args({"prog"}).standalone);
+  EXPECT_TRUE(parse_launch_args({"--standalone", "--", "prog"}).standalone);
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node=auto", "prog"}).nproc_per_node, cpus());
+}
+
+TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--bogus=1", "p"},
+      {"--nproc-per-node", "p"},  // "p" is taken as the count
+      {"--nproc-per-node=0", "p"},
+      {"--nproc-per-node=two", "p"},
+      {"--nproc-per-node=gpu", "p"},
+      {"--nnodes=1:4", "p"},
+      {"--nnodes=2", "--node-rank=2", "p"},
+      {"--master-port=70000", "p"},
+      {"--nnodes=2", "--master-port=65535", "p"},
+      {"--standalone", "--nnodes=2", "p"},
+      {"--redirects=3", "p"},
+      {"--tee=5", "--log-dir=/tmp", "p"},
+      {"-r", "0:1,x", "--log-dir=/tmp", "p"},
+      {"--rdzv-conf=join_timeout=5", "p"},
+      {"--grace-period=-1", "p"},
+      {"--grace-period=inf", "p"},              // durations are bounded: a week at most (issue 20)
+      {"--rdzv-conf=timeout=1e300", "p"},
+      {"--standalone=1", "p"},
+      {"--nproc-per-node=2"},
+      {"--"},
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_THROW(parse_launch_args(args), LaunchUsageError) << joined;
+  }
+  // The binary: exit 2 and a single "error:" line, for a parse error and for a PROGRAM that does not exist.
+  TempDir dir;
+  for (const std::string& args : {std::string("--nnodes=1:4 /bin/true"), "--nproc-per-node=1 " + dir / "missing.sh"}) {
+    auto r = run_command(ddprun_path() + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+  }
+  auto help = run_command(ddprun_path() + " --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port",
+                           "--standalone", "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id"})
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+}
+
+TEST(LauncherFlagsTest, StandaloneUsesAFreeLocalPortAndARunId) {
+  TempDir dir;
+  const std::string script = env_dump_script(dir);
+  auto r = run_command("TAG=s " + ddprun_path() + " --standalone --nproc-per-node=2 --master-port=1 " + script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto env0 = parse_env_file(dir / "env_s_0"), env1 = parse_env_file(dir / "env_s_1");
+  EXPECT_EQ(env0.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_NE(env0.at("MASTER_PORT"), "1");  // torchrun ignores explicit endpoints under --standalone, so does ddprun
+  EXPECT_NE(env0.at("MASTER_PORT"), "29500");
+  EXPECT_TRUE(port_is_free(std::stoi(env0.at("MASTER_PORT"))));
+  EXPECT_EQ(env0.at("MASTER_PORT"), env1.at("MASTER_PORT"));
+  EXPECT_NE(env0.at("TORCHELASTIC_RUN_ID"), "none");
+  EXPECT_EQ(env0.at("TORCHELASTIC_RUN_ID"), env1.at("TORCHELASTIC_RUN_ID"));
+  EXPECT_EQ(env0.at("WORLD_SIZE"), "2");
+}
+
+}  // namespace
+}  // namespace ddp::test

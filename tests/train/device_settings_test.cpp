@@ -1,0 +1,90 @@
+// training.deterministic / training.cudnn_benchmark, GPU facts on a CPU run, and the device-dependent amp.dtype.
+//
+// The switches land in ATen's global context as torch.use_deterministic_algorithms and torch.backends.cudnn set
+// them; a deterministic CPU run trains bit-identically to the default one (nothing it uses lacks a deterministic
+// kernel); a CPU run reports no GPU figures; amp.dtype = auto is bfloat16 on CPU.
+#include "train/device_settings.h"
+#include "memory/gpu_memory.h"
+#include "tests/support/test_support.h"
+
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace ddp::test {
+namespace {
+
+struct ContextFlagsRestore {
+  ~ContextFlagsRestore() { configure_math_modes(TrainingConfig{}); }
+};
+
+TEST(MathModes, DeterministicSetsTorchsSwitchesAndCublasWorkspace) {
+  ContextFlagsRestore restore;
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  TrainingConfig t;
+  t.deterministic = true;
+  configure_math_modes(t);
+  auto& ctx = at::globalContext();
+  EXPECT_TRUE(ctx.deterministicAlgorithms());
+  EXPECT_FALSE(ctx.deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(ctx.deterministicCuDNN());
+  EXPECT_FALSE(ctx.benchmarkCuDNN());
+  ASSERT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+  EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
+  // A user's own workspace setting is kept.
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
+  configure_math_modes(t);
+  EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":16:8");
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+
+  TrainingConfig fast;
+  fast.cudnn_benchmark = true;
+  configure_math_modes(fast);
+  EXPECT_FALSE(ctx.deterministicAlgorithms());
+  EXPECT_FALSE(ctx.deterministicCuDNN());
+  EXPECT_TRUE(ctx.benchmarkCuDNN());
+}
+
+TEST(MathModes, CpuRunReportsNoGpu) {
+  EXPECT_FALSE(describe_gpu(torch::kCPU).has_value());
+  EXPECT_FALSE(peak_gpu_memory_bytes(torch::kCPU).has_value());
+  EXPECT_EQ(gpu_summary(torch::kCPU), "");
+}
+
+TEST(MathModes, DeterministicCpuTrainingIsBitIdenticalToDefault) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(dir, 256, 64, 31, {"data.batch_size=32", "model.dropout=0.5"});
+  const std::string resnet = " --model.name=resnet18 --data.image_size=32 --data.dataset=synthetic "
+                             "--data.synthetic_train_size=96 --data.synthetic_test_size=32 --training.max_steps=3";
+  for (const std::string& model : std::vector<std::string>{"", resnet}) {
+    auto plain = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model + " --job.out_dir=" +
+                             dir / "plain");
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    auto det = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model + " --job.out_dir=" +
+                           dir / "det --training.deterministic=true");
+    ASSERT_EQ(det.exit_code, 0) << det.output;
+    EXPECT_EQ(read_file(dir / "plain/model.pt"), read_file(dir / "det/model.pt")) << model;
+    EXPECT_EQ(read_file(dir / "plain/metrics.jsonl").find("gpu_mem_peak_mib"), std::string::npos);
+  }
+}
+
+TEST(MathModes, AmpDtypeNamesAndTheCpuDefault) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(dir, 128, 64, 32, {"data.batch_size=32", "metrics.progress=plain"});
+  auto run = [&](const std::string& args) {
+    auto r = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " --amp.enabled=true " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  EXPECT_NE(run("--job.out_dir=" + dir / "a").find("| amp bfloat16\n"), std::string::npos);
+  EXPECT_NE(run("--job.out_dir=" + dir / "b --amp.dtype=float16").find("| amp float16\n"), std::string::npos);
+  EXPECT_NE(run("--job.out_dir=" + dir / "c --amp.dtype=fp16").find("| amp float16\n"), std::string::npos);
+  // float16 scales the loss by default (auto = dynamic for float16), and the old name means the same run.
+  EXPECT_EQ(read_file(dir / "b/model.pt"), read_file(dir / "c/model.pt"));
+  EXPECT_NE(read_file(dir / "b/metrics.jsonl").find("\"loss_scale\":65536"), std::string::npos);
+  EXPECT_NE(read_file(dir / "a/metrics.jsonl").find("\"loss_scale\":1,"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp::test
