@@ -1,7 +1,6 @@
 // ddptrain entry logic: argument parsing, config loading, rendezvous, training, and exit codes.
 #include "app/ddptrain.h"
 
-#include "amp/autocast.h"
 #include "base/c10_logging.h"
 #include "config/config.h"
 #include "config/config_help.h"
@@ -14,12 +13,8 @@
 #include "base/process_env.h"
 #include "distributed/rendezvous.h"
 #include "distributed/sealed_store.h"
-#include "memory/gpu_memory.h"
-#include "models/classifier.h"
-
 
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
 
 namespace ddp {
@@ -88,32 +83,6 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   return out;
 }
 
-namespace {
-
-void print_banner(const Trainer& t) {
-  const Config& c = t.config();
-  const DistContext& d = t.dist();
-  const std::string gpu = gpu_summary(d.device);
-  std::cout << "ddptrain: job " << c.job.name << " | world " << d.world_size << " | backend " << d.backend
-            << " | device " << d.device.str() << (gpu.empty() ? "" : " (" + gpu + ")");
-  if (d.distributed())
-    std::cout << " | all-reduce " << (d.allreduce == "shm" ? "shared memory" : d.allreduce)
-              << (d.allreduce_note.empty() ? "" : " (shared memory not used: " + d.allreduce_note + ")");
-  std::cout << "\n"
-            << "  model " << c.model.name << " (" << count_parameters(const_cast<Trainer&>(t).model())
-            << " parameters) | data " << t.dataset().name << " train " << t.dataset().train.size() << " test "
-            << t.dataset().test.size() << "\n"
-            << "  batch " << c.data.batch_size << " per rank x " << d.world_size << " ranks x "
-            << c.training.grad_accum_steps << " accumulation = " << c.data.batch_size * d.world_size *
-                                                                       c.training.grad_accum_steps
-            << " per step | " << t.steps_per_epoch() << " steps/epoch | amp "
-            << (c.amp.enabled ? amp_dtype_label(t.amp_dtype()) : "off") << "\n"
-            << "  outputs in " << c.job.out_dir << std::endl;
-  if (!t.init_from_note().empty()) std::cout << "  init_from: " << t.init_from_note() << std::endl;
-}
-
-}  // namespace
-
 int ddptrain_main(const std::vector<std::string>& args) {
   quiet_c10_logging();
   std::string prefix;
@@ -142,9 +111,12 @@ int ddptrain_main(const std::vector<std::string>& args) {
     install_preemption_handlers();
     Trainer trainer(cfg, ctx);
     trainer.setup();
-    if (ctx.is_main() && cfg.metrics.progress != "off") print_banner(trainer);
-    if (cli.eval_only) trainer.evaluate_only();
-    else trainer.train();
+    if (cli.eval_only) {
+      trainer.evaluate_only();
+    } else {
+      trainer.resume();
+      trainer.train();
+    }
     shutdown_group(ctx.group);  // NCCL communicators and Gloo's threads end here, not in static destruction
     return 0;
   } catch (const ConfigError& e) {

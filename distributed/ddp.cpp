@@ -145,4 +145,10 @@ std::vector<size_t> DistributedDataParallel::bucket_sizes() const {
   return sizes;
 }
 
+std::unique_ptr<DataParallel> make_data_parallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
+                                                 const DistConfig& cfg) {
+  if (!ctx.distributed()) return std::make_unique<DataParallel>();
+  return std::make_unique<DistributedDataParallel>(std::move(module), ctx, cfg);
+}
+
 }  // namespace ddp

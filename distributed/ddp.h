@@ -4,6 +4,7 @@
 #include "config/config.h"
 #include "distributed/c10d_fwd.h"
 #include "distributed/context.h"
+#include "distributed/data_parallel.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -18,20 +19,17 @@ namespace ddp {
 // (dist.gradient_as_bucket_view, ddptrain's default).
 void zero_grad_in_place(torch::optim::Optimizer& optimizer);
 
-class DistributedDataParallel {
+class DistributedDataParallel : public DataParallel {
  public:
   // Verifies parameter shapes across ranks, broadcasts parameters and buffers from rank 0
   // (broadcast_coalesced), and builds the Reducer: one bucket for the first iteration, then
   // bucket_cap_mb buckets (first 1 MiB) rebuilt in gradient-ready order after it.
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx, const DistConfig& cfg);
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() override;
 
-  // Call before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
-  void pre_forward(bool sync);
-  // Call after the module's forward, before backward (output: for find_unused_parameters' graph walk).
-  void post_forward(bool sync, const torch::Tensor& output);
-  // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
-  void sync_buffers();
+  void pre_forward(bool sync) override;
+  void post_forward(bool sync, const torch::Tensor& output) override;
+  void sync_buffers() override;
 
   c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).

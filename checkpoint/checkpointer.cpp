@@ -1,0 +1,146 @@
+// Checkpointer: save and resume with rank 0 doing the file work and every rank agreeing on the outcome.
+#include "checkpoint/checkpointer.h"
+
+#include "base/first_line.h"
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/pickle_reader.h"
+#include "checkpoint/state_dict.h"
+#include "distributed/rank_zero.h"
+#include "distributed/reduce.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+namespace ddp {
+namespace {
+
+void warn_line(const std::string& w) { std::cerr << "warning: " << w << std::endl; }
+
+// The line a run continues from the checkpoint of `step`: that step, then the older ones of the line it came from
+// (`recorded`, latest.json's), or, in a folder of ddptrain 0.3.0 or before (none recorded), every older one.
+std::vector<int64_t> line_from(int64_t step, const std::optional<std::vector<int64_t>>& recorded,
+                               const std::vector<CheckpointInfo>& complete) {
+  std::vector<int64_t> line{step};
+  if (recorded && std::find(recorded->begin(), recorded->end(), step) != recorded->end()) {
+    for (int64_t s : *recorded)
+      if (s < step) line.push_back(s);
+  } else if (!recorded) {
+    for (const auto& c : complete)
+      if (c.step < step) line.push_back(c.step);
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string parse_checkpoint(const std::vector<char>& bytes, c10::IValue& value, const Checkpointer::Check& check) {
+  try {
+    value = read_torch_save(bytes);
+  } catch (const std::exception& e) {
+    return "not a readable checkpoint: " + first_line(e.what());
+  }
+  if (!value.isGenericDict()) return "not a checkpoint dict (torch.load gives " + python_kind(value) + ")";
+  return check(value.toGenericDict());
+}
+
+Checkpointer::Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log)
+    : cfg_(std::move(cfg)), out_dir_(std::move(out_dir)), ctx_(std::move(ctx)), log_(std::move(log)) {}
+
+void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
+  last_step_ = step;
+  const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
+    CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
+    const CheckpointInfo info = store.save(torch_save_bytes(state), step, epoch, eval_accuracy, warn_line);
+    log_("checkpoint " + info.payload_path);
+    ++written_;
+  });
+  if (!r.failed) return;
+  const std::string error = "checkpoint at step " + std::to_string(step) + " failed: " + r.error +
+                            " (earlier checkpoints are intact)";
+  if (cfg_.on_error == "warn") {
+    if (ctx_.is_main()) warn_line(error);
+    return;
+  }
+  throw std::runtime_error(ctx_.is_main() ? error : "rank 0 failed to write a checkpoint");
+}
+
+std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
+  std::vector<char> bytes;
+  c10::IValue value;  // rank 0: the chosen checkpoint, parsed and checked while choosing
+  std::string chosen;
+  const RankZeroOutcome r = on_rank_zero(ctx_, [&] { chosen = choose(bytes, value, check); });
+  if (r.failed) {
+    if (!ctx_.is_main()) throw std::runtime_error("rank 0 could not read the checkpoint");
+    throw std::runtime_error(r.error.rfind("resume from ", 0) == 0 ? r.error : "resume: " + r.error);
+  }
+  broadcast_bytes(ctx_, bytes);
+  if (bytes.empty()) return std::nullopt;
+  if (!ctx_.is_main()) {
+    const std::string problem = parse_checkpoint(bytes, value, check);
+    if (!problem.empty()) throw std::runtime_error("resume from rank 0's checkpoint: " + problem);
+  }
+  return Resumed{chosen, value.toGenericDict()};
+}
+
+void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value,
+                              const Check& check) const {
+  const std::string manifest = std::filesystem::path(path).replace_extension(".json").string();
+  if (auto info = CheckpointStore::read_manifest(manifest)) {
+    info->payload_path = path;  // the manifest's size and CRC, checked against this file
+    const std::string problem = CheckpointStore::verify(*info);
+    if (!problem.empty()) throw std::runtime_error(problem);
+  }
+  bytes = read_bytes(path);
+  const std::string problem = parse_checkpoint(bytes, value, check);
+  if (!problem.empty()) throw std::runtime_error("resume from " + path + ": " + problem);
+}
+
+std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, const Check& check) {
+  std::set<std::string> said;  // each warning once (a listing and the line may both find an unreadable manifest)
+  int64_t skipped = 0;
+  bool counting = false;
+  const WarnFn warn = [&](const std::string& w) {
+    if (said.insert(w).second) warn_line(w);
+    if (counting && w.find("(a crash while it was written?)") == std::string::npos) ++skipped;
+  };
+  CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
+  // What a crash mid-write left (rank 0 only writes here; other runs must not share the folder).
+  for (const auto& p : store.remove_debris()) log_("removed " + p + " (left by an interrupted write)");
+  for (const auto& p : remove_temp_files(out_dir_, "model.pt")) log_("removed " + p + " (left by an interrupted write)");
+  const std::optional<std::vector<int64_t>> recorded = store.read_line(warn);
+  const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read
+  std::string chosen;
+  std::vector<int64_t> line;
+  if (cfg_.resume == "auto") {
+    counting = true;
+    for (const auto& c : store.resume_candidates(warn)) {
+      std::vector<char> b = read_bytes(c.payload_path);
+      const std::string problem = parse_checkpoint(b, value, check);
+      if (problem.empty()) {
+        chosen = c.payload_path;
+        bytes = std::move(b);
+        line = line_from(c.step, recorded, complete);
+        break;
+      }
+      warn("skipping checkpoint " + c.payload_path + ": " + problem + " (left in place)");
+    }
+    counting = false;
+    if (chosen.empty() && skipped > 0)
+      throw std::runtime_error("no usable checkpoint in " + cfg_.dir + " (" + std::to_string(skipped) +
+                               " skipped, see the warnings above); move them away or set checkpoint.resume = never "
+                               "or to a checkpoint file");
+  } else if (cfg_.resume != "never") {
+    chosen = cfg_.resume;
+    read_named(chosen, bytes, value, check);
+    if (auto step = store.step_of(chosen)) line = line_from(*step, recorded, complete);
+  }
+  // latest.json names the line auto follows from now on (a fresh line for never or a checkpoint from elsewhere).
+  std::error_code ec;
+  if ((!line.empty() || std::filesystem::is_directory(cfg_.dir, ec)) && (!recorded || *recorded != line))
+    store.write_line(line);
+  return chosen;
+}
+
+}  // namespace ddp

@@ -1,0 +1,72 @@
+// Checkpointer: when a checkpoint is due, writing it, which one a run resumes from; rank 0's I/O agreed by all ranks.
+#pragma once
+
+#include "config/config.h"
+#include "distributed/context.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+class Checkpointer {
+ public:
+  using Log = std::function<void(const std::string&)>;  // rank 0's progress lines
+  // "" when a checkpoint dict is one this run can continue from, else why not (the trainer's range checks).
+  using Check = std::function<std::string(const c10::impl::GenericDict&)>;
+  struct Resumed {
+    std::string path;  // the file rank 0 read ("" on the other ranks)
+    c10::impl::GenericDict state;
+  };
+
+  // checkpoint.dir must be resolved (config loading does it); out_dir holds model.pt (its crash debris is cleaned).
+  Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log);
+
+  // checkpoint.every_steps or every_epochs is set.
+  bool enabled() const { return cfg_.every_steps > 0 || cfg_.every_epochs > 0; }
+  // checkpoint.every_steps hits `step`.
+  bool due_at_step(int64_t step) const { return cfg_.every_steps > 0 && step % cfg_.every_steps == 0; }
+  // After an epoch's evaluation: every_epochs hits `epochs_done`, or every_steps hits the epoch's last step.
+  bool due_at_epoch_end(int64_t epochs_done, int64_t step) const {
+    return (cfg_.every_epochs > 0 && epochs_done % cfg_.every_epochs == 0) || due_at_step(step);
+  }
+  // The state at `step` is already a checkpoint (written by this run or resumed from).
+  bool holds(int64_t step) const { return last_step_ == step; }
+
+  // Rank 0 writes `state` (built by every rank) as the checkpoint of `step`; collective. A failed write stops every
+  // rank (checkpoint.on_error = fail) or is a warning (warn). eval_accuracy < 0: none.
+  void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
+  // Collective: rank 0 cleans crash debris, picks the checkpoint checkpoint.resume names (auto: along the run's line,
+  // past unreadable ones, each checked with `check`) and records the line it continues; every rank gets its dict.
+  // nullopt: a fresh start. Throws when the named checkpoint cannot be used or every candidate was skipped.
+  std::optional<Resumed> resume(const Check& check);
+  // The state now in memory was read from the checkpoint of `step`: a run ending there writes it no second time.
+  void restored_at(int64_t step) { last_step_ = step; }
+
+  int64_t written() const { return written_; }  // checkpoints this run wrote
+  const std::string& dir() const { return cfg_.dir; }
+
+ private:
+  // Rank 0: the chosen checkpoint's path ("" for none), its bytes and parsed dict.
+  std::string choose(std::vector<char>& bytes, c10::IValue& value, const Check& check);
+  // The checkpoint resume = PATH names, checked against its manifest when it has one.
+  void read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value, const Check& check) const;
+
+  CheckpointConfig cfg_;
+  std::string out_dir_;
+  DistContext ctx_;
+  Log log_;
+  int64_t last_step_ = -1;
+  int64_t written_ = 0;
+};
+
+// "" when `bytes` parse as a checkpoint dict that `check` accepts (value = it), else why not.
+std::string parse_checkpoint(const std::vector<char>& bytes, c10::IValue& value, const Checkpointer::Check& check);
+
+}  // namespace ddp
