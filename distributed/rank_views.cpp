@@ -104,92 +104,122 @@ RankView own_view(int64_t world_size, const std::string& config_digest) {
   return v;
 }
 
-std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,
-                                 std::chrono::milliseconds timeout) {
-  const std::string me = "rank " + std::to_string(place.rank);
-  const int64_t per_node = place.local_world_size < place.world_size ? place.local_world_size : 0;
-  std::vector<int64_t> missing;
-  for (int64_t r = 0; r < place.world_size; ++r) missing.push_back(r);
-  auto fail = [&](const std::string& why) {
+namespace {
+
+// One rank's join: publish its view, compare views, wait for every rank, or fail naming the culprit.
+class Joining {
+ public:
+  Joining(c10d::Store& store, const JoinPlace& place, const RankView& mine)
+      : store_(store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
+    for (int64_t r = 0; r < place.world_size; ++r) missing_.push_back(r);
+  }
+
+  std::vector<RankView> run(std::chrono::milliseconds timeout) {
+    const int64_t per_node = place_.local_world_size < place_.world_size ? place_.local_world_size : 0;
+    try {
+      store_.set(view_key(place_.rank), view_bytes(view_text(mine_)));
+      // The others give rank 0 two more seconds to post its verdict before reporting their own.
+      const auto give_up_at = std::chrono::steady_clock::now() + timeout +
+                              (place_.rank == 0 ? std::chrono::seconds(0) : std::chrono::seconds(2));
+      while (true) {
+        if (place_.rank == 0) poll_as_rank0();
+        else poll_as_other();
+        if (missing_.empty() && compared_with_rank0_) return views();
+        if (std::chrono::steady_clock::now() >= give_up_at) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      missing_ = still_missing();
+    } catch (const c10::Error& e) {
+      missing_.erase(std::remove(missing_.begin(), missing_.end(), place_.rank), missing_.end());
+      throw std::runtime_error(me_ + ": lost the store at " + place_.address + " while waiting for rank(s) " +
+                               describe_missing(missing_, per_node) + " to join (rank 0 exited?): " +
+                               first_line(e.what()));
+    }
+    fail("timed out after " + seconds_text(timeout) + " s waiting for rank(s) " +
+         describe_missing(missing_, per_node) + " of " + std::to_string(place_.world_size) +
+         " to join the store at " + place_.address + " (dist.timeout_s)");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) {
     // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone.
-    if (place.rank == 0) {
+    if (place_.rank == 0) {
       try {
-        store.set(kVerdictKey, view_bytes("rank 0 found: " + why));
+        store_.set(kVerdictKey, view_bytes("rank 0 found: " + why));
         std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others poll every 20 ms
       } catch (const std::exception&) {
       }
     }
-    throw std::runtime_error(me + ": " + why);
-  };
-  try {
-    store.set(view_key(place.rank), view_bytes(view_text(mine)));
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto compare = [&](int64_t r) {
-      RankView theirs;
-      const std::string text = view_string(store.get(view_key(r)));
-      if (!parse_view(text, theirs)) fail("rank " + std::to_string(r) + " published a malformed view");
-      const std::string why = view_mismatch(0, place.rank == 0 ? mine : theirs, place.rank == 0 ? r : place.rank,
-                                            place.rank == 0 ? theirs : mine);
-      if (!why.empty()) fail(why);
-    };
-    // Rank 0 compares each rank's view as it arrives; the others compare with rank 0's, then wait for all at once
-    // (one check of every key), and give rank 0 two more seconds to post its verdict before reporting their own.
-    bool compared_with_rank0 = place.rank == 0;
-    const auto give_up_at = deadline + (place.rank == 0 ? std::chrono::seconds(0) : std::chrono::seconds(2));
-    auto still_missing = [&] {
-      std::vector<int64_t> still;
-      for (int64_t r : missing)
-        if (r != place.rank && !store.check({view_key(r)})) still.push_back(r);
-      return still;
-    };
-    while (true) {
-      if (place.rank == 0) {
-        std::vector<int64_t> still;
-        for (int64_t r : missing) {
-          if (r == 0) continue;
-          if (store.check({view_key(r)})) compare(r);
-          else still.push_back(r);
-        }
-        missing.swap(still);
-        // A rank beyond this world (started with a larger WORLD_SIZE) is a mismatch too.
-        if (store.check({view_key(place.world_size)})) compare(place.world_size);
-      } else {
-        if (store.check({kVerdictKey}))
-          throw std::runtime_error(me + ": " + first_line(view_string(store.get(kVerdictKey))).substr(0, 2048));
-        if (!compared_with_rank0 && store.check({view_key(0)})) {
-          compare(0);
-          compared_with_rank0 = true;
-        }
-        std::vector<std::string> keys;
-        for (int64_t r : missing) keys.push_back(view_key(r));
-        if (compared_with_rank0 && store.check(keys)) missing.clear();
-      }
-      if (missing.empty() && compared_with_rank0) {
-        std::vector<RankView> views;
-        for (int64_t r = 0; r < place.world_size && r < 256; ++r) {
-          RankView v = mine;
-          if (r != place.rank && !parse_view(view_string(store.get(view_key(r))), v))
-            fail("rank " + std::to_string(r) + " published a malformed view");
-          views.push_back(v);
-        }
-        return views;
-      }
-      if (std::chrono::steady_clock::now() >= give_up_at) {
-        missing = still_missing();
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  } catch (const c10::Error& e) {
-    missing.erase(std::remove(missing.begin(), missing.end(), place.rank), missing.end());
-    throw std::runtime_error(me + ": lost the store at " + place.address + " while waiting for rank(s) " +
-                             describe_missing(missing, per_node) + " to join (rank 0 exited?): " +
-                             first_line(e.what()));
+    throw std::runtime_error(me_ + ": " + why);
   }
-  fail("timed out after " + seconds_text(timeout) + " s waiting for rank(s) " +
-       describe_missing(missing, per_node) + " of " + std::to_string(place.world_size) +
-       " to join the store at " + place.address + " (dist.timeout_s)");
-  return {};  // not reached: fail throws
+
+  void compare(int64_t r) {
+    RankView theirs;
+    const std::string text = view_string(store_.get(view_key(r)));
+    if (!parse_view(text, theirs)) fail("rank " + std::to_string(r) + " published a malformed view");
+    const bool zero = place_.rank == 0;
+    const std::string why =
+        view_mismatch(0, zero ? mine_ : theirs, zero ? r : place_.rank, zero ? theirs : mine_);
+    if (!why.empty()) fail(why);
+  }
+
+  // Rank 0 compares each rank's view as it arrives.
+  void poll_as_rank0() {
+    std::vector<int64_t> still;
+    for (int64_t r : missing_) {
+      if (r == 0) continue;
+      if (store_.check({view_key(r)})) compare(r);
+      else still.push_back(r);
+    }
+    missing_.swap(still);
+    // A rank beyond this world (started with a larger WORLD_SIZE) is a mismatch too.
+    if (store_.check({view_key(place_.world_size)})) compare(place_.world_size);
+  }
+
+  // The others compare with rank 0's view, then wait for all at once (one check of every key).
+  void poll_as_other() {
+    if (store_.check({kVerdictKey}))
+      throw std::runtime_error(me_ + ": " + first_line(view_string(store_.get(kVerdictKey))).substr(0, 2048));
+    if (!compared_with_rank0_ && store_.check({view_key(0)})) {
+      compare(0);
+      compared_with_rank0_ = true;
+    }
+    std::vector<std::string> keys;
+    for (int64_t r : missing_) keys.push_back(view_key(r));
+    if (compared_with_rank0_ && store_.check(keys)) missing_.clear();
+  }
+
+  std::vector<int64_t> still_missing() {
+    std::vector<int64_t> still;
+    for (int64_t r : missing_)
+      if (r != place_.rank && !store_.check({view_key(r)})) still.push_back(r);
+    return still;
+  }
+
+  std::vector<RankView> views() {
+    std::vector<RankView> out;
+    for (int64_t r = 0; r < place_.world_size && r < 256; ++r) {
+      RankView v = mine_;
+      if (r != place_.rank && !parse_view(view_string(store_.get(view_key(r))), v))
+        fail("rank " + std::to_string(r) + " published a malformed view");
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  c10d::Store& store_;
+  const JoinPlace& place_;
+  const RankView& mine_;
+  const std::string me_;
+  std::vector<int64_t> missing_;
+  bool compared_with_rank0_ = place_.rank == 0;
+};
+
+}  // namespace
+
+std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,
+                                 std::chrono::milliseconds timeout) {
+  return Joining(store, place, mine).run(timeout);
 }
 
 std::string gone_ranks(const std::vector<RankView>& views, int64_t self, std::chrono::milliseconds settle) {

@@ -148,6 +148,113 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
   return info;
 }
 
+namespace {
+
+c10d::TCPStoreOptions rendezvous_store_options(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(info.master_port);
+  opts.isServer = info.rank == 0 && !info.agent_store;
+  opts.numWorkers = static_cast<size_t>(info.world_size);
+  opts.waitWorkers = false;  // join_barrier waits instead and can name who is missing
+  opts.timeout = timeout;
+  return opts;
+}
+
+// As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its own key
+// space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
+c10::intrusive_ptr<c10d::Store> open_rendezvous_store(const RendezvousInfo& info, const c10d::TCPStoreOptions& o) {
+  const std::string address = info.master_addr + ":" + std::to_string(info.master_port);
+  c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
+  if (!info.job_secret.empty()) tcp = c10::make_intrusive<SealedStore>(info.job_secret, tcp, address);
+  if (!info.agent_store) return tcp;
+  return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), tcp);
+}
+
+// Rank 0 serves the store on MASTER_ADDR's address only (TCPStore alone would listen on every interface); the
+// others connect. Failures name the rank, the address and the likely cause.
+c10::intrusive_ptr<c10d::Store> connect_rendezvous_store(const RendezvousInfo& info, c10d::TCPStoreOptions& opts,
+                                                         double timeout_s) {
+  const std::string address = info.master_addr + ":" + std::to_string(info.master_port);
+  auto unreachable = [&](const std::string& why) {
+    return std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
+                              " within " + seconds_text(std::chrono::duration<double>(timeout_s)) +
+                              " s (is rank 0 running?): " + why);
+  };
+  if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, opts.timeout))
+    throw unreachable("nothing accepted connections there");
+  try {
+    if (opts.isServer) opts.masterListenFd = listen_on(info.master_addr, info.master_port);
+    return open_rendezvous_store(info, opts);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string first = first_line(what);
+    if (opts.isServer)
+      throw std::runtime_error(
+          "rank 0: cannot serve the store on " + address + ": " + first +
+          (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)" : ""));
+    throw unreachable(first);
+  }
+}
+
+// The watchdog's own client: one TCPStore client serialises calls, and Gloo's waits hold it. Null when it cannot
+// connect (then only the deadline is watched).
+c10::intrusive_ptr<c10d::Store> open_watch_store(const RendezvousInfo& info, const c10d::TCPStoreOptions& opts) {
+  try {
+    c10d::TCPStoreOptions client = opts;
+    client.isServer = false;
+    client.masterListenFd.reset();
+    return open_rendezvous_store(info, client);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// The gloo backend's slots: CPU tensors through shared memory when dist.allreduce allows and every rank is on this
+// host, else Gloo; CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
+std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const DistConfig& cfg,
+                                         const c10::intrusive_ptr<c10d::Backend>& gloo,
+                                         const c10::intrusive_ptr<c10d::Store>& store,
+                                         std::chrono::milliseconds timeout) {
+  ctx.allreduce = "gloo";
+  c10::intrusive_ptr<c10d::Backend> cpu = gloo;
+  if (cfg.allreduce != "gloo") {
+    ShmAllreduceOptions shm;
+    shm.timeout = timeout;
+    auto setup = wrap_with_shm_allreduce(gloo, store, shm);
+    if (!setup.active && cfg.allreduce == "shm")
+      throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
+                               " (every rank must be on one host; use \"auto\" or \"gloo\")");
+    cpu = setup.backend;
+    ctx.allreduce = setup.active ? "shm" : "gloo";
+    ctx.allreduce_note = setup.reason;
+  }
+  return {{c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu}, {c10::DeviceType::CUDA, "gloo", gloo}};
+}
+
+// The nccl backend's slots: CUDA tensors through ProcessGroupNCCL, CPU tensors over Gloo.
+std::vector<BackendSlot> nccl_side_slots(DistContext& ctx, const c10::intrusive_ptr<c10d::Backend>& gloo,
+                                         const c10::intrusive_ptr<c10d::Store>& prefixed, int rank, int world,
+                                         std::chrono::milliseconds timeout) {
+  std::vector<BackendSlot> slots;
+#ifdef DDP_WITH_CUDA
+  // As torchrun sets for its workers (ddprun too; this covers Slurm and mpirun): a collective that fails or outlives
+  // dist.timeout_s aborts the communicator and ends the process instead of hanging it.
+  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto cuda_store = c10::make_intrusive<c10d::PrefixStore>("cuda/", prefixed);
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(cuda_store, rank, world, options);
+  nccl->setBoundDeviceId(ctx.device);  // init_process_group(device_id=...): barrier() knows its GPU
+  nccl->setSequenceNumberForGroup();
+  slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
+  slots.push_back({c10::DeviceType::CPU, "gloo", gloo});
+  ctx.allreduce = "nccl";
+#endif
+  return slots;
+}
+
+}  // namespace
+
 DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) {
   DistContext ctx;
   ctx.rank = info.rank;
@@ -169,41 +276,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
 
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   const std::string address = info.master_addr + ":" + std::to_string(info.master_port);
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(info.master_port);
-  opts.isServer = info.rank == 0 && !info.agent_store;
-  opts.numWorkers = static_cast<size_t>(info.world_size);
-  opts.waitWorkers = false;  // join_barrier waits instead and can name who is missing
-  opts.timeout = timeout;
-  c10::intrusive_ptr<c10d::Store> store;
-  auto unreachable = [&](const std::string& why) {
-    return std::runtime_error("rank " + std::to_string(info.rank) + ": could not reach the store at " + address +
-                              " within " + seconds_text(std::chrono::duration<double>(cfg.timeout_s)) +
-                              " s (is rank 0 running?): " + why);
-  };
-  if (!opts.isServer && !wait_for_listener(info.master_addr, info.master_port, timeout))
-    throw unreachable("nothing accepted connections there");
-  // As torch.distributed's env:// rendezvous: an agent's store outlives restarts, so each attempt gets its
-  // own key space (stale join keys and Gloo addresses of the previous attempt stay out of the way).
-  auto open_store = [&](const c10d::TCPStoreOptions& o) -> c10::intrusive_ptr<c10d::Store> {
-    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(info.master_addr, o);
-    if (!info.job_secret.empty()) tcp = c10::make_intrusive<SealedStore>(info.job_secret, tcp, address);
-    if (!info.agent_store) return tcp;
-    return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(info.restart_count), tcp);
-  };
-  try {
-    // Rank 0 serves on MASTER_ADDR's address only (TCPStore alone would listen on every interface).
-    if (opts.isServer) opts.masterListenFd = listen_on(info.master_addr, info.master_port);
-    store = open_store(opts);
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const std::string first = first_line(what);
-    if (opts.isServer)
-      throw std::runtime_error(
-          "rank 0: cannot serve the store on " + address + ": " + first +
-          (what.find("in use") != std::string::npos ? " (port in use? pick another MASTER_PORT)" : ""));
-    throw unreachable(first);
-  }
+  c10d::TCPStoreOptions opts = rendezvous_store_options(info, timeout);
+  c10::intrusive_ptr<c10d::Store> store = connect_rendezvous_store(info, opts, cfg.timeout_s);
   JoinPlace place;
   place.rank = info.rank;
   place.world_size = info.world_size;
@@ -215,16 +289,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   };
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
-  // The watchdog gets a client of its own: one TCPStore client serialises calls, and Gloo's waits hold it.
-  c10::intrusive_ptr<c10d::Store> watch;
-  try {
-    c10d::TCPStoreOptions client = opts;
-    client.isServer = false;
-    client.masterListenFd.reset();
-    watch = open_store(client);
-  } catch (const std::exception&) {
-    // Without it only the deadline is watched.
-  }
+  const c10::intrusive_ptr<c10d::Store> watch = open_watch_store(info, opts);
   const int rank = static_cast<int>(info.rank);
   const int world = static_cast<int>(info.world_size);
   // CPU collectives (metrics, found_inf of CPU runs, the gloo backend's gradients) always run on Gloo, as with
@@ -233,40 +298,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
   auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
                               watch, info.rank, timeout, address, ctx.gone_peers);
-  std::vector<BackendSlot> slots;
-  if (backend == "gloo") {
-    ctx.allreduce = "gloo";
-    c10::intrusive_ptr<c10d::Backend> cpu = gloo;
-    if (cfg.allreduce != "gloo") {
-      ShmAllreduceOptions shm;
-      shm.timeout = timeout;
-      auto setup = wrap_with_shm_allreduce(gloo, store, shm);
-      if (!setup.active && cfg.allreduce == "shm")
-        throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
-                                 " (every rank must be on one host; use \"auto\" or \"gloo\")");
-      cpu = setup.backend;
-      ctx.allreduce = setup.active ? "shm" : "gloo";
-      ctx.allreduce_note = setup.reason;
-    }
-    slots.push_back({c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu});
-    // CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
-    slots.push_back({c10::DeviceType::CUDA, "gloo", gloo});
-  } else {
-#ifdef DDP_WITH_CUDA
-    // As torchrun sets for its workers (ddprun too; this covers Slurm and mpirun): a collective that fails or outlives
-    // dist.timeout_s aborts the communicator and ends the process instead of hanging it.
-    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = timeout;
-    auto cuda_store = c10::make_intrusive<c10d::PrefixStore>("cuda/", prefixed);
-    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(cuda_store, rank, world, options);
-    nccl->setBoundDeviceId(ctx.device);  // init_process_group(device_id=...): barrier() knows its GPU
-    nccl->setSequenceNumberForGroup();
-    slots.push_back({c10::DeviceType::CUDA, "nccl", nccl});
-    slots.push_back({c10::DeviceType::CPU, "gloo", gloo});
-    ctx.allreduce = "nccl";
-#endif
-  }
+  const std::vector<BackendSlot> slots = backend == "gloo" ? gloo_side_slots(ctx, cfg, gloo, store, timeout)
+                                                           : nccl_side_slots(ctx, gloo, prefixed, rank, world, timeout);
   ctx.group = make_process_group(prefixed, rank, world, slots);
   return ctx;
 }

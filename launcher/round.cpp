@@ -53,111 +53,147 @@ struct Stop {
   Clock::time_point kill_at;
 };
 
+// One round: its workers, what ended it, and the stop in progress. Each pass of run() handles signals, exited
+// workers, the other nodes' news (through the job store) and the grace period, in that order.
+class Round {
+ public:
+  Round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
+        const std::map<std::string, std::string>& base_env, JobStore* store)
+      : o_(o), restart_count_(restart_count), store_(store), group_(o, restart_count, program_path, base_env),
+        grace_(std::chrono::milliseconds(static_cast<int64_t>(o.grace_period_s * 1000))) {
+    std::ostringstream os;
+    os << o.grace_period_s << " s";
+    grace_text_ = os.str();
+  }
+
+  RoundResult run() {
+    while (true) {
+      group_.pump(100);
+      on_signals();
+      on_exited_workers();
+      poll_store();
+      if (group_.all_exited() && !group_.any_process_left()) break;
+      if (group_.all_exited()) on_leftovers();
+      if (stop_.started && !stop_.killed && Clock::now() >= stop_.kill_at) kill_after_grace();
+    }
+    group_.drain_output();
+    return result_;
+  }
+
+ private:
+  void begin_stop(int sig, const std::string& why) {
+    if (group_.running() > 0)
+      launcher_log(why + ": sending " + signal_name(sig) + " to " + std::to_string(group_.running()) +
+                   " worker(s), SIGKILL after " + grace_text_);
+    group_.signal_all(sig);
+    stop_.started = true;
+    stop_.signal = sig;
+    stop_.kill_at = Clock::now() + grace_;
+  }
+
+  void tell_store(const std::function<void()>& report) {
+    if (!store_) return;
+    try {
+      report();
+    } catch (const std::exception& e) {
+      launcher_log("could not tell the other nodes: " + first_line(e.what()));
+    }
+  }
+
+  // ddprun's own SIGINT/SIGTERM: forwarded to the workers; a second one kills them.
+  void on_signals() {
+    if (received_stop_signal_count() <= signals_seen_) return;
+    signals_seen_ = received_stop_signal_count();
+    const int sig = received_stop_signal();
+    const bool again = result_.signal != 0 || signals_seen_ > 1;
+    if (result_.signal == 0) {
+      result_.signal = sig;
+      result_.reason = "ddprun received " + signal_name(sig);
+      const std::string why = "node " + std::to_string(o_.node_rank) + "'s ddprun received " + signal_name(sig);
+      tell_store([&] { store_->report_stopped(why); });
+    }
+    if (again) {
+      launcher_log("received another signal: sending SIGKILL to every worker");
+      group_.signal_all(SIGKILL);
+      stop_.started = stop_.killed = true;
+      stop_.signal = SIGKILL;
+    } else {
+      begin_stop(sig, "received " + signal_name(sig));
+    }
+  }
+
+  // A worker that failed outside a stop ends the round: its tail is shown and the other nodes are told.
+  void on_exited_workers() {
+    for (Worker* w : group_.reap()) {
+      if (stop_.started || wait_status_ok(w->wait_status)) continue;
+      result_.end = RoundEnd::kWorkerFailed;
+      result_.reason = describe_worker(*w, o_) + " " + describe_wait_status(w->wait_status);
+      group_.read_available(*w);  // what it wrote last belongs to the tail
+      launcher_log(result_.reason);
+      log_last_lines(*w);
+      if (const std::string said = worker_error(*w); !said.empty()) result_.reason += ": " + said;
+      tell_store([&] { store_->report_failure(restart_count_, result_.reason); });
+      begin_stop(SIGTERM, "rank " + std::to_string(w->rank) + " failed");
+    }
+  }
+
+  // Every 100 ms while nothing stops: whether another node stopped or failed, or node 0's ddprun is gone.
+  void poll_store() {
+    if (!store_ || stop_.started || Clock::now() - last_store_poll_ < std::chrono::milliseconds(100)) return;
+    last_store_poll_ = Clock::now();
+    try {
+      if (auto why = store_->stopped()) {
+        result_ = {RoundEnd::kPeerStopped, *why, 0};
+        begin_stop(SIGTERM, "the job was stopped (" + *why + ")");
+      } else if (auto failed = store_->failure(restart_count_)) {
+        result_ = {RoundEnd::kPeerFailed, *failed, 0};
+        begin_stop(SIGTERM, "another node failed (" + *failed + ")");
+      }
+    } catch (const std::exception& e) {
+      result_ = {RoundEnd::kStoreLost,
+                 "lost contact with node 0's ddprun at " + store_->address() + ": " + first_line(e.what()), 0};
+      begin_stop(SIGTERM, result_.reason);
+    }
+  }
+
+  // The workers exited but left processes in their process groups, which may ignore a forwarded SIGINT (bash's
+  // background jobs do).
+  void on_leftovers() {
+    if (!stop_.started) {
+      begin_stop(SIGTERM, "the workers exited but left processes in their process groups");
+    } else if (stop_.signal != SIGTERM && !stop_.leftovers_terminated) {
+      group_.signal_all(SIGTERM);
+      stop_.leftovers_terminated = true;
+    }
+  }
+
+  void kill_after_grace() {
+    launcher_log((group_.running() > 0 ? std::to_string(group_.running()) + " worker(s)"
+                                       : std::string("processes the workers left behind")) +
+                 " still running " + grace_text_ + " after the stop signal: sending SIGKILL");
+    group_.signal_all(SIGKILL);
+    stop_.killed = true;
+  }
+
+  const LaunchOptions& o_;
+  int64_t restart_count_;
+  JobStore* store_;
+  WorkerGroup group_;
+  std::chrono::milliseconds grace_;
+  std::string grace_text_;
+  RoundResult result_;
+  Stop stop_;
+  int signals_seen_ = 0;
+  Clock::time_point last_store_poll_ = Clock::now();
+};
+
 }  // namespace
 
 void launcher_log(const std::string& message) { write_fully(STDERR_FILENO, "[ddprun] " + message + "\n"); }
 
 RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
                       const std::map<std::string, std::string>& base_env, JobStore* store) {
-  WorkerGroup group(o, restart_count, program_path, base_env);
-  RoundResult result;
-  Stop stop;
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_period_s * 1000));
-  std::ostringstream grace_os;
-  grace_os << o.grace_period_s << " s";
-  const std::string grace_text = grace_os.str();
-  auto begin_stop = [&](int sig, const std::string& why) {
-    if (group.running() > 0)
-      launcher_log(why + ": sending " + signal_name(sig) + " to " + std::to_string(group.running()) +
-                   " worker(s), SIGKILL after " + grace_text);
-    group.signal_all(sig);
-    stop.started = true;
-    stop.signal = sig;
-    stop.kill_at = Clock::now() + grace;
-  };
-  auto tell_store = [&](const std::function<void()>& report) {
-    if (!store) return;
-    try {
-      report();
-    } catch (const std::exception& e) {
-      launcher_log("could not tell the other nodes: " + first_line(e.what()));
-    }
-  };
-  int signals_seen = 0;
-  auto last_store_poll = Clock::now();
-
-  while (true) {
-    group.pump(100);
-
-    if (received_stop_signal_count() > signals_seen) {
-      signals_seen = received_stop_signal_count();
-      const int sig = received_stop_signal();
-      const bool again = result.signal != 0 || signals_seen > 1;
-      if (result.signal == 0) {
-        result.signal = sig;
-        result.reason = "ddprun received " + signal_name(sig);
-        const std::string why = "node " + std::to_string(o.node_rank) + "'s ddprun received " + signal_name(sig);
-        tell_store([&] { store->report_stopped(why); });
-      }
-      if (again) {
-        launcher_log("received another signal: sending SIGKILL to every worker");
-        group.signal_all(SIGKILL);
-        stop.started = stop.killed = true;
-        stop.signal = SIGKILL;
-      } else {
-        begin_stop(sig, "received " + signal_name(sig));
-      }
-    }
-
-    for (Worker* w : group.reap()) {
-      if (stop.started || wait_status_ok(w->wait_status)) continue;
-      result.end = RoundEnd::kWorkerFailed;
-      result.reason = describe_worker(*w, o) + " " + describe_wait_status(w->wait_status);
-      group.read_available(*w);  // what it wrote last belongs to the tail
-      launcher_log(result.reason);
-      log_last_lines(*w);
-      if (const std::string said = worker_error(*w); !said.empty()) result.reason += ": " + said;
-      tell_store([&] { store->report_failure(restart_count, result.reason); });
-      begin_stop(SIGTERM, "rank " + std::to_string(w->rank) + " failed");
-    }
-
-    if (store && !stop.started && Clock::now() - last_store_poll >= std::chrono::milliseconds(100)) {
-      last_store_poll = Clock::now();
-      try {
-        if (auto why = store->stopped()) {
-          result = {RoundEnd::kPeerStopped, *why, 0};
-          begin_stop(SIGTERM, "the job was stopped (" + *why + ")");
-        } else if (auto failed = store->failure(restart_count)) {
-          result = {RoundEnd::kPeerFailed, *failed, 0};
-          begin_stop(SIGTERM, "another node failed (" + *failed + ")");
-        }
-      } catch (const std::exception& e) {
-        result = {RoundEnd::kStoreLost,
-                  "lost contact with node 0's ddprun at " + store->address() + ": " + first_line(e.what()), 0};
-        begin_stop(SIGTERM, result.reason);
-      }
-    }
-
-    if (group.all_exited()) {
-      if (!group.any_process_left()) break;
-      // What the workers left behind may ignore a forwarded SIGINT (bash's background jobs do).
-      if (!stop.started) {
-        begin_stop(SIGTERM, "the workers exited but left processes in their process groups");
-      } else if (stop.signal != SIGTERM && !stop.leftovers_terminated) {
-        group.signal_all(SIGTERM);
-        stop.leftovers_terminated = true;
-      }
-    }
-    if (stop.started && !stop.killed && Clock::now() >= stop.kill_at) {
-      launcher_log((group.running() > 0 ? std::to_string(group.running()) + " worker(s)"
-                                        : std::string("processes the workers left behind")) +
-                   " still running " + grace_text + " after the stop signal: sending SIGKILL");
-      group.signal_all(SIGKILL);
-      stop.killed = true;
-    }
-  }
-  group.drain_output();
-  return result;
+  return Round(o, restart_count, program_path, base_env, store).run();
 }
 
 }  // namespace ddp
