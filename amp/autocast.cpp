@@ -7,11 +7,16 @@
 
 namespace ddp {
 
-c10::ScalarType amp_dtype_from_name(const std::string& name, c10::DeviceType device) {
-  if (name == "auto") return device == c10::DeviceType::CUDA ? c10::kHalf : c10::kBFloat16;
-  if (name == "bfloat16" || name == "bf16") return c10::kBFloat16;
-  if (name == "float16" || name == "fp16") return c10::kHalf;
-  throw std::invalid_argument("amp.dtype must be auto, float16 or bfloat16, got '" + name + "'");
+c10::ScalarType amp_dtype(AmpDtype dtype, c10::DeviceType device) {
+  switch (dtype) {
+    case AmpDtype::Float16:
+      return c10::kHalf;
+    case AmpDtype::BFloat16:
+      return c10::kBFloat16;
+    case AmpDtype::Auto:
+      break;
+  }
+  return device == c10::DeviceType::CUDA ? c10::kHalf : c10::kBFloat16;
 }
 
 std::string amp_dtype_label(c10::ScalarType dtype) {

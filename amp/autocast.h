@@ -1,6 +1,8 @@
 // AutocastGuard: RAII mixed-precision region, torch.autocast(device_type, dtype, enabled) on LibTorch 2.x.
 #pragma once
 
+#include "config/choices.h"
+
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
@@ -8,9 +10,9 @@
 
 namespace ddp {
 
-// Parses amp.dtype into kHalf ("float16", "fp16") or kBFloat16 ("bfloat16", "bf16"); "auto" is float16 on CUDA
-// and bfloat16 elsewhere (what each device's autocast defaults to); anything else throws std::invalid_argument.
-c10::ScalarType amp_dtype_from_name(const std::string& name, c10::DeviceType device = c10::DeviceType::CPU);
+// amp.dtype as a ScalarType: kHalf or kBFloat16; Auto is float16 on CUDA and bfloat16 elsewhere (what each device's
+// autocast defaults to).
+c10::ScalarType amp_dtype(AmpDtype dtype, c10::DeviceType device = c10::DeviceType::CPU);
 // "float16" / "bfloat16": torch's name for an autocast dtype.
 std::string amp_dtype_label(c10::ScalarType dtype);
 

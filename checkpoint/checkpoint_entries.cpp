@@ -1,6 +1,8 @@
 // Checkpoint entries: typed reads with one error message per kind of problem, and the position range checks.
 #include "checkpoint/checkpoint_entries.h"
 
+#include "base/python_kind.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>

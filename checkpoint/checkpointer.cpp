@@ -2,6 +2,7 @@
 #include "checkpoint/checkpointer.h"
 
 #include "base/first_line.h"
+#include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/pickle_reader.h"
 #include "checkpoint/state_dict.h"
@@ -10,13 +11,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <set>
 
 namespace ddp {
 namespace {
-
-void warn_line(const std::string& w) { std::cerr << "warning: " << w << std::endl; }
 
 // The line a run continues from the checkpoint of `step`: that step, then the older ones of the line it came from
 // (`recorded`, latest.json's), or, in a folder of ddptrain 0.3.0 or before (none recorded), every older one.
@@ -45,22 +43,23 @@ std::string parse_checkpoint(const std::vector<char>& bytes, c10::IValue& value,
   return check(value.toGenericDict());
 }
 
-Checkpointer::Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log)
-    : cfg_(std::move(cfg)), out_dir_(std::move(out_dir)), ctx_(std::move(ctx)), log_(std::move(log)) {}
+Checkpointer::Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log, Log warn)
+    : cfg_(std::move(cfg)), out_dir_(std::move(out_dir)), ctx_(std::move(ctx)), log_(std::move(log)),
+      warn_(std::move(warn)) {}
 
 void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
   last_step_ = step;
   const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
     CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
-    const CheckpointInfo info = store.save(torch_save_bytes(state), step, epoch, eval_accuracy, warn_line);
+    const CheckpointInfo info = store.save(torch_save_bytes(state), step, epoch, eval_accuracy, warn_);
     log_("checkpoint " + info.payload_path);
     ++written_;
   });
   if (!r.failed) return;
   const std::string error = "checkpoint at step " + std::to_string(step) + " failed: " + r.error +
                             " (earlier checkpoints are intact)";
-  if (cfg_.on_error == "warn") {
-    if (ctx_.is_main()) warn_line(error);
+  if (cfg_.on_error == OnCheckpointError::Warn) {
+    if (ctx_.is_main()) warn_(error);
     return;
   }
   throw std::runtime_error(ctx_.is_main() ? error : "rank 0 failed to write a checkpoint");
@@ -102,7 +101,7 @@ std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, c
   int64_t skipped = 0;
   bool counting = false;
   const WarnFn warn = [&](const std::string& w) {
-    if (said.insert(w).second) warn_line(w);
+    if (said.insert(w).second) warn_(w);
     if (counting && w.find("(a crash while it was written?)") == std::string::npos) ++skipped;
   };
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
@@ -113,7 +112,7 @@ std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, c
   const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read
   std::string chosen;
   std::vector<int64_t> line;
-  if (cfg_.resume == "auto") {
+  if (cfg_.resume.mode == ResumeMode::Auto) {
     counting = true;
     for (const auto& c : store.resume_candidates(warn)) {
       std::vector<char> b = read_bytes(c.payload_path);
@@ -131,8 +130,8 @@ std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, c
       throw std::runtime_error("no usable checkpoint in " + cfg_.dir + " (" + std::to_string(skipped) +
                                " skipped, see the warnings above); move them away or set checkpoint.resume = never "
                                "or to a checkpoint file");
-  } else if (cfg_.resume != "never") {
-    chosen = cfg_.resume;
+  } else if (cfg_.resume.mode == ResumeMode::Path) {
+    chosen = cfg_.resume.path;
     read_named(chosen, bytes, value, check);
     if (auto step = store.step_of(chosen)) line = line_from(*step, recorded, complete);
   }

@@ -17,7 +17,7 @@ namespace ddp {
 
 class Checkpointer {
  public:
-  using Log = std::function<void(const std::string&)>;  // rank 0's progress lines
+  using Log = std::function<void(const std::string&)>;  // rank 0's progress lines, or its warnings
   // "" when a checkpoint dict is one this run can continue from, else why not (the trainer's range checks).
   using Check = std::function<std::string(const c10::impl::GenericDict&)>;
   struct Resumed {
@@ -26,7 +26,7 @@ class Checkpointer {
   };
 
   // checkpoint.dir must be resolved (config loading does it); out_dir holds model.pt (its crash debris is cleaned).
-  Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log);
+  Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log, Log warn);
 
   // checkpoint.every_steps or every_epochs is set.
   bool enabled() const { return cfg_.every_steps > 0 || cfg_.every_epochs > 0; }
@@ -62,6 +62,7 @@ class Checkpointer {
   std::string out_dir_;
   DistContext ctx_;
   Log log_;
+  Log warn_;
   int64_t last_step_ = -1;
   int64_t written_ = 0;
 };

@@ -1,6 +1,7 @@
 // State-dict ordering, atomic torch.save-compatible writing, loading (dict or OrderedDict) and strict applying.
 #include "checkpoint/state_dict.h"
 
+#include "base/python_kind.h"
 #include "checkpoint/pickle_reader.h"
 
 #include <caffe2/serialize/inline_container.h>
@@ -43,19 +44,6 @@ std::string list_preview(const std::vector<std::string>& items) {
 }
 
 }  // namespace
-
-std::string python_kind(const c10::IValue& v) {
-  if (v.isTensor()) return "a tensor";
-  if (v.isGenericDict()) return "a dict";
-  if (v.isList()) return "a list";
-  if (v.isTuple()) return "a tuple";
-  if (v.isString()) return "a str";
-  if (v.isInt()) return "an int";
-  if (v.isDouble()) return "a float";
-  if (v.isBool()) return "a bool";
-  if (v.isNone()) return "None";
-  return "a " + v.tagKind();
-}
 
 NamedTensors module_state(const torch::nn::Module& module) {
   NamedTensors out;

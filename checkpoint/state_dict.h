@@ -16,9 +16,6 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // Parameters and buffers in nn.Module.state_dict() order (each module's own params, then buffers, then children).
 NamedTensors module_state(const torch::nn::Module& module);
 
-// What a Python user would call the value: "a list", "an int", "a str", "None", ...
-std::string python_kind(const c10::IValue& v);
-
 // Writes a dict of name -> tensor that Python's torch.load(path) reads as it is (weights_only=True): torch.save's
 // zip format with an untagged pickle (write_torch_save). Atomic: written to PATH.tmp-PID, fsynced, renamed.
 void save_state_dict(const std::string& path, const NamedTensors& state);

@@ -106,16 +106,14 @@ void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v,
       break;
     case FieldKind::Choice: {
       if (!v.is_string()) throw type_error();
-      std::string s = *v.value<std::string>();
-      bool ok = std::find(f.choices.begin(), f.choices.end(), s) != f.choices.end();
-      if (!ok && !(f.choice_or_path && !s.empty())) {
+      const std::string s = *v.value<std::string>();
+      if (!f.set_choice(s)) {
         std::string msg = loc + ": " + name + " must be one of " + join(f.choices, ", ") +
                           (f.choice_or_path ? " or a path" : "") + ", got \"" + s + "\"";
         std::string hint = closest_match(s, f.choices);
         if (!hint.empty()) msg += "; did you mean \"" + hint + "\"?";
         throw ConfigError(msg);
       }
-      *static_cast<std::string*>(f.target) = s;
       break;
     }
     case FieldKind::StringList: {
@@ -295,14 +293,18 @@ void apply_override(const std::vector<SectionSpec>& schema, const std::string& t
   locations[path] = loc;
 }
 
+// The defaults "" and -1 stand for: each dataset's folder and normalisation.
 void resolve_defaults(Config& cfg) {
-  if (cfg.data.dir.empty()) {
-    if (cfg.data.dataset == "fashion-mnist") cfg.data.dir = "/usr/share/datasets/fashion-mnist";
-    else if (cfg.data.dataset == "mnist") cfg.data.dir = "data/mnist";
-  }
-  bool fashion = cfg.data.dataset == "fashion-mnist";
-  if (cfg.data.mean < 0) cfg.data.mean = fashion ? 0.2860 : (cfg.data.dataset == "mnist" ? 0.1307 : 0.0);
-  if (cfg.data.std <= 0) cfg.data.std = fashion ? 0.3530 : (cfg.data.dataset == "mnist" ? 0.3081 : 1.0);
+  struct DatasetDefaults {
+    const char* dir;
+    double mean, std;
+  };
+  DatasetDefaults d{"", 0.0, 1.0};  // synthetic
+  if (cfg.data.dataset == DatasetName::FashionMnist) d = {"/usr/share/datasets/fashion-mnist", 0.2860, 0.3530};
+  if (cfg.data.dataset == DatasetName::Mnist) d = {"data/mnist", 0.1307, 0.3081};
+  if (cfg.data.dir.empty()) cfg.data.dir = d.dir;
+  if (cfg.data.mean < 0) cfg.data.mean = d.mean;
+  if (cfg.data.std <= 0) cfg.data.std = d.std;
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
 }
 
@@ -319,21 +321,35 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     }
     throw ConfigError(loc + ": " + msg);
   };
-  if (cfg.data.download && cfg.data.dataset != "mnist")
+  if (cfg.data.download && cfg.data.dataset != DatasetName::Mnist)
     fail({"data.download", "data.dataset"},
-         "data.download is only supported for dataset \"mnist\" (got \"" + cfg.data.dataset + "\")");
-  if (cfg.data.dataset != "synthetic" && cfg.data.image_size != 28)
+         "data.download is only supported for dataset \"mnist\" (got \"" + choice_name(cfg.data.dataset) + "\")");
+  if (cfg.data.dataset != DatasetName::Synthetic && cfg.data.image_size != 28)
     fail({"data.image_size", "data.dataset"},
          "data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
-  if (cfg.model.name == "net" && cfg.data.image_size != 28)
+  if (cfg.data.dataset != DatasetName::Synthetic && cfg.model.in_channels != 1)
+    fail({"model.in_channels", "data.dataset"},
+         "data.dataset = \"" + choice_name(cfg.data.dataset) + "\" has 1-channel (grayscale) images, but "
+         "model.in_channels = " + std::to_string(cfg.model.in_channels) + "; set model.in_channels = 1");
+  if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
-  if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != "sgd"))
+  if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
     fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
          "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
   if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
     fail({"training.cudnn_benchmark", "training.deterministic"},
          "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "
          "rules out; set one of them to false");
+  const DistConfig& dist = cfg.dist;
+  if (dist.device == DeviceChoice::Cpu && dist.backend == BackendChoice::Nccl)
+    fail({"dist.backend", "dist.device"}, "dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; "
+                                          "use dist.backend = \"gloo\" or \"auto\" on CPU");
+  const bool nccl = dist.backend == BackendChoice::Nccl ||
+                    (dist.backend == BackendChoice::Auto && dist.device == DeviceChoice::Cuda);
+  if (nccl && dist.allreduce == AllreducePath::Shm)
+    fail({"dist.allreduce", "dist.backend", "dist.device"},
+         "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
+         "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
 }
 
 
@@ -435,8 +451,10 @@ std::string format_field_value(const FieldSpec& f) {
       os << format_number(*static_cast<const double*>(f.target));
       break;
     case FieldKind::String:
-    case FieldKind::Choice:
       os << quote(*static_cast<const std::string*>(f.target));
+      break;
+    case FieldKind::Choice:
+      os << quote(f.choice_text());
       break;
     case FieldKind::StringList: {
       const auto& items = *static_cast<const std::vector<std::string>*>(f.target);

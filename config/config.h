@@ -1,6 +1,8 @@
 // Run configuration: one documented struct per TOML section, plus loading, overriding and printing.
 #pragma once
 
+#include "config/choices.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -15,12 +17,13 @@ struct JobConfig {
   std::string out_dir = "runs/default";  // metrics.jsonl, tensorboard/, checkpoints/, model.pt
   int64_t seed = 0;                     // model init, shuffling (seed + epoch) and dropout
   int64_t threads = 0;                  // intra-op threads per rank; 0 = OMP_NUM_THREADS or torch default
-  std::string step_memory = "malloc";   // malloc: LibTorch's allocator | planned: steps 4+ reuse one block (memory/)
+  // malloc: LibTorch's allocator | planned: steps 4+ reuse one block (memory/)
+  StepMemory step_memory = StepMemory::Malloc;
 };
 
 // [data]: dataset, batching and normalisation.
 struct DataConfig {
-  std::string dataset = "fashion-mnist";  // mnist | fashion-mnist | synthetic
+  DatasetName dataset = DatasetName::FashionMnist;  // mnist | fashion-mnist | synthetic
   std::string dir;                        // IDX files; "" = the dataset's default folder
   int64_t batch_size = 64;                // per rank, per micro-step
   int64_t eval_batch_size = 1000;         // per rank
@@ -40,21 +43,21 @@ struct DataConfig {
 
 // [model]: architecture and optional starting weights.
 struct ModelConfig {
-  std::string name = "net";  // net | resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  ModelName name = ModelName::Net;  // net | resnet18 | resnet34 | resnet50 | resnet101 | resnet152
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   double dropout = 0.5;      // net only; 0 disables both dropouts
   std::string init_from;     // state dict saved by torch.save / model.pt
   // Layout of convolution activations and weights while they run (parameters stay contiguous):
   // auto | contiguous | channels_last. auto: channels_last for net, contiguous for resnet* (bench/RESULTS.md).
-  std::string memory_format = "auto";
+  MemoryFormat memory_format = MemoryFormat::Auto;
   // Convolutions leave out kernel taps that only read zero padding (3x3 over a 1x1 map = 1x1): same sums, less work.
   bool skip_padding_taps = true;
 };
 
 // [optimizer]: update rule (PyTorch's SGD / AdamW).
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adamw
+  OptimizerName name = OptimizerName::Sgd;  // sgd | adamw
   double lr = 0.01;
   double momentum = 0.0;     // sgd
   double weight_decay = 0.0;
@@ -62,13 +65,13 @@ struct OptimizerConfig {
   double beta1 = 0.9;        // adamw
   double beta2 = 0.999;      // adamw
   double eps = 1e-8;         // adamw
-  std::string scale_lr = "none";  // none | linear (lr x world size)
+  LrScaling scale_lr = LrScaling::None;  // none | linear (lr x world size)
 };
 
 // [lr_scheduler]: per optimizer step: linear warmup, then decay.
 struct LrSchedulerConfig {
   int64_t warmup_steps = 0;
-  std::string decay = "none";  // none | cosine | step
+  LrDecay decay = LrDecay::None;  // none | cosine | step
   double min_lr = 0.0;         // cosine floor
   int64_t step_size = 1000;    // step decay: multiply by gamma every step_size steps after warmup
   double gamma = 0.1;
@@ -90,8 +93,8 @@ struct TrainingConfig {
 struct AmpConfig {
   bool enabled = false;
   // auto (float16 on CUDA, bfloat16 on CPU) | float16 | bfloat16; "fp16" / "bf16" are accepted as the same names.
-  std::string dtype = "auto";
-  std::string loss_scaling = "auto";  // auto | dynamic | off
+  AmpDtype dtype = AmpDtype::Auto;
+  LossScaling loss_scaling = LossScaling::Auto;  // auto | dynamic | off
   double init_scale = 65536.0;
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
@@ -100,20 +103,26 @@ struct AmpConfig {
 
 // [dist]: process group and DDP behaviour.
 struct DistConfig {
-  std::string device = "auto";   // auto (cuda:LOCAL_RANK when a GPU is visible, else cpu) | cpu | cuda
-  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  DeviceChoice device = DeviceChoice::Auto;  // auto (cuda:LOCAL_RANK when a GPU is visible, else cpu) | cpu | cuda
+  BackendChoice backend = BackendChoice::Auto;  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
   double timeout_s = 300.0;
   double bucket_cap_mb = 25.0;
   bool broadcast_buffers = true;
-  std::string grad_compression = "none";  // none | fp16
+  GradCompression grad_compression = GradCompression::None;  // none | fp16
   bool find_unused_parameters = false;
   // Gradients live in DDP's communication buckets (one copy of the gradients less, same values). PyTorch's
   // default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
   bool gradient_as_bucket_view = true;
   // Where Gloo all-reduces run: "auto" = through shared memory when every rank is on this host (checked when the
   // job starts), else over Gloo; "shm" = shared memory or fail; "gloo" = always Gloo's TCP. Not used with nccl.
-  std::string allreduce = "auto";  // auto | shm | gloo
+  AllreducePath allreduce = AllreducePath::Auto;  // auto | shm | gloo
   int64_t check_replicas_every = 0;  // every N optimizer steps, check all ranks hold bit-identical parameters (0 = off)
+};
+
+// checkpoint.resume: the newest complete checkpoint (auto), none (never), or the file at `path`.
+struct ResumeFrom {
+  ResumeMode mode = ResumeMode::Auto;
+  std::string path;  // ResumeMode::Path only
 };
 
 // [checkpoint]: periodic training state.
@@ -123,14 +132,14 @@ struct CheckpointConfig {
   int64_t keep_last = 3;
   int64_t keep_best = 0;     // also keep the N best by eval accuracy
   std::string dir;           // "" = job.out_dir/checkpoints
-  std::string on_error = "fail";  // fail | warn: what a failed checkpoint write does to the run
-  std::string resume = "auto";  // auto | never | PATH
+  OnCheckpointError on_error = OnCheckpointError::Fail;  // fail | warn: what a failed checkpoint write does to the run
+  ResumeFrom resume;  // auto | never | PATH
 };
 
 // [metrics]: what rank 0 reports.
 struct MetricsConfig {
   int64_t log_every_steps = 50;
-  std::string progress = "auto";  // auto | bar | plain | off
+  ProgressMode progress = ProgressMode::Auto;  // auto | bar | plain | off
   bool tensorboard = false;
 };
 

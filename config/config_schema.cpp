@@ -49,11 +49,32 @@ FieldSpec nonempty_text(const std::string& key, std::string* target) {
   return f;
 }
 
-FieldSpec choice(const std::string& key, std::string* target, std::vector<std::string> choices,
-                 bool or_path = false) {
+// A key whose value is one of E's names (config/choices.h), parsed to E at load.
+template <class E>
+FieldSpec choice(const std::string& key, E* target) {
   FieldSpec f = field(key, FieldKind::Choice, target);
-  f.choices = std::move(choices);
-  f.choice_or_path = or_path;
+  f.choices = choice_names<E>();
+  f.set_choice = [target](const std::string& name) {
+    const std::optional<E> value = parse_choice<E>(name);
+    if (value) *target = *value;
+    return value.has_value();
+  };
+  f.choice_text = [target] { return choice_name(*target); };
+  return f;
+}
+
+// checkpoint.resume: auto | never | any other non-empty value, a checkpoint path.
+FieldSpec resume_choice(const std::string& key, ResumeFrom* target) {
+  FieldSpec f = field(key, FieldKind::Choice, target);
+  f.choices = choice_names<ResumeMode>();
+  f.choice_or_path = true;
+  f.set_choice = [target](const std::string& name) {
+    const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(name);
+    if (!mode && name.empty()) return false;
+    *target = mode ? ResumeFrom{*mode, ""} : ResumeFrom{ResumeMode::Path, name};
+    return true;
+  };
+  f.choice_text = [target] { return target->mode == ResumeMode::Path ? target->path : choice_name(target->mode); };
   return f;
 }
 
@@ -88,9 +109,9 @@ std::vector<SectionSpec> config_schema(Config& c) {
       {"job",
        {text("name", &c.job.name), nonempty_text("out_dir", &c.job.out_dir), integer("seed", &c.job.seed, 0, kMaxSeed),
         integer("threads", &c.job.threads, 0, 1024),
-        choice("step_memory", &c.job.step_memory, {"malloc", "planned"})}},
+        choice("step_memory", &c.job.step_memory)}},
       {"data",
-       {choice("dataset", &c.data.dataset, {"mnist", "fashion-mnist", "synthetic"}), text("dir", &c.data.dir),
+       {choice("dataset", &c.data.dataset), text("dir", &c.data.dir),
         integer("batch_size", &c.data.batch_size, 1, kMaxBatch),
         integer("eval_batch_size", &c.data.eval_batch_size, 1, kMaxBatch), boolean("shuffle", &c.data.shuffle),
         boolean("drop_last", &c.data.drop_last), integer("workers", &c.data.workers, 0, 64),
@@ -101,22 +122,22 @@ std::vector<SectionSpec> config_schema(Config& c) {
         integer("synthetic_test_size", &c.data.synthetic_test_size, 1, kMaxSamples),
         integer("image_size", &c.data.image_size, 16, 4096)}},
       {"model",
-       {choice("name", &c.model.name, {"net", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}),
+       {choice("name", &c.model.name),
         integer("in_channels", &c.model.in_channels, 1, 4096),
         integer("num_classes", &c.model.num_classes, 2, kMaxClasses),
         real("dropout", &c.model.dropout, 0, kClosed, 1, kClosed), text("init_from", &c.model.init_from),
-        choice("memory_format", &c.model.memory_format, {"auto", "contiguous", "channels_last"}),
+        choice("memory_format", &c.model.memory_format),
         boolean("skip_padding_taps", &c.model.skip_padding_taps)}},
       {"optimizer",
-       {choice("name", &c.optimizer.name, {"sgd", "adamw"}), real("lr", &c.optimizer.lr, 0, kOpen, 100, kClosed),
+       {choice("name", &c.optimizer.name), real("lr", &c.optimizer.lr, 0, kOpen, 100, kClosed),
         real("momentum", &c.optimizer.momentum, 0, kClosed, 1, kClosed),
         real("weight_decay", &c.optimizer.weight_decay, 0, kClosed, 100, kClosed),
         boolean("nesterov", &c.optimizer.nesterov), real("beta1", &c.optimizer.beta1, 0, kClosed, 1, kOpen),
         real("beta2", &c.optimizer.beta2, 0, kClosed, 1, kOpen), real("eps", &c.optimizer.eps, 0, kOpen, 1, kClosed),
-        choice("scale_lr", &c.optimizer.scale_lr, {"none", "linear"})}},
+        choice("scale_lr", &c.optimizer.scale_lr)}},
       {"lr_scheduler",
        {integer("warmup_steps", &c.lr_scheduler.warmup_steps, 0, kMaxSteps),
-        choice("decay", &c.lr_scheduler.decay, {"none", "cosine", "step"}),
+        choice("decay", &c.lr_scheduler.decay),
         real("min_lr", &c.lr_scheduler.min_lr, 0, kClosed, 100, kClosed),
         integer("step_size", &c.lr_scheduler.step_size, 1, kMaxSteps),
         real("gamma", &c.lr_scheduler.gamma, 0, kOpen, 1, kClosed)}},
@@ -128,32 +149,32 @@ std::vector<SectionSpec> config_schema(Config& c) {
         integer("eval_every_epochs", &c.training.eval_every_epochs, 0, kMaxEpochs),
         boolean("deterministic", &c.training.deterministic), boolean("cudnn_benchmark", &c.training.cudnn_benchmark)}},
       {"amp",
-       {boolean("enabled", &c.amp.enabled), choice("dtype", &c.amp.dtype, {"auto", "float16", "bfloat16", "fp16", "bf16"}),
-        choice("loss_scaling", &c.amp.loss_scaling, {"auto", "dynamic", "off"}),
+       {boolean("enabled", &c.amp.enabled), choice("dtype", &c.amp.dtype),
+        choice("loss_scaling", &c.amp.loss_scaling),
         real("init_scale", &c.amp.init_scale, 0, kOpen, kMaxFloat32, kClosed),
         real("growth_factor", &c.amp.growth_factor, 1, kOpen, 1000, kClosed),
         real("backoff_factor", &c.amp.backoff_factor, 0, kOpen, 1, kOpen),
         integer("growth_interval", &c.amp.growth_interval, 1, kMaxSteps)}},
       {"dist",
-       {choice("device", &c.dist.device, {"auto", "cpu", "cuda"}),
-        choice("backend", &c.dist.backend, {"auto", "gloo", "nccl"}),
+       {choice("device", &c.dist.device),
+        choice("backend", &c.dist.backend),
         real("timeout_s", &c.dist.timeout_s, 0, kOpen, kMaxSeconds, kClosed),
         real("bucket_cap_mb", &c.dist.bucket_cap_mb, 0, kOpen, 65536, kClosed),
         boolean("broadcast_buffers", &c.dist.broadcast_buffers),
-        choice("grad_compression", &c.dist.grad_compression, {"none", "fp16"}),
+        choice("grad_compression", &c.dist.grad_compression),
         boolean("find_unused_parameters", &c.dist.find_unused_parameters),
         boolean("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view),
-        choice("allreduce", &c.dist.allreduce, {"auto", "shm", "gloo"}),
+        choice("allreduce", &c.dist.allreduce),
         integer("check_replicas_every", &c.dist.check_replicas_every, 0, kMaxSteps)}},
       {"checkpoint",
        {integer("every_steps", &c.checkpoint.every_steps, 0, kMaxSteps),
         integer("every_epochs", &c.checkpoint.every_epochs, 0, kMaxEpochs),
         integer("keep_last", &c.checkpoint.keep_last, 1, 1e6), integer("keep_best", &c.checkpoint.keep_best, 0, 1e6),
-        text("dir", &c.checkpoint.dir), choice("on_error", &c.checkpoint.on_error, {"fail", "warn"}),
-        choice("resume", &c.checkpoint.resume, {"auto", "never"}, /*or_path=*/true)}},
+        text("dir", &c.checkpoint.dir), choice("on_error", &c.checkpoint.on_error),
+        resume_choice("resume", &c.checkpoint.resume)}},
       {"metrics",
        {integer("log_every_steps", &c.metrics.log_every_steps, 1, kMaxSteps),
-        choice("progress", &c.metrics.progress, {"auto", "bar", "plain", "off"}),
+        choice("progress", &c.metrics.progress),
         boolean("tensorboard", &c.metrics.tensorboard)}},
   };
 }

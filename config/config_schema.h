@@ -3,6 +3,7 @@
 
 #include "config/config.h"
 
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -15,9 +16,11 @@ enum class FieldKind { Bool, Int, Float, String, Choice, StringList };
 struct FieldSpec {
   std::string key;
   FieldKind kind;
-  void* target;                       // bool*, int64_t*, double*, std::string*, std::vector<std::string>*
-  std::vector<std::string> choices;   // Choice: allowed values
+  void* target;                       // bool*, int64_t*, double*, std::string*, std::vector<std::string>*; Choice: E*
+  std::vector<std::string> choices;   // Choice: allowed names (ChoiceTable<E>)
   bool choice_or_path = false;        // Choice: any other value is accepted as a file path
+  std::function<bool(const std::string&)> set_choice;  // Choice: stores the value a name stands for (false: none)
+  std::function<std::string()> choice_text;            // Choice: the current value's name (or path)
   double min = -std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
   double max = std::numeric_limits<double>::infinity();

@@ -1,34 +1,28 @@
-// Dataset registry: maps data.dataset names to their factories; shared normalisation.
+// Dataset registry: builds the dataset data.dataset names (the names are config/choices.h's); shared normalisation.
 #include "data/dataset.h"
 
-#include <map>
 #include <stdexcept>
 
 namespace ddp {
 namespace {
 
-const std::map<std::string, DatasetFactory>& registry() {
-  static const std::map<std::string, DatasetFactory> r = {
-      {"mnist", [](const DataConfig& d, const ModelConfig&, int64_t) { return load_mnist_format("mnist", d); }},
-      {"fashion-mnist",
-       [](const DataConfig& d, const ModelConfig&, int64_t) { return load_mnist_format("fashion-mnist", d); }},
-      {"synthetic", [](const DataConfig& d, const ModelConfig& m, int64_t s) { return make_synthetic(d, m, s); }},
-  };
-  return r;
+Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
+                      const std::function<void(const std::string&)>& note) {
+  switch (data.dataset) {
+    case DatasetName::Mnist:
+    case DatasetName::FashionMnist:
+      return load_mnist_format(choice_name(data.dataset), data, note);
+    case DatasetName::Synthetic:
+      return make_synthetic(data, model, seed);
+  }
+  throw std::runtime_error("data.dataset holds no known dataset");
 }
 
 }  // namespace
 
-std::vector<std::string> dataset_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, _] : registry()) names.push_back(name);
-  return names;
-}
-
-Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed) {
-  auto it = registry().find(data.dataset);
-  if (it == registry().end()) throw std::runtime_error("unknown dataset \"" + data.dataset + "\"");
-  Dataset ds = it->second(data, model, seed);
+Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
+                     const std::function<void(const std::string&)>& note) {
+  Dataset ds = build_dataset(data, model, seed, note);
   if (ds.channels != model.in_channels)
     throw std::runtime_error("dataset " + ds.name + " has " + std::to_string(ds.channels) +
                              " channel(s) but model.in_channels = " + std::to_string(model.in_channels));

@@ -34,15 +34,14 @@ struct Dataset {
   int64_t num_classes = 10;
 };
 
-using DatasetFactory = std::function<Dataset(const DataConfig&, const ModelConfig&, int64_t seed)>;
-
 // Builds data.dataset; throws std::runtime_error naming the missing or bad file.
-Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed);
-// Names the registry knows (mnist, fashion-mnist, synthetic).
-std::vector<std::string> dataset_names();
+// `note`: progress lines of a data.download (the trainer's rank-0 console).
+Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
+                     const std::function<void(const std::string&)>& note);
 
 // Factories, one file each.
-Dataset load_mnist_format(const std::string& name, const DataConfig& data);
+Dataset load_mnist_format(const std::string& name, const DataConfig& data,
+                          const std::function<void(const std::string&)>& note);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
 // Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's

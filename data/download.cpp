@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <stdexcept>
 
 namespace ddp {
@@ -83,12 +82,12 @@ const std::vector<std::string>& torchvision_mnist_mirrors() {
   return mirrors;
 }
 
-void download_mnist(const std::string& dir, const std::vector<std::string>& mirrors) {
-  download_files(dir, mirrors.empty() ? torchvision_mnist_mirrors() : mirrors, torchvision_mnist_files());
+void download_mnist(const std::string& dir, const std::vector<std::string>& mirrors, const DownloadNote& note) {
+  download_files(dir, mirrors.empty() ? torchvision_mnist_mirrors() : mirrors, torchvision_mnist_files(), note);
 }
 
 void download_files(const std::string& dir, const std::vector<std::string>& mirrors,
-                    const std::vector<ExpectedFile>& files) {
+                    const std::vector<ExpectedFile>& files, const DownloadNote& note) {
   std::string guidance = "; put the files (MD5s as torchvision lists them) in data.dir (" + dir +
                          ") by hand, or set data.mirrors to a reachable copy";
   std::error_code ec;
@@ -105,7 +104,7 @@ void download_files(const std::string& dir, const std::vector<std::string>& mirr
       std::string got = md5_file_hex(final_path);
       if (got == file.md5) continue;
       replacing = final_path + " has MD5 " + got + ", expected " + file.md5;
-      std::cerr << "data.download: " << replacing << "; fetching a verified copy to replace it" << std::endl;
+      note("data.download: " + replacing + "; fetching a verified copy to replace it");
     } else if (unpacked != final_path && fs::exists(unpacked)) {
       continue;  // already unpacked by the user: nothing to verify against (the MD5s are of the .gz)
     }
@@ -113,14 +112,14 @@ void download_files(const std::string& dir, const std::vector<std::string>& mirr
     bool fetched = false;
     for (const std::string& mirror : mirrors) {
       std::string url = with_trailing_slash(mirror) + file.name;
-      std::cerr << "data.download: fetching " << url << std::endl;
+      note("data.download: fetching " + url);
       std::string why = fetch_verified(url, dir, final_path, file.md5);
       if (why.empty()) {
         fetched = true;
-        std::cerr << "data.download: saved " << final_path << " (MD5 " << file.md5 << " verified)" << std::endl;
+        note("data.download: saved " + final_path + " (MD5 " + file.md5 + " verified)");
         break;
       }
-      std::cerr << "data.download: " << url << " failed: " << why << std::endl;
+      note("data.download: " + url + " failed: " + why);
       attempts.push_back(url + " (" + why + ")");
     }
     if (fetched) continue;

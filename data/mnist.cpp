@@ -63,8 +63,9 @@ Split load_split(const std::string& dir, const std::string& prefix, bool keep_im
 
 }  // namespace
 
-Dataset load_mnist_format(const std::string& name, const DataConfig& data) {
-  if (data.download) download_mnist(data.dir, data.mirrors);
+Dataset load_mnist_format(const std::string& name, const DataConfig& data,
+                          const std::function<void(const std::string&)>& note) {
+  if (data.download) download_mnist(data.dir, data.mirrors, note);
   Dataset ds;
   ds.name = name;
   // The test split first, checked and let go (evaluation reads it again), so that its images never share memory

@@ -50,7 +50,7 @@ Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t
   int64_t c = model.in_channels, s = data.image_size;
   torch::Tensor templates = torch::randint(0, 256, {model.num_classes, c, s, s}, gen, torch::kInt32);
   Dataset ds;
-  ds.name = "synthetic";
+  ds.name = choice_name(DatasetName::Synthetic);
   ds.train = make_split(templates, data.synthetic_train_size, gen);
   ds.test = make_split(templates, data.synthetic_test_size, gen);
   ds.channels = c;

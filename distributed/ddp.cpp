@@ -75,7 +75,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
   logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);
-  if (cfg_.grad_compression == "fp16") reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  if (cfg_.grad_compression == GradCompression::Fp16)
+    reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

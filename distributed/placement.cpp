@@ -7,15 +7,20 @@ namespace ddp {
 
 Placement choose_placement(const DistConfig& cfg, int64_t local_rank, int64_t local_world_size, bool cuda_built,
                            int64_t gpus) {
-  std::string device = cfg.device;
-  if (device == "auto") device = ((cuda_built && gpus > 0) || cfg.backend == "nccl") ? "cuda" : "cpu";
-  if (device == "cpu" && cfg.backend == "nccl")
-    throw ConfigError("dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; use dist.backend = "
-                      "\"gloo\" or \"auto\" on CPU");
-  const std::string backend = cfg.backend == "auto" ? (device == "cuda" ? "nccl" : "gloo") : cfg.backend;
-  if (device == "cpu") return {torch::kCPU, backend};
+  const bool gpu_here = cuda_built && gpus > 0;
+  const bool cuda = cfg.device == DeviceChoice::Cuda ||
+                    (cfg.device == DeviceChoice::Auto && (gpu_here || cfg.backend == BackendChoice::Nccl));
+  const std::string backend =
+      cfg.backend == BackendChoice::Auto ? (cuda ? "nccl" : "gloo") : choice_name(cfg.backend);
+  // Settings that name nccl with shm fail at load; here dist.device = dist.backend = "auto" chose nccl on this machine.
+  if (backend == "nccl" && cfg.allreduce == AllreducePath::Shm)
+    throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend, and dist.backend = \"auto\" chose nccl "
+                      "here (NCCL has its own intra-host transport); use dist.allreduce = \"auto\" or "
+                      "dist.backend = \"gloo\"");
+  if (!cuda) return {torch::kCPU, backend};
 
-  const std::string who = "dist.device = \"" + cfg.device + "\" with dist.backend = \"" + cfg.backend + "\"";
+  const std::string who = "dist.device = \"" + choice_name(cfg.device) + "\" with dist.backend = \"" +
+                          choice_name(cfg.backend) + "\"";
   if (!cuda_built)
     throw std::runtime_error(who + " needs a CUDA build of ddptrain (this one was built without CUDA: a CPU LibTorch "
                                    "or DDP_WITH_CUDA=OFF); use dist.device = \"cpu\"");

@@ -19,7 +19,8 @@ struct Placement {
 // CUDA device; gloo takes either (CUDA tensors over Gloo: several ranks on one GPU, where NCCL refuses them).
 // `gpus` is the number of GPUs visible to this process; more local ranks than GPUs is an error when the device is
 // CUDA (with backend gloo several ranks may share one GPU, device cuda:LOCAL_RANK % gpus). Errors are one line:
-// ConfigError where the settings contradict each other, std::runtime_error where the machine lacks what they need.
+// ConfigError where "auto" chose nccl for settings that need gloo (dist.allreduce = "shm"), std::runtime_error where
+// the machine lacks what they need. Settings that contradict each other on any machine (cpu with nccl) fail at load.
 Placement choose_placement(const DistConfig& cfg, int64_t local_rank, int64_t local_world_size, bool cuda_built,
                            int64_t gpus);
 

@@ -217,11 +217,11 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const DistConfig& cfg
                                          std::chrono::milliseconds timeout) {
   ctx.allreduce = "gloo";
   c10::intrusive_ptr<c10d::Backend> cpu = gloo;
-  if (cfg.allreduce != "gloo") {
+  if (cfg.allreduce != AllreducePath::Gloo) {
     ShmAllreduceOptions shm;
     shm.timeout = timeout;
     auto setup = wrap_with_shm_allreduce(gloo, store, shm);
-    if (!setup.active && cfg.allreduce == "shm")
+    if (!setup.active && cfg.allreduce == AllreducePath::Shm)
       throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
                                " (every rank must be on one host; use \"auto\" or \"gloo\")");
     cpu = setup.backend;
@@ -269,8 +269,6 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.device = placement.device;
   // torch.cuda.set_device(LOCAL_RANK): allocations, cuBLAS handles and NCCL's communicator on this rank's GPU.
   if (ctx.device.is_cuda()) c10::impl::getDeviceGuardImpl(ctx.device.type())->setDevice(ctx.device);
-  if (backend == "nccl" && cfg.allreduce == "shm")
-    throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend (NCCL has its own intra-host transport)");
   ctx.backend = info.world_size > 1 ? backend : "none";
   if (info.world_size <= 1) return ctx;
 

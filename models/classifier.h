@@ -24,11 +24,11 @@ class Classifier : public torch::nn::Module {
 
 // Builds model.name; parameters are initialised from the global CPU generator (seed it first).
 std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
-std::vector<std::string> model_names();
 
 // Factories, one file each.
 std::shared_ptr<Classifier> make_net(const ModelConfig& cfg);
-std::shared_ptr<Classifier> make_resnet(const std::string& name, const ModelConfig& cfg);
+// `variant`: one of the ResNet names (resnet18 ... resnet152); any other throws std::invalid_argument.
+std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cfg);
 
 // Number of trainable parameters.
 int64_t count_parameters(const torch::nn::Module& m);

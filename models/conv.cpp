@@ -9,7 +9,8 @@ namespace ddp {
 
 ConvKernels conv_kernels(const ModelConfig& cfg, bool channels_last_by_default) {
   ConvKernels k;
-  k.channels_last = cfg.memory_format == "auto" ? channels_last_by_default : cfg.memory_format == "channels_last";
+  k.channels_last = cfg.memory_format == MemoryFormat::Auto ? channels_last_by_default
+                                                          : cfg.memory_format == MemoryFormat::ChannelsLast;
   k.skip_padding_taps = cfg.skip_padding_taps;
   return k;
 }

@@ -5,7 +5,6 @@
 
 #include <torch/nn.h>
 
-#include <map>
 #include <stdexcept>
 
 namespace ddp {
@@ -130,14 +129,22 @@ class ResNet : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_resnet(const std::string& name, const ModelConfig& cfg) {
-  static const std::map<std::string, std::pair<bool, std::vector<int64_t>>> variants = {
-      {"resnet18", {false, {2, 2, 2, 2}}},  {"resnet34", {false, {3, 4, 6, 3}}},  {"resnet50", {true, {3, 4, 6, 3}}},
-      {"resnet101", {true, {3, 4, 23, 3}}}, {"resnet152", {true, {3, 8, 36, 3}}},
-  };
-  auto it = variants.find(name);
-  if (it == variants.end()) throw std::invalid_argument("unknown ResNet variant " + name);
-  return std::make_shared<ResNet>(it->second.first, it->second.second, cfg);
+std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cfg) {
+  switch (variant) {  // bottleneck blocks, and the blocks per stage
+    case ModelName::ResNet18:
+      return std::make_shared<ResNet>(false, std::vector<int64_t>{2, 2, 2, 2}, cfg);
+    case ModelName::ResNet34:
+      return std::make_shared<ResNet>(false, std::vector<int64_t>{3, 4, 6, 3}, cfg);
+    case ModelName::ResNet50:
+      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 6, 3}, cfg);
+    case ModelName::ResNet101:
+      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 23, 3}, cfg);
+    case ModelName::ResNet152:
+      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 8, 36, 3}, cfg);
+    case ModelName::Net:
+      break;
+  }
+  throw std::invalid_argument("model " + choice_name(variant) + " is not a ResNet");
 }
 
 }  // namespace ddp

@@ -8,12 +8,12 @@ namespace ddp {
 double scheduled_lr(const LrSchedulerConfig& cfg, double base_lr, int64_t step, int64_t total_steps) {
   if (step < cfg.warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(cfg.warmup_steps);
   const int64_t after = step - cfg.warmup_steps;
-  if (cfg.decay == "cosine") {
+  if (cfg.decay == LrDecay::Cosine) {
     const int64_t span = std::max<int64_t>(1, total_steps - cfg.warmup_steps);
     const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
     return cfg.min_lr + (base_lr - cfg.min_lr) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
-  if (cfg.decay == "step") return base_lr * std::pow(cfg.gamma, static_cast<double>(after / cfg.step_size));
+  if (cfg.decay == LrDecay::Step) return base_lr * std::pow(cfg.gamma, static_cast<double>(after / cfg.step_size));
   return base_lr;
 }
 

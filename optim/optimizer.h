@@ -14,7 +14,6 @@ namespace ddp {
 // Builds optimizer.name over params with base learning rate `lr` (already scaled for world size if asked).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params);
-std::vector<std::string> optimizer_names();
 
 // Factories, one file each.
 std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, double lr,

@@ -105,15 +105,15 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt) 
   return out;
 }
 
-std::string optimizer_name_from_param_groups(const c10::impl::GenericDict& state) {
+std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::GenericDict& state) {
   auto it = state.find("param_groups");
-  if (it == state.end() || !it->value().isList() || it->value().toListRef().empty()) return "";
+  if (it == state.end() || !it->value().isList() || it->value().toListRef().empty()) return std::nullopt;
   const c10::IValue& first = it->value().toListRef()[0];
-  if (!first.isGenericDict()) return "";
+  if (!first.isGenericDict()) return std::nullopt;
   const auto group = first.toGenericDict();
-  if (group.contains("betas")) return "adamw";
-  if (group.contains("momentum")) return "sgd";
-  return "";
+  if (group.contains("betas")) return OptimizerName::AdamW;
+  if (group.contains("momentum")) return OptimizerName::Sgd;
+  return std::nullopt;
 }
 
 }  // namespace ddp

@@ -2,10 +2,13 @@
 // flat layout of checkpoint format 1.
 #pragma once
 
+#include "config/choices.h"
+
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <torch/optim/optimizer.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +26,8 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 // ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
-// "sgd" or "adamw" as the torch.optim form's param_groups say ("betas" = AdamW, "momentum" = SGD); "" if neither.
-std::string optimizer_name_from_param_groups(const c10::impl::GenericDict& state);
+// The update rule the torch.optim form's param_groups say ("betas" = AdamW, "momentum" = SGD); nullopt if neither.
+std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::GenericDict& state);
 
 // Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int).
 void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);

@@ -1,6 +1,7 @@
 // Loading torch.optim's state_dict() form (state + param_groups) into LibTorch's SGD and AdamW.
-#include "checkpoint/state_dict.h"
 #include "optim/optimizer_state.h"
+
+#include "base/python_kind.h"
 #include "optim/param_state_access.h"
 
 #include <torch/optim/adamw.h>

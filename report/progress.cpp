@@ -23,15 +23,15 @@ std::string clock_text(double s) {
 
 }  // namespace
 
-std::string resolve_progress_mode(const std::string& mode, bool stdout_is_tty,
-                                  const std::map<std::string, std::string>& env) {
-  if (mode != "auto") return mode;
-  if (env.count("OMPI_COMM_WORLD_SIZE") || env.count("OMPI_COMM_WORLD_RANK")) return "plain";
-  return stdout_is_tty ? "bar" : "plain";
+ProgressMode resolve_progress_mode(ProgressMode mode, bool stdout_is_tty,
+                                   const std::map<std::string, std::string>& env) {
+  if (mode != ProgressMode::Auto) return mode;
+  if (env.count("OMPI_COMM_WORLD_SIZE") || env.count("OMPI_COMM_WORLD_RANK")) return ProgressMode::Plain;
+  return stdout_is_tty ? ProgressMode::Bar : ProgressMode::Plain;
 }
 
-Progress::Progress(const std::string& mode, bool enabled) {
-  mode_ = enabled ? resolve_progress_mode(mode, ::isatty(STDOUT_FILENO), process_env()) : "off";
+Progress::Progress(ProgressMode mode, bool enabled) : enabled_(enabled) {
+  mode_ = enabled ? resolve_progress_mode(mode, ::isatty(STDOUT_FILENO), process_env()) : ProgressMode::Off;
 }
 
 std::string Progress::render_bar(const ProgressSnapshot& s, double eta_s, int width) {
@@ -71,7 +71,7 @@ void Progress::draw(const ProgressSnapshot& s, bool force) {
 }
 
 void Progress::on_step(const ProgressSnapshot& s) {
-  if (mode_ != "bar") return;
+  if (mode_ != ProgressMode::Bar) return;
   ProgressSnapshot shown = last_;
   shown.epoch = s.epoch;
   shown.epochs = s.epochs;
@@ -85,9 +85,9 @@ void Progress::on_step(const ProgressSnapshot& s) {
 
 void Progress::on_log(const ProgressSnapshot& s) {
   last_ = s;
-  if (mode_ == "bar") {
+  if (mode_ == ProgressMode::Bar) {
     draw(s, true);
-  } else if (mode_ == "plain") {
+  } else if (mode_ == ProgressMode::Plain) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.4f lr %.6g",
                   static_cast<long long>(s.epoch), static_cast<long long>(s.epochs),
@@ -101,14 +101,21 @@ void Progress::on_log(const ProgressSnapshot& s) {
 }
 
 void Progress::message(const std::string& line) {
-  if (mode_ == "off") return;
-  if (mode_ == "bar" && drawn_) std::cout << "\r\x1b[K";
+  if (mode_ == ProgressMode::Off) return;
+  if (mode_ == ProgressMode::Bar && drawn_) std::cout << "\r\x1b[K";
   std::cout << line << std::endl;
   drawn_ = false;
 }
 
+void Progress::warning(const std::string& line) {
+  if (!enabled_) return;
+  if (mode_ == ProgressMode::Bar && drawn_) std::cout << "\r\x1b[K" << std::flush;
+  std::cerr << "warning: " << line << std::endl;
+  drawn_ = false;
+}
+
 void Progress::end_epoch() {
-  if (mode_ == "bar" && drawn_) std::cout << std::endl;
+  if (mode_ == ProgressMode::Bar && drawn_) std::cout << std::endl;
   drawn_ = false;
   epoch_start_step_ = -1;
 }

@@ -1,5 +1,7 @@
-// Rank-0 progress display: a live per-epoch bar on a TTY, plain log lines otherwise, or nothing.
+// Rank-0 console: a live per-epoch bar on a TTY, plain log lines otherwise, or nothing; messages and warnings.
 #pragma once
+
+#include "config/choices.h"
 
 #include <chrono>
 #include <cmath>
@@ -20,23 +22,25 @@ struct ProgressSnapshot {
 // set: mpirun gives every rank a pseudo-terminal of its own even when mpirun's output goes to a file or a pipe),
 // else bar when stdout is a terminal (Slurm's srun gives one only with --pty, which asks for an interactive
 // terminal), else plain. Other modes are returned as given.
-std::string resolve_progress_mode(const std::string& mode, bool stdout_is_tty,
-                                  const std::map<std::string, std::string>& env);
+ProgressMode resolve_progress_mode(ProgressMode mode, bool stdout_is_tty,
+                                   const std::map<std::string, std::string>& env);
 
 class Progress {
  public:
-  // mode: auto | bar | plain | off (auto: resolve_progress_mode for this process). Silent unless enabled.
-  Progress(const std::string& mode, bool enabled);
+  // Auto: resolve_progress_mode for this process. Silent unless enabled.
+  Progress(ProgressMode mode, bool enabled);
   // Every optimizer step (the bar redraws at most 10 times a second; plain prints nothing here).
   void on_step(const ProgressSnapshot& s);
   // Every metrics.log_every_steps with freshly reduced values (plain prints a line; the bar updates).
   void on_log(const ProgressSnapshot& s);
   // A message on its own line (eval results, checkpoints): the bar is cleared first and redrawn later.
   void message(const std::string& line);
+  // "warning: " + line on stderr, on rank 0 whatever the display mode (a bar is cleared first and redrawn later).
+  void warning(const std::string& line);
   // Ends the current epoch's bar with a newline.
   void end_epoch();
-  bool bar() const { return mode_ == "bar"; }
-  const std::string& mode() const { return mode_; }
+  bool bar() const { return mode_ == ProgressMode::Bar; }
+  ProgressMode mode() const { return mode_; }
 
   // The bar line for a snapshot (without carriage return), `width` columns for the bar itself.
   static std::string render_bar(const ProgressSnapshot& s, double eta_s, int width = 24);
@@ -44,7 +48,8 @@ class Progress {
  private:
   void draw(const ProgressSnapshot& s, bool force);
 
-  std::string mode_;
+  ProgressMode mode_ = ProgressMode::Off;
+  bool enabled_ = false;  // rank 0
   bool drawn_ = false;
   ProgressSnapshot last_;
   std::chrono::steady_clock::time_point last_draw_{}, epoch_start_{};

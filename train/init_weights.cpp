@@ -86,10 +86,11 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
   if (file_keys == own_keys)
     return "hint: same keys, other shapes: the file comes from this architecture with "
            "other sizes (model.num_classes, model.in_channels)";
-  for (const std::string& name : model_names()) {
-    if (name == model_cfg.name) continue;
+  for (const ModelName other_name : choice_values<ModelName>()) {
+    if (other_name == model_cfg.name) continue;
     ModelConfig other = model_cfg;
-    other.name = name;
+    other.name = other_name;
+    const std::string name = choice_name(other_name);
     if (key_set(module_state(*make_model(other))) == file_keys)
       return "hint: the keys are those of model.name = \"" + name + "\" (--model.name=" + name + ")";
   }
@@ -97,7 +98,8 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
   for (const auto& k : file_keys) shared += own_keys.count(k);
   if (shared * 2 >= own_keys.size()) return "";
   return "hint: only " + std::to_string(shared) + " of the model's " + std::to_string(own_keys.size()) +
-         " keys are in the file: it looks like a different architecture than model.name = \"" + model_cfg.name + "\"";
+         " keys are in the file: it looks like a different architecture than model.name = \"" +
+         choice_name(model_cfg.name) + "\"";
 }
 
 }  // namespace

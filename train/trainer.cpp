@@ -41,20 +41,23 @@ DistributedSampler Trainer::train_sampler() const {
 }
 
 void Trainer::setup() {
-  if (cfg_.job.step_memory == "planned") step_memory_ = &StepAllocator::start_run();  // before the first tensor
+  if (cfg_.job.step_memory == StepMemory::Planned)
+    step_memory_ = &StepAllocator::start_run();  // before the first tensor
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
   configure_math_modes(cfg_.training);  // before the first CUDA operation (cuBLAS reads its workspace setting)
   progress_ = Progress(cfg_.metrics.progress, ctx_.is_main());
-  dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed);
+  dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, [this](const std::string& line) { log(line); });
   build_model();
   data_parallel_ = make_data_parallel(model_, ctx_, cfg_.dist);
   // Dropout draws from the global generator: a distinct, reproducible stream per rank.
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
   build_scaler();
-  base_lr_ = cfg_.optimizer.lr * (cfg_.optimizer.scale_lr == "linear" ? static_cast<double>(ctx_.world_size) : 1.0);
+  const bool linear = cfg_.optimizer.scale_lr == LrScaling::Linear;
+  base_lr_ = cfg_.optimizer.lr * (linear ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
-  checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_,
-                                                 [this](const std::string& line) { log(line); });
+  checkpointer_ = std::make_unique<Checkpointer>(
+      cfg_.checkpoint, cfg_.job.out_dir, ctx_, [this](const std::string& line) { progress_.message(line); },
+      [this](const std::string& line) { progress_.warning(line); });
   print_banner();
 }
 
@@ -62,12 +65,13 @@ void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
   ModelConfig model_cfg = cfg_.model;
   // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
-  if (model_cfg.memory_format == "auto" && ctx_.device.is_cuda()) model_cfg.memory_format = "channels_last";
+  if (model_cfg.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda())
+    model_cfg.memory_format = MemoryFormat::ChannelsLast;
   try {
     model_ = make_model(model_cfg);
   } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
     if (std::string(e.what()).find("can't allocate memory") == std::string::npos) throw;
-    throw std::runtime_error("model.name = \"" + cfg_.model.name + "\" with model.num_classes = " +
+    throw std::runtime_error("model.name = \"" + choice_name(cfg_.model.name) + "\" with model.num_classes = " +
                              std::to_string(cfg_.model.num_classes) + " and model.in_channels = " +
                              std::to_string(cfg_.model.in_channels) + " does not fit in memory: " +
                              first_line(e.what()));
@@ -78,11 +82,11 @@ void Trainer::build_model() {
 }
 
 void Trainer::build_scaler() {
-  if (cfg_.amp.enabled) amp_dtype_ = amp_dtype_from_name(cfg_.amp.dtype, ctx_.device.type());
+  if (cfg_.amp.enabled) amp_dtype_ = amp_dtype(cfg_.amp.dtype, ctx_.device.type());
   GradScalerOptions o;
   // auto: float16's narrow range needs loss scaling (torch.amp.GradScaler), bfloat16's does not.
-  o.enabled = cfg_.amp.enabled && (cfg_.amp.loss_scaling == "dynamic" ||
-                                   (cfg_.amp.loss_scaling == "auto" && amp_dtype_ == c10::kHalf));
+  o.enabled = cfg_.amp.enabled && (cfg_.amp.loss_scaling == LossScaling::Dynamic ||
+                                   (cfg_.amp.loss_scaling == LossScaling::Auto && amp_dtype_ == c10::kHalf));
   o.init_scale = cfg_.amp.init_scale;
   o.growth_factor = cfg_.amp.growth_factor;
   o.backoff_factor = cfg_.amp.backoff_factor;
@@ -93,7 +97,7 @@ void Trainer::build_scaler() {
 }
 
 void Trainer::print_banner() {
-  if (progress_.mode() == "off") return;  // every rank but 0, and metrics.progress = "off"
+  if (progress_.mode() == ProgressMode::Off) return;  // every rank but 0, and metrics.progress = "off"
   BannerFacts f;
   f.job = cfg_.job.name;
   f.world_size = ctx_.world_size;
@@ -103,7 +107,7 @@ void Trainer::print_banner() {
   f.distributed = ctx_.distributed();
   f.allreduce = ctx_.allreduce;
   f.allreduce_note = ctx_.allreduce_note;
-  f.model = cfg_.model.name;
+  f.model = choice_name(cfg_.model.name);
   f.parameters = count_parameters(*model_);
   f.dataset = dataset_.name;
   f.train_size = dataset_.train.size();
@@ -139,8 +143,8 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
   const int64_t needed = model_->min_training_batch(dataset_.image_size);
   if (smallest >= needed) return;
   throw ConfigError("data.batch_size = " + std::to_string(b) + " leaves a training batch of " +
-                    std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " + cfg_.model.name +
-                    "'s BatchNorm needs at least " + std::to_string(needed) + " samples per batch on " +
+                    std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " +
+                    choice_name(cfg_.model.name) + "'s BatchNorm needs at least " + std::to_string(needed) + " samples per batch on " +
                     std::to_string(dataset_.image_size) + "x" + std::to_string(dataset_.image_size) +
                     " images; set data.drop_last = true or a data.batch_size that leaves no batch of " +
                     std::to_string(smallest));

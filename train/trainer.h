@@ -134,7 +134,7 @@ class Trainer {
   StepAllocator* step_memory_ = nullptr;  // job.step_memory = "planned"
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   MetricsSink metrics_;  // rank 0's files once resume() has run; nowhere on other ranks
-  Progress progress_{"off", false};
+  Progress progress_{ProgressMode::Off, false};
   std::string init_from_note_;  // how model.init_from's layout was read; "" when plain or unset
   double base_lr_ = 0;
   AsyncAllReduceMax stop_vote_{ctx_};

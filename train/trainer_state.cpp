@@ -9,7 +9,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
 
-#include <iostream>
 
 namespace ddp {
 namespace {
@@ -46,7 +45,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
   for (const auto& [name, t] : module_state(*model_)) model.insert(name, t.detach().cpu().clone());
   out.insert("model", model);
-  out.insert("optimizer_name", cfg_.optimizer.name);
+  out.insert("optimizer_name", choice_name(cfg_.optimizer.name));
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
   out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
   out.insert("global_step", global_step_);
@@ -93,32 +92,32 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
     restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device),
                            ckpt_tensor_list_entry(ckpt_optional_entry(state, "rng_cuda"), "rng_cuda"));
   const c10::IValue* hash = ckpt_optional_entry(state, "config_hash");
-  if (hash && (!hash->isString() || hash->toStringRef() != config_hash(resumable_config(cfg_))) && ctx_.is_main())
-    std::cerr << "warning: the config differs from the one the checkpoint was written with" << std::endl;
+  if (hash && (!hash->isString() || hash->toStringRef() != config_hash(resumable_config(cfg_))))
+    progress_.warning("the config differs from the one the checkpoint was written with");
 }
 
 void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version) {
   const auto opt_state = ckpt_dict_entry(ckpt_required_entry(state, "optimizer"), "optimizer");
   const c10::IValue* name_entry = ckpt_optional_entry(state, "optimizer_name");
   if (name_entry && !name_entry->isString()) ckpt_wrong_entry_type("optimizer_name", *name_entry, "a str");
-  const std::string opt_name = name_entry ? name_entry->toStringRef() : optimizer_name_from_param_groups(opt_state);
+  const std::optional<OptimizerName> from_groups = optimizer_from_param_groups(opt_state);
+  const std::string opt_name = name_entry ? name_entry->toStringRef() : from_groups ? choice_name(*from_groups) : "";
   if (opt_name.empty())
     throw std::runtime_error(
         "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict() "
         "(param_groups[0] has neither \"momentum\" nor \"betas\")");
-  if (opt_name != cfg_.optimizer.name)
+  if (opt_name != choice_name(cfg_.optimizer.name))
     throw std::runtime_error("checkpoint was written with optimizer " + opt_name + ", config asks for " +
-                             cfg_.optimizer.name);
+                             choice_name(cfg_.optimizer.name));
   if (format_version == 1) {
     load_flat_optimizer_state_dict(*optimizer_, opt_state);
     return;
   }
   const std::vector<std::string> differences = load_optimizer_state_dict(*optimizer_, opt_state);
-  if (differences.empty() || !ctx_.is_main()) return;
+  if (differences.empty()) return;
   std::string list;
   for (const auto& d : differences) list += (list.empty() ? "" : ", ") + d;
-  std::cerr << "warning: the checkpoint's optimizer param_groups differ from the config, whose values are used: "
-            << list << std::endl;
+  progress_.warning("the checkpoint's optimizer param_groups differ from the config, whose values are used: " + list);
 }
 
 void Trainer::load_training_position(const c10::impl::GenericDict& state) {
@@ -144,11 +143,11 @@ void Trainer::load_training_position(const c10::impl::GenericDict& state) {
   const int64_t saved_batch = batch_size ? ckpt_int_entry(*batch_size, "batch_size") : cfg_.data.batch_size;
   if (saved_world == ctx_.world_size && saved_batch == cfg_.data.batch_size) return;
   position_.reshard(saved_world, saved_batch);
-  if (ctx_.is_main())
-    std::cerr << "warning: checkpoint was written by " << saved_world << " rank(s) x batch " << saved_batch
-              << ", resuming on " << ctx_.world_size << " x " << cfg_.data.batch_size << ": epoch "
-              << position_.epoch + 1 << " continues from sample " << position_.sample_offset
-              << " of the global order, re-sharded (not bit-identical to an uninterrupted run)" << std::endl;
+  progress_.warning("checkpoint was written by " + std::to_string(saved_world) + " rank(s) x batch " +
+                    std::to_string(saved_batch) + ", resuming on " + std::to_string(ctx_.world_size) + " x " +
+                    std::to_string(cfg_.data.batch_size) + ": epoch " + std::to_string(position_.epoch + 1) +
+                    " continues from sample " + std::to_string(position_.sample_offset) +
+                    " of the global order, re-sharded (not bit-identical to an uninterrupted run)");
 }
 
 void Trainer::restore_rank_generator(at::Generator gen, const std::vector<torch::Tensor>& per_rank) {

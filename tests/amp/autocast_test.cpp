@@ -105,15 +105,18 @@ TEST(AutocastTest, OtherDtypesAreRejectedWithAClearMessage) {
 }
 
 TEST(AutocastTest, DtypeNames) {
-  EXPECT_EQ(amp_dtype_from_name("bf16"), torch::kBFloat16);
-  EXPECT_EQ(amp_dtype_from_name("fp16"), torch::kHalf);
-  EXPECT_EQ(amp_dtype_from_name("bfloat16"), torch::kBFloat16);
-  EXPECT_EQ(amp_dtype_from_name("float16"), torch::kHalf);
+  auto dtype_of = [](const char* name, c10::DeviceType device = c10::DeviceType::CPU) {
+    return amp_dtype(*parse_choice<AmpDtype>(name), device);
+  };
+  EXPECT_EQ(dtype_of("bf16"), torch::kBFloat16);
+  EXPECT_EQ(dtype_of("fp16"), torch::kHalf);
+  EXPECT_EQ(dtype_of("bfloat16"), torch::kBFloat16);
+  EXPECT_EQ(dtype_of("float16"), torch::kHalf);
   // auto: each device's autocast default (torch.get_autocast_dtype("cuda") is float16, "cpu" bfloat16).
-  EXPECT_EQ(amp_dtype_from_name("auto", c10::DeviceType::CUDA), torch::kHalf);
-  EXPECT_EQ(amp_dtype_from_name("auto", c10::DeviceType::CPU), torch::kBFloat16);
-  EXPECT_EQ(amp_dtype_from_name("float16", c10::DeviceType::CPU), torch::kHalf);
-  EXPECT_THROW(amp_dtype_from_name("fp32"), std::invalid_argument);
+  EXPECT_EQ(dtype_of("auto", c10::DeviceType::CUDA), torch::kHalf);
+  EXPECT_EQ(dtype_of("auto", c10::DeviceType::CPU), torch::kBFloat16);
+  EXPECT_EQ(dtype_of("float16", c10::DeviceType::CPU), torch::kHalf);
+  EXPECT_FALSE(parse_choice<AmpDtype>("fp32"));
 }
 
 // A CUDA region only flips ATen's CUDA autocast state, which a machine without a GPU can observe and restore.
@@ -138,9 +141,9 @@ TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
     TempDir dir;
     torch::manual_seed(11);
     ModelConfig cfg;
-    cfg.name = "net";
+    cfg.name = ModelName::Net;
     cfg.dropout = 0.0;
-    cfg.memory_format = format;
+    cfg.memory_format = *parse_choice<MemoryFormat>(format);
     auto model = make_model(cfg);
     model->eval();
     const auto x = torch::randn({8, 1, 28, 28});

@@ -60,7 +60,7 @@ Problem make_problem(const TrainSpec& spec, uint64_t seed, const TempDir& dir) {
   } else {
     ModelConfig cfg;
     cfg.dropout = 0.0;
-    cfg.memory_format = spec.memory_format;
+    cfg.memory_format = *parse_choice<MemoryFormat>(spec.memory_format);
     auto net = make_model(cfg);
     p.module = net;
     p.forward = [net](const torch::Tensor& x) { return net->forward(x); };
@@ -82,7 +82,7 @@ GradScalerOptions scaler_options(const TrainSpec& s) {
 }
 
 torch::Tensor loss_of(const TrainSpec& s, Problem& p) {
-  AutocastGuard autocast(torch::kCPU, s.autocast, amp_dtype_from_name(s.dtype));
+  AutocastGuard autocast(torch::kCPU, s.autocast, amp_dtype(*parse_choice<AmpDtype>(s.dtype)));
   const auto out = p.forward(p.x);
   if (s.arch == "linear") return torch::mse_loss(out, p.y);
   return torch::nll_loss(out, p.y, {}, s.reduction == "sum" ? at::Reduction::Sum : at::Reduction::Mean);

@@ -76,7 +76,7 @@ TEST(StateDictPythonLoad, OrderedDictAppliesIntoOurResNet18) {
   TempDir dir;
   auto [expected, loaded] = python_save_then_load(dir, "resnet18", "--seed 11");
   ModelConfig cfg;
-  cfg.name = "resnet18";
+  cfg.name = ModelName::ResNet18;
   auto model = make_model(cfg);
   apply_state(*model, loaded, dir / "sd.pt");
   EXPECT_EQ(bitwise_difference(expected, module_state(*model)), "");
@@ -87,7 +87,7 @@ TEST(StateDictPythonLoad, OrderedDictAppliesIntoOurNet) {
   TempDir dir;
   auto [expected, loaded] = python_save_then_load(dir, "net", "--seed 12");
   ModelConfig cfg;
-  cfg.name = "net";
+  cfg.name = ModelName::Net;
   auto model = make_model(cfg);
   apply_state(*model, loaded, dir / "sd.pt");
   EXPECT_EQ(bitwise_difference(expected, module_state(*model)), "");

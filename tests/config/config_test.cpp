@@ -135,6 +135,15 @@ const std::vector<BadCase>& bad_files() {
       {"deterministic with cudnn_benchmark", "[training]\ndeterministic = true\ncudnn_benchmark = true\n", {}, "bad.toml:3:19",
        {"training.cudnn_benchmark picks convolution algorithms by timing them", "set one of them to false"}},
       {"net on 32x32 synthetic", "[data]\ndataset = \"synthetic\"\nimage_size = 32\n", {}, "bad.toml:3:14", {"model net expects 28x28"}},
+      {"3 channels for mnist", "[model]\nin_channels = 3\n", {}, "bad.toml:2:15",
+       {"data.dataset = \"fashion-mnist\" has 1-channel (grayscale) images, but model.in_channels = 3"}},
+      // Issue 19: dist settings that contradict each other on any machine fail at load, not when the ranks start.
+      {"nccl on cpu", "[dist]\ndevice = \"cpu\"\nbackend = \"nccl\"\n", {}, "bad.toml:3:11",
+       {"dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\""}},
+      {"shm with nccl", "[dist]\nbackend = \"nccl\"\nallreduce = \"shm\"\n", {}, "bad.toml:3:13",
+       {"dist.allreduce = \"shm\" is for the gloo backend", "these dist settings choose nccl"}},
+      {"shm on cuda with auto backend", "[dist]\ndevice = \"cuda\"\nallreduce = \"shm\"\n", {}, "bad.toml:3:13",
+       {"dist.allreduce = \"shm\" is for the gloo backend"}},
       // The first error in file order is the one reported (toml++ iterates tables sorted by name).
       {"first error in file order", "[job]\nseed = -5\n[data]\nbatch_size = 0\n", {}, "bad.toml:2:8", {"job.seed"}},
   };
@@ -159,6 +168,7 @@ const std::vector<BadCase>& bad_overrides() {
       {"negative lr", "", {"optimizer.lr=-1"}, "--optimizer.lr=-1", {"optimizer.lr must be > 0"}},
       {"multi-line value", "", {"data.batch_size=3\n[job]\nseed=-1"}, "--data.batch_size=3 [job] seed=-1", {"must be on one line"}},
       {"override breaks a rule", "", {"data.download=true"}, "--data.download=true", {"data.download is only supported"}},
+      {"override gives nccl on cpu", "[dist]\ndevice = \"cpu\"\n", {"dist.backend=nccl"}, "--dist.backend=nccl", {"runs on CUDA devices"}},
       // Issue 20: an override parses as the TOML value it replaces; "[" opens an array that never closes.
       {"unclosed array for a list", "", {"data.mirrors=["}, "--data.mirrors=[", {"data.mirrors must be an array of strings"}},
       {"unclosed string for a list", "", {"data.mirrors=\"http://a/"}, "--data.mirrors=\"http://a/", {"data.mirrors must be"}},
@@ -238,7 +248,7 @@ TEST(ConfigGood, EmptyFileGivesTheDocumentedDefaults) {
   Config defaults;
   EXPECT_EQ(cfg.source, "empty.toml");
   EXPECT_EQ(cfg.data.batch_size, defaults.data.batch_size);
-  EXPECT_EQ(cfg.data.dataset, "fashion-mnist");
+  EXPECT_EQ(cfg.data.dataset, DatasetName::FashionMnist);
   EXPECT_EQ(cfg.data.dir, test::fashion_mnist_dir());
   EXPECT_EQ(cfg.model.name, defaults.model.name);
   EXPECT_EQ(cfg.optimizer.lr, defaults.optimizer.lr);
@@ -283,9 +293,9 @@ TEST(ConfigGood, FileValuesAreApplied) {
   EXPECT_EQ(cfg.data.batch_size, 32);
   EXPECT_FALSE(cfg.data.shuffle);
   EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
-  EXPECT_EQ(cfg.optimizer.name, "adamw");
+  EXPECT_EQ(cfg.optimizer.name, OptimizerName::AdamW);
   EXPECT_EQ(cfg.optimizer.lr, 1.0);  // an integer is accepted for a float key
-  EXPECT_EQ(cfg.model.name, "resnet18");
+  EXPECT_EQ(cfg.model.name, ModelName::ResNet18);
 }
 
 TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
@@ -293,14 +303,15 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
                             {"model.name=resnet18", "optimizer.name=\"adamw\"", "optimizer.lr=1", "data.shuffle=false",
                              "job.name=2024", "data.dir=/tmp/with space", "data.mirrors=[\"http://a/\", \"http://b/\"]",
                              "checkpoint.resume=runs/x/ckpt.pt", "data.mean=0.5", "training.epochs=3"});
-  EXPECT_EQ(cfg.model.name, "resnet18");     // bare word for a string key
-  EXPECT_EQ(cfg.optimizer.name, "adamw");    // quoted string
+  EXPECT_EQ(cfg.model.name, ModelName::ResNet18);      // bare word for a choice key
+  EXPECT_EQ(cfg.optimizer.name, OptimizerName::AdamW);  // quoted string
   EXPECT_EQ(cfg.optimizer.lr, 1.0);          // int for float
   EXPECT_FALSE(cfg.data.shuffle);            // bool
   EXPECT_EQ(cfg.job.name, "2024");           // a word TOML reads as a number stays a string for a string key
   EXPECT_EQ(cfg.data.dir, "/tmp/with space");
   EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
-  EXPECT_EQ(cfg.checkpoint.resume, "runs/x/ckpt.pt");  // a path where a choice is allowed to be one
+  EXPECT_EQ(cfg.checkpoint.resume.mode, ResumeMode::Path);  // a path where a choice is allowed to be one
+  EXPECT_EQ(cfg.checkpoint.resume.path, "runs/x/ckpt.pt");
   EXPECT_EQ(cfg.data.mean, 0.5);
   EXPECT_EQ(cfg.training.epochs, 3);
 }
@@ -388,6 +399,44 @@ TEST(ConfigPrint, RoundTripsThroughParse) {
   // Strings survive byte for byte.
   Config cfg = parse_config("[job]\nname = \"a\\\"b\\\\c\\td\\u007fe\\u0001\"\n", "in.toml");
   EXPECT_EQ(parse_config(format_config(cfg), "p.toml").job.name, std::string("a\"b\\c\td\x7f" "e\x01"));
+}
+
+// Issue 19: a choice key is an enum once loaded. Every name --help lists for it parses, and --print-config writes the
+// value's own name back (an alias such as amp.dtype's fp16 as float16), which parses to the same value again.
+TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
+  Config scratch;
+  int keys = 0;
+  for (const auto& section : config_schema(scratch))
+    for (const auto& f : section.fields) {
+      if (f.kind != FieldKind::Choice) continue;
+      ++keys;
+      ASSERT_FALSE(f.choices.empty()) << section.name << "." << f.key;
+      std::set<std::string> printed_names;
+      for (const std::string& name : f.choices) {
+        const std::string key = section.name + "." + f.key;
+        SCOPED_TRACE(key + " = " + name);
+        // shm is refused beside a backend that may choose nccl, so that key gets gloo beside it.
+        std::vector<std::string> overrides{key + "=" + name};
+        if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
+        const Config cfg = parse_config("", "c.toml", overrides);
+        const std::string text = format_config(cfg);
+        const size_t at = text.find("\n" + f.key + " = \"", text.find("[" + section.name + "]\n"));
+        ASSERT_NE(at, std::string::npos);
+        const size_t from = at + f.key.size() + 5;
+        const std::string printed = text.substr(from, text.find('"', from) - from);
+        EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), printed), f.choices.end()) << printed;
+        printed_names.insert(printed);
+        EXPECT_EQ(format_config(parse_config(format_config(cfg), "p.toml")), format_config(cfg));
+      }
+      EXPECT_EQ(printed_names.size(), f.choices.size() - (section.name + "." + f.key == "amp.dtype" ? 2 : 0))
+          << section.name << "." << f.key << ": names that print as another";
+    }
+  EXPECT_EQ(keys, 16);
+  // The aliases print as the name they stand for.
+  EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
+  EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),
+            std::string::npos);
+  EXPECT_EQ(parse_config("", "d.toml").checkpoint.resume.mode, ResumeMode::Auto);
 }
 
 TEST(ConfigHints, ClosestMatchSuggestsOnlyNearNames) {

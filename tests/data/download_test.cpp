@@ -47,20 +47,12 @@ std::set<std::string> names_in(const std::string& dir) {
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)
 
-// gtest's stderr capture, always released (a second capture while one is open aborts the test binary).
-class StderrCapture {
- public:
-  StderrCapture() { testing::internal::CaptureStderr(); }
-  ~StderrCapture() {
-    if (!released_) testing::internal::GetCapturedStderr();
+// The download's note lines (the trainer passes its rank-0 console), collected.
+struct NoteLog {
+  std::string text;
+  DownloadNote sink() {
+    return [this](const std::string& line) { text += line + "\n"; };
   }
-  std::string text() {
-    released_ = true;
-    return testing::internal::GetCapturedStderr();
-  }
-
- private:
-  bool released_ = false;
 };
 
 // Four small MNIST-format .gz files in dir, with their hashlib MD5s.
@@ -96,7 +88,7 @@ TEST(DownloadFiles, SharedFilesLandAndMissingTrainImagesIsExplained) {
   LocalHttpServer server(served.path());
   std::string data_dir = target / "nested/mnist";
 
-  std::string msg = error_of([&] { download_files(data_dir, {server.url()}, files); });
+  std::string msg = error_of([&] { download_files(data_dir, {server.url()}, files, NoteLog().sink()); });
   EXPECT_CONTAINS(msg, kTrainImages);
   EXPECT_CONTAINS(msg, server.url() + kTrainImages + " (HTTP 404");
   EXPECT_CONTAINS(msg, "data.dir (" + data_dir + ")");
@@ -125,7 +117,7 @@ TEST(DownloadMnist, AcceptsSharedFilesOnlyWhenTheirMd5IsTorchvisions) {
   auto oracle = python_lines("from torchvision.datasets import MNIST\nfor n, m in MNIST.resources: print(n, m)\n");
   LocalHttpServer server(served.path());
 
-  std::string msg = error_of([&] { download_mnist(target.path(), {server.url()}); });
+  std::string msg = error_of([&] { download_mnist(target.path(), {server.url()}, NoteLog().sink()); });
   for (const ExpectedFile& f : present) {
     std::string torchvision_md5;
     for (const auto& line : oracle)
@@ -155,7 +147,7 @@ TEST(DownloadFiles, CorruptedCopyIsRejectedAndLeavesNothing) {
   ASSERT_NE(corrupted_md5, labels.md5);
   LocalHttpServer server(served.path());
 
-  std::string msg = error_of([&] { download_files(target.path(), {server.url()}, {labels}); });
+  std::string msg = error_of([&] { download_files(target.path(), {server.url()}, {labels}, NoteLog().sink()); });
   EXPECT_CONTAINS(msg, labels.name);
   EXPECT_CONTAINS(msg, "MD5 mismatch: got " + corrupted_md5 + ", expected " + labels.md5);
   EXPECT_CONTAINS(msg, "data.dir (" + target.path() + ")");
@@ -172,9 +164,9 @@ TEST(DownloadFiles, FallsThroughFailingMirrorsToAWorkingOne) {
   std::string unsupported = "ftp://127.0.0.1:" + std::to_string(server.port()) + "/";
   std::string good_without_slash = server.url().substr(0, server.url().size() - 1);
 
-  StderrCapture capture;
-  download_files(target.path(), {refused, unsupported, good_without_slash}, files);
-  std::string log = capture.text();
+  NoteLog notes;
+  download_files(target.path(), {refused, unsupported, good_without_slash}, files, notes.sink());
+  const std::string& log = notes.text;
   for (const ExpectedFile& f : files) {
     EXPECT_EQ(read_file(target / f.name), read_file(served / f.name)) << f.name;
     EXPECT_EQ(server.gets_of(f.name), 1) << f.name;
@@ -192,11 +184,11 @@ TEST(DownloadFiles, KeepsValidFilesAndReplacesOnlyWrongOnes) {
   TempDir served, target;
   std::vector<ExpectedFile> files = tiny_files(served.path());
   LocalHttpServer server(served.path());
-  download_files(target.path(), {server.url()}, files);
+  download_files(target.path(), {server.url()}, files, NoteLog().sink());
   std::vector<fs::file_time_type> mtimes;
   for (const ExpectedFile& f : files) mtimes.push_back(fs::last_write_time(target / f.name));
 
-  download_files(target.path(), {server.url()}, files);
+  download_files(target.path(), {server.url()}, files, NoteLog().sink());
   for (size_t i = 0; i < files.size(); ++i) {
     EXPECT_EQ(server.gets_of(files[i].name), 1) << files[i].name;
     EXPECT_EQ(fs::last_write_time(target / files[i].name), mtimes[i]) << files[i].name;
@@ -205,9 +197,9 @@ TEST(DownloadFiles, KeepsValidFilesAndReplacesOnlyWrongOnes) {
   fs::rename(target / files[0].name, target / "train-images-idx3-ubyte");  // the user unpacked it
   write_file(target / files[1].name, "not the labels");
   std::string wrong_md5 = hashlib_md5(target / files[1].name);
-  StderrCapture capture;
-  download_files(target.path(), {server.url()}, files);
-  std::string log = capture.text();
+  NoteLog notes;
+  download_files(target.path(), {server.url()}, files, notes.sink());
+  const std::string& log = notes.text;
   EXPECT_EQ(server.gets_of(files[0].name), 1);
   EXPECT_FALSE(fs::exists(target / files[0].name));
   EXPECT_EQ(server.gets_of(files[1].name), 2);
@@ -216,7 +208,7 @@ TEST(DownloadFiles, KeepsValidFilesAndReplacesOnlyWrongOnes) {
   EXPECT_CONTAINS(log, "replace");
 
   write_file(target / files[2].name, "user bytes");
-  std::string msg = error_of([&] { download_files(target.path(), {server.url() + "absent/"}, files); });
+  std::string msg = error_of([&] { download_files(target.path(), {server.url() + "absent/"}, files, NoteLog().sink()); });
   EXPECT_EQ(read_file(target / files[2].name), "user bytes");
   EXPECT_CONTAINS(msg, files[2].name + " from " + server.url() + "absent/" + files[2].name + " (HTTP 404");
   EXPECT_CONTAINS(msg, "kept the existing file");
@@ -232,7 +224,7 @@ TEST(DownloadBinary, MissingTrainImagesIsOneErrorLine) {
   CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + shell_quote(source_dir() + "/configs/mnist.toml") +
                                 " --data.download=true " + shell_quote("--data.mirrors=[\"" + server.url() + "\"]") +
                                 " " + shell_quote("--data.dir=" + data_dir) + " " +
-                                shell_quote("--job.out_dir=" + work / "out") + " --metrics.progress=off");
+                                shell_quote("--job.out_dir=" + work / "out") + " --metrics.progress=plain");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   std::vector<std::string> error_lines;
   std::istringstream in(r.output);
@@ -243,6 +235,8 @@ TEST(DownloadBinary, MissingTrainImagesIsOneErrorLine) {
   EXPECT_CONTAINS(error_lines[0], server.url() + kTrainImages + " (HTTP 404");
   EXPECT_CONTAINS(error_lines[0], "data.dir (" + data_dir + ")");
   EXPECT_FALSE(fs::exists(data_dir + "/" + kTrainImages));
+  // The download's notes are rank 0's console lines.
+  EXPECT_CONTAINS(r.output, "data.download: fetching " + server.url() + kTrainImages);
 }
 
 }  // namespace

@@ -19,6 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// load_dataset's download notes: these datasets download nothing.
+void ignore_notes(const std::string&) {}
+
 torch::Tensor random_bytes(std::vector<int64_t> dims, uint64_t seed) {
   torch::Generator gen = at::detail::createCPUGenerator(seed);
   return torch::randint(0, 256, dims, gen, torch::kInt64).to(torch::kUInt8);
@@ -179,7 +182,7 @@ TEST_F(IdxErrors, TruncatedDataInsideGzip) {
 
 DataConfig mnist_config(const std::string& dir) {
   DataConfig d;
-  d.dataset = "mnist";
+  d.dataset = DatasetName::Mnist;
   d.dir = dir;
   return d;
 }
@@ -187,7 +190,7 @@ DataConfig mnist_config(const std::string& dir) {
 TEST(IdxDataset, LoadsATinyDirectory) {
   test::TempDir dir;
   test::write_tiny_mnist(dir.path(), 12, 5, 3);
-  Dataset ds = load_dataset(mnist_config(dir.path()), ModelConfig{}, 0);
+  Dataset ds = load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes);
   EXPECT_EQ(ds.train.images.sizes(), (std::vector<int64_t>{12, 1, 28, 28}));
   // The test images are checked at load but held only from their first use (evaluation).
   EXPECT_FALSE(ds.test.images.defined());
@@ -207,7 +210,7 @@ TEST(IdxDataset, CountMismatchNamesBothFiles) {
   test::TempDir dir;
   test::write_tiny_mnist(dir.path(), 6, 4, 1);
   write_idx(dir / "t10k-labels-idx1-ubyte.gz", torch::zeros({3}, torch::kUInt8));
-  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0); });
+  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes); });
   EXPECT_NE(msg.find(dir / "t10k-images-idx3-ubyte.gz has 4 images"), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir / "t10k-labels-idx1-ubyte.gz has 3 labels"), std::string::npos) << msg;
 }
@@ -216,7 +219,7 @@ TEST(IdxDataset, MissingFileNamesThePath) {
   test::TempDir dir;
   test::write_tiny_mnist(dir.path(), 6, 4, 1);
   fs::remove(dir / "train-labels-idx1-ubyte.gz");
-  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0); });
+  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes); });
   EXPECT_EQ(msg.rfind(dir / "train-labels-idx1-ubyte[.gz]: file not found", 0), 0u) << msg;
 }
 
@@ -224,11 +227,11 @@ TEST(IdxDataset, WrongShapesNameTheFile) {
   test::TempDir dir;
   test::write_tiny_mnist(dir.path(), 6, 4, 1);
   write_idx(dir / "train-images-idx3-ubyte.gz", torch::zeros({6, 32, 32}, torch::kUInt8));
-  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0); });
+  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes); });
   EXPECT_EQ(msg.rfind(dir / "train-images-idx3-ubyte.gz: expected 28x28 images", 0), 0u) << msg;
   write_idx(dir / "train-images-idx3-ubyte.gz", torch::zeros({6, 28, 28}, torch::kUInt8));
   write_idx(dir / "train-labels-idx1-ubyte.gz", torch::zeros({6, 1}, torch::kUInt8));
-  msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0); });
+  msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes); });
   EXPECT_EQ(msg.rfind(dir / "train-labels-idx1-ubyte.gz: expected 1 dimension", 0), 0u) << msg;
 }
 
@@ -237,7 +240,7 @@ TEST(IdxDataset, CorruptFileInADirectoryNamesIt) {
   test::write_tiny_mnist(dir.path(), 6, 4, 1);
   std::string bytes = test::read_file(dir / "t10k-images-idx3-ubyte.gz");
   test::write_file(dir / "t10k-images-idx3-ubyte.gz", bytes + "junk");
-  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0); });
+  std::string msg = error_of([&] { load_dataset(mnist_config(dir.path()), ModelConfig{}, 0, ignore_notes); });
   EXPECT_EQ(msg.rfind(dir / "t10k-images-idx3-ubyte.gz: trailing bytes", 0), 0u) << msg;
 }
 
@@ -394,7 +397,7 @@ TEST_F(IdxRealFiles, FashionMnistMatchesTorchvision) {
 TEST_F(IdxRealFiles, FashionMnistLoadsThroughTheDatasetRegistry) {
   if (!fashion_) GTEST_SKIP() << test::fashion_mnist_dir() << " not present";
   Config cfg = parse_config("", "x.toml");
-  Dataset ds = load_dataset(cfg.data, cfg.model, 0);
+  Dataset ds = load_dataset(cfg.data, cfg.model, 0, ignore_notes);
   EXPECT_EQ(ds.train.size(), 60000);
   EXPECT_EQ(ds.test.size(), 10000);
   EXPECT_EQ(histogram(ds.test.labels), oracle("fashion-t10k-labels.hist"));

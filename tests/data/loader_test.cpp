@@ -19,12 +19,12 @@ namespace {
 
 Dataset synthetic(int64_t seed, int64_t channels = 1) {
   DataConfig d;
-  d.dataset = "synthetic";
+  d.dataset = DatasetName::Synthetic;
   d.synthetic_train_size = 300;
   d.synthetic_test_size = 50;
   ModelConfig m;
   m.in_channels = channels;
-  return load_dataset(d, m, seed);
+  return load_dataset(d, m, seed, [](const std::string&) {});
 }
 
 TEST(Synthetic, DeterministicFromSeedWithConfiguredShape) {

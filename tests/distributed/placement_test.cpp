@@ -10,8 +10,8 @@ namespace {
 
 DistConfig dist_config(const std::string& device, const std::string& backend) {
   DistConfig cfg;
-  cfg.device = device;
-  cfg.backend = backend;
+  cfg.device = *parse_choice<DeviceChoice>(device);
+  cfg.backend = *parse_choice<BackendChoice>(backend);
   return cfg;
 }
 
@@ -22,7 +22,8 @@ std::string placement_error(const DistConfig& cfg, int64_t local_rank, int64_t l
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     return e.what();
   }
-  ADD_FAILURE() << "no error for device " << cfg.device << " backend " << cfg.backend << " gpus " << gpus;
+  ADD_FAILURE() << "no error for device " << choice_name(cfg.device) << " backend " << choice_name(cfg.backend)
+                << " gpus " << gpus;
   return "";
 }
 
@@ -51,7 +52,14 @@ TEST(Placement, CudaWithoutAGpuOrWithoutACudaBuildIsAClearError) {
             std::string::npos);
   EXPECT_NE(placement_error(dist_config("auto", "nccl"), 0, 1, false, 0).find("needs a CUDA build of ddptrain"),
             std::string::npos);
-  EXPECT_THROW(choose_placement(dist_config("cpu", "nccl"), 0, 1, true, 1), ConfigError);
+}
+
+// dist.device = cpu with dist.backend = nccl fails at load (config_test); what only the machine decides fails here.
+TEST(Placement, ShmAllreduceWhereAutoChoseNcclIsAConfigError) {
+  DistConfig shm = dist_config("auto", "auto");
+  shm.allreduce = AllreducePath::Shm;
+  EXPECT_THROW(choose_placement(shm, 0, 1, true, 1), ConfigError);
+  EXPECT_EQ(choose_placement(shm, 0, 1, true, 0).backend, "gloo");  // no GPU: auto is gloo, where shm belongs
 }
 
 TEST(Placement, MoreLocalRanksThanGpusIsAnErrorForNcclAndSharedGpusForGloo) {

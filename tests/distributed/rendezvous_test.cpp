@@ -186,7 +186,7 @@ TEST(Rendezvous, MissingMasterAddressNamesTheLauncherAndHowToSetIt) {
 TEST(Rendezvous, NcclWithoutAGpuIsAClearError) {
   if (cuda_build() && torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible";
   DistConfig cfg;
-  cfg.backend = "nccl";
+  cfg.backend = BackendChoice::Nccl;
   try {
     init_distributed(rendezvous_from_env({}), cfg);
     FAIL() << "expected an error";

@@ -25,8 +25,8 @@ DistContext join(int rank, int world, int port, const std::string& allreduce, do
                                              {"MASTER_ADDR", "127.0.0.1"},
                                              {"MASTER_PORT", std::to_string(port)}});
   DistConfig cfg;
-  cfg.backend = "gloo";
-  cfg.allreduce = allreduce;
+  cfg.backend = BackendChoice::Gloo;
+  cfg.allreduce = *parse_choice<AllreducePath>(allreduce);
   cfg.timeout_s = timeout_s;
   return init_distributed(info, cfg);
 }

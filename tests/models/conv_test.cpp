@@ -157,9 +157,9 @@ TEST(ConvKernels, ModelMemoryFormatResolvesPerModel) {
   ModelConfig cfg;
   EXPECT_TRUE(conv_kernels(cfg, true).channels_last);
   EXPECT_FALSE(conv_kernels(cfg, false).channels_last);
-  cfg.memory_format = "contiguous";
+  cfg.memory_format = MemoryFormat::Contiguous;
   EXPECT_FALSE(conv_kernels(cfg, true).channels_last);
-  cfg.memory_format = "channels_last";
+  cfg.memory_format = MemoryFormat::ChannelsLast;
   EXPECT_TRUE(conv_kernels(cfg, false).channels_last);
   cfg.skip_padding_taps = false;
   EXPECT_FALSE(conv_kernels(cfg, false).skip_padding_taps);
@@ -174,9 +174,9 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
     for (const auto& [format, skip] : std::vector<std::pair<std::string, bool>>{
              {"contiguous", false}, {"channels_last", false}, {"contiguous", true}, {"channels_last", true}}) {
       ModelConfig cfg;
-      cfg.name = name;
+      cfg.name = *parse_choice<ModelName>(name);
       cfg.dropout = 0;
-      cfg.memory_format = format;
+      cfg.memory_format = *parse_choice<MemoryFormat>(format);
       cfg.skip_padding_taps = skip;
       torch::manual_seed(3);
       auto model = make_model(cfg);

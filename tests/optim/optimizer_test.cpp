@@ -75,12 +75,12 @@ TEST(LrSchedule, WarmupThenCosineAndStep) {
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 0, 100), 0.25);
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 3, 100), 1.0);
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 50, 100), 1.0);
-  cfg.decay = "cosine";
+  cfg.decay = LrDecay::Cosine;
   cfg.min_lr = 0.1;
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 4, 104), 1.0);
   EXPECT_NEAR(scheduled_lr(cfg, 1.0, 54, 104), 0.55, 1e-12);
   EXPECT_NEAR(scheduled_lr(cfg, 1.0, 104, 104), 0.1, 1e-12);
-  cfg.decay = "step";
+  cfg.decay = LrDecay::Step;
   cfg.step_size = 10;
   cfg.gamma = 0.5;
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 13, 100), 1.0);

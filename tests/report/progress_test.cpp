@@ -79,19 +79,36 @@ TEST(Progress, OnlyRankZeroPrints) {
   EXPECT_EQ(rs[1].output, "");
 }
 
+// Warnings take the same rank-0 path as every other line: rank 0 prints them on stderr even with the display off,
+// the other ranks print nothing.
+TEST(Progress, WarningsGoToStderrOnRankZeroWhateverTheMode) {
+  for (const ProgressMode mode : {ProgressMode::Off, ProgressMode::Plain}) {
+    Progress rank0(mode, true), rank1(mode, false);
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    rank0.warning("the config differs");
+    rank1.warning("from rank 1");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(err, "warning: the config differs\n");
+    EXPECT_EQ(out, "");
+  }
+}
+
 // "auto" under Open MPI is plain even on a terminal (mpirun gives each rank a pty: MpirunProgress shows it with the
 // real mpirun); elsewhere it follows the terminal, and a forced mode is kept.
 TEST(Progress, AutoModeIsPlainUnderOpenMpiAndFollowsTheTerminalElsewhere) {
   const std::map<std::string, std::string> none, ompi{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
       slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, torchrun{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
-  EXPECT_EQ(resolve_progress_mode("auto", true, none), "bar");
-  EXPECT_EQ(resolve_progress_mode("auto", false, none), "plain");
-  EXPECT_EQ(resolve_progress_mode("auto", true, ompi), "plain");
-  EXPECT_EQ(resolve_progress_mode("auto", false, ompi), "plain");
-  EXPECT_EQ(resolve_progress_mode("auto", true, slurm), "bar");  // srun --pty: the user's interactive terminal
-  EXPECT_EQ(resolve_progress_mode("auto", false, slurm), "plain");
-  EXPECT_EQ(resolve_progress_mode("auto", true, torchrun), "bar");
-  for (const char* forced : {"bar", "plain", "off"}) {
+  using M = ProgressMode;
+  EXPECT_EQ(resolve_progress_mode(M::Auto, true, none), M::Bar);
+  EXPECT_EQ(resolve_progress_mode(M::Auto, false, none), M::Plain);
+  EXPECT_EQ(resolve_progress_mode(M::Auto, true, ompi), M::Plain);
+  EXPECT_EQ(resolve_progress_mode(M::Auto, false, ompi), M::Plain);
+  EXPECT_EQ(resolve_progress_mode(M::Auto, true, slurm), M::Bar);  // srun --pty: the user's interactive terminal
+  EXPECT_EQ(resolve_progress_mode(M::Auto, false, slurm), M::Plain);
+  EXPECT_EQ(resolve_progress_mode(M::Auto, true, torchrun), M::Bar);
+  for (const M forced : {M::Bar, M::Plain, M::Off}) {
     EXPECT_EQ(resolve_progress_mode(forced, true, ompi), forced);
     EXPECT_EQ(resolve_progress_mode(forced, false, none), forced);
   }

@@ -1,0 +1,187 @@
+// Config choices: every closed set of names a key accepts, as an enum whose names are written here once.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddp {
+
+template <class E>
+struct NamedChoice {
+  E value;
+  std::string_view name;
+};
+
+// ChoiceTable<E>::names: E's names in the order --help lists them. A value's first name is the one ddptrain prints;
+// a later name for the same value is an alias accepted at load (amp.dtype's fp16, bf16).
+template <class E>
+struct ChoiceTable;
+
+// job.step_memory
+enum class StepMemory { Malloc, Planned };
+template <>
+struct ChoiceTable<StepMemory> {
+  static constexpr NamedChoice<StepMemory> names[] = {{StepMemory::Malloc, "malloc"},
+                                                      {StepMemory::Planned, "planned"}};
+};
+
+// data.dataset: the datasets data/dataset.cpp builds.
+enum class DatasetName { Mnist, FashionMnist, Synthetic };
+template <>
+struct ChoiceTable<DatasetName> {
+  static constexpr NamedChoice<DatasetName> names[] = {
+      {DatasetName::Mnist, "mnist"}, {DatasetName::FashionMnist, "fashion-mnist"}, {DatasetName::Synthetic, "synthetic"}};
+};
+
+// model.name: the architectures models/registry.cpp builds.
+enum class ModelName { Net, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152 };
+template <>
+struct ChoiceTable<ModelName> {
+  static constexpr NamedChoice<ModelName> names[] = {
+      {ModelName::Net, "net"},           {ModelName::ResNet18, "resnet18"},   {ModelName::ResNet34, "resnet34"},
+      {ModelName::ResNet50, "resnet50"}, {ModelName::ResNet101, "resnet101"}, {ModelName::ResNet152, "resnet152"}};
+};
+
+// model.memory_format
+enum class MemoryFormat { Auto, Contiguous, ChannelsLast };
+template <>
+struct ChoiceTable<MemoryFormat> {
+  static constexpr NamedChoice<MemoryFormat> names[] = {
+      {MemoryFormat::Auto, "auto"}, {MemoryFormat::Contiguous, "contiguous"}, {MemoryFormat::ChannelsLast, "channels_last"}};
+};
+
+// optimizer.name: the update rules optim/registry.cpp builds.
+enum class OptimizerName { Sgd, AdamW };
+template <>
+struct ChoiceTable<OptimizerName> {
+  static constexpr NamedChoice<OptimizerName> names[] = {{OptimizerName::Sgd, "sgd"}, {OptimizerName::AdamW, "adamw"}};
+};
+
+// optimizer.scale_lr
+enum class LrScaling { None, Linear };
+template <>
+struct ChoiceTable<LrScaling> {
+  static constexpr NamedChoice<LrScaling> names[] = {{LrScaling::None, "none"}, {LrScaling::Linear, "linear"}};
+};
+
+// lr_scheduler.decay
+enum class LrDecay { None, Cosine, Step };
+template <>
+struct ChoiceTable<LrDecay> {
+  static constexpr NamedChoice<LrDecay> names[] = {
+      {LrDecay::None, "none"}, {LrDecay::Cosine, "cosine"}, {LrDecay::Step, "step"}};
+};
+
+// amp.dtype
+enum class AmpDtype { Auto, Float16, BFloat16 };
+template <>
+struct ChoiceTable<AmpDtype> {
+  static constexpr NamedChoice<AmpDtype> names[] = {{AmpDtype::Auto, "auto"},
+                                                    {AmpDtype::Float16, "float16"},
+                                                    {AmpDtype::BFloat16, "bfloat16"},
+                                                    {AmpDtype::Float16, "fp16"},
+                                                    {AmpDtype::BFloat16, "bf16"}};
+};
+
+// amp.loss_scaling
+enum class LossScaling { Auto, Dynamic, Off };
+template <>
+struct ChoiceTable<LossScaling> {
+  static constexpr NamedChoice<LossScaling> names[] = {
+      {LossScaling::Auto, "auto"}, {LossScaling::Dynamic, "dynamic"}, {LossScaling::Off, "off"}};
+};
+
+// dist.device
+enum class DeviceChoice { Auto, Cpu, Cuda };
+template <>
+struct ChoiceTable<DeviceChoice> {
+  static constexpr NamedChoice<DeviceChoice> names[] = {
+      {DeviceChoice::Auto, "auto"}, {DeviceChoice::Cpu, "cpu"}, {DeviceChoice::Cuda, "cuda"}};
+};
+
+// dist.backend
+enum class BackendChoice { Auto, Gloo, Nccl };
+template <>
+struct ChoiceTable<BackendChoice> {
+  static constexpr NamedChoice<BackendChoice> names[] = {
+      {BackendChoice::Auto, "auto"}, {BackendChoice::Gloo, "gloo"}, {BackendChoice::Nccl, "nccl"}};
+};
+
+// dist.grad_compression
+enum class GradCompression { None, Fp16 };
+template <>
+struct ChoiceTable<GradCompression> {
+  static constexpr NamedChoice<GradCompression> names[] = {{GradCompression::None, "none"},
+                                                           {GradCompression::Fp16, "fp16"}};
+};
+
+// dist.allreduce
+enum class AllreducePath { Auto, Shm, Gloo };
+template <>
+struct ChoiceTable<AllreducePath> {
+  static constexpr NamedChoice<AllreducePath> names[] = {
+      {AllreducePath::Auto, "auto"}, {AllreducePath::Shm, "shm"}, {AllreducePath::Gloo, "gloo"}};
+};
+
+// checkpoint.on_error
+enum class OnCheckpointError { Fail, Warn };
+template <>
+struct ChoiceTable<OnCheckpointError> {
+  static constexpr NamedChoice<OnCheckpointError> names[] = {{OnCheckpointError::Fail, "fail"},
+                                                             {OnCheckpointError::Warn, "warn"}};
+};
+
+// checkpoint.resume (any other value is a path: ResumeFrom)
+enum class ResumeMode { Auto, Never, Path };
+template <>
+struct ChoiceTable<ResumeMode> {
+  static constexpr NamedChoice<ResumeMode> names[] = {{ResumeMode::Auto, "auto"}, {ResumeMode::Never, "never"}};
+};
+
+// metrics.progress
+enum class ProgressMode { Auto, Bar, Plain, Off };
+template <>
+struct ChoiceTable<ProgressMode> {
+  static constexpr NamedChoice<ProgressMode> names[] = {
+      {ProgressMode::Auto, "auto"}, {ProgressMode::Bar, "bar"}, {ProgressMode::Plain, "plain"}, {ProgressMode::Off, "off"}};
+};
+
+// The value `name` stands for, or nullopt when E has no such name.
+template <class E>
+std::optional<E> parse_choice(std::string_view name) {
+  for (const auto& c : ChoiceTable<E>::names)
+    if (c.name == name) return c.value;
+  return std::nullopt;
+}
+
+// The name ddptrain prints for `value` (its first in the table).
+template <class E>
+std::string choice_name(E value) {
+  for (const auto& c : ChoiceTable<E>::names)
+    if (c.value == value) return std::string(c.name);
+  return "?";
+}
+
+// Every name E accepts, aliases included, in table order.
+template <class E>
+std::vector<std::string> choice_names() {
+  std::vector<std::string> out;
+  for (const auto& c : ChoiceTable<E>::names) out.emplace_back(c.name);
+  return out;
+}
+
+// Every value of E that has a name, once each, in table order.
+template <class E>
+std::vector<E> choice_values() {
+  std::vector<E> out;
+  for (const auto& c : ChoiceTable<E>::names) {
+    bool seen = false;
+    for (E v : out) seen = seen || v == c.value;
+    if (!seen) out.push_back(c.value);
+  }
+  return out;
+}
+
+}  // namespace ddp
