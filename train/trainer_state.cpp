@@ -37,6 +37,24 @@ std::string resumable_config(Config cfg) {
   return format_config(cfg);
 }
 
+// The checkpoint was written with this config, up to the keys a resumption may change. A matching hash says so at
+// once; otherwise the checkpoint's "config" text is read back and compared, so that a config printed differently
+// but meaning the same (a checkpoint written before choices were enums kept amp.dtype = "fp16" as given, where it
+// now prints "float16") is the same. No hash: nothing to compare (README: no config warning).
+bool written_with(const c10::impl::GenericDict& state, const Config& cfg) {
+  const c10::IValue* hash = ckpt_optional_entry(state, "config_hash");
+  if (!hash) return true;
+  const std::string own = resumable_config(cfg);
+  if (hash->isString() && hash->toStringRef() == config_hash(own)) return true;
+  const c10::IValue* text = ckpt_optional_entry(state, "config");
+  if (!text || !text->isString()) return false;
+  try {
+    return resumable_config(parse_config(text->toStringRef(), "the checkpoint's config")) == own;
+  } catch (const ConfigError&) {  // keys or values this version no longer reads: a different config
+    return false;
+  }
+}
+
 }  // namespace
 
 c10::impl::GenericDict Trainer::state_dict() {
@@ -91,9 +109,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   if (ctx_.device.is_cuda())  // rng_cuda is absent in checkpoints of ddptrain 0.3.0 and earlier
     restore_rank_generator(at::globalContext().defaultGenerator(ctx_.device),
                            ckpt_tensor_list_entry(ckpt_optional_entry(state, "rng_cuda"), "rng_cuda"));
-  const c10::IValue* hash = ckpt_optional_entry(state, "config_hash");
-  if (hash && (!hash->isString() || hash->toStringRef() != config_hash(resumable_config(cfg_))))
-    progress_.warning("the config differs from the one the checkpoint was written with");
+  if (!written_with(state, cfg_)) progress_.warning("the config differs from the one the checkpoint was written with");
 }
 
 void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version) {

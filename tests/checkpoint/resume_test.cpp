@@ -235,6 +235,43 @@ TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
   EXPECT_NE(r.output.find("unexpected keys:"), std::string::npos) << r.output;
 }
 
+// A resume warns when the config differs from the checkpoint's, and not when the checkpoint's snapshot only spells
+// the same values another way (written before choices were enums, it kept amp.dtype = "bf16" as given; its hash is
+// then of that text).
+TEST(Checkpoint, ConfigWarningComparesMeaningNotSpelling) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir);
+  const std::string amp = " --amp.enabled=true --amp.dtype=bf16";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "a --training.max_steps=4" + amp).exit_code, 0);
+  const std::string ckpt = dir / "a/checkpoints/step-00000004.pt";
+  const std::string warning = "warning: the config differs from the one the checkpoint was written with";
+  auto resume_from = [&](const std::string& path, const std::string& out, const std::string& args) {
+    auto r = ckpt_train(cfg, "--job.out_dir=" + dir / out + " --training.max_steps=5 --checkpoint.resume=" + path +
+                                 amp + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  EXPECT_EQ(resume_from(ckpt, "same", "").find(warning), std::string::npos);
+  EXPECT_NE(resume_from(ckpt, "other", " --optimizer.lr=0.02").find(warning), std::string::npos);
+
+  auto rewrite = [&](const std::string& out, const std::string& change) {
+    const std::string code =
+        "import sys, torch\n"
+        "d = torch.load(sys.argv[1], weights_only=True)\n"
+        "assert 'dtype = \"bfloat16\"' in d['config'], d['config']\n"
+        "d['config_hash'] = '0123456789abcdef'\n" + change +
+        "torch.save(d, sys.argv[2])\n";
+    auto r = run_command(python() + " -c " + shell_quote(code) + " " + ckpt + " " + dir / out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return dir / out;
+  };
+  const std::string older = rewrite("older.pt", "d['config'] = d['config'].replace('\"bfloat16\"', '\"bf16\"')\n");
+  EXPECT_EQ(resume_from(older, "older", "").find(warning), std::string::npos);
+  const std::string unreadable = rewrite("unreadable.pt", "d['config'] = '[not toml'\n");
+  EXPECT_NE(resume_from(unreadable, "unreadable", "").find(warning), std::string::npos);
+}
+
 TEST(Checkpoint, ReadableFromPython) {
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   TempDir dir;
