@@ -6,8 +6,7 @@
 namespace ddp {
 namespace {
 
-Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
-                      const std::function<void(const std::string&)>& note) {
+Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note) {
   switch (data.dataset) {
     case DatasetName::Mnist:
     case DatasetName::FashionMnist:
@@ -20,8 +19,7 @@ Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t 
 
 }  // namespace
 
-Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
-                     const std::function<void(const std::string&)>& note) {
+Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note) {
   Dataset ds = build_dataset(data, model, seed, note);
   if (ds.channels != model.in_channels)
     throw std::runtime_error("dataset " + ds.name + " has " + std::to_string(ds.channels) +

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "data/download.h"
 
 #include <torch/types.h>
 
@@ -36,12 +37,10 @@ struct Dataset {
 
 // Builds data.dataset; throws std::runtime_error naming the missing or bad file.
 // `note`: progress lines of a data.download (the trainer's rank-0 console).
-Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed,
-                     const std::function<void(const std::string&)>& note);
+Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note);
 
 // Factories, one file each.
-Dataset load_mnist_format(const std::string& name, const DataConfig& data,
-                          const std::function<void(const std::string&)>& note);
+Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
 // Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's

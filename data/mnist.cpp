@@ -63,8 +63,7 @@ Split load_split(const std::string& dir, const std::string& prefix, bool keep_im
 
 }  // namespace
 
-Dataset load_mnist_format(const std::string& name, const DataConfig& data,
-                          const std::function<void(const std::string&)>& note) {
+Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note) {
   if (data.download) download_mnist(data.dir, data.mirrors, note);
   Dataset ds;
   ds.name = name;

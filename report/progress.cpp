@@ -102,15 +102,18 @@ void Progress::on_log(const ProgressSnapshot& s) {
 
 void Progress::message(const std::string& line) {
   if (mode_ == ProgressMode::Off) return;
-  if (mode_ == ProgressMode::Bar && drawn_) std::cout << "\r\x1b[K";
+  clear_bar();
   std::cout << line << std::endl;
-  drawn_ = false;
 }
 
 void Progress::warning(const std::string& line) {
   if (!enabled_) return;
-  if (mode_ == ProgressMode::Bar && drawn_) std::cout << "\r\x1b[K" << std::flush;
+  clear_bar();
   std::cerr << "warning: " << line << std::endl;
+}
+
+void Progress::clear_bar() {
+  if (mode_ == ProgressMode::Bar && drawn_) std::cout << "\r\x1b[K" << std::flush;
   drawn_ = false;
 }
 

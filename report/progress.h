@@ -47,6 +47,8 @@ class Progress {
 
  private:
   void draw(const ProgressSnapshot& s, bool force);
+  // Erases a drawn bar line, so that the next output starts on a clean line (the next step redraws the bar).
+  void clear_bar();
 
   ProgressMode mode_ = ProgressMode::Off;
   bool enabled_ = false;  // rank 0

@@ -56,7 +56,7 @@ void Trainer::setup() {
   base_lr_ = cfg_.optimizer.lr * (linear ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
   checkpointer_ = std::make_unique<Checkpointer>(
-      cfg_.checkpoint, cfg_.job.out_dir, ctx_, [this](const std::string& line) { progress_.message(line); },
+      cfg_.checkpoint, cfg_.job.out_dir, ctx_, [this](const std::string& line) { log(line); },
       [this](const std::string& line) { progress_.warning(line); });
   print_banner();
 }
@@ -144,8 +144,9 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
   if (smallest >= needed) return;
   throw ConfigError("data.batch_size = " + std::to_string(b) + " leaves a training batch of " +
                     std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " +
-                    choice_name(cfg_.model.name) + "'s BatchNorm needs at least " + std::to_string(needed) + " samples per batch on " +
-                    std::to_string(dataset_.image_size) + "x" + std::to_string(dataset_.image_size) +
+                    choice_name(cfg_.model.name) + "'s BatchNorm needs at least " + std::to_string(needed) +
+                    " samples per batch on " + std::to_string(dataset_.image_size) + "x" +
+                    std::to_string(dataset_.image_size) +
                     " images; set data.drop_last = true or a data.batch_size that leaves no batch of " +
                     std::to_string(smallest));
 }

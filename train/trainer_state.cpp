@@ -116,8 +116,11 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
   const auto opt_state = ckpt_dict_entry(ckpt_required_entry(state, "optimizer"), "optimizer");
   const c10::IValue* name_entry = ckpt_optional_entry(state, "optimizer_name");
   if (name_entry && !name_entry->isString()) ckpt_wrong_entry_type("optimizer_name", *name_entry, "a str");
-  const std::optional<OptimizerName> from_groups = optimizer_from_param_groups(opt_state);
-  const std::string opt_name = name_entry ? name_entry->toStringRef() : from_groups ? choice_name(*from_groups) : "";
+  std::string opt_name;  // "": neither the entry nor param_groups say
+  if (name_entry)
+    opt_name = name_entry->toStringRef();
+  else if (const std::optional<OptimizerName> from_groups = optimizer_from_param_groups(opt_state))
+    opt_name = choice_name(*from_groups);
   if (opt_name.empty())
     throw std::runtime_error(
         "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict() "
