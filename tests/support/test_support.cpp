@@ -173,10 +173,10 @@ std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data
 }
 
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env,
-                                  int threads_per_rank) {
+                                  int threads_per_rank, const std::string& cwd) {
   TempDir logs;
   const int port = free_port();
-  std::string script;
+  std::string script = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " || exit 1\n";
   for (int r = 0; r < world_size; ++r) {
     script += "(env RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
               " WORLD_SIZE=" + std::to_string(world_size) + " LOCAL_WORLD_SIZE=" + std::to_string(world_size) +

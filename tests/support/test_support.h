@@ -68,9 +68,10 @@ struct RankResult {
 };
 
 // Starts world_size ddptrain processes (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set as torchrun
-// would) with `args`, waits for all, returns each rank's exit code and output. extra_env: "K=V K2=V2".
+// would) with `args`, waits for all, returns each rank's exit code and output. extra_env: "K=V K2=V2"; cwd: the
+// folder they run in ("" = this process's).
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env = "",
-                                  int threads_per_rank = 1);
+                                  int threads_per_rank = 1, const std::string& cwd = "");
 
 // Max |a - b| over all entries of two state-dict files (throws if keys or shapes differ).
 double max_state_diff(const std::string& path_a, const std::string& path_b);
