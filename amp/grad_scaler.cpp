@@ -1,6 +1,8 @@
 // GradScaler: scale / unscale / step / update of torch.amp.GradScaler, on ATen's AMP kernels for every device.
 #include "amp/grad_scaler.h"
 
+#include <cmath>
+
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 
@@ -20,8 +22,9 @@ double number(const c10::impl::GenericDict& state, const std::string& key) {
 
 }  // namespace
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options)) {
-  if (options_.enabled) {
+GradScaler::GradScaler(const AmpConfig& amp, bool enabled, ReduceFoundInf reduce_found_inf)
+    : options_(amp), enabled_(enabled), reduce_found_inf_(std::move(reduce_found_inf)) {
+  if (enabled_) {
     if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
     if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
   }
@@ -36,7 +39,7 @@ void GradScaler::check_initialised(const char* what) const {
 GradScaler::OptimizerState& GradScaler::state_of(torch::optim::Optimizer& opt) { return per_optimizer_[&opt]; }
 
 torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
-  if (!options_.enabled) return loss;
+  if (!enabled_) return loss;
   if (!scale_.defined()) {
     const auto device = loss.device();
     scale_ = torch::full({1}, options_.init_scale, torch::dtype(torch::kFloat).device(device));
@@ -46,7 +49,7 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
 }
 
 void GradScaler::unscale(torch::optim::Optimizer& opt) {
-  if (!options_.enabled) return;
+  if (!enabled_) return;
   check_initialised("unscale");
   OptimizerState& st = state_of(opt);
   if (st.stage == Stage::kUnscaled)
@@ -79,13 +82,13 @@ void GradScaler::unscale(torch::optim::Optimizer& opt) {
     found_inf.add_(device_found_inf.to(scale_.device()));
   }
   st.local_found_inf = found_inf.item<double>();
-  if (options_.reduce_found_inf) found_inf.fill_(options_.reduce_found_inf(st.local_found_inf));
+  if (reduce_found_inf_) found_inf.fill_(reduce_found_inf_(st.local_found_inf));
   st.found_inf = found_inf;
   st.stage = Stage::kUnscaled;
 }
 
 void GradScaler::set_found_inf(torch::optim::Optimizer& opt, double value) {
-  if (!options_.enabled) return;
+  if (!enabled_) return;
   OptimizerState& st = state_of(opt);
   if (st.stage != Stage::kUnscaled)
     throw std::logic_error("set_found_inf() needs unscale() on this optimizer first, and no step() yet.");
@@ -93,7 +96,7 @@ void GradScaler::set_found_inf(torch::optim::Optimizer& opt, double value) {
 }
 
 bool GradScaler::step(torch::optim::Optimizer& opt) {
-  if (!options_.enabled) {
+  if (!enabled_) {
     opt.step();
     return true;
   }
@@ -113,7 +116,7 @@ bool GradScaler::step(torch::optim::Optimizer& opt) {
 }
 
 void GradScaler::update() {
-  if (!options_.enabled) return;
+  if (!enabled_) return;
   check_initialised("update");
   torch::Tensor combined;
   for (auto& [opt, st] : per_optimizer_) {
@@ -128,7 +131,7 @@ void GradScaler::update() {
 }
 
 void GradScaler::update(double new_scale) {
-  if (!options_.enabled) return;
+  if (!enabled_) return;
   check_initialised("update");
   scale_.fill_(new_scale);
   per_optimizer_.clear();
@@ -148,18 +151,18 @@ bool GradScaler::local_found_inf() const {
 }
 
 double GradScaler::get_scale() const {
-  if (!options_.enabled) return 1.0;
+  if (!enabled_) return 1.0;
   return scale_.defined() ? static_cast<double>(scale_.item<float>()) : options_.init_scale;
 }
 
 int64_t GradScaler::growth_tracker() const {
-  if (!options_.enabled) return 0;
+  if (!enabled_) return 0;
   return growth_tracker_.defined() ? growth_tracker_.item<int32_t>() : init_growth_tracker_;
 }
 
 c10::impl::GenericDict GradScaler::state_dict() const {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  if (!options_.enabled) return d;
+  if (!enabled_) return d;
   d.insert("scale", get_scale());
   d.insert("growth_factor", options_.growth_factor);
   d.insert("backoff_factor", options_.backoff_factor);
@@ -169,7 +172,7 @@ c10::impl::GenericDict GradScaler::state_dict() const {
 }
 
 void GradScaler::load_state_dict(const c10::impl::GenericDict& state) {
-  if (!options_.enabled) return;
+  if (!enabled_) return;
   if (state.size() == 0)
     throw std::runtime_error(
         "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
@@ -180,6 +183,19 @@ void GradScaler::load_state_dict(const c10::impl::GenericDict& state) {
   options_.growth_interval = static_cast<int64_t>(number(state, "growth_interval"));
   init_growth_tracker_ = static_cast<int64_t>(number(state, "_growth_tracker"));
   if (growth_tracker_.defined()) growth_tracker_.fill_(init_growth_tracker_);
+}
+
+void GradScaler::check_state_dict(const c10::impl::GenericDict& state) {
+  for (const auto& item : state) {
+    const c10::IValue& v = item.value();
+    const double x = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : 0.0;
+    const std::string key = item.key().isString() ? item.key().toStringRef() : "?";
+    const bool ok = (v.isDouble() || v.isInt()) && std::isfinite(x) &&
+                    (key == "_growth_tracker"   ? x >= 0 && x <= 1e9
+                     : key == "growth_interval" ? x >= 1 && x <= 1e9
+                                                : x > 0);
+    if (!ok) throw std::runtime_error("checkpoint entry \"scaler\" field \"" + key + "\" is out of range");
+  }
 }
 
 }  // namespace ddp

@@ -3,8 +3,6 @@
 
 #include "base/c10_logging.h"
 #include "config/config.h"
-#include "config/config_help.h"
-#include "config/config_schema.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
 #include "report/version.h"
@@ -12,7 +10,6 @@
 #include "distributed/process_group.h"
 #include "base/process_env.h"
 #include "distributed/rendezvous.h"
-#include "distributed/sealed_store.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -25,6 +22,7 @@ std::string usage() {
          "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
          "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
+         "  --help-markdown  print the config key reference as README's Markdown table and exit\n"
          "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
          "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
          "  --help, -h       this text and every config key with its type, default and allowed values\n";
@@ -40,7 +38,7 @@ std::string cli_override(const std::vector<std::string>& args, size_t& i) {
   if (a.find('=') != std::string::npos) return a.substr(2);
   const std::string path = a.substr(2);
   const bool has_next = i + 1 < args.size();
-  if (override_kind(path, a) == FieldKind::Bool) {
+  if (override_kind(path, a) == KeyKind::Bool) {
     if (has_next && (args[i + 1] == "true" || args[i + 1] == "false")) return path + "=" + args[++i];
     return path + "=true";
   }
@@ -65,6 +63,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.help = true;
     } else if (a == "--version") {
       out.version = true;
+    } else if (a == "--help-markdown") {
+      out.help_markdown = true;
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--eval-only") {
@@ -79,7 +79,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
     }
   }
-  if (out.config_path.empty() && !out.help && !out.version) throw ConfigError("missing CONFIG.toml argument");
+  if (out.config_path.empty() && !out.help && !out.help_markdown && !out.version)
+    throw ConfigError("missing CONFIG.toml argument");
   return out;
 }
 
@@ -93,6 +94,10 @@ int ddptrain_main(const std::vector<std::string>& args) {
       std::cout << usage() << "\n" << config_help();
       return 0;
     }
+    if (cli.help_markdown) {
+      std::cout << config_markdown();
+      return 0;
+    }
     if (cli.version) {
       std::cout << version_text();
       return 0;
@@ -103,7 +108,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
       return 0;
     }
     RendezvousInfo info = rendezvous_from_env(process_env());
-    info.config_digest = sha256_hex(format_config(cfg)).substr(0, 16);
+    info.config_digest = config_digest(format_config(cfg)).substr(0, 16);
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
     ctx = init_distributed(info, cfg.dist);
     // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
@@ -131,10 +136,11 @@ int ddptrain_main(const std::vector<std::string>& args) {
         first.find("Application timeout caused pair closure") != std::string::npos)
       first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
     // Gloo names a peer's address when it vanishes; the rank that ran there is what the user needs.
-    if (ctx.gone_peers && (first.find("Connection closed by peer") != std::string::npos ||
-                           first.find("Connection reset by peer") != std::string::npos ||
-                           first.find("Broken pipe") != std::string::npos))
-      if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty()) first = gone + " (" + first + ")";
+    if (ctx.gone_peers &&
+        (first.find("Connection closed by peer") != std::string::npos ||
+         first.find("Connection reset by peer") != std::string::npos || first.find("Broken pipe") != std::string::npos))
+      if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty())
+        first = gone + " (" + first + ")";
     write_error_line(prefix + "error: " + first);
     return 1;
   }

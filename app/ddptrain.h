@@ -12,7 +12,8 @@ struct CliArgs {
   bool print_config = false;
   bool eval_only = false;  // evaluate model.init_from (or the initial weights) and exit
   bool help = false;
-  bool version = false;  // --version
+  bool help_markdown = false;  // the config key reference as README's table
+  bool version = false;        // --version
 };
 
 // Throws ConfigError (exit code 2) for usage errors.

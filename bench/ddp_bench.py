@@ -18,7 +18,8 @@ REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 import launch  # noqa: E402
 import report  # noqa: E402
-from torch_worker import build_model  # noqa: E402
+sys.path.insert(0, os.path.join(BENCH_DIR, "..", "reference"))
+from torch_reference import build_model  # noqa: E402
 
 DEFAULT_STEPS = {"net": 300, "resnet18": 40}
 DEFAULT_LOG_EVERY = {"net": 20, "resnet18": 5}
@@ -46,10 +47,6 @@ STANDARD_SUITE = [
          ddptrain_allreduce="gloo"),
     dict(model="resnet18", precision="fp32", world=2, sync="on", data="synthetic", steps=20, log_every=1,
          warmup_steps=2, reps=3, ddptrain_allreduce="gloo"),
-    # ddptrain with job.step_memory = "planned" (steps 4+ take their temporaries from one planned block; steps
-    # 1-3 run slower): peak memory, timed after step 4.
-    dict(model="resnet18", precision="fp32", world=2, sync="on", data="synthetic", steps=20, log_every=1,
-         warmup_steps=4, reps=3, ddptrain_step_memory="planned"),
 ]
 
 
@@ -65,8 +62,6 @@ def parse_args(argv):
                         "padding-only kernel taps skipped for resnet18)")
     p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
                    help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
-    p.add_argument("--ddptrain-step-memory", choices=["malloc", "planned"], default="malloc",
-                   help="ddptrain's job.step_memory (planned: steps 4+ reuse one planned block)")
     p.add_argument("--data", choices=["fashion-mnist", "synthetic"], default="fashion-mnist")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default net 300, resnet18 40)")
@@ -95,7 +90,7 @@ def parse_args(argv):
 
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
-            "python_kernels", "ddptrain_allreduce", "ddptrain_step_memory")
+            "python_kernels", "ddptrain_allreduce")
     entries = STANDARD_SUITE if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
@@ -105,7 +100,6 @@ def configs_from(args):
         c["warmup_steps"] = c.get("warmup_steps") or c["log_every"]
         c["python_kernels"] = c.get("python_kernels") or "plain"
         c["ddptrain_allreduce"] = c.get("ddptrain_allreduce") or "auto"
-        c["ddptrain_step_memory"] = c.get("ddptrain_step_memory") or "malloc"
         c["reps"] = args.reps or c.get("reps") or 3
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
         for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers"):
@@ -121,8 +115,7 @@ def label_of(c):
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
-            + (f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else "")
-            + (f", ddptrain step memory {c['ddptrain_step_memory']}" if c["ddptrain_step_memory"] != "malloc" else ""))
+            + (f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
 
 
 def write_init(c, path):
@@ -136,7 +129,6 @@ def ddptrain_toml(c, init_path):
 out_dir = "out"
 seed = {c['seed']}
 threads = {c['threads']}
-step_memory = "{c['ddptrain_step_memory']}"
 
 [data]
 dataset = "{c['data']}"
@@ -326,7 +318,7 @@ def main(argv):
         body += lines
         rows.append((label, row))
         # The sync-cost table pairs each side's defaults (ddptrain's all-reduce included) with its sync-off row.
-        if c["python_kernels"] == "plain" and c["ddptrain_allreduce"] == "auto" and c["ddptrain_step_memory"] == "malloc":
+        if c["python_kernels"] == "plain" and c["ddptrain_allreduce"] == "auto":
             rows_by_key[(c["model"], c["precision"], f"world {c['world']}", c["data"], c["sync"])] = row
         command_lines += [f"- {label}:", "  ```sh"] + [f"  {cmd}" for _, cmd in sorted(commands.items())]
         command_lines += ["  ```", "  ddptrain.toml:", "  ```toml"] + ["  " + l for l in toml_text.splitlines()]

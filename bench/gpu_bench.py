@@ -1,4 +1,4 @@
-# GPU benchmark (issue 18): ddptrain against a Python PyTorch training loop on the same GPU and the same torch.
+# GPU benchmark: ddptrain against a Python PyTorch training loop on the same GPU and the same torch.
 #
 # Both sides train the same model from the same initial weights with the same batch, optimizer, precision (AMP fp16
 # with loss scaling: ddptrain's amp.loss_scaling auto, Python's torch.amp.GradScaler), memory format (channels_last)
@@ -29,11 +29,12 @@ sys.path.insert(0, BENCH_DIR)
 import launch  # noqa: E402
 import report  # noqa: E402
 from ddp_bench import command_text, ddptrain_intervals, timed_rate  # noqa: E402
-from torch_worker import build_model  # noqa: E402
+sys.path.insert(0, os.path.join(BENCH_DIR, "..", "reference"))
+from torch_reference import build_model  # noqa: E402
 
 COMMON = dict(precision="fp16", channels_last=True, cudnn_benchmark=True, lr=0.01, momentum=0.9, seed=0, world=1)
 
-# The GPU set (issue 18): ResNet-50 on synthetic 3x224x224 images (ImageNet's shape and head) and ResNet-18 on
+# The GPU set: ResNet-50 on synthetic 3x224x224 images (ImageNet's shape and head) and ResNet-18 on
 # Fashion-MNIST, both AMP fp16 and channels_last.
 GPU_SUITE = [
     dict(COMMON, name="resnet50 synthetic 3x224x224", model="resnet50", data="synthetic", in_channels=3,
@@ -52,7 +53,7 @@ SMOKE_SUITE = [
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="ddptrain vs Python on one GPU (issue 18)")
+    p = argparse.ArgumentParser(description="ddptrain vs Python on one GPU")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--smoke", action="store_true", help="tiny ResNet-18 run, world 1, a few steps (plumbing check)")
     p.add_argument("--only", help="run only the configurations whose name contains this text")

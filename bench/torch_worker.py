@@ -13,11 +13,8 @@
 # GPU; loss and correct count stay on the GPU until the interval ends (one synchronisation per interval, as a Python
 # user writing for speed would); NCCL; torch.cuda.max_memory_allocated() is reported as gpu_mem_peak_mib.
 import argparse
-import gzip
 import json
-import math
 import os
-import struct
 import sys
 import time
 
@@ -29,20 +26,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
-from ddp_reference import Net, find  # noqa: E402
-
-
-def build_model(name, dropout, in_channels=1, num_classes=10):
-    """net, or torchvision's resnet18/resnet50 with an in_channels stem (ddptrain's parameter names and shapes)."""
-    if name == "net":
-        return Net(dropout)
-    import torchvision
-
-    model = getattr(torchvision.models, name)(num_classes=num_classes)
-    if in_channels != 3:
-        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
-    return model
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from torch_reference import add_arguments, build_model, find, read_idx  # noqa: E402
 
 
 def use_ddptrain_kernels(model, name):
@@ -79,18 +64,6 @@ def use_ddptrain_kernels(model, name):
     return model
 
 
-def read_idx_uint8(path):
-    """An IDX file (raw or .gz) as a uint8 tensor, read into one buffer (no transient copies)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        header = f.read(4)
-        dims = struct.unpack(">" + "I" * header[3], f.read(4 * header[3]))
-        buffer = bytearray(math.prod(dims))
-        if f.readinto(buffer) != len(buffer):
-            raise ValueError(f"{path}: truncated")
-    return torch.frombuffer(buffer, dtype=torch.uint8).reshape(dims)
-
-
 def load_train_set(args):
     """uint8 images [N, C, S, S] and int64 labels; like ddptrain, batches are normalised as they are used."""
     if args.data == "synthetic":
@@ -99,8 +72,8 @@ def load_train_set(args):
         x = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
         y = torch.randint(0, args.num_classes, (args.synthetic_size,), generator=gen)
         return TensorDataset(x, y)
-    images = read_idx_uint8(find(args.data_dir, "train-images-idx3-ubyte"))
-    labels = read_idx_uint8(find(args.data_dir, "train-labels-idx1-ubyte")).long()
+    images = read_idx(find(args.data_dir, "train-images-idx3-ubyte"))
+    labels = read_idx(find(args.data_dir, "train-labels-idx1-ubyte")).long()
     return TensorDataset(images.unsqueeze(1), labels)
 
 
@@ -122,14 +95,10 @@ def parse_args():
     p.add_argument("--sync", choices=["on", "off"], default="on")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log-every", type=int, required=True)
-    p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, required=True)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mean", type=float, default=0.2860)
-    p.add_argument("--std", type=float, default=0.3530)
+    # The training options every reference script shares, with Fashion-MNIST's normalisation.
+    add_arguments(p, [("batch", int, 64), ("lr", float, 0.01), ("momentum", float, 0.9), ("dropout", float, 0.5),
+                      ("seed", int, 0), ("mean", float, 0.2860), ("std", float, 0.3530)])
     p.add_argument("--synthetic-size", type=int, default=6000)
     p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
                    help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")

@@ -1,4 +1,4 @@
-// Checkpoint entries: typed reads of a checkpoint dict's entries, and range checks of those a resume indexes with.
+// Checkpoint entries: typed reads of a checkpoint dict's entries, each error naming the entry.
 #pragma once
 
 #include "checkpoint/state_dict.h"
@@ -21,10 +21,5 @@ int64_t ckpt_int_entry(const c10::IValue& v, const std::string& key);
 c10::impl::GenericDict ckpt_dict_entry(const c10::IValue& v, const std::string& key);
 std::vector<torch::Tensor> ckpt_tensor_list_entry(const c10::IValue* v, const std::string& key);  // {} when absent
 NamedTensors ckpt_model_entry(const c10::impl::GenericDict& state);  // the "model" entry: name -> tensor
-
-// Range checks of every entry the training position and the generators are restored from, for a training split of
-// train_size samples (a crafted or damaged checkpoint must not index outside the epoch): throws naming the entry and
-// its allowed range.
-void ckpt_check_position(const c10::impl::GenericDict& state, int64_t train_size);
 
 }  // namespace ddp

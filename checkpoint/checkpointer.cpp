@@ -4,7 +4,7 @@
 #include "base/first_line.h"
 #include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
 #include "distributed/rank_zero.h"
 #include "distributed/reduce.h"
@@ -44,7 +44,10 @@ std::string parse_checkpoint(const std::vector<char>& bytes, c10::IValue& value,
 }
 
 Checkpointer::Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContext ctx, Log log, Log warn)
-    : cfg_(std::move(cfg)), out_dir_(std::move(out_dir)), ctx_(std::move(ctx)), log_(std::move(log)),
+    : cfg_(std::move(cfg)),
+      out_dir_(std::move(out_dir)),
+      ctx_(std::move(ctx)),
+      log_(std::move(log)),
       warn_(std::move(warn)) {}
 
 void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
@@ -56,13 +59,21 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     ++written_;
   });
   if (!r.failed) return;
-  const std::string error = "checkpoint at step " + std::to_string(step) + " failed: " + r.error +
-                            " (earlier checkpoints are intact)";
+  const std::string error =
+      "checkpoint at step " + std::to_string(step) + " failed: " + r.error + " (earlier checkpoints are intact)";
   if (cfg_.on_error == OnCheckpointError::Warn) {
     if (ctx_.is_main()) warn_(error);
     return;
   }
   throw std::runtime_error(ctx_.is_main() ? error : "rank 0 failed to write a checkpoint");
+}
+
+void Checkpointer::restored_at(int64_t step) {
+  // Decided from the config alone, so that every rank decides alike (only rank 0 read the file).
+  const auto folder = [](const std::string& p) { return std::filesystem::absolute(p).lexically_normal(); };
+  const bool elsewhere = cfg_.resume.mode == ResumeMode::Path &&
+                         folder(cfg_.resume.path).parent_path() != folder(cfg_.dir + "/").parent_path();
+  if (!elsewhere) last_step_ = step;
 }
 
 std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
@@ -107,7 +118,8 @@ std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, c
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
   // What a crash mid-write left (rank 0 only writes here; other runs must not share the folder).
   for (const auto& p : store.remove_debris()) log_("removed " + p + " (left by an interrupted write)");
-  for (const auto& p : remove_temp_files(out_dir_, "model.pt")) log_("removed " + p + " (left by an interrupted write)");
+  for (const auto& p : remove_temp_files(out_dir_, "model.pt"))
+    log_("removed " + p + " (left by an interrupted write)");
   const std::optional<std::vector<int64_t>> recorded = store.read_line(warn);
   const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read
   std::string chosen;

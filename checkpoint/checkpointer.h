@@ -46,8 +46,10 @@ class Checkpointer {
   // past unreadable ones, each checked with `check`) and records the line it continues; every rank gets its dict.
   // nullopt: a fresh start. Throws when the named checkpoint cannot be used or every candidate was skipped.
   std::optional<Resumed> resume(const Check& check);
-  // The state now in memory was read from the checkpoint of `step`: a run ending there writes it no second time.
-  void restored_at(int64_t step) { last_step_ = step; }
+  // The state now in memory was read from the checkpoint of `step`. Read from this run's checkpoint.dir (resume =
+  // auto, or a path inside it), it is already a checkpoint of the run's line: a run ending there writes it no second
+  // time. Read from elsewhere (a path outside), the line holds nothing yet, and the run's end writes it there.
+  void restored_at(int64_t step);
 
   int64_t written() const { return written_; }  // checkpoints this run wrote
   const std::string& dir() const { return cfg_.dir; }

@@ -2,7 +2,7 @@
 #include "checkpoint/state_dict.h"
 
 #include "base/python_kind.h"
-#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_save/pickle_reader.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
@@ -180,8 +180,7 @@ c10::IValue read_torch_save_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) throw std::runtime_error(path + ": no such file");
-  if (std::filesystem::is_directory(status))
-    throw std::runtime_error(path + ": is a directory, not a state dict file");
+  if (std::filesystem::is_directory(status)) throw std::runtime_error(path + ": is a directory, not a state dict file");
   // A device or pipe (/dev/zero, /dev/urandom, a FIFO) has no size to bound the read: it never ends.
   if (!std::filesystem::is_regular_file(status))
     throw std::runtime_error(path + ": not a regular file, so not a state dict file");

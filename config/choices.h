@@ -19,20 +19,13 @@ struct NamedChoice {
 template <class E>
 struct ChoiceTable;
 
-// job.step_memory
-enum class StepMemory { Malloc, Planned };
-template <>
-struct ChoiceTable<StepMemory> {
-  static constexpr NamedChoice<StepMemory> names[] = {{StepMemory::Malloc, "malloc"},
-                                                      {StepMemory::Planned, "planned"}};
-};
-
 // data.dataset: the datasets data/dataset.cpp builds.
 enum class DatasetName { Mnist, FashionMnist, Synthetic };
 template <>
 struct ChoiceTable<DatasetName> {
-  static constexpr NamedChoice<DatasetName> names[] = {
-      {DatasetName::Mnist, "mnist"}, {DatasetName::FashionMnist, "fashion-mnist"}, {DatasetName::Synthetic, "synthetic"}};
+  static constexpr NamedChoice<DatasetName> names[] = {{DatasetName::Mnist, "mnist"},
+                                                       {DatasetName::FashionMnist, "fashion-mnist"},
+                                                       {DatasetName::Synthetic, "synthetic"}};
 };
 
 // model.name: the architectures models/registry.cpp builds.
@@ -48,8 +41,9 @@ struct ChoiceTable<ModelName> {
 enum class MemoryFormat { Auto, Contiguous, ChannelsLast };
 template <>
 struct ChoiceTable<MemoryFormat> {
-  static constexpr NamedChoice<MemoryFormat> names[] = {
-      {MemoryFormat::Auto, "auto"}, {MemoryFormat::Contiguous, "contiguous"}, {MemoryFormat::ChannelsLast, "channels_last"}};
+  static constexpr NamedChoice<MemoryFormat> names[] = {{MemoryFormat::Auto, "auto"},
+                                                        {MemoryFormat::Contiguous, "contiguous"},
+                                                        {MemoryFormat::ChannelsLast, "channels_last"}};
 };
 
 // optimizer.name: the update rules optim/registry.cpp builds.
@@ -144,8 +138,10 @@ struct ChoiceTable<ResumeMode> {
 enum class ProgressMode { Auto, Bar, Plain, Off };
 template <>
 struct ChoiceTable<ProgressMode> {
-  static constexpr NamedChoice<ProgressMode> names[] = {
-      {ProgressMode::Auto, "auto"}, {ProgressMode::Bar, "bar"}, {ProgressMode::Plain, "plain"}, {ProgressMode::Off, "off"}};
+  static constexpr NamedChoice<ProgressMode> names[] = {{ProgressMode::Auto, "auto"},
+                                                        {ProgressMode::Bar, "bar"},
+                                                        {ProgressMode::Plain, "plain"},
+                                                        {ProgressMode::Off, "off"}};
 };
 
 // The value `name` stands for, or nullopt when E has no such name.

@@ -1,9 +1,9 @@
-// Strict TOML config loading (file + --section.key=value overrides), validation and printing.
+// The config read from its declarations: strict TOML loading, --section.key overrides, the rules across keys, and
+// every text made of it (--print-config, the resume comparison, --help, README's key table).
 #include "config/config.h"
 
-#include "config/config_schema.h"
-
 #include "base/number_text.h"
+#include "base/digest.h"
 
 #include <toml++/toml.h>
 
@@ -12,23 +12,152 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <map>
-#include <tuple>
-#include <iomanip>
 #include <sstream>
+#include <sys/stat.h>
+#include <tuple>
+#include <type_traits>
+#include <unistd.h>
 
 namespace ddp {
 namespace {
+
+// ---- The sections and their keys, in file order ------------------------------------------------------------------
+
+// section(name, s) for each section of c (a Config or const Config) in file order.
+template <class C, class F>
+void for_each_section(C& c, F&& section) {
+  section("job", c.job);
+  section("data", c.data);
+  section("model", c.model);
+  section("optimizer", c.optimizer);
+  section("lr_scheduler", c.lr_scheduler);
+  section("training", c.training);
+  section("amp", c.amp);
+  section("dist", c.dist);
+  section("checkpoint", c.checkpoint);
+  section("metrics", c.metrics);
+}
+
+// f(section_name, field, key) for every key of cfg, in declaration order.
+template <class C, class F>
+void for_each_key(C& cfg, F&& f) {
+  for_each_section(cfg, [&](const char* section, auto& s) {
+    std::remove_const_t<std::remove_reference_t<decltype(s)>>::keys(
+        s, [&](auto& field, const Key& key) { f(section, field, key); });
+  });
+}
+
+// ---- What each C++ type of field is as a key --------------------------------------------------------------------
+
+template <class T>
+constexpr KeyKind kind_of() {
+  if constexpr (std::is_same_v<T, bool>)
+    return KeyKind::Bool;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return KeyKind::Int;
+  else if constexpr (std::is_same_v<T, double>)
+    return KeyKind::Float;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return KeyKind::String;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return KeyKind::List;
+  else
+    return KeyKind::Choice;  // an enum of config/choices.h, or ResumeFrom
+}
+
+// A choice key's names (aliases included); ResumeFrom also takes any other value, as a path.
+template <class T>
+std::vector<std::string> names_of() {
+  if constexpr (std::is_enum_v<T>)
+    return choice_names<T>();
+  else if constexpr (std::is_same_v<T, ResumeFrom>)
+    return choice_names<ResumeMode>();
+  else
+    return {};
+}
+template <class T>
+constexpr bool takes_a_path = std::is_same_v<T, ResumeFrom>;
+
+// What an error says a value must be.
+const char* kind_name(KeyKind k) {
+  switch (k) {
+    case KeyKind::Bool:
+      return "a boolean (true/false)";
+    case KeyKind::Int:
+      return "an integer";
+    case KeyKind::Float:
+      return "a number";
+    case KeyKind::List:
+      return "an array of strings";
+    default:
+      return "a string";
+  }
+}
+
+std::string format_number(double v) {
+  std::string s = shortest_number(v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // a TOML float, not an integer
+  return s;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", ch);
+      out += esc;
+      continue;
+    }
+    out += ch;
+  }
+  return out + "\"";
+}
+
+// A value as TOML (64, 0.01, "net", true, ["a"]).
+std::string value_text(bool v) { return v ? "true" : "false"; }
+std::string value_text(int64_t v) { return std::to_string(v); }
+std::string value_text(double v) { return format_number(v); }
+std::string value_text(const std::string& v) { return quoted(v); }
+std::string value_text(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t j = 0; j < items.size(); ++j) out += (j ? ", " : "") + quoted(items[j]);
+  return out + "]";
+}
+std::string value_text(const ResumeFrom& r) {
+  return quoted(r.mode == ResumeMode::Path ? r.path : choice_name(r.mode));
+}
+template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+std::string value_text(E v) {
+  return quoted(choice_name(v));
+}
+
+// The allowed range as errors and --help state it (">= 1 and <= 64", "-1.0 (the dataset's default) or > 0.0 and
+// <= 1000.0"); "" when unbounded.
+std::string range_text(const Key& k, KeyKind kind) {
+  auto bound = [&](double b) {
+    if (kind == KeyKind::Int) return std::to_string(static_cast<int64_t>(b));
+    // Whole bounds as written in a config (604800.0, not 6.048e+05); others in the shortest form that reads back.
+    if (std::fabs(b) < 1e15 && b == std::trunc(b)) return std::to_string(static_cast<int64_t>(b)) + ".0";
+    return format_number(b);
+  };
+  std::string rule;
+  if (std::isfinite(k.min)) rule = std::string(k.min_open ? "> " : ">= ") + bound(k.min);
+  if (std::isfinite(k.max))
+    rule += (rule.empty() ? "" : " and ") + std::string(k.max_open ? "< " : "<= ") + bound(k.max);
+  if (k.default_marker) rule = bound(*k.default_marker) + " (the dataset's default) or " + rule;
+  return rule;
+}
+
+// ---- Loading ----------------------------------------------------------------------------------------------------
 
 std::string where(const std::string& source, const toml::source_region& r) {
   std::ostringstream os;
   os << source << ":" << (r.begin.line ? r.begin.line : 1) << ":" << (r.begin.column ? r.begin.column : 1);
   return os.str();
 }
-
-std::string format_number(double v);
 
 // Errors are one line: newlines (in a toml++ description or an override's text) become spaces.
 std::string one_line(std::string s) {
@@ -40,152 +169,193 @@ std::string one_line(std::string s) {
 std::string describe(const toml::node& n) {
   std::ostringstream os;
   switch (n.type()) {
-    case toml::node_type::string: return "string \"" + *n.value<std::string>() + "\"";
-    case toml::node_type::integer: os << "integer " << *n.value<int64_t>(); return os.str();
-    case toml::node_type::floating_point: return "float " + format_number(*n.value<double>());
-    case toml::node_type::boolean: return std::string("boolean ") + (*n.value<bool>() ? "true" : "false");
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date/time";
+    case toml::node_type::string:
+      return "string \"" + *n.value<std::string>() + "\"";
+    case toml::node_type::integer:
+      os << "integer " << *n.value<int64_t>();
+      return os.str();
+    case toml::node_type::floating_point:
+      return "float " + format_number(*n.value<double>());
+    case toml::node_type::boolean:
+      return std::string("boolean ") + (*n.value<bool>() ? "true" : "false");
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    default:
+      return "a date/time";
   }
 }
 
-std::string format_number(double v) {
-  std::string s = shortest_number(v);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // a TOML float, not an integer
-  return s;
-}
+// One TOML value into one field; `name` is "section.key", `loc` prefixes every error.
+class Assign {
+ public:
+  Assign(const Key& key, const toml::node& v, std::string name, std::string loc)
+      : key_(key), v_(v), name_(std::move(name)), loc_(std::move(loc)) {}
 
-const char* kind_name(FieldKind k) {
-  switch (k) {
-    case FieldKind::Bool: return "a boolean (true/false)";
-    case FieldKind::Int: return "an integer";
-    case FieldKind::Float: return "a number";
-    case FieldKind::StringList: return "an array of strings";
-    default: return "a string";
+  void operator()(bool& f) const {
+    if (!v_.is_boolean()) throw type_error(KeyKind::Bool);
+    f = *v_.value<bool>();
   }
-}
-
-// Applies one TOML value to a field; `loc` prefixes every error.
-void assign(const SectionSpec& section, const FieldSpec& f, const toml::node& v, const std::string& loc) {
-  const std::string name = section.name + "." + f.key;
-  auto type_error = [&] {
-    return ConfigError(loc + ": " + name + " must be " + kind_name(f.kind) + ", got " + describe(v));
-  };
-  auto out_of_range = [&](const std::string& shown) {
-    return ConfigError(loc + ": " + name + " must be " + range_text(f) + ", got " + shown);
-  };
-  switch (f.kind) {
-    case FieldKind::Bool:
-      if (!v.is_boolean()) throw type_error();
-      *static_cast<bool*>(f.target) = *v.value<bool>();
-      break;
-    case FieldKind::Int: {
-      if (!v.is_integer()) throw type_error();
-      int64_t x = *v.value<int64_t>();
-      // Compared as integers: near 2^63 a double cannot tell neighbouring int64 values apart.
-      if (x < static_cast<int64_t>(f.min) || x > static_cast<int64_t>(f.max)) throw out_of_range(std::to_string(x));
-      *static_cast<int64_t*>(f.target) = x;
-      break;
-    }
-    case FieldKind::Float: {
-      if (!v.is_number()) throw type_error();
-      double x = *v.value<double>();
-      if (!std::isfinite(x)) throw ConfigError(loc + ": " + name + " must be a finite number, got " + format_number(x));
-      const bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
-      const bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
-      if ((low || high) && x != f.default_marker) throw out_of_range(format_number(x));
-      *static_cast<double*>(f.target) = x;
-      break;
-    }
-    case FieldKind::String:
-      if (!v.is_string()) throw type_error();
-      if (f.nonempty && v.value<std::string>()->empty())
-        throw ConfigError(loc + ": " + name + " must not be empty");
-      *static_cast<std::string*>(f.target) = *v.value<std::string>();
-      break;
-    case FieldKind::Choice: {
-      if (!v.is_string()) throw type_error();
-      const std::string s = *v.value<std::string>();
-      if (!f.set_choice(s)) {
-        std::string msg = loc + ": " + name + " must be one of " + join(f.choices, ", ") +
-                          (f.choice_or_path ? " or a path" : "") + ", got \"" + s + "\"";
-        std::string hint = closest_match(s, f.choices);
-        if (!hint.empty()) msg += "; did you mean \"" + hint + "\"?";
-        throw ConfigError(msg);
-      }
-      break;
-    }
-    case FieldKind::StringList: {
-      auto* out = static_cast<std::vector<std::string>*>(f.target);
-      if (v.is_string()) {
-        *out = {*v.value<std::string>()};
-        break;
-      }
-      const toml::array* arr = v.as_array();
-      if (!arr) throw type_error();
-      std::vector<std::string> items;
-      for (const auto& e : *arr) {
-        if (!e.is_string()) throw ConfigError(loc + ": " + name + " must be an array of strings, got " + describe(e));
-        items.push_back(*e.value<std::string>());
-      }
-      *out = items;
-      break;
-    }
+  void operator()(int64_t& f) const {
+    if (!v_.is_integer()) throw type_error(KeyKind::Int);
+    const int64_t x = *v_.value<int64_t>();
+    // Compared as integers: near 2^63 a double cannot tell neighbouring int64 values apart.
+    if (x < static_cast<int64_t>(key_.min) || x > static_cast<int64_t>(key_.max))
+      throw out_of_range(KeyKind::Int, std::to_string(x));
+    f = x;
   }
+  void operator()(double& f) const {
+    if (!v_.is_number()) throw type_error(KeyKind::Float);
+    const double x = *v_.value<double>();
+    if (!std::isfinite(x)) throw ConfigError(loc_ + ": " + name_ + " must be a finite number, got " + format_number(x));
+    const bool low = key_.min_open ? !(x > key_.min) : !(x >= key_.min);
+    const bool high = key_.max_open ? !(x < key_.max) : !(x <= key_.max);
+    if ((low || high) && x != key_.default_marker) throw out_of_range(KeyKind::Float, format_number(x));
+    f = x;
+  }
+  void operator()(std::string& f) const {
+    if (!v_.is_string()) throw type_error(KeyKind::String);
+    if (key_.nonempty && v_.value<std::string>()->empty())
+      throw ConfigError(loc_ + ": " + name_ + " must not be empty");
+    f = *v_.value<std::string>();
+  }
+  void operator()(std::vector<std::string>& f) const {
+    if (v_.is_string()) {
+      f = {*v_.value<std::string>()};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr) throw type_error(KeyKind::List);
+    std::vector<std::string> items;
+    for (const auto& e : *arr) {
+      if (!e.is_string()) throw ConfigError(loc_ + ": " + name_ + " must be an array of strings, got " + describe(e));
+      items.push_back(*e.value<std::string>());
+    }
+    f = items;
+  }
+  template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+  void operator()(E& f) const {
+    const std::string s = choice_text<E>();
+    const std::optional<E> value = parse_choice<E>(s);
+    if (!value) throw bad_choice<E>(s);
+    f = *value;
+  }
+  void operator()(ResumeFrom& f) const {
+    const std::string s = choice_text<ResumeFrom>();
+    const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(s);
+    if (!mode && s.empty()) throw bad_choice<ResumeFrom>(s);
+    f = mode ? ResumeFrom{*mode, ""} : ResumeFrom{ResumeMode::Path, s};
+  }
+
+ private:
+  ConfigError type_error(KeyKind kind) const {
+    return ConfigError(loc_ + ": " + name_ + " must be " + kind_name(kind) + ", got " + describe(v_));
+  }
+  ConfigError out_of_range(KeyKind kind, const std::string& shown) const {
+    return ConfigError(loc_ + ": " + name_ + " must be " + range_text(key_, kind) + ", got " + shown);
+  }
+  template <class T>
+  std::string choice_text() const {
+    if (!v_.is_string()) throw type_error(KeyKind::Choice);
+    return *v_.value<std::string>();
+  }
+  template <class T>
+  ConfigError bad_choice(const std::string& s) const {
+    const std::vector<std::string> names = names_of<T>();
+    std::string msg = loc_ + ": " + name_ + " must be one of " + join(names, ", ") +
+                      (takes_a_path<T> ? " or a path" : "") + ", got \"" + s + "\"";
+    const std::string hint = closest_match(s, names);
+    if (!hint.empty()) msg += "; did you mean \"" + hint + "\"?";
+    return ConfigError(msg);
+  }
+
+  const Key& key_;
+  const toml::node& v_;
+  std::string name_, loc_;
+};
+
+// Calls f(field, key) for the key `section.name` of cfg; false when there is none.
+template <class C, class F>
+bool with_key(C& cfg, const std::string& section, const std::string& name, F&& f) {
+  bool found = false;
+  for_each_key(cfg, [&](const char* s, auto& field, const Key& key) {
+    if (!found && section == s && name == key.name) {
+      found = true;
+      f(field, key);
+    }
+  });
+  return found;
 }
 
-std::vector<std::string> section_names(const std::vector<SectionSpec>& schema) {
-  std::vector<std::string> names;
-  for (const auto& s : schema) names.push_back(s.name);
+// The names of the sections and of each section's keys, for errors and did-you-mean hints.
+struct KeyNames {
+  std::vector<std::string> sections;
+  std::map<std::string, std::vector<std::string>> keys;  // section -> its keys in order
+
+  KeyNames() {
+    const Config cfg;
+    for_each_key(cfg, [&](const char* section, const auto&, const Key& key) {
+      if (sections.empty() || sections.back() != section) sections.emplace_back(section);
+      keys[section].emplace_back(key.name);
+    });
+  }
+  bool has_section(const std::string& s) const { return keys.count(s) > 0; }
+  bool has(const std::string& s, const std::string& k) const {
+    auto it = keys.find(s);
+    return it != keys.end() && std::find(it->second.begin(), it->second.end(), k) != it->second.end();
+  }
+
+  // "did you mean" for a key: the same key in another section, else a near miss within its section (when given),
+  // else a near miss anywhere (as section.key).
+  std::string key_hint(const std::string& section, const std::string& key) const {
+    for (const auto& s : sections)
+      if (s != section && has(s, key)) return s + "." + key;
+    if (has_section(section)) {
+      const std::string hint = closest_match(key, keys.at(section));
+      if (!hint.empty()) return section + "." + hint;
+    }
+    std::vector<std::string> all;
+    for (const auto& s : sections) all.insert(all.end(), keys.at(s).begin(), keys.at(s).end());
+    const std::string hint = closest_match(key, all);
+    if (hint.empty()) return "";
+    for (const auto& s : sections)
+      if (has(s, hint)) return s + "." + hint;
+    return "";
+  }
+  std::string unknown_section(const std::string& name) const {
+    std::string msg = "unknown section [" + name + "]";
+    const std::string hint = closest_match(name, sections);
+    return msg + (hint.empty() ? " (sections: " + join(sections) + ")" : "; did you mean [" + hint + "]?");
+  }
+  std::string unknown_key(const std::string& section, const std::string& key) const {
+    std::string msg = "unknown key " + section + "." + key;
+    const std::string hint = key_hint(section, key);
+    return msg + (hint.empty() ? " (keys of [" + section + "]: " + join(keys.at(section)) + ")"
+                               : "; did you mean " + hint + "?");
+  }
+  // The section and key an override's "section.key" names; a ConfigError prefixed `loc` (with a did-you-mean that
+  // repeats `value_suffix`, "=VALUE" or "") when it names none.
+  std::pair<std::string, std::string> override_target(const std::string& path, const std::string& loc,
+                                                      const std::string& value_suffix) const {
+    const size_t dot = path.find('.');
+    if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos) {
+      std::string msg = loc + ": an override must name section.key, got \"" + path + "\"";
+      const size_t last_dot = path.rfind('.');
+      const std::string hint = key_hint("", last_dot == std::string::npos ? path : path.substr(last_dot + 1));
+      if (!hint.empty()) msg += "; did you mean --" + hint + value_suffix + "?";
+      throw ConfigError(msg);
+    }
+    const std::string section = path.substr(0, dot), key = path.substr(dot + 1);
+    if (!has_section(section)) throw ConfigError(loc + ": " + unknown_section(section));
+    if (!has(section, key)) throw ConfigError(loc + ": " + unknown_key(section, key));
+    return {section, key};
+  }
+};
+
+const KeyNames& key_names() {
+  static const KeyNames names;
   return names;
-}
-
-std::vector<std::string> key_names(const SectionSpec& s) {
-  std::vector<std::string> names;
-  for (const auto& f : s.fields) names.push_back(f.key);
-  return names;
-}
-
-const SectionSpec* find_section(const std::vector<SectionSpec>& schema, const std::string& name) {
-  for (const auto& s : schema)
-    if (s.name == name) return &s;
-  return nullptr;
-}
-
-// "did you mean" for a key: the same key in another section, else a near miss within its section,
-// else a near miss anywhere (as section.key).
-std::string key_hint(const std::vector<SectionSpec>& schema, const SectionSpec* section, const std::string& key) {
-  for (const auto& s : schema)
-    if (&s != section && s.find(key)) return s.name + "." + key;
-  if (section) {
-    std::string hint = closest_match(key, key_names(*section));
-    if (!hint.empty()) return section->name + "." + hint;
-  }
-  std::vector<std::string> all;
-  for (const auto& s : schema)
-    for (const auto& f : s.fields) all.push_back(f.key);
-  std::string hint = closest_match(key, all);
-  if (hint.empty()) return "";
-  for (const auto& s : schema)
-    if (s.find(hint)) return s.name + "." + hint;
-  return "";
-}
-
-std::string unknown_section_message(const std::vector<SectionSpec>& schema, const std::string& name) {
-  std::string msg = "unknown section [" + name + "]";
-  std::string hint = closest_match(name, section_names(schema));
-  if (!hint.empty()) msg += "; did you mean [" + hint + "]?";
-  else msg += " (sections: " + join(section_names(schema)) + ")";
-  return msg;
-}
-
-std::string unknown_key_message(const std::vector<SectionSpec>& schema, const SectionSpec& s, const std::string& key) {
-  std::string msg = "unknown key " + s.name + "." + key;
-  std::string hint = key_hint(schema, &s, key);
-  if (!hint.empty()) msg += "; did you mean " + hint + "?";
-  else msg += " (keys of [" + s.name + "]: " + join(key_names(s)) + ")";
-  return msg;
 }
 
 // Where each key was set ("data.batch_size" -> "FILE:LINE:COL" or "--data.batch_size=8").
@@ -207,89 +377,72 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
   return entries;
 }
 
-void apply_table(const std::vector<SectionSpec>& schema, const toml::table& root, const std::string& source,
-                 KeyLocations& locations) {
+bool is_retired(const std::string& path) {
+  for (const RetiredKey& k : kRetiredKeys)
+    if (path == k.path) return true;
+  return false;
+}
+
+void apply_table(Config& cfg, const toml::table& root, const std::string& source, KeyLocations& locations) {
+  const KeyNames& names = key_names();
   for (const auto& [k, node] : in_file_order(root)) {
-    std::string name(k->str());
-    std::string loc = where(source, key_region(*k, *node));
+    const std::string section(k->str());
+    const std::string loc = where(source, key_region(*k, *node));
     const toml::table* table = node->as_table();
-    const SectionSpec* section = find_section(schema, name);
-    if (!table && section)
-      throw ConfigError(loc + ": " + name + " must be a table ([" + name + "]), got " + describe(*node));
+    if (!table && names.has_section(section))
+      throw ConfigError(loc + ": " + section + " must be a table ([" + section + "]), got " + describe(*node));
     if (!table) {
-      std::string msg = loc + ": key " + name + " is outside any section";
-      std::string hint = key_hint(schema, nullptr, name);
-      if (!hint.empty())
-        msg += "; did you mean " + hint + " (under [" + hint.substr(0, hint.find('.')) + "])?";
+      std::string msg = loc + ": key " + section + " is outside any section";
+      const std::string hint = names.key_hint("", section);
+      if (!hint.empty()) msg += "; did you mean " + hint + " (under [" + hint.substr(0, hint.find('.')) + "])?";
       throw ConfigError(msg);
     }
-    if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, name));
+    if (!names.has_section(section)) throw ConfigError(loc + ": " + names.unknown_section(section));
     for (const auto& [kk, value] : in_file_order(*table)) {
-      std::string key(kk->str());
-      const FieldSpec* field = section->find(key);
-      if (!field)
-        throw ConfigError(where(source, key_region(*kk, *value)) + ": " + unknown_key_message(schema, *section, key));
-      std::string value_loc = where(source, value->source());
-      assign(*section, *field, *value, value_loc);
-      locations[name + "." + key] = value_loc;
+      const std::string key(kk->str());
+      const std::string value_loc = where(source, value->source());
+      const bool known = with_key(cfg, section, key, [&, v = value](auto& field, const Key& declared) {
+        Assign(declared, *v, section + "." + key, value_loc)(field);
+      });
+      if (!known && is_retired(section + "." + key)) continue;
+      if (!known) throw ConfigError(where(source, key_region(*kk, *value)) + ": " + names.unknown_key(section, key));
+      locations[section + "." + key] = value_loc;
     }
   }
 }
 
-// The section and field an override's "section.key" names; a ConfigError prefixed `loc` (with a did-you-mean that
-// repeats `value_suffix`, "=VALUE" or "") when it names none.
-std::pair<const SectionSpec*, const FieldSpec*> override_target(const std::vector<SectionSpec>& schema,
-                                                                const std::string& path, const std::string& loc,
-                                                                const std::string& value_suffix) {
-  size_t dot = path.find('.');
-  if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos) {
-    std::string msg = loc + ": an override must name section.key, got \"" + path + "\"";
-    size_t last_dot = path.rfind('.');
-    std::string key = last_dot == std::string::npos ? path : path.substr(last_dot + 1);
-    std::string hint = key_hint(schema, nullptr, key);
-    if (!hint.empty()) msg += "; did you mean --" + hint + value_suffix + "?";
-    throw ConfigError(msg);
-  }
-  std::string sec = path.substr(0, dot), key = path.substr(dot + 1);
-  const SectionSpec* section = find_section(schema, sec);
-  if (!section) throw ConfigError(loc + ": " + unknown_section_message(schema, sec));
-  const FieldSpec* field = section->find(key);
-  if (!field) throw ConfigError(loc + ": " + unknown_key_message(schema, *section, key));
-  return {section, field};
-}
-
-void apply_override(const std::vector<SectionSpec>& schema, const std::string& text, KeyLocations& locations) {
+// One --section.key=value: the value is read as TOML; a bare word is a string for keys that take one.
+void apply_override(Config& cfg, const std::string& text, KeyLocations& locations) {
   const std::string loc = "--" + one_line(text);
-  size_t eq = text.find('=');
+  const size_t eq = text.find('=');
   if (eq == std::string::npos) throw ConfigError(loc + ": an override must look like --section.key=value");
-  std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
-  auto [section, field] = override_target(schema, path, loc, "=" + raw);
+  const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  if (is_retired(path)) return;
+  const auto [section, key] = key_names().override_target(path, loc, "=" + raw);
   if (raw.find_first_of("\r\n") != std::string::npos)
     throw ConfigError(loc + ": an override value must be on one line");
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + raw);
-  } catch (const toml::parse_error& e) {
-    // A bare word is a string for string-valued keys (--model.name=resnet18), and for a list the list of that one
-    // string (--data.mirrors=http://host/). What opens a TOML array or string must be one: "[" is a broken array.
-    const bool bare_word = raw.empty() || std::string("[\"'").find(raw.front()) == std::string::npos;
-    if (field->kind == FieldKind::StringList && !bare_word)
-      throw ConfigError(loc + ": " + path + " must be " + kind_name(field->kind) + " ([\"a\", \"b\"]) or one bare " +
-                        "word, got \"" + raw + "\" (" + one_line(std::string(e.description())) + ")");
-    if (field->kind == FieldKind::String || field->kind == FieldKind::Choice || field->kind == FieldKind::StringList) {
+  with_key(cfg, section, key, [&](auto& field, const Key& declared) {
+    using T = std::decay_t<decltype(field)>;
+    constexpr KeyKind kind = kind_of<T>();
+    constexpr bool words = kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List;
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + raw);
+    } catch (const toml::parse_error& e) {
+      // A bare word is a string for string-valued keys (--model.name=resnet18), and for a list the list of that one
+      // string (--data.mirrors=http://host/). What opens a TOML array or string must be one: "[" is a broken array.
+      const bool bare_word = raw.empty() || std::string("[\"'").find(raw.front()) == std::string::npos;
+      if (kind == KeyKind::List && !bare_word)
+        throw ConfigError(loc + ": " + path + " must be " + kind_name(kind) +
+                          " ([\"a\", \"b\"]) or one bare word, got \"" + raw + "\" (" +
+                          one_line(std::string(e.description())) + ")");
+      if (!words) throw ConfigError(loc + ": " + path + " must be " + kind_name(kind) + ", got \"" + raw + "\"");
       parsed = toml::table{{"v", raw}};
-    } else {
-      throw ConfigError(loc + ": " + path + " must be " + kind_name(field->kind) + ", got \"" + raw + "\"");
     }
-  }
-  const toml::node* v = parsed.get("v");
-  // Unquoted words that TOML reads as another type (a path like 2024) stay strings for string keys.
-  if ((field->kind == FieldKind::String || (field->kind == FieldKind::Choice && field->choice_or_path)) &&
-      !v->is_string()) {
-    parsed = toml::table{{"v", raw}};
-    v = parsed.get("v");
-  }
-  assign(*section, *field, *v, loc);
+    // Unquoted words that TOML reads as another type (a path like 2024) stay strings for keys that take a string.
+    if ((kind == KeyKind::String || takes_a_path<T>)&&!parsed.get("v")->is_string()) parsed = toml::table{{"v", raw}};
+    Assign(declared, *parsed.get("v"), path, loc)(field);
+  });
   locations[path] = loc;
 }
 
@@ -328,9 +481,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"data.image_size", "data.dataset"},
          "data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
   if (cfg.data.dataset != DatasetName::Synthetic && cfg.model.in_channels != 1)
-    fail({"model.in_channels", "data.dataset"},
-         "data.dataset = \"" + choice_name(cfg.data.dataset) + "\" has 1-channel (grayscale) images, but "
-         "model.in_channels = " + std::to_string(cfg.model.in_channels) + "; set model.in_channels = 1");
+    fail({"model.in_channels", "data.dataset"}, "data.dataset = \"" + choice_name(cfg.data.dataset) +
+                                                    "\" has 1-channel (grayscale) images, but "
+                                                    "model.in_channels = " +
+                                                    std::to_string(cfg.model.in_channels) +
+                                                    "; set model.in_channels = 1");
   if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
@@ -342,16 +497,49 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          "rules out; set one of them to false");
   const DistConfig& dist = cfg.dist;
   if (dist.device == DeviceChoice::Cpu && dist.backend == BackendChoice::Nccl)
-    fail({"dist.backend", "dist.device"}, "dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; "
-                                          "use dist.backend = \"gloo\" or \"auto\" on CPU");
-  const bool nccl = dist.backend == BackendChoice::Nccl ||
-                    (dist.backend == BackendChoice::Auto && dist.device == DeviceChoice::Cuda);
+    fail({"dist.backend", "dist.device"},
+         "dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; "
+         "use dist.backend = \"gloo\" or \"auto\" on CPU");
+  const bool nccl =
+      dist.backend == BackendChoice::Nccl || (dist.backend == BackendChoice::Auto && dist.device == DeviceChoice::Cuda);
   if (nccl && dist.allreduce == AllreducePath::Shm)
     fail({"dist.allreduce", "dist.backend", "dist.device"},
          "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
          "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
 }
 
+// ---- Texts ------------------------------------------------------------------------------------------------------
+
+// Every key (or those a resumed run must keep) as TOML sections.
+std::string config_text(const Config& cfg, bool resume_keys_only) {
+  std::ostringstream os;
+  std::string open_section;
+  for_each_key(cfg, [&](const char* section, const auto& field, const Key& key) {
+    if (resume_keys_only && key.resume_may_change) return;
+    if (open_section != section) os << (open_section.empty() ? "" : "\n") << "[" << section << "]\n";
+    open_section = section;
+    os << key.name << " = " << value_text(field) << "\n";
+  });
+  return os.str();
+}
+
+std::string padded(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
 
 }  // namespace
 
@@ -359,7 +547,6 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
                     const std::vector<std::string>& overrides) {
   Config cfg;
   cfg.source = source_name;
-  auto schema = config_schema(cfg);
   toml::table root;
   try {
     root = toml::parse(toml_text, source_name);
@@ -367,8 +554,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
     throw ConfigError(where(source_name, e.source()) + ": " + one_line(std::string(e.description())));
   }
   KeyLocations locations;
-  apply_table(schema, root, source_name, locations);
-  for (const auto& o : overrides) apply_override(schema, o, locations);
+  apply_table(cfg, root, source_name, locations);
+  for (const auto& o : overrides) apply_override(cfg, o, locations);
   resolve_defaults(cfg);
   check_consistency(cfg, source_name, locations);
   return cfg;
@@ -413,79 +600,112 @@ std::string read_config_file(const std::string& path) {
   return text;
 }
 
-std::string format_config(const Config& cfg_in) {
-  Config cfg = cfg_in;
-  auto schema = config_schema(cfg);
-  std::ostringstream os;
-  for (size_t i = 0; i < schema.size(); ++i) {
-    os << (i ? "\n" : "") << "[" << schema[i].name << "]\n";
-    for (const auto& f : schema[i].fields) os << f.key << " = " << format_field_value(f) << "\n";
+std::string format_config(const Config& cfg) { return config_text(cfg, false); }
+std::string format_resume_config(const Config& cfg) { return config_text(cfg, true); }
+std::string config_digest(const std::string& config_text) { return sha256_hex(config_text); }
+
+std::vector<KeyInfo> describe_keys(const Config& cfg) {
+  std::vector<KeyInfo> out;
+  for_each_key(cfg, [&](const char* section, const auto& field, const Key& key) {
+    using T = std::decay_t<decltype(field)>;
+    constexpr KeyKind kind = kind_of<T>();
+    std::string allowed;
+    if (kind == KeyKind::Choice)
+      allowed = "one of: " + join(names_of<T>(), " | ") + (takes_a_path<T> ? " or a path" : "");
+    if (kind == KeyKind::Int || kind == KeyKind::Float) allowed = "range: " + range_text(key, kind);
+    out.push_back({section, key.name, kind, value_text(field), allowed, names_of<T>(), key.min, key.max, key.doc,
+                   key.resume_may_change});
+  });
+  return out;
+}
+
+const char* kind_label(KeyKind kind) {
+  switch (kind) {
+    case KeyKind::Bool:
+      return "bool";
+    case KeyKind::Int:
+      return "int";
+    case KeyKind::Float:
+      return "float";
+    case KeyKind::String:
+      return "string";
+    case KeyKind::Choice:
+      return "choice";
+    case KeyKind::List:
+      return "list";
   }
-  return os.str();
+  return "?";
 }
 
-std::string format_field_value(const FieldSpec& f) {
-  auto quote = [](const std::string& s) {
-    std::string out = "\"";
-    for (char ch : s) {
-      if (ch == '"' || ch == '\\') out += '\\';
-      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
-        char esc[8];
-        std::snprintf(esc, sizeof esc, "\\u%04x", ch);
-        out += esc;
-        continue;
-      }
-      out += ch;
-    }
-    return out + "\"";
-  };
-  std::ostringstream os;
-  switch (f.kind) {
-    case FieldKind::Bool:
-      os << (*static_cast<const bool*>(f.target) ? "true" : "false");
-      break;
-    case FieldKind::Int:
-      os << *static_cast<const int64_t*>(f.target);
-      break;
-    case FieldKind::Float:
-      os << format_number(*static_cast<const double*>(f.target));
-      break;
-    case FieldKind::String:
-      os << quote(*static_cast<const std::string*>(f.target));
-      break;
-    case FieldKind::Choice:
-      os << quote(f.choice_text());
-      break;
-    case FieldKind::StringList: {
-      const auto& items = *static_cast<const std::vector<std::string>*>(f.target);
-      os << "[";
-      for (size_t j = 0; j < items.size(); ++j) os << (j ? ", " : "") << quote(items[j]);
-      os << "]";
-      break;
-    }
-  }
-  return os.str();
-}
-
-std::string range_text(const FieldSpec& f) {
-  auto bound = [&](double b) {
-    if (f.kind == FieldKind::Int) return std::to_string(static_cast<int64_t>(b));
-    // Whole bounds as written in a config (604800.0, not 6.048e+05); others in the shortest form that reads back.
-    if (std::fabs(b) < 1e15 && b == std::trunc(b)) return std::to_string(static_cast<int64_t>(b)) + ".0";
-    return format_number(b);
-  };
-  std::string rule;
-  if (std::isfinite(f.min)) rule = std::string(f.min_exclusive ? "> " : ">= ") + bound(f.min);
-  if (std::isfinite(f.max))
-    rule += (rule.empty() ? "" : " and ") + std::string(f.max_exclusive ? "< " : "<= ") + bound(f.max);
-  if (f.default_marker) rule = bound(*f.default_marker) + " (the dataset's default) or " + rule;
-  return rule;
-}
-
-FieldKind override_kind(const std::string& path, const std::string& loc) {
+KeyKind override_kind(const std::string& path, const std::string& loc) {
+  const auto [section, key] = key_names().override_target(path, loc, "");
+  KeyKind kind = KeyKind::String;
   Config cfg;
-  auto schema = config_schema(cfg);
-  return override_target(schema, path, loc, "").second->kind;
+  with_key(cfg, section, key, [&](const auto& field, const Key&) { kind = kind_of<std::decay_t<decltype(field)>>(); });
+  return kind;
+}
+
+std::string config_help() {
+  const std::vector<KeyInfo> keys = describe_keys(Config{});
+  const std::vector<KeyInfo> resolved = describe_keys(parse_config("", "defaults"));
+  size_t width = 0;
+  for (const auto& k : keys) width = std::max(width, k.section.size() + 1 + k.name.size());
+  std::ostringstream os;
+  os << "config keys (TOML: [section] key = value; on the command line --section.key=value or --section.key value):\n";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const KeyInfo& k = keys[i];
+    if (i == 0 || keys[i - 1].section != k.section) os << "\n[" << k.section << "]\n";
+    std::string line = "  " + padded(k.section + "." + k.name, width + 2) + padded(kind_label(k.kind), 8);
+    line += "default " + k.value;
+    if (resolved[i].value != k.value) line += " (resolves to " + resolved[i].value + " with the other defaults)";
+    if (!k.allowed.empty()) line += "  " + k.allowed;
+    os << line << "\n";
+  }
+  return os.str();
+}
+
+std::string config_markdown() {
+  std::ostringstream os;
+  os << "| key | type | default | allowed | what it does |\n| --- | --- | --- | --- | --- |\n";
+  for (const KeyInfo& k : describe_keys(Config{})) {
+    std::string allowed = k.allowed;
+    if (allowed.rfind("range: ", 0) == 0) allowed = allowed.substr(7);
+    if (allowed.rfind("one of: ", 0) == 0) allowed = allowed.substr(8);
+    std::string doc = k.doc;
+    for (size_t at = 0; (at = doc.find('|', at)) != std::string::npos; at += 2) doc.replace(at, 1, "\\|");
+    for (size_t at = 0; (at = allowed.find('|', at)) != std::string::npos; at += 2) allowed.replace(at, 1, "\\|");
+    os << "| `" << k.section << "." << k.name << "` | " << kind_label(k.kind) << " | `" << k.value << "` | " << allowed
+       << " | " << doc << (k.resume_may_differ ? " (may change on resume)" : "") << " |\n";
+  }
+  os << "\nRetired keys, still read (from a config file, an override or a checkpoint's config) and ignored:\n\n";
+  for (const RetiredKey& k : kRetiredKeys) os << "- `" << k.path << "`: " << k.reason << "\n";
+  return os.str();
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string closest_match(const std::string& name, const std::vector<std::string>& candidates) {
+  // A near miss by edit distance, else a name that contains the other ("optim" -> "optimizer").
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
+  std::string best_near, best_containing;
+  size_t near_distance = limit + 1, containing_distance = std::string::npos;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(name, c);
+    if (d < near_distance) {
+      near_distance = d;
+      best_near = c;
+    }
+    const bool contains = name.size() >= 3 && (c.find(name) != std::string::npos || name.find(c) != std::string::npos);
+    if (contains && d < containing_distance) {
+      containing_distance = d;
+      best_containing = c;
+    }
+  }
+  return best_near.empty() ? best_containing : best_near;
 }
 
 }  // namespace ddp

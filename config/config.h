@@ -1,122 +1,254 @@
-// Run configuration: one documented struct per TOML section, plus loading, overriding and printing.
+// Run configuration: one struct per TOML section, each key declared once beside its field; loading and printing.
 #pragma once
 
 #include "config/choices.h"
+#include "config/key.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ddp {
 
+// A section lists its keys in keys(s, key): key(s.field, Key(...)) for each field, in the order --help, --print-config
+// and README show them. The field's initialiser is the key's default. Adding a key is its field and its key() line.
+
+// Bounds shared by several keys (README "Failure behaviour and security"): wide enough for any real run, small enough
+// that no arithmetic on them (epochs x steps per epoch, batch x world x accumulation, seconds in milliseconds)
+// overflows and no size asks for more memory than the values can honestly need.
+constexpr double kMaxSeed = 4611686018427387904.0;  // 2^62: seed + epoch, seed + rank stay within int64
+constexpr double kMaxBatch = 1 << 20;               // samples per rank and micro-batch
+constexpr double kMaxSamples = 1e8;                 // synthetic split sizes
+constexpr double kMaxEpochs = 1e6;
+constexpr double kMaxSteps = 1e12;                     // optimizer-step counts and intervals
+constexpr double kMaxSeconds = 7 * 86400.0;            // timeouts: one week
+constexpr double kMaxFloat32 = 3.4028234663852886e38;  // the loss scale lives in float32
+
 // [job]: identity of the run and where its outputs go.
 struct JobConfig {
-  std::string name = "ddptrain";       // free text, printed in the setup banner
-  std::string out_dir = "runs/default";  // metrics.jsonl, tensorboard/, checkpoints/, model.pt
-  int64_t seed = 0;                     // model init, shuffling (seed + epoch) and dropout
-  int64_t threads = 0;                  // intra-op threads per rank; 0 = OMP_NUM_THREADS or torch default
-  // malloc: LibTorch's allocator | planned: steps 4+ reuse one block (memory/)
-  StepMemory step_memory = StepMemory::Malloc;
+  std::string name = "ddptrain";
+  std::string out_dir = "runs/default";
+  int64_t seed = 0;
+  int64_t threads = 0;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.name, Key("name", "free text, printed in the setup banner").resume_may_differ());
+    key(s.out_dir, Key("out_dir", "metrics.jsonl, tensorboard/, checkpoints/ and model.pt go here")
+                       .not_empty()
+                       .resume_may_differ());
+    key(s.seed,
+        Key("seed", "model init, shuffling (seed + epoch) and dropout (seed + rank)").at_least(0).at_most(kMaxSeed));
+    key(s.threads, Key("threads", "intra-op threads per rank; 0 = OMP_NUM_THREADS or LibTorch's default")
+                       .at_least(0)
+                       .at_most(1024));
+  }
 };
 
 // [data]: dataset, batching and normalisation.
 struct DataConfig {
-  DatasetName dataset = DatasetName::FashionMnist;  // mnist | fashion-mnist | synthetic
-  std::string dir;                        // IDX files; "" = the dataset's default folder
-  int64_t batch_size = 64;                // per rank, per micro-step
-  int64_t eval_batch_size = 1000;         // per rank
-  bool shuffle = true;                    // DistributedSampler shuffle (randperm seeded job.seed + epoch)
-  bool drop_last = false;                 // sampler truncates to a multiple of world size; loader drops a partial batch
-  int64_t workers = 1;                    // background batch-assembly threads (0 = on the training thread)
-  int64_t prefetch = 4;                   // batches assembled ahead per rank
-  double mean = -1;                       // normalisation; -1 = dataset default, else 0..1
-  double std = -1;                        // normalisation; -1 = dataset default, else > 0 (0 is refused)
-  bool pin_memory = true;                 // CUDA only: batches assembled in pinned host memory, copied non_blocking
-  bool download = false;                  // mnist only: fetch missing files from data.mirrors
-  std::vector<std::string> mirrors;       // URL prefixes; empty = torchvision's mirror list
-  int64_t synthetic_train_size = 6000;    // synthetic only
-  int64_t synthetic_test_size = 1000;     // synthetic only
-  int64_t image_size = 28;                // synthetic only (mnist formats are 28)
+  DatasetName dataset = DatasetName::FashionMnist;
+  std::string dir;
+  int64_t batch_size = 64;
+  int64_t eval_batch_size = 1000;
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t workers = 1;
+  int64_t prefetch = 4;
+  double mean = -1;
+  double std = -1;
+  bool pin_memory = true;
+  bool download = false;
+  std::vector<std::string> mirrors;
+  int64_t synthetic_train_size = 6000;
+  int64_t synthetic_test_size = 1000;
+  int64_t image_size = 28;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.dataset, Key("dataset", "the images: MNIST-format IDX files, or class templates made in memory"));
+    key(s.dir, Key("dir", "folder of the IDX files; \"\" = the dataset's default folder"));
+    key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
+    key(s.eval_batch_size,
+        Key("eval_batch_size", "samples per rank and evaluation batch").at_least(1).at_most(kMaxBatch));
+    key(s.shuffle, Key("shuffle", "DistributedSampler's shuffle: randperm seeded job.seed + epoch"));
+    key(s.drop_last,
+        Key("drop_last", "the sampler truncates to a multiple of the world; a partial last batch is dropped"));
+    key(s.workers, Key("workers", "batch-assembly threads per rank (0 = on the training thread)")
+                       .at_least(0)
+                       .at_most(64)
+                       .resume_may_differ());
+    key(s.prefetch, Key("prefetch", "batches assembled ahead per rank").at_least(1).at_most(1024).resume_may_differ());
+    key(s.mean, Key("mean", "normalisation mean; -1 = the dataset's").at_least(0).at_most(1).or_dataset_default());
+    key(s.std,
+        Key("std", "normalisation standard deviation; -1 = the dataset's").above(0).at_most(1000).or_dataset_default());
+    key(s.pin_memory, Key("pin_memory", "CUDA: batches assembled in pinned host memory, copied non_blocking"));
+    key(s.download, Key("download", "mnist: fetch missing files from data.mirrors, checked against torchvision's MD5"));
+    key(s.mirrors, Key("mirrors", "URL prefixes tried in order; [] = torchvision's mirror list"));
+    key(s.synthetic_train_size,
+        Key("synthetic_train_size", "synthetic: training samples").at_least(1).at_most(kMaxSamples));
+    key(s.synthetic_test_size, Key("synthetic_test_size", "synthetic: test samples").at_least(1).at_most(kMaxSamples));
+    key(s.image_size,
+        Key("image_size", "synthetic: image height and width (MNIST formats are 28)").at_least(16).at_most(4096));
+  }
 };
 
 // [model]: architecture and optional starting weights.
 struct ModelConfig {
-  ModelName name = ModelName::Net;  // net | resnet18 | resnet34 | resnet50 | resnet101 | resnet152
+  ModelName name = ModelName::Net;
   int64_t in_channels = 1;
   int64_t num_classes = 10;
-  double dropout = 0.5;      // net only; 0 disables both dropouts
-  std::string init_from;     // state dict saved by torch.save / model.pt
-  // Layout of convolution activations and weights while they run (parameters stay contiguous):
-  // auto | contiguous | channels_last. auto: channels_last for net, contiguous for resnet* (bench/RESULTS.md).
+  double dropout = 0.5;
+  std::string init_from;
   MemoryFormat memory_format = MemoryFormat::Auto;
-  // Convolutions leave out kernel taps that only read zero padding (3x3 over a 1x1 map = 1x1): same sums, less work.
   bool skip_padding_taps = true;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.name, Key("name", "net: the classic MNIST CNN; resnet*: torchvision's ResNets"));
+    key(s.in_channels, Key("in_channels", "image channels the first convolution takes").at_least(1).at_most(4096));
+    key(s.num_classes, Key("num_classes", "outputs of the classifier").at_least(2).at_most(1e6));
+    key(s.dropout, Key("dropout", "net: probability of both dropouts (0 = off)").at_least(0).at_most(1));
+    key(s.init_from, Key("init_from", "starting weights: a state dict saved by torch.save, or model.pt"));
+    key(s.memory_format, Key("memory_format", "layout convolutions run in; auto = channels_last for net and on CUDA"));
+    key(s.skip_padding_taps,
+        Key("skip_padding_taps", "convolutions leave out kernel taps that only read zero padding (same sums)"));
+  }
 };
 
-// [optimizer]: update rule (PyTorch's SGD / AdamW).
+// [optimizer]: update rule (torch.optim.SGD / AdamW).
 struct OptimizerConfig {
-  OptimizerName name = OptimizerName::Sgd;  // sgd | adamw
+  OptimizerName name = OptimizerName::Sgd;
   double lr = 0.01;
-  double momentum = 0.0;     // sgd
+  double momentum = 0.0;
   double weight_decay = 0.0;
-  bool nesterov = false;     // sgd
-  double beta1 = 0.9;        // adamw
-  double beta2 = 0.999;      // adamw
-  double eps = 1e-8;         // adamw
-  LrScaling scale_lr = LrScaling::None;  // none | linear (lr x world size)
+  bool nesterov = false;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  LrScaling scale_lr = LrScaling::None;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.name, Key("name", "torch.optim.SGD or torch.optim.AdamW"));
+    key(s.lr, Key("lr", "learning rate before optimizer.scale_lr and the schedule").above(0).at_most(100));
+    key(s.momentum, Key("momentum", "sgd: momentum").at_least(0).at_most(1));
+    key(s.weight_decay,
+        Key("weight_decay", "L2 penalty (sgd) or decoupled weight decay (adamw)").at_least(0).at_most(100));
+    key(s.nesterov, Key("nesterov", "sgd: Nesterov momentum (needs momentum > 0)"));
+    key(s.beta1, Key("beta1", "adamw: first moment decay").at_least(0).below(1));
+    key(s.beta2, Key("beta2", "adamw: second moment decay").at_least(0).below(1));
+    key(s.eps, Key("eps", "adamw: term added to the denominator").above(0).at_most(1));
+    key(s.scale_lr, Key("scale_lr", "linear: lr x world size"));
+  }
 };
 
-// [lr_scheduler]: per optimizer step: linear warmup, then decay.
+// [lr_scheduler]: the learning rate per optimizer step: linear warmup, then decay.
 struct LrSchedulerConfig {
   int64_t warmup_steps = 0;
-  LrDecay decay = LrDecay::None;  // none | cosine | step
-  double min_lr = 0.0;         // cosine floor
-  int64_t step_size = 1000;    // step decay: multiply by gamma every step_size steps after warmup
+  LrDecay decay = LrDecay::None;
+  double min_lr = 0.0;
+  int64_t step_size = 1000;
   double gamma = 0.1;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.warmup_steps, Key("warmup_steps", "steps of linear warmup from 0 to lr").at_least(0).at_most(kMaxSteps));
+    key(s.decay, Key("decay", "after warmup: constant, cosine to min_lr, or x gamma every step_size steps"));
+    key(s.min_lr, Key("min_lr", "cosine: the floor").at_least(0).at_most(100));
+    key(s.step_size, Key("step_size", "step: steps between decays").at_least(1).at_most(kMaxSteps));
+    key(s.gamma, Key("gamma", "step: factor per decay").above(0).at_most(1));
+  }
 };
 
 // [training]: loop lengths and per-step options.
 struct TrainingConfig {
   int64_t epochs = 1;
-  int64_t max_steps = 0;         // optimizer steps; 0 = no limit
-  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
-  double clip_grad_norm = 0.0;   // 0 = off
-  int64_t eval_every_epochs = 1; // 0 = only at the end
-  // torch.use_deterministic_algorithms(True) + cudnn.deterministic + CUBLAS_WORKSPACE_CONFIG=:4096:8 (when unset).
+  int64_t max_steps = 0;
+  int64_t grad_accum_steps = 1;
+  double clip_grad_norm = 0.0;
+  int64_t eval_every_epochs = 1;
   bool deterministic = false;
-  bool cudnn_benchmark = false;  // torch.backends.cudnn.benchmark (CUDA; not with deterministic)
+  bool cudnn_benchmark = false;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.epochs, Key("epochs", "passes over the training split").at_least(1).at_most(kMaxEpochs).resume_may_differ());
+    key(s.max_steps, Key("max_steps", "stop after this many optimizer steps; 0 = no limit")
+                         .at_least(0)
+                         .at_most(kMaxSteps)
+                         .resume_may_differ());
+    key(s.grad_accum_steps, Key("grad_accum_steps", "micro-batches per optimizer step (gradients synced on the last)")
+                                .at_least(1)
+                                .at_most(1 << 20));
+    key(s.clip_grad_norm,
+        Key("clip_grad_norm", "clip the global gradient norm to this; 0 = off").at_least(0).at_most(1e6));
+    key(s.eval_every_epochs,
+        Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
+    key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));
+    key(s.cudnn_benchmark, Key("cudnn_benchmark", "torch.backends.cudnn.benchmark (CUDA; not with deterministic)"));
+  }
 };
 
-// [amp]: autocast and loss scaling.
+// [amp]: autocast and loss scaling (torch.autocast, torch.amp.GradScaler).
 struct AmpConfig {
   bool enabled = false;
-  // auto (float16 on CUDA, bfloat16 on CPU) | float16 | bfloat16; "fp16" / "bf16" are accepted as the same names.
   AmpDtype dtype = AmpDtype::Auto;
-  LossScaling loss_scaling = LossScaling::Auto;  // auto | dynamic | off
-  double init_scale = 65536.0;
+  LossScaling loss_scaling = LossScaling::Auto;
+  double init_scale = 65536.0;  // 2**16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.enabled, Key("enabled", "forward passes under autocast"));
+    key(s.dtype, Key("dtype", "autocast dtype; auto = float16 on CUDA, bfloat16 on CPU (fp16, bf16 are aliases)"));
+    key(s.loss_scaling, Key("loss_scaling", "dynamic loss scaling; auto = on for float16, off for bfloat16"));
+    key(s.init_scale, Key("init_scale", "GradScaler's first scale").above(0).at_most(kMaxFloat32));
+    key(s.growth_factor, Key("growth_factor", "scale x this after growth_interval clean steps").above(1).at_most(1000));
+    key(s.backoff_factor, Key("backoff_factor", "scale x this after a step with inf/NaN gradients").above(0).below(1));
+    key(s.growth_interval, Key("growth_interval", "clean steps before the scale grows").at_least(1).at_most(kMaxSteps));
+  }
 };
 
 // [dist]: process group and DDP behaviour.
 struct DistConfig {
-  DeviceChoice device = DeviceChoice::Auto;  // auto (cuda:LOCAL_RANK when a GPU is visible, else cpu) | cpu | cuda
-  BackendChoice backend = BackendChoice::Auto;  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  DeviceChoice device = DeviceChoice::Auto;
+  BackendChoice backend = BackendChoice::Auto;
   double timeout_s = 300.0;
   double bucket_cap_mb = 25.0;
   bool broadcast_buffers = true;
-  GradCompression grad_compression = GradCompression::None;  // none | fp16
+  GradCompression grad_compression = GradCompression::None;
   bool find_unused_parameters = false;
-  // Gradients live in DDP's communication buckets (one copy of the gradients less, same values). PyTorch's
-  // default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
+  // PyTorch's default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
   bool gradient_as_bucket_view = true;
-  // Where Gloo all-reduces run: "auto" = through shared memory when every rank is on this host (checked when the
-  // job starts), else over Gloo; "shm" = shared memory or fail; "gloo" = always Gloo's TCP. Not used with nccl.
-  AllreducePath allreduce = AllreducePath::Auto;  // auto | shm | gloo
-  int64_t check_replicas_every = 0;  // every N optimizer steps, check all ranks hold bit-identical parameters (0 = off)
+  AllreducePath allreduce = AllreducePath::Auto;
+  int64_t check_replicas_every = 0;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.device, Key("device", "auto = cuda:LOCAL_RANK when a GPU is visible, else cpu"));
+    key(s.backend, Key("backend", "auto = nccl on CUDA, gloo on CPU"));
+    key(s.timeout_s, Key("timeout_s", "how long a rank waits for the others (rendezvous, collectives)")
+                         .above(0)
+                         .at_most(kMaxSeconds));
+    key(s.bucket_cap_mb, Key("bucket_cap_mb", "DDP gradient bucket size").above(0).at_most(65536));
+    key(s.broadcast_buffers,
+        Key("broadcast_buffers", "broadcast buffers (BatchNorm statistics) from rank 0 before each synced forward"));
+    key(s.grad_compression, Key("grad_compression", "fp16: DDP's fp16 compress hook on gradient buckets"));
+    key(s.find_unused_parameters, Key("find_unused_parameters", "DDP's search for parameters the forward did not use"));
+    key(s.gradient_as_bucket_view,
+        Key("gradient_as_bucket_view", "gradients are views into DDP's buckets (one copy less)"));
+    key(s.allreduce, Key("allreduce", "gloo backend: auto = shared memory when every rank is on this host"));
+    key(s.check_replicas_every,
+        Key("check_replicas_every", "every N steps check that all ranks hold identical parameters; 0 = off")
+            .at_least(0)
+            .at_most(kMaxSteps));
+  }
 };
 
 // checkpoint.resume: the newest complete checkpoint (auto), none (never), or the file at `path`.
@@ -125,24 +257,51 @@ struct ResumeFrom {
   std::string path;  // ResumeMode::Path only
 };
 
-// [checkpoint]: periodic training state.
+// [checkpoint]: periodic training state. Where and how often a run saves never changes its weights.
 struct CheckpointConfig {
-  int64_t every_steps = 0;   // 0 = off
-  int64_t every_epochs = 0;  // 0 = off
+  int64_t every_steps = 0;
+  int64_t every_epochs = 0;
   int64_t keep_last = 3;
-  int64_t keep_best = 0;     // also keep the N best by eval accuracy
-  std::string dir;           // "" = job.out_dir/checkpoints
-  OnCheckpointError on_error = OnCheckpointError::Fail;  // fail | warn: what a failed checkpoint write does to the run
-  ResumeFrom resume;  // auto | never | PATH
+  int64_t keep_best = 0;
+  std::string dir;
+  OnCheckpointError on_error = OnCheckpointError::Fail;
+  ResumeFrom resume;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.every_steps,
+        Key("every_steps", "save every N optimizer steps; 0 = off").at_least(0).at_most(kMaxSteps).resume_may_differ());
+    key(s.every_epochs,
+        Key("every_epochs", "save every N epochs; 0 = off").at_least(0).at_most(kMaxEpochs).resume_may_differ());
+    key(s.keep_last, Key("keep_last", "newest complete checkpoints kept").at_least(1).at_most(1e6).resume_may_differ());
+    key(s.keep_best,
+        Key("keep_best", "also keep the N best by eval accuracy").at_least(0).at_most(1e6).resume_may_differ());
+    key(s.dir, Key("dir", "\"\" = job.out_dir/checkpoints").resume_may_differ());
+    key(s.on_error, Key("on_error", "what a failed checkpoint write does to the run").resume_may_differ());
+    key(s.resume,
+        Key("resume", "auto: the newest valid checkpoint of the run's line | never | a path").resume_may_differ());
+  }
 };
 
 // [metrics]: what rank 0 reports.
 struct MetricsConfig {
   int64_t log_every_steps = 50;
-  ProgressMode progress = ProgressMode::Auto;  // auto | bar | plain | off
+  ProgressMode progress = ProgressMode::Auto;
   bool tensorboard = false;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.log_every_steps, Key("log_every_steps", "a metrics.jsonl record every N optimizer steps")
+                               .at_least(1)
+                               .at_most(kMaxSteps)
+                               .resume_may_differ());
+    key(s.progress, Key("progress", "auto = a live bar on a terminal, plain lines otherwise").resume_may_differ());
+    key(s.tensorboard,
+        Key("tensorboard", "also write TensorBoard event files to job.out_dir/tensorboard").resume_may_differ());
+  }
 };
 
+// The sections in file order (a new section is also named in config.cpp's for_each_section).
 struct Config {
   JobConfig job;
   DataConfig data;
@@ -155,6 +314,18 @@ struct Config {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   std::string source;  // path of the TOML file it came from ("" for defaults)
+};
+
+// Keys an earlier ddptrain read and this one ignores, so that its config files and the config a checkpoint holds
+// still load: "section.key" and why it is gone (README "Config keys").
+struct RetiredKey {
+  const char* path;
+  const char* reason;
+};
+inline constexpr RetiredKey kRetiredKeys[] = {
+    {"job.step_memory",
+     "the planned step allocator after 0.3.0 is gone (it gained 3% samples/s and 5% peak RSS on "
+     "ResNet-18, bench/RESULTS.md); LibTorch's CPU allocator serves every step"},
 };
 
 // A config or usage problem: the message starts with its location (FILE:LINE:COL or the override).
@@ -170,7 +341,42 @@ constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 std::string read_config_file(const std::string& path);
 Config parse_config(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides = {});
-// Every key with its resolved value, as TOML that load_config reads back.
+
+// Every key with its resolved value, as TOML that load_config reads back (--print-config, checkpoints).
 std::string format_config(const Config& cfg);
+// The keys a resumed run must keep (those not marked resume_may_differ), as TOML: two configs that print the same
+// here train the same steps the same way.
+std::string format_resume_config(const Config& cfg);
+// SHA-256 of text, as 64 hex digits: config digests (rank views, checkpoints) hash what format_*config prints.
+std::string config_digest(const std::string& config_text);
+
+// What a key's value is, as --help names it.
+enum class KeyKind { Bool, Int, Float, String, Choice, List };
+// One key as the reference shows it.
+struct KeyInfo {
+  std::string section, name;  // "data", "batch_size"
+  KeyKind kind;
+  std::string value;    // TOML, as --print-config writes it
+  std::string allowed;  // as --help states it: "range: >= 1 and <= 64", "one of: auto | bar | plain | off", or ""
+  std::vector<std::string> choices;  // Choice: every accepted name, aliases included
+  double min, max;                   // Int, Float: the bounds (infinite when none)
+  std::string doc;
+  bool resume_may_differ;
+};
+// Every key of cfg with its current value, in declaration order.
+std::vector<KeyInfo> describe_keys(const Config& cfg);
+const char* kind_label(KeyKind kind);  // bool, int, float, string, choice, list
+// The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
+// did-you-mean, when there is no such key.
+KeyKind override_kind(const std::string& path, const std::string& loc);
+
+// --help's key reference and README's key table, from the declarations: type, default, range or choices, doc.
+std::string config_help();
+std::string config_markdown();
+
+// "a, b, c" for error messages.
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+// The candidate closest to name (edit distance), or "" when none is close enough to suggest.
+std::string closest_match(const std::string& name, const std::vector<std::string>& candidates);
 
 }  // namespace ddp

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "config/config.h"
-#include "data/download.h"
+#include "data/download/download.h"
 
 #include <torch/types.h>
 

@@ -1,6 +1,6 @@
 // MNIST and Fashion-MNIST: the four IDX files (raw or .gz) read from data.dir, with count checks.
 #include "data/dataset.h"
-#include "data/download.h"
+#include "data/download/download.h"
 #include "data/idx.h"
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Synthetic dataset (seed 000's RandomClsDS, made learnable): deterministic class templates plus noise.
+// Synthetic dataset (a random classification set, made learnable): deterministic class templates plus noise.
 #include "data/dataset.h"
 
 #include <unistd.h>
@@ -14,8 +14,8 @@ namespace {
 Split make_split(const torch::Tensor& templates, int64_t n, torch::Generator& gen) {
   int64_t classes = templates.size(0);
   torch::Tensor labels = torch::randint(classes, {n}, gen, torch::kInt64);
-  torch::Tensor noise = torch::randint(-64, 65, {n, templates.size(1), templates.size(2), templates.size(3)}, gen,
-                                       torch::kInt32);
+  torch::Tensor noise =
+      torch::randint(-64, 65, {n, templates.size(1), templates.size(2), templates.size(3)}, gen, torch::kInt32);
   torch::Tensor images = (templates.index_select(0, labels) + noise).clamp(0, 255).to(torch::kUInt8);
   return {images, labels, nullptr};  // generated, not read: held for the whole run
 }
@@ -35,10 +35,10 @@ void synthetic_check_memory(const DataConfig& data, const ModelConfig& model) {
   std::snprintf(text, sizeof text, "%.1f GiB to generate, more than this machine's %.1f GiB of memory",
                 bytes / (1 << 30), physical / (1 << 30));
   throw std::runtime_error("data.synthetic_train_size = " + std::to_string(data.synthetic_train_size) +
-                           ", data.synthetic_test_size = " + std::to_string(data.synthetic_test_size) +
-                           " of " + std::to_string(model.in_channels) + "x" + std::to_string(data.image_size) + "x" +
-                           std::to_string(data.image_size) + " images (model.num_classes = " +
-                           std::to_string(model.num_classes) + ") need " + text +
+                           ", data.synthetic_test_size = " + std::to_string(data.synthetic_test_size) + " of " +
+                           std::to_string(model.in_channels) + "x" + std::to_string(data.image_size) + "x" +
+                           std::to_string(data.image_size) +
+                           " images (model.num_classes = " + std::to_string(model.num_classes) + ") need " + text +
                            "; lower data.synthetic_train_size, data.synthetic_test_size or data.image_size");
 }
 

@@ -146,9 +146,9 @@ std::vector<size_t> DistributedDataParallel::bucket_sizes() const {
   return sizes;
 }
 
-std::unique_ptr<DataParallel> make_data_parallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
+std::unique_ptr<GradientSync> make_gradient_sync(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
                                                  const DistConfig& cfg) {
-  if (!ctx.distributed()) return std::make_unique<DataParallel>();
+  if (!ctx.distributed()) return std::make_unique<GradientSync>();
   return std::make_unique<DistributedDataParallel>(std::move(module), ctx, cfg);
 }
 

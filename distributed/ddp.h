@@ -4,7 +4,7 @@
 #include "config/config.h"
 #include "distributed/c10d_fwd.h"
 #include "distributed/context.h"
-#include "distributed/data_parallel.h"
+#include "distributed/gradient_sync.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -19,7 +19,7 @@ namespace ddp {
 // (dist.gradient_as_bucket_view, ddptrain's default).
 void zero_grad_in_place(torch::optim::Optimizer& optimizer);
 
-class DistributedDataParallel : public DataParallel {
+class DistributedDataParallel : public GradientSync {
  public:
   // Verifies parameter shapes across ranks, broadcasts parameters and buffers from rank 0
   // (broadcast_coalesced), and builds the Reducer: one bucket for the first iteration, then

@@ -6,9 +6,9 @@
 #include "distributed/launcher_hint.h"
 #include "distributed/placement.h"
 #include "distributed/rank_views.h"
-#include "distributed/sealed_store.h"
+#include "distributed/sealed_store/sealed_store.h"
 #include "base/seconds_text.h"
-#include "distributed/shm_allreduce.h"
+#include "distributed/shm/shm_allreduce.h"
 #include "distributed/tcp_probe.h"
 
 #include "distributed/process_group.h"
@@ -27,7 +27,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
 
 namespace ddp {
 namespace {
@@ -95,21 +94,24 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     info.rank = parse_int(env, "RANK");
     info.world_size = parse_int(env, "WORLD_SIZE", 1, kMaxWorldSize);
     info.local_rank = has(env, "LOCAL_RANK") ? parse_int(env, "LOCAL_RANK") : info.rank;
-    info.local_world_size = has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
+    info.local_world_size =
+        has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
     info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
   } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
     info.source = "slurm";
     info.rank = parse_int(env, "SLURM_PROCID");
     info.world_size = parse_int(env, "SLURM_NTASKS", 1, kMaxWorldSize);
     info.local_rank = has(env, "SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID") : 0;
-    info.local_world_size = has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE", 1, kMaxWorldSize) : 1;
+    info.local_world_size =
+        has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE", 1, kMaxWorldSize) : 1;
     info.group_rank = has(env, "SLURM_NODEID") ? parse_int(env, "SLURM_NODEID") : 0;
   } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
     info.source = "openmpi";
     info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
     info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxWorldSize);
     info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
-    info.local_world_size = has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxWorldSize) : 1;
+    info.local_world_size =
+        has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxWorldSize) : 1;
     info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
   } else {
     return info;
@@ -144,7 +146,8 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     if (const std::string problem = job_secret_problem(info.job_secret); !problem.empty())
       throw std::runtime_error("environment variable DDPTRAIN_JOB_SECRET " + problem);
   }
-  if (has(env, "TORCHELASTIC_RESTART_COUNT")) info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT", 0, int64_t{1} << 40);
+  if (has(env, "TORCHELASTIC_RESTART_COUNT"))
+    info.restart_count = parse_int(env, "TORCHELASTIC_RESTART_COUNT", 0, int64_t{1} << 40);
   return info;
 }
 

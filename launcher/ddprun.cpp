@@ -12,8 +12,7 @@
 #include "base/first_line.h"
 #include "base/process_env.h"
 #include "distributed/rendezvous.h"
-#include "distributed/sealed_store.h"
-
+#include "distributed/sealed_store/sealed_store.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -2,7 +2,7 @@
 #include "launcher/store.h"
 
 #include "base/first_line.h"
-#include "distributed/sealed_store.h"
+#include "distributed/sealed_store/sealed_store.h"
 #include "distributed/tcp_probe.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -24,7 +24,8 @@ std::string job_signature(const LaunchOptions& o) {
 
 }  // namespace
 
-JobStore::JobStore(const LaunchOptions& o, const std::string& secret) : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
+JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
+    : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
   const int port = o.master_port + 1;
   address_ = o.master_addr + ":" + std::to_string(port);
   c10d::TCPStoreOptions opts;

@@ -16,8 +16,10 @@ std::string clock_text(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";
   const long long t = static_cast<long long>(s + 0.5);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%02lld:%02lld", t / 60, t % 60);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld", t / 60, t % 60);
   return buf;
 }
 
@@ -34,7 +36,7 @@ Progress::Progress(ProgressMode mode, bool enabled) : enabled_(enabled) {
   mode_ = enabled ? resolve_progress_mode(mode, ::isatty(STDOUT_FILENO), process_env()) : ProgressMode::Off;
 }
 
-std::string Progress::render_bar(const ProgressSnapshot& s, double eta_s, int width) {
+std::string Progress::render_bar(const StepRecord& s, double eta_s, int width) {
   const double frac = s.steps_in_epoch > 0 ? std::min(1.0, double(s.step_in_epoch) / double(s.steps_in_epoch)) : 0;
   const int filled = static_cast<int>(frac * width);
   std::string bar(static_cast<size_t>(filled), '#');
@@ -54,7 +56,7 @@ std::string Progress::render_bar(const ProgressSnapshot& s, double eta_s, int wi
   return buf;
 }
 
-void Progress::draw(const ProgressSnapshot& s, bool force) {
+void Progress::draw(const StepRecord& s, bool force) {
   const auto now = std::chrono::steady_clock::now();
   if (epoch_start_step_ < 0 || s.step_in_epoch <= 1) {
     epoch_start_ = now;
@@ -70,29 +72,25 @@ void Progress::draw(const ProgressSnapshot& s, bool force) {
   drawn_ = true;
 }
 
-void Progress::on_step(const ProgressSnapshot& s) {
+void Progress::on_step(const StepRecord& s) {
   if (mode_ != ProgressMode::Bar) return;
-  ProgressSnapshot shown = last_;
-  shown.epoch = s.epoch;
-  shown.epochs = s.epochs;
-  shown.step_in_epoch = s.step_in_epoch;
-  shown.steps_in_epoch = s.steps_in_epoch;
-  shown.global_step = s.global_step;
-  shown.total_steps = s.total_steps;
-  shown.lr = s.lr;
+  StepRecord shown = s;
+  shown.loss = last_.loss;
+  shown.accuracy = last_.accuracy;
+  shown.samples_per_s = last_.samples_per_s;
+  shown.loss_scale = last_.loss_scale;
   draw(shown, false);
 }
 
-void Progress::on_log(const ProgressSnapshot& s) {
+void Progress::on_log(const StepRecord& s) {
   last_ = s;
   if (mode_ == ProgressMode::Bar) {
     draw(s, true);
   } else if (mode_ == ProgressMode::Plain) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.4f lr %.6g",
-                  static_cast<long long>(s.epoch), static_cast<long long>(s.epochs),
-                  static_cast<long long>(s.global_step), static_cast<long long>(s.total_steps), s.loss, s.accuracy,
-                  s.lr);
+                  static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), static_cast<long long>(s.step),
+                  static_cast<long long>(s.total_steps), s.loss, s.accuracy, s.lr);
     std::string line = buf;
     if (s.loss_scale != 1) line += " scale " + std::to_string(static_cast<long long>(s.loss_scale));
     std::snprintf(buf, sizeof buf, " samples/s %.0f", s.samples_per_s);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/choices.h"
+#include "report/reporter.h"
 
 #include <chrono>
 #include <cmath>
@@ -10,13 +11,6 @@
 #include <string>
 
 namespace ddp {
-
-struct ProgressSnapshot {
-  int64_t epoch = 1, epochs = 1;
-  int64_t step_in_epoch = 0, steps_in_epoch = 0;  // optimizer steps
-  int64_t global_step = 0, total_steps = 0;
-  double loss = NAN, accuracy = NAN, lr = 0, loss_scale = 1, samples_per_s = NAN;  // NaN: not reported yet
-};
 
 // The display mode "auto" stands for, decided here only: plain when Open MPI started the process (OMPI_COMM_WORLD_*
 // set: mpirun gives every rank a pseudo-terminal of its own even when mpirun's output goes to a file or a pipe),
@@ -29,10 +23,11 @@ class Progress {
  public:
   // Auto: resolve_progress_mode for this process. Silent unless enabled.
   Progress(ProgressMode mode, bool enabled);
-  // Every optimizer step (the bar redraws at most 10 times a second; plain prints nothing here).
-  void on_step(const ProgressSnapshot& s);
-  // Every metrics.log_every_steps with freshly reduced values (plain prints a line; the bar updates).
-  void on_log(const ProgressSnapshot& s);
+  // Every optimizer step (the bar redraws at most 10 times a second, showing the last logged figures; plain prints
+  // nothing here).
+  void on_step(const StepRecord& s);
+  // Every metrics.log_every_steps with the interval's figures filled in (plain prints a line; the bar updates).
+  void on_log(const StepRecord& s);
   // A message on its own line (eval results, checkpoints): the bar is cleared first and redrawn later.
   void message(const std::string& line);
   // "warning: " + line on stderr, on rank 0 whatever the display mode (a bar is cleared first and redrawn later).
@@ -42,18 +37,18 @@ class Progress {
   bool bar() const { return mode_ == ProgressMode::Bar; }
   ProgressMode mode() const { return mode_; }
 
-  // The bar line for a snapshot (without carriage return), `width` columns for the bar itself.
-  static std::string render_bar(const ProgressSnapshot& s, double eta_s, int width = 24);
+  // The bar line for a step (without carriage return), `width` columns for the bar itself.
+  static std::string render_bar(const StepRecord& s, double eta_s, int width = 24);
 
  private:
-  void draw(const ProgressSnapshot& s, bool force);
+  void draw(const StepRecord& s, bool force);
   // Erases a drawn bar line, so that the next output starts on a clean line (the next step redraws the bar).
   void clear_bar();
 
   ProgressMode mode_ = ProgressMode::Off;
   bool enabled_ = false;  // rank 0
   bool drawn_ = false;
-  ProgressSnapshot last_;
+  StepRecord last_;  // the last logged step: its figures stay on the bar until the next log
   std::chrono::steady_clock::time_point last_draw_{}, epoch_start_{};
   int64_t epoch_start_step_ = -1;
 };

@@ -32,6 +32,4 @@ void install_preemption_handlers() {
 
 int preemption_signal() { return static_cast<int>(g_signal); }
 
-void reset_preemption() { g_signal = 0; }
-
 }  // namespace ddp

@@ -6,7 +6,5 @@ namespace ddp {
 void install_preemption_handlers();
 // Signal number received (0 = none).
 int preemption_signal();
-// For tests: forget a received signal.
-void reset_preemption();
 
 }  // namespace ddp

@@ -7,20 +7,27 @@
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
-#include "distributed/data_parallel.h"
 #include "distributed/ddp.h"
-#include "memory/gpu_memory.h"
-#include "memory/step_allocator.h"
+#include "distributed/gradient_sync.h"
+#include "report/gpu_memory.h"
 #include "optim/optimizer.h"
 #include "train/device_settings.h"
 #include "train/init_weights.h"
 
 namespace ddp {
 
-Trainer::Trainer(Config cfg, DistContext ctx) : cfg_(std::move(cfg)), ctx_(std::move(ctx)) {}
+Trainer::Trainer(Config cfg, DistContext ctx)
+    : cfg_(std::move(cfg)),
+      ctx_(std::move(ctx)),
+      reporter_(
+          cfg_.metrics, cfg_.job.out_dir, ctx_.device, ctx_.is_main(),
+          [this](const std::vector<double>& v) { return all_reduce_sum(ctx_, v); },
+          [this](double v) { return all_reduce_max(ctx_, v); }),
+      generators_(ctx_, cfg_.job.seed) {
+  state_.batch_size = cfg_.data.batch_size;
+  state_.world_size = ctx_.world_size;
+}
 Trainer::~Trainer() = default;
-
-void Trainer::log(const std::string& line) { progress_.message(line); }
 
 LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {
   LoaderOptions o;
@@ -41,24 +48,20 @@ DistributedSampler Trainer::train_sampler() const {
 }
 
 void Trainer::setup() {
-  if (cfg_.job.step_memory == StepMemory::Planned)
-    step_memory_ = &StepAllocator::start_run();  // before the first tensor
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
   configure_math_modes(cfg_.training);  // before the first CUDA operation (cuBLAS reads its workspace setting)
-  progress_ = Progress(cfg_.metrics.progress, ctx_.is_main());
-  dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, [this](const std::string& line) { log(line); });
+  const auto message = [this](const std::string& line) { reporter_.message(line); };
+  dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, message);
   build_model();
-  data_parallel_ = make_data_parallel(model_, ctx_, cfg_.dist);
-  // Dropout draws from the global generator: a distinct, reproducible stream per rank.
-  torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed) + static_cast<uint64_t>(ctx_.rank));
+  gradient_sync_ = make_gradient_sync(model_, ctx_, cfg_.dist);
+  generators_.seed_per_rank();  // dropout draws from the global generator
   build_scaler();
   const bool linear = cfg_.optimizer.scale_lr == LrScaling::Linear;
   base_lr_ = cfg_.optimizer.lr * (linear ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
-  checkpointer_ = std::make_unique<Checkpointer>(
-      cfg_.checkpoint, cfg_.job.out_dir, ctx_, [this](const std::string& line) { log(line); },
-      [this](const std::string& line) { progress_.warning(line); });
-  print_banner();
+  checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_, message,
+                                                 [this](const std::string& line) { reporter_.warning(line); });
+  reporter_.banner(run_facts());
 }
 
 void Trainer::build_model() {
@@ -71,34 +74,26 @@ void Trainer::build_model() {
     model_ = make_model(model_cfg);
   } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
     if (std::string(e.what()).find("can't allocate memory") == std::string::npos) throw;
-    throw std::runtime_error("model.name = \"" + choice_name(cfg_.model.name) + "\" with model.num_classes = " +
-                             std::to_string(cfg_.model.num_classes) + " and model.in_channels = " +
-                             std::to_string(cfg_.model.in_channels) + " does not fit in memory: " +
-                             first_line(e.what()));
+    throw std::runtime_error("model.name = \"" + choice_name(cfg_.model.name) +
+                             "\" with model.num_classes = " + std::to_string(cfg_.model.num_classes) +
+                             " and model.in_channels = " + std::to_string(cfg_.model.in_channels) +
+                             " does not fit in memory: " + first_line(e.what()));
   }
-  if (!cfg_.model.init_from.empty())
-    init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
+  if (!cfg_.model.init_from.empty()) init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
   model_->to(ctx_.device);
 }
 
 void Trainer::build_scaler() {
   if (cfg_.amp.enabled) amp_dtype_ = amp_dtype(cfg_.amp.dtype, ctx_.device.type());
-  GradScalerOptions o;
   // auto: float16's narrow range needs loss scaling (torch.amp.GradScaler), bfloat16's does not.
-  o.enabled = cfg_.amp.enabled && (cfg_.amp.loss_scaling == LossScaling::Dynamic ||
-                                   (cfg_.amp.loss_scaling == LossScaling::Auto && amp_dtype_ == c10::kHalf));
-  o.init_scale = cfg_.amp.init_scale;
-  o.growth_factor = cfg_.amp.growth_factor;
-  o.backoff_factor = cfg_.amp.backoff_factor;
-  o.growth_interval = cfg_.amp.growth_interval;
+  const bool scaling = cfg_.amp.enabled && (cfg_.amp.loss_scaling == LossScaling::Dynamic ||
+                                            (cfg_.amp.loss_scaling == LossScaling::Auto && amp_dtype_ == c10::kHalf));
   // Every rank must skip the same steps: found_inf is all-reduced (MAX) before it decides.
-  o.reduce_found_inf = [this](double v) { return all_reduce_max(ctx_, v); };
-  scaler_ = std::make_unique<GradScaler>(o);
+  scaler_ = std::make_unique<GradScaler>(cfg_.amp, scaling, [this](double v) { return all_reduce_max(ctx_, v); });
 }
 
-void Trainer::print_banner() {
-  if (progress_.mode() == ProgressMode::Off) return;  // every rank but 0, and metrics.progress = "off"
-  BannerFacts f;
+RunFacts Trainer::run_facts() const {
+  RunFacts f;
   f.job = cfg_.job.name;
   f.world_size = ctx_.world_size;
   f.backend = ctx_.backend;
@@ -118,7 +113,7 @@ void Trainer::print_banner() {
   f.amp = cfg_.amp.enabled ? amp_dtype_label(amp_dtype_) : "off";
   f.out_dir = cfg_.job.out_dir;
   f.init_from_note = init_from_note_;
-  log(banner_text(f));
+  return f;
 }
 
 int64_t Trainer::steps_per_epoch() const {
@@ -134,58 +129,47 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
   if (no_batch && !where.empty()) return;  // a resumed epoch with nothing left: the next one is whole
   if (no_batch)
     throw ConfigError("no optimizer steps to take: " + split + ", and data.drop_last = " +
-                      (cfg_.data.drop_last ? "true drops a batch smaller than" : "false with") +
-                      " data.batch_size = " + std::to_string(b) +
-                      "; lower data.batch_size, set data.drop_last = false or use more data");
+                      (cfg_.data.drop_last ? "true drops a batch smaller than" : "false with") + " data.batch_size = " +
+                      std::to_string(b) + "; lower data.batch_size, set data.drop_last = false or use more data");
   // The smallest batch a rank trains on: a partial last one unless dropped, else full ones.
   const int64_t partial = n % b;
   const int64_t smallest = (partial != 0 && !cfg_.data.drop_last) ? partial : b;
   const int64_t needed = model_->min_training_batch(dataset_.image_size);
   if (smallest >= needed) return;
-  throw ConfigError("data.batch_size = " + std::to_string(b) + " leaves a training batch of " +
-                    std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " +
-                    choice_name(cfg_.model.name) + "'s BatchNorm needs at least " + std::to_string(needed) +
-                    " samples per batch on " + std::to_string(dataset_.image_size) + "x" +
-                    std::to_string(dataset_.image_size) +
-                    " images; set data.drop_last = true or a data.batch_size that leaves no batch of " +
-                    std::to_string(smallest));
+  throw ConfigError(
+      "data.batch_size = " + std::to_string(b) + " leaves a training batch of " + std::to_string(smallest) +
+      " sample(s) on each rank (" + split + "), but " + choice_name(cfg_.model.name) + "'s BatchNorm needs at least " +
+      std::to_string(needed) + " samples per batch on " + std::to_string(dataset_.image_size) + "x" +
+      std::to_string(dataset_.image_size) +
+      " images; set data.drop_last = true or a data.batch_size that leaves no batch of " + std::to_string(smallest));
 }
 
-StepStats Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
+StepRecord Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
   model_->train();
   torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
-  data_parallel_->pre_forward(sync);
+  gradient_sync_->pre_forward(sync);
   torch::Tensor out;
   {
     AutocastGuard autocast(ctx_.device, cfg_.amp.enabled, amp_dtype_);
     out = model_->forward(x);
   }
-  data_parallel_->post_forward(sync, out);
+  gradient_sync_->post_forward(sync, out);
   out = out.to(torch::kFloat32);  // loss and its reduction in fp32
   torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y);
   scaler_->scale(loss / loss_divisor).backward();
-  StepStats s;
+  StepRecord s;
   s.samples = batch.size();
   s.loss_sum = loss.item<double>() * static_cast<double>(s.samples);
   s.correct = out.detach().argmax(1).eq(y).sum().item<int64_t>();
   return s;
 }
 
-StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
-  struct StepBracket {  // the step's tensors are gone before end_step (it is destroyed last)
-    StepAllocator* a;
-    explicit StepBracket(StepAllocator* allocator) : a(allocator) {
-      if (a) a->begin_step();
-    }
-    ~StepBracket() {
-      if (a) a->end_step();
-    }
-  } bracket(step_memory_);
+StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   zero_grad_in_place(*optimizer_);  // distributed/ddp.h
-  StepStats total;
+  StepRecord total;
   const size_t n = micro_batches.size();
   for (size_t i = 0; i < n; ++i) {
-    StepStats s = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
+    const StepRecord s = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.samples += s.samples;
@@ -203,22 +187,18 @@ StepStats Trainer::train_step(const std::vector<Batch>& micro_batches) {
       if (p.grad().defined()) norms.push_back(p.grad().norm(2));
     total.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
   }
-  total.skipped = !scaler_->step(*optimizer_);
+  scaler_->step(*optimizer_);
   scaler_->update();
-  ++global_step_;
+  const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
-  if (every > 0 && global_step_ % every == 0) check_replicas_identical(ctx_, model_->parameters(), global_step_);
+  if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
+  total.loss_scale = scaler_->get_scale();
+  total.skipped_steps = scaler_->skipped_steps();
   return total;
 }
 
-std::optional<double> Trainer::gpu_mem_peak_mib() {
-  const auto peak = peak_gpu_memory_bytes(ctx_.device);
-  if (!peak) return std::nullopt;  // the same on every rank: all run on CPU or all on CUDA
-  return all_reduce_max(ctx_, static_cast<double>(*peak)) / (1 << 20);
-}
-
-EvalResult Trainer::evaluate() {
-  data_parallel_->sync_buffers();
+EvalRecord Trainer::evaluate() {
+  gradient_sync_->sync_buffers();
   model_->eval();
   torch::NoGradGuard no_grad;
   dataset_.test.ensure_images();
@@ -232,9 +212,8 @@ EvalResult Trainer::evaluate() {
   while (auto batch = feed->next()) {
     torch::Tensor x = batch->images.to(ctx_.device), y = batch->labels.to(ctx_.device);
     torch::Tensor out = model_->forward(x);
-    torch::Tensor loss = model_->outputs_log_probs()
-                             ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
-                             : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
+    torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
+                                                     : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
     loss_sum += loss.item<double>();
     correct += out.argmax(1).eq(y).sum().item<int64_t>();
     if (top5) correct_top5 += std::get<1>(out.topk(5, 1)).eq(y.unsqueeze(1)).any(1).sum().item<int64_t>();
@@ -243,7 +222,9 @@ EvalResult Trainer::evaluate() {
   model_->train();
   // Counts are summed as integers (exact); the loss as float64.
   const std::vector<int64_t> counts = all_reduce_sum_exact(ctx_, {correct, correct_top5, count});
-  EvalResult r;
+  EvalRecord r;
+  r.step = state_.global_step;
+  r.epoch = state_.position.epoch;
   r.correct = counts[0];
   r.total = counts[2];
   r.loss = all_reduce_sum(ctx_, std::vector<double>{loss_sum})[0] / static_cast<double>(r.total);

@@ -33,23 +33,22 @@ struct Tiny {
   torch::Tensor weight() const { return model->weight.detach().clone(); }
 };
 
-GradScalerOptions with_hook(std::function<double(double)> hook) {
-  GradScalerOptions o;
+GradScaler with_hook(GradScaler::ReduceFoundInf hook) {
+  AmpConfig o;
   o.growth_interval = 3;
-  o.reduce_found_inf = std::move(hook);
-  return o;
+  return GradScaler(o, true, std::move(hook));
 }
 
 // A rank-local inf that the reduction reports as 0 steps and grows like a clean step, and the reverse.
 TEST(GradScalerTest, ReducedFoundInfDecidesSkipAndUpdate) {
   std::vector<double> seen;
   double reduced = 0.0;
-  GradScaler hooked(with_hook([&](double local) {
+  GradScaler hooked = with_hook([&](double local) {
     seen.push_back(local);
     return reduced;
-  }));
-  GradScaler clean(with_hook(nullptr));
-  GradScaler overflowed(with_hook(nullptr));
+  });
+  GradScaler clean = with_hook(nullptr);
+  GradScaler overflowed = with_hook(nullptr);
   Tiny a(1), b(1), c(1);
 
   // Local inf, reduced 0: the step runs, the update counts a clean step.
@@ -135,7 +134,7 @@ TEST(GradScalerTest, MisuseBeforeScaleAndBadOptionsThrow) {
   EXPECT_THROW(scaler.unscale(*t.opt), std::logic_error);
   EXPECT_THROW(scaler.step(*t.opt), std::logic_error);
   EXPECT_THROW(scaler.update(), std::logic_error);
-  GradScalerOptions bad;
+  AmpConfig bad;
   bad.growth_factor = 1.0;
   EXPECT_THROW(GradScaler{bad}, std::invalid_argument);
   bad = {};
@@ -146,9 +145,7 @@ TEST(GradScalerTest, MisuseBeforeScaleAndBadOptionsThrow) {
 }
 
 TEST(GradScalerTest, DisabledIsAPassThrough) {
-  GradScalerOptions o;
-  o.enabled = false;
-  GradScaler scaler(o);
+  GradScaler scaler(AmpConfig{}, /*enabled=*/false);
   Tiny t(6);
   const auto loss = torch::mse_loss(t.model->forward(t.x), t.y);
   EXPECT_TRUE(scaler.scale(loss).is_same(loss));
@@ -168,7 +165,7 @@ TEST(GradScalerTest, DisabledIsAPassThrough) {
 // unscale() flags non-finite gradients and still writes every value times 1/scale (float32 opmath, as ATen's kernel),
 // for float32 and bf16 gradients alike.
 TEST(GradScalerTest, UnscaleWritesScaledValuesAndFlagsNonFinite) {
-  GradScalerOptions o;
+  AmpConfig o;
   o.init_scale = 10.0;
   GradScaler scaler(o);
   auto p32 = torch::zeros({3}).requires_grad_();

@@ -72,8 +72,8 @@ Problem make_problem(const TrainSpec& spec, uint64_t seed, const TempDir& dir) {
   return p;
 }
 
-GradScalerOptions scaler_options(const TrainSpec& s) {
-  GradScalerOptions o;
+AmpConfig scaler_options(const TrainSpec& s) {
+  AmpConfig o;
   o.init_scale = s.init_scale;
   o.growth_factor = s.growth_factor;
   o.backoff_factor = s.backoff_factor;
@@ -161,11 +161,11 @@ NamedTensors run_python(const TrainSpec& s, const TempDir& dir) {
   const std::string cmd =
       "OMP_NUM_THREADS=1 " + python() + " " + source_dir() + "/tests/python/grad_scaler_reference.py train" +
       " --model " + dir / "model.pt" + " --batch " + dir / "batch.pt" + " --out " + dir / "ref.pt" + " --arch " +
-      s.arch + (s.autocast ? " --autocast" : "") + " --dtype " + s.dtype + " --reduction " + s.reduction + " --init-scale " +
-      fmt(s.init_scale) + " --growth-factor " + fmt(s.growth_factor) + " --backoff-factor " + fmt(s.backoff_factor) +
-      " --growth-interval " + std::to_string(s.growth_interval) + " --steps " + std::to_string(s.steps) +
-      " --inf-steps '" + csv(s.inf_steps) + "' --nan-steps '" + csv(s.nan_steps) + "' --lr " + fmt(s.lr) +
-      " --momentum " + fmt(s.momentum) + " --threads 1" + " --memory-format " + s.memory_format;
+      s.arch + (s.autocast ? " --autocast" : "") + " --dtype " + s.dtype + " --reduction " + s.reduction +
+      " --init-scale " + fmt(s.init_scale) + " --growth-factor " + fmt(s.growth_factor) + " --backoff-factor " +
+      fmt(s.backoff_factor) + " --growth-interval " + std::to_string(s.growth_interval) + " --steps " +
+      std::to_string(s.steps) + " --inf-steps '" + csv(s.inf_steps) + "' --nan-steps '" + csv(s.nan_steps) + "' --lr " +
+      fmt(s.lr) + " --momentum " + fmt(s.momentum) + " --threads 1" + " --memory-format " + s.memory_format;
   auto r = run_command(cmd);
   if (r.exit_code != 0) throw std::runtime_error("reference failed:\n" + r.output);
   return load_state_dict_file(dir / "ref.pt");
@@ -358,7 +358,7 @@ TEST(GradScalerVsPyTorch, Bf16NetUnscaledGradsExactForPowerOfTwoScale) {
   std::vector<torch::Tensor> reference;
   for (const auto& param : p.module->parameters()) reference.push_back(param.grad().clone());
   torch::optim::SGD opt(p.module->parameters(), torch::optim::SGDOptions(0.1));
-  GradScalerOptions options;
+  AmpConfig options;
   options.init_scale = std::ldexp(1.0, 100);
   GradScaler scaler(options);
   opt.zero_grad();
@@ -426,7 +426,7 @@ TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
   Problem q = make_problem(spec, 3, dir);
   apply_state(*q.module, load_state_dict_file(snapshot), snapshot);
   torch::optim::SGD opt_q(q.module->parameters(), torch::optim::SGDOptions(spec.lr));  // no momentum: see below
-  GradScaler resumed(GradScalerOptions{});
+  GradScaler resumed(AmpConfig{});
   resumed.load_state_dict(read_dict(dir / "ours.pt"));
   EXPECT_EQ(resumed.options().growth_interval, 3);
   TrainLog resumed_log;

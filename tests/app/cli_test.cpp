@@ -1,6 +1,5 @@
 // Tests for the ddptrain command line: exit codes and the single error line, run on the real binary.
 #include "config/config.h"
-#include "config/config_schema.h"
 #include "data/idx.h"
 #include "tests/support/test_support.h"
 
@@ -215,9 +214,9 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
 }
 
 // The type name --help shows for each kind of key.
-const std::map<FieldKind, std::string> kHelpTypeNames = {
-    {FieldKind::Bool, "bool"},     {FieldKind::Int, "int"},       {FieldKind::Float, "float"},
-    {FieldKind::String, "string"}, {FieldKind::Choice, "choice"}, {FieldKind::StringList, "list"}};
+const std::map<KeyKind, std::string> kHelpTypeNames = {{KeyKind::Bool, "bool"},     {KeyKind::Int, "int"},
+                                                       {KeyKind::Float, "float"},   {KeyKind::String, "string"},
+                                                       {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}};
 
 // "section.key" -> value as --print-config writes a default Config.
 std::map<std::string, std::string> default_values() {
@@ -244,28 +243,29 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
   test::TempDir dir;
   auto r = ddptrain_in(dir.path(), "--help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  Config cfg;
   const auto defaults = default_values();
   size_t keys = 0;
-  for (const auto& section : config_schema(cfg)) {
-    EXPECT_NE(r.output.find("\n[" + section.name + "]\n"), std::string::npos) << section.name;
-    for (const auto& f : section.fields) {
-      const std::string key = section.name + "." + f.key;
-      const std::string line = help_line(r.output, key);
-      ASSERT_FALSE(line.empty()) << "no --help line for " << key << "\n" << r.output;
-      ++keys;
-      std::istringstream words(line);
-      std::string name, type;
-      words >> name >> type;
-      EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
-      ASSERT_TRUE(defaults.count(key)) << key;
-      EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
-      if (f.kind == FieldKind::Int || f.kind == FieldKind::Float) {  // every number: both bounds (issue 20)
-        EXPECT_NE(line.find("range: "), std::string::npos) << line;
-        EXPECT_NE(line.find(" and <"), std::string::npos) << line;
-      }
-      for (const auto& choice : f.choices) EXPECT_NE(line.find(" " + choice), std::string::npos) << line;
+  std::string section;
+  for (const KeyInfo& f : describe_keys(Config{})) {
+    if (f.section != section) {
+      EXPECT_NE(r.output.find("\n[" + f.section + "]\n"), std::string::npos) << f.section;
     }
+    section = f.section;
+    const std::string key = f.section + "." + f.name;
+    const std::string line = help_line(r.output, key);
+    ASSERT_FALSE(line.empty()) << "no --help line for " << key << "\n" << r.output;
+    ++keys;
+    std::istringstream words(line);
+    std::string name, type;
+    words >> name >> type;
+    EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
+    ASSERT_TRUE(defaults.count(key)) << key;
+    EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
+    if (f.kind == KeyKind::Int || f.kind == KeyKind::Float) {  // every number: both bounds
+      EXPECT_NE(line.find("range: "), std::string::npos) << line;
+      EXPECT_NE(line.find(" and <"), std::string::npos) << line;
+    }
+    for (const auto& choice : f.choices) EXPECT_NE(line.find(" " + choice), std::string::npos) << line;
   }
   EXPECT_GE(keys, 60u);
   EXPECT_NE(help_line(r.output, "data.workers").find("range: >= 0 and <= 64"), std::string::npos) << r.output;
@@ -338,8 +338,8 @@ TEST(CliRuntime, CorruptDatasetFileExitsOneNamingTheFile) {
   std::string bytes = test::read_file(labels);
   test::write_file(labels, bytes.substr(0, bytes.size() / 2));
   test::write_file(dir / "ok.toml", "[data]\ndataset = \"mnist\"\n");
-  auto r = ddptrain_in(dir.path(), "ok.toml --data.dir=" + shell_quote(dir / "mnist") +
-                                       " --job.out_dir=" + shell_quote(dir / "out"));
+  auto r = ddptrain_in(
+      dir.path(), "ok.toml --data.dir=" + shell_quote(dir / "mnist") + " --job.out_dir=" + shell_quote(dir / "out"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   expect_one_error(r, "error: " + labels + ": ");
 }

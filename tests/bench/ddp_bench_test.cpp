@@ -1,4 +1,4 @@
-// bench/ddp_bench.py, the harness of issue 8: a short run of both sides writes its block into RESULTS.md.
+// bench/ddp_bench.py, the CPU comparison harness: a short run of both sides writes its block into RESULTS.md.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

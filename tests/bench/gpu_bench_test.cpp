@@ -1,4 +1,4 @@
-// bench/gpu_bench.py (issue 18's GPU comparison) in its CPU smoke mode: both sides train, the figures and the report
+// bench/gpu_bench.py (the GPU comparison) in its CPU smoke mode: both sides train, the figures and the report
 // come out. Its GPU figures need a GPU (scripts/gpu-check); this checks the plumbing only.
 #include "tests/support/test_support.h"
 
@@ -12,11 +12,11 @@ namespace {
 TEST(GpuBench, CpuSmokeRunTrainsBothSidesAndWritesTheReport) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
-  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() +
-                             " bench/gpu_bench.py --device cpu --smoke --timeout 120 --ddptrain " +
-                             shell_quote(ddptrain_path()) + " --json " + shell_quote(dir / "bench.json") +
-                             " --markdown " + shell_quote(dir / "bench.md") +
-                             " --goals " + shell_quote(dir / "goals.tsv"));
+  const auto r =
+      run_command("cd " + shell_quote(source_dir()) + " && " + python() +
+                  " bench/gpu_bench.py --device cpu --smoke --timeout 120 --ddptrain " + shell_quote(ddptrain_path()) +
+                  " --json " + shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") +
+                  " --goals " + shell_quote(dir / "goals.tsv"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // The figures: both sides trained (samples/s > 0), the ratio is theirs; no GPU, so no peak GPU memory.

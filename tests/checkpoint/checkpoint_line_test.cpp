@@ -2,7 +2,7 @@
 // older explicit resume, a newest that passes its CRC but does not parse, manifests rewritten by a JSON tool,
 // debris of interrupted writes, out-of-range checkpoint fields.
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
 #include "tests/checkpoint/resume_job.h"
 
@@ -69,8 +69,8 @@ TEST(CheckpointLine, AutoFollowsTheLineAfterResumingFromAnOlderCheckpoint) {
   const std::string ckpts = dir / "part/checkpoints";
   line_full_and_stopped_runs(dir, cfg, 16);  // 8, 12, 16
   // Back to step 8 explicitly, on to 14: the timeline of 12 and 16 is abandoned.
-  auto back = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=14 --checkpoint.resume=" + ckpts +
-                                  "/step-00000008.pt");
+  auto back = ckpt_train(
+      cfg, "--job.out_dir=" + dir / "part --training.max_steps=14 --checkpoint.resume=" + ckpts + "/step-00000008.pt");
   ASSERT_EQ(back.exit_code, 0) << back.output;
   auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -103,7 +103,7 @@ TEST(StateDictErrors, PythonNonStateDictObjects) {
   SKIP_WITHOUT_PYTHON_TORCH();
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"module", "unsupported Python object ddp_reference.Net"},
+      {"module", "unsupported Python object torch_reference.Net"},
       {"list", "found a list"},
       {"checkpoint", "\"model\" holds a dict"}};
   for (const auto& [what, expected] : cases) {

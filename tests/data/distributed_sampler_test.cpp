@@ -1,4 +1,5 @@
-// Tests: DistributedSampler against PyTorch's own index lists (tests/fixtures/sampler_cases.json) and its batch algebra.
+// Tests: DistributedSampler against PyTorch's own index lists (tests/fixtures/sampler_cases.json) and its batch
+// algebra.
 #include "data/distributed_sampler.h"
 #include "tests/support/test_support.h"
 
@@ -191,9 +192,10 @@ TEST(DistributedSamplerFixture, LargeCasesMatchPyTorch) {
   }
 }
 
-// Seed 000 (the blog experiment on 2 GPUs): cases 2-7 use the default sampler (shuffle, seed 0) on 8, 6, 5 and 10
-// samples, epochs 0 and 1; case 1 has no sampler, i.e. one unshuffled rank. The generator checks the printed values.
-TEST(DistributedSamplerFixture, CoversSeed000Cases) {
+// The DistributedSampler walk-through of a 2-GPU blog experiment: cases 2-7 use the default sampler (shuffle, seed 0)
+// on 8, 6, 5 and 10 samples, epochs 0 and 1; case 1 has no sampler, i.e. one unshuffled rank. The generator checks the
+// printed values.
+TEST(DistributedSamplerFixture, CoversTheBlogExperimentCases) {
   auto has = [](int64_t n, int64_t world, bool shuffle, int64_t epoch) {
     for (const Json& c : fixture()["cases"].items)
       if (c["n"].integer == n && c["world"].integer == world && c["shuffle"].boolean == shuffle &&

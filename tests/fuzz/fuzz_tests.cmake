@@ -1,7 +1,7 @@
 # CTest tests for the fuzz targets (included by tests/CMakeLists.txt): fuzz_build configures and builds
 # tests/fuzz with clang into build/fuzz; per target, fuzz_replay_<t> runs every committed corpus file once and
 # fuzz_<t> fuzzes for DDP_FUZZ_SECONDS (20 s; new inputs go to build/fuzz/work/<t>, a finding to
-# build/fuzz/crash-<t>-*, which then belongs in tests/fuzz/corpus/<t>/ once fixed: notes/i20-files.md).
+# build/fuzz/crash-<t>-*, which then belongs in tests/fuzz/corpus/<t>/ once fixed).
 find_program(DDP_CLANGXX NAMES clang++)
 if(NOT DDP_CLANGXX)
   message(STATUS "ddptrain: clang++ not found, so no fuzz tests (scripts/setup installs clang)")

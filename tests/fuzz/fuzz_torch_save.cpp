@@ -1,5 +1,5 @@
 // libFuzzer target: read_torch_save (zip bounds, pickle machine, IValue conversion) on arbitrary bytes.
-#include "checkpoint/pickle_reader.h"
+#include "checkpoint/torch_save/pickle_reader.h"
 
 #include <cstddef>
 #include <cstdint>

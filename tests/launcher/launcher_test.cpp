@@ -12,10 +12,21 @@
 namespace ddp::test {
 namespace {
 
-const std::vector<std::string> kTorchrunVariables = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-    "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCH_NCCL_ASYNC_ERROR_HANDLING"};
+const std::vector<std::string> kTorchrunVariables = {"RANK",
+                                                     "LOCAL_RANK",
+                                                     "WORLD_SIZE",
+                                                     "LOCAL_WORLD_SIZE",
+                                                     "GROUP_RANK",
+                                                     "GROUP_WORLD_SIZE",
+                                                     "ROLE_RANK",
+                                                     "ROLE_NAME",
+                                                     "ROLE_WORLD_SIZE",
+                                                     "MASTER_ADDR",
+                                                     "MASTER_PORT",
+                                                     "TORCHELASTIC_RESTART_COUNT",
+                                                     "TORCHELASTIC_MAX_RESTARTS",
+                                                     "TORCHELASTIC_RUN_ID",
+                                                     "TORCH_NCCL_ASYNC_ERROR_HANDLING"};
 
 // A PROGRAM that dumps its environment to DIR/env_<TAG>_<RANK>.
 std::string env_dump_script(const TempDir& dir) {
@@ -54,8 +65,8 @@ TEST(LauncherEnvTest, TwoProcessesGetTorchrunVariablesAndOmpThreads) {
   TempDir dir;
   const std::string script = env_dump_script(dir);
   const int port = free_port();
-  auto r = run_command("env -u OMP_NUM_THREADS TAG=a " + ddprun_path() + " --nproc-per-node=2 --master-port=" +
-                       std::to_string(port) + " " + script);
+  auto r = run_command("env -u OMP_NUM_THREADS TAG=a " + ddprun_path() +
+                       " --nproc-per-node=2 --master-port=" + std::to_string(port) + " " + script);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string omp = std::to_string(std::max(1, cpus() / 2));
   for (int rank = 0; rank < 2; ++rank) {
@@ -69,7 +80,7 @@ TEST(LauncherEnvTest, TwoProcessesGetTorchrunVariablesAndOmpThreads) {
   EXPECT_EQ(r.output.find("OMP_NUM_THREADS is not set", first + 1), std::string::npos) << r.output;
 
   // A value the user set is passed on untouched, without the note.
-  // So are NCCL's own settings and a user's choice of async error handling (issue 18: NCCL_DEBUG passes through).
+  // So are NCCL's own settings and a user's choice of async error handling (NCCL_DEBUG passes through).
   r = run_command("OMP_NUM_THREADS=7 NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth7 TORCH_NCCL_ASYNC_ERROR_HANDLING=3 TAG=b " +
                   ddprun_path() + " --nproc-per-node=2 " + script);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -100,9 +111,10 @@ TEST(LauncherEnvTest, TwoNodesOfTwoMatchTorchrun) {
     GTEST_SKIP() << python() << " cannot import torch.distributed.run; compared with the spec only";
   const int torchrun_port = free_port();
   auto torchrun = [&](int node_rank) {
-    return "TAG=torchrun " + python() + " -m torch.distributed.run --nnodes=2 --node_rank=" +
-           std::to_string(node_rank) + " --nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" +
-           std::to_string(torchrun_port) + " --max_restarts=2 --rdzv_id=job7 --monitor_interval=0.1 --no_python" +
+    return "TAG=torchrun " + python() +
+           " -m torch.distributed.run --nnodes=2 --node_rank=" + std::to_string(node_rank) +
+           " --nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" + std::to_string(torchrun_port) +
+           " --max_restarts=2 --rdzv_id=job7 --monitor_interval=0.1 --no_python" +
            " --redirects=1 --tee=2 --log_dir=" + dir / ("torchrun_logs" + std::to_string(node_rank)) + " " + script;
   };
   TempDir torchrun_dir;
@@ -161,10 +173,28 @@ TEST(LauncherFlagsTest, ArgumentsAfterProgramBelongToProgram) {
 }
 
 TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
-  auto o = parse_launch_args({"--nnodes=2:2", "--nproc_per_node", "3", "--node-rank=1", "--master_addr", "10.0.0.1",
-                              "--master-port=29555", "--max_restarts=4", "--log_dir", "/tmp/x", "-r", "0:1,2:3",
-                              "--tee=2", "--run-id=abc", "--role", "r", "--rdzv_conf=timeout=12",
-                              "--grace_period=1.5", "--no-python", "prog", "--nnodes=9", "a"});
+  auto o = parse_launch_args({"--nnodes=2:2",
+                              "--nproc_per_node",
+                              "3",
+                              "--node-rank=1",
+                              "--master_addr",
+                              "10.0.0.1",
+                              "--master-port=29555",
+                              "--max_restarts=4",
+                              "--log_dir",
+                              "/tmp/x",
+                              "-r",
+                              "0:1,2:3",
+                              "--tee=2",
+                              "--run-id=abc",
+                              "--role",
+                              "r",
+                              "--rdzv_conf=timeout=12",
+                              "--grace_period=1.5",
+                              "--no-python",
+                              "prog",
+                              "--nnodes=9",
+                              "a"});
   EXPECT_EQ(o.nnodes, 2);
   EXPECT_EQ(o.nproc_per_node, 3);
   EXPECT_EQ(o.node_rank, 1);
@@ -204,7 +234,7 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"-r", "0:1,x", "--log-dir=/tmp", "p"},
       {"--rdzv-conf=join_timeout=5", "p"},
       {"--grace-period=-1", "p"},
-      {"--grace-period=inf", "p"},              // durations are bounded: a week at most (issue 20)
+      {"--grace-period=inf", "p"},  // durations are bounded: a week at most
       {"--rdzv-conf=timeout=1e300", "p"},
       {"--standalone=1", "p"},
       {"--nproc-per-node=2"},

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_reference import Net, find, read_idx  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
+from torch_reference import Net, find, parse_arguments, read_idx  # noqa: E402
 from optim_reference import lr_factor  # noqa: E402
 
 
@@ -159,14 +159,10 @@ def cmd_scaler(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["continue", "write", "to-v1", "scaler"])
-    for name, kind, default in [("data", str, None), ("init", str, None), ("ckpt", str, None), ("out", str, None),
-                                ("batch", int, 16), ("steps", int, 0), ("then", int, 0), ("optimizer", str, "sgd"),
-                                ("lr", float, 0.05), ("momentum", float, 0.0), ("weight_decay", float, 0.0),
-                                ("nesterov", int, 0), ("warmup", int, 0), ("seed", int, 0), ("mean", float, 0.1307),
-                                ("std", float, 0.3081), ("scaler_init_scale", float, 0.0),
-                                ("scaler_growth_factor", float, 2.0), ("scaler_growth_interval", int, 2000)]:
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=default)
-    a = p.parse_args()
+    a = parse_arguments([("ckpt", str, None), ("out", str, None), ("steps", int, 0), ("then", int, 0),
+                         ("optimizer", str, "sgd"), ("weight_decay", float, 0.0), ("nesterov", int, 0), ("warmup", int, 0),
+                         ("scaler_init_scale", float, 0.0), ("scaler_growth_factor", float, 2.0),
+                         ("scaler_growth_interval", int, 2000)], parser=p)
     torch.set_num_threads(1)
     {"continue": cmd_continue, "write": cmd_write, "to-v1": cmd_to_v1, "scaler": cmd_scaler}[a.command](a)
 

@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_reference import Net  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
+from torch_reference import Net  # noqa: E402
 
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -19,9 +19,7 @@
       Net from INIT_PT, K steps of plain SGD (nll_loss, dropout 0) over randperm(N, seed S) batches; dumps result.
 """
 import argparse
-import gzip
 import os
-import struct
 import sys
 from collections import OrderedDict
 
@@ -30,8 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_reference import Net  # noqa: E402  models/net.cpp's network, one definition for every oracle
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
+from torch_reference import Net, read_idx  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -138,15 +136,6 @@ def load_model(name, pt):
     model = make_model(name)
     model.load_state_dict(torch.load(pt), strict=True)
     return model
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    assert zero == 0 and dtype == 0x08, path
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
 
 
 def normalize(images, mean, std):

@@ -11,9 +11,9 @@ namespace ddp::test {
 namespace {
 
 std::string progress_config(const TempDir& dir) {
-  return write_tiny_job(dir, 640, 32, 20,
-                        {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2",
-                         "metrics.log_every_steps=10"});
+  return write_tiny_job(
+      dir, 640, 32, 20,
+      {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2", "metrics.log_every_steps=10"});
 }
 
 size_t count(const std::string& s, const std::string& needle) {
@@ -62,7 +62,8 @@ TEST(Progress, SetupBannerAndResumePoint) {
         std::string("batch 16 per rank x 1 ranks x 2 accumulation = 32 per step | 20 steps/epoch | amp off"),
         "outputs in " + dir / "out"})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
-  auto resumed = run_command(ddptrain_path() + " " + cfg + " --checkpoint.every_steps=20 --training.grad_accum_steps=2");
+  auto resumed =
+      run_command(ddptrain_path() + " " + cfg + " --checkpoint.every_steps=20 --training.grad_accum_steps=2");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + dir / "out/checkpoints/step-00000030.pt" +
                                 " at step 30 (epoch 2, micro-batch 20)"),
@@ -115,7 +116,7 @@ TEST(Progress, AutoModeIsPlainUnderOpenMpiAndFollowsTheTerminalElsewhere) {
 }
 
 TEST(Progress, BarRendering) {
-  ProgressSnapshot s;
+  StepRecord s;
   s.epoch = 2;
   s.epochs = 3;
   s.step_in_epoch = 6;

@@ -4,7 +4,7 @@
 // them; a deterministic CPU run trains bit-identically to the default one (nothing it uses lacks a deterministic
 // kernel); a CPU run reports no GPU figures; amp.dtype = auto is bfloat16 on CPU.
 #include "train/device_settings.h"
-#include "memory/gpu_memory.h"
+#include "report/gpu_memory.h"
 #include "tests/support/test_support.h"
 
 #include <ATen/Context.h>
@@ -55,14 +55,15 @@ TEST(MathModes, CpuRunReportsNoGpu) {
 TEST(MathModes, DeterministicCpuTrainingIsBitIdenticalToDefault) {
   TempDir dir;
   const std::string cfg = write_tiny_job(dir, 256, 64, 31, {"data.batch_size=32", "model.dropout=0.5"});
-  const std::string resnet = " --model.name=resnet18 --data.image_size=32 --data.dataset=synthetic "
-                             "--data.synthetic_train_size=96 --data.synthetic_test_size=32 --training.max_steps=3";
+  const std::string resnet =
+      " --model.name=resnet18 --data.image_size=32 --data.dataset=synthetic "
+      "--data.synthetic_train_size=96 --data.synthetic_test_size=32 --training.max_steps=3";
   for (const std::string& model : std::vector<std::string>{"", resnet}) {
-    auto plain = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model + " --job.out_dir=" +
-                             dir / "plain");
+    auto plain =
+        run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model + " --job.out_dir=" + dir / "plain");
     ASSERT_EQ(plain.exit_code, 0) << plain.output;
-    auto det = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model + " --job.out_dir=" +
-                           dir / "det --training.deterministic=true");
+    auto det = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + model +
+                           " --job.out_dir=" + dir / "det --training.deterministic=true");
     ASSERT_EQ(det.exit_code, 0) << det.output;
     EXPECT_EQ(read_file(dir / "plain/model.pt"), read_file(dir / "det/model.pt")) << model;
     EXPECT_EQ(read_file(dir / "plain/metrics.jsonl").find("gpu_mem_peak_mib"), std::string::npos);

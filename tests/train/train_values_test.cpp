@@ -1,4 +1,4 @@
-// Issue 20 "values accepted that should not be", on the real binary: refused before any step, exit 2, one error line.
+// Values that must be refused, on the real binary: refused before any step, exit 2, one error line.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -27,7 +27,8 @@ void expect_values_error(const std::string& output, const std::string& prefix,
   const auto lines = values_error_lines(output);
   ASSERT_EQ(lines.size(), 1u) << output;
   EXPECT_EQ(lines[0].rfind(prefix, 0), 0u) << "line: " << lines[0] << "\nexpected prefix: " << prefix;
-  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "missing \"" << p << "\" in " << lines[0];
+  for (const auto& p : parts)
+    EXPECT_NE(lines[0].find(p), std::string::npos) << "missing \"" << p << "\" in " << lines[0];
 }
 
 // dir/job.toml: a synthetic-data job writing into dir/out (a second or two on CPU), plus `data` lines under [data].
@@ -114,14 +115,17 @@ TEST(TrainValues, BatchOfOneOnLargerImagesStillTrains) {
 // The DistributedSampler case: 18 samples over 2 ranks is 9 per rank, 9 % 8 = 1 on each rank (one rank alone has 2).
 TEST(TrainValues, BatchNormLastBatchOfOneCountsPerRank) {
   test::TempDir dir;
-  const auto cfg = values_synthetic_job(dir, "resnet18", "synthetic_train_size = 18\nsynthetic_test_size = 2\nbatch_size = 8\n");
+  const auto cfg =
+      values_synthetic_job(dir, "resnet18", "synthetic_train_size = 18\nsynthetic_test_size = 2\nbatch_size = 8\n");
   auto ranks = test::run_ranks(2, shell_quote(cfg));
   ASSERT_EQ(ranks.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[r].exit_code, 2) << ranks[r].output;
-    expect_values_error(ranks[r].output, "[rank " + std::to_string(r) + "] error: data.batch_size = 8 leaves a training "
-                                         "batch of 1 sample(s) on each rank (18 training samples over 2 rank(s) = 9 "
-                                         "per rank)");
+    expect_values_error(ranks[r].output,
+                        "[rank " + std::to_string(r) +
+                            "] error: data.batch_size = 8 leaves a training "
+                            "batch of 1 sample(s) on each rank (18 training samples over 2 rank(s) = 9 "
+                            "per rank)");
   }
 }
 

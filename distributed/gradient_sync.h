@@ -1,0 +1,30 @@
+// GradientSync: what a training step asks of gradient synchronisation; a world of one gets the kind that does nothing.
+#pragma once
+
+#include "config/config.h"
+#include "distributed/context.h"
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <memory>
+
+namespace ddp {
+
+// The no-op kind is this class itself: one process has no replicas to keep in step.
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  // Before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
+  virtual void pre_forward(bool sync) {}
+  // After the module's forward, before backward (output: for find_unused_parameters' graph walk).
+  virtual void post_forward(bool sync, const torch::Tensor& output) {}
+  // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
+  virtual void sync_buffers() {}
+};
+
+// DistributedDataParallel (distributed/ddp.h) for a world of more than one, else the no-op GradientSync.
+std::unique_ptr<GradientSync> make_gradient_sync(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
+                                                 const DistConfig& cfg);
+
+}  // namespace ddp

@@ -1,0 +1,297 @@
+// ShmAllreduceBackend (all-reduces through a ShmSegment on a worker thread, the rest forwarded to Gloo) and its setup.
+#include "distributed/shm/shm_allreduce.h"
+
+#include "base/first_line.h"
+#include "distributed/forwarding_backend.h"
+#include "distributed/shm/shm_segment.h"
+
+#include <ATen/Dispatch.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+namespace ddp {
+namespace {
+
+using c10d::ReduceOp;
+
+// out[i] = out2[i] = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of the inputs: each
+// block is read in full before it is written.
+template <typename T, typename Op>
+void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, Op op) {
+  constexpr size_t kBlock = 2048;
+  T acc[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t m = std::min(kBlock, n - at);
+    const T* a = in[0] + at;
+    const T* b = in[1] + at;
+    for (size_t i = 0; i < m; ++i) acc[i] = op(a[i], b[i]);
+    for (size_t k = 2; k < in.size(); ++k) {
+      const T* c = in[k] + at;
+      for (size_t i = 0; i < m; ++i) acc[i] = op(acc[i], c[i]);
+    }
+    std::memcpy(out + at, acc, m * sizeof(T));
+    std::memcpy(out2 + at, acc, m * sizeof(T));
+  }
+}
+
+// Gloo's reductions (gloo/math.h): sum, product, std::min, std::max.
+template <typename T>
+void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return x + y; });
+    case ReduceOp::PRODUCT:
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return x * y; });
+    case ReduceOp::MIN:
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return std::min(x, y); });
+    case ReduceOp::MAX:
+      return reduce_ranks(out, out2, in, n, [](T x, T y) -> T { return std::max(x, y); });
+    default:
+      throw std::logic_error("shared-memory all-reduce: unsupported reduction");
+  }
+}
+
+bool supported(ReduceOp::RedOpType op) {
+  return op == ReduceOp::SUM || op == ReduceOp::PRODUCT || op == ReduceOp::MIN || op == ReduceOp::MAX;
+}
+
+bool supported(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The Work of one queued all-reduce: wait() rethrows the all-reduce's error.
+class ShmWork : public c10d::Work {
+ public:
+  explicit ShmWork(c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(-1, c10d::OpType::ALLREDUCE), future_(std::move(future)) {}
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->exception_ptr(); }
+  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+  bool wait(std::chrono::milliseconds /*timeout: the segment's waits have dist.timeout_s*/) override {
+    future_->waitAndThrow();
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ShmAllreduceBackend : public ForwardingBackend {
+ public:
+  ShmAllreduceBackend(c10::intrusive_ptr<c10d::Backend> inner, std::unique_ptr<ShmSegment> segment,
+                      std::chrono::milliseconds timeout)
+      : ForwardingBackend(std::move(inner)),
+        segment_(std::move(segment)),
+        timeout_(timeout),
+        worker_([this] { work(); }) {}
+
+  // Queued all-reduces get 2 s to finish (at a normal end there are none); after that this rank gives up, so
+  // a rank leaving on an error neither waits out dist.timeout_s nor leaves its peers waiting for it.
+  ~ShmAllreduceBackend() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    wake_.notify_all();
+    if (!done_.wait_for(lock, std::chrono::seconds(2), [&] { return worker_done_; })) segment_->abort();
+    lock.unlock();
+    worker_.join();
+  }
+
+  const std::string getBackendName() const override { return "gloo+shm"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    if (tensors.size() != 1 || !eligible(tensors[0], opts.reduceOp)) return inner_->allreduce(tensors, opts);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({tensors[0], opts.reduceOp.op_, future});
+      last_ = future;
+    }
+    wake_.notify_one();
+    return c10::make_intrusive<ShmWork>(future);
+  }
+
+  // A barrier also waits for the all-reduces issued before it, as Gloo's does.
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
+    c10::intrusive_ptr<c10::ivalue::Future> last;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last = last_;
+    }
+    if (last) {
+      last->wait();
+      if (last->hasError()) std::rethrow_exception(last->exception_ptr());
+    }
+    return inner_->barrier(o);
+  }
+
+ private:
+  struct Pending {
+    at::Tensor tensor;
+    ReduceOp::RedOpType op;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+
+  // Every rank makes the same call with the same shapes and dtypes, so every rank decides the same way.
+  static bool eligible(const at::Tensor& t, const ReduceOp& op) {
+    return t.device().is_cpu() && t.layout() == at::kStrided && t.is_contiguous() && supported(t.scalar_type()) &&
+           supported(op.op_);
+  }
+
+  void work() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) {
+          worker_done_ = true;
+          done_.notify_all();
+          return;
+        }
+        p = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (broken_) {
+        p.future->setError(broken_);
+        continue;
+      }
+      try {
+        run(p.tensor, p.op);
+      } catch (...) {
+        broken_ = std::current_exception();
+        segment_->abort();
+        p.future->setError(broken_);
+        continue;
+      }
+      p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
+    }
+  }
+
+  // One all-reduce, in pieces of up to slot_bytes. A piece is cut into one share per rank. Each rank copies the
+  // shares the other ranks reduce into its slot, barrier, reduces its own share across every rank (its own values
+  // read from its tensor, the others' from their slots) into its tensor and its slot, barrier, copies the other
+  // ranks' reduced shares out of their slots. Its own share never goes through the segment on the way in.
+  // Pieces alternate between two buffers, so a piece's slots are rewritten only after every rank passed the next
+  // piece's second barrier, which it reaches only after copying this piece out.
+  void run(at::Tensor& t, ReduceOp::RedOpType op) {
+    const int world = segment_->world();
+    const int rank = segment_->rank();
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "shm_allreduce", [&] {
+      scalar_t* data = t.data_ptr<scalar_t>();
+      const size_t n = static_cast<size_t>(t.numel());
+      const size_t per_piece = segment_->slot_bytes() / sizeof(scalar_t);
+      std::vector<const scalar_t*> in(static_cast<size_t>(world));
+      for (size_t off = 0; off < n; off += per_piece) {
+        const size_t m = std::min(per_piece, n - off);
+        const int buffer = static_cast<int>(pieces_++ & 1);
+        auto slot = [&](int r) { return reinterpret_cast<scalar_t*>(segment_->slot(buffer, r)); };
+        // Shares of 16-element multiples (whole cache lines for 4-byte types).
+        const size_t share = ((m + world - 1) / world + 15) & ~size_t{15};
+        auto lo = [&](int r) { return std::min(static_cast<size_t>(r) * share, m); };
+        auto hi = [&](int r) { return std::min(lo(r) + share, m); };
+        scalar_t* piece = data + off;
+        for (int r = 0; r < world; ++r)
+          if (r != rank) std::memcpy(slot(rank) + lo(r), piece + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
+        segment_->barrier(timeout_);
+        for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = (r == rank ? piece : slot(r)) + lo(rank);
+        reduce_ranks(slot(rank) + lo(rank), piece + lo(rank), in, hi(rank) - lo(rank), op);
+        segment_->barrier(timeout_);
+        for (int r = 0; r < world; ++r)
+          if (r != rank) std::memcpy(piece + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
+      }
+    });
+  }
+
+  std::unique_ptr<ShmSegment> segment_;
+  std::chrono::milliseconds timeout_;
+  uint64_t pieces_ = 0;        // worker thread only
+  std::exception_ptr broken_;  // worker thread only: after a failure every later all-reduce fails too
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::deque<Pending> queue_;
+  c10::intrusive_ptr<c10::ivalue::Future> last_;
+  bool stopping_ = false;
+  bool worker_done_ = false;
+  std::thread worker_;  // last: starts once everything above exists
+};
+
+}  // namespace
+
+ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
+                                          const c10::intrusive_ptr<c10d::Store>& store,
+                                          const ShmAllreduceOptions& options) {
+  const int rank = inner->getRank();
+  const int world = inner->getSize();
+  const std::string key = "ddptrain/shm_allreduce/";
+  std::unique_ptr<ShmSegment> segment;
+  std::string error;
+  if (rank == 0) {
+    std::string posted;
+    try {
+      segment = ShmSegment::create(options.dir, world, options.slot_bytes);
+      const std::string& path = segment->path();  // /proc/PID/fd/FD
+      posted = path.substr(std::string("/proc/").size()) + "\n" + std::to_string(segment->token());
+    } catch (const std::exception& e) {
+      error = "rank 0: " + first_line(e.what());
+      posted = "!" + error;
+    }
+    store->set(key + "segment", std::vector<uint8_t>(posted.begin(), posted.end()));
+  } else {
+    auto got = store->get(key + "segment");
+    std::string posted(got.begin(), got.end());
+    if (!posted.empty() && posted[0] == '!') {
+      error = posted.substr(1);
+    } else {
+      const auto nl = posted.find('\n');
+      try {
+        // "PID/fd/FD\nTOKEN", nothing else: the path must not lead anywhere but to a process's fd.
+        static const std::regex kPosted("[0-9]{1,10}/fd/[0-9]{1,10}\n[0-9]{1,20}");
+        if (posted.size() > 64 || !std::regex_match(posted, kPosted))
+          throw std::runtime_error("rank 0's segment announcement is malformed");
+        segment = ShmSegment::open(options.proc_dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)),
+                                   rank, world);
+      } catch (const std::exception& e) {
+        error = "rank " + std::to_string(rank) + ": " + first_line(e.what());
+      }
+    }
+  }
+  const std::string answer = error.empty() ? "ok" : error;
+  store->set(key + "answer/" + std::to_string(rank), std::vector<uint8_t>(answer.begin(), answer.end()));
+  std::string reason;
+  for (int r = 0; r < world; ++r) {
+    auto got = store->get(key + "answer/" + std::to_string(r));
+    std::string a(got.begin(), got.end());
+    if (a != "ok" && reason.empty()) reason = a;
+  }
+  if (rank == 0 && segment) segment->close_for_peers();
+  if (!reason.empty()) return {inner, false, reason};
+  segment->learn_peers();
+  auto backend = c10::make_intrusive<ShmAllreduceBackend>(inner, std::move(segment), options.timeout);
+  return {backend, true, ""};
+}
+
+}  // namespace ddp

@@ -1,0 +1,87 @@
+# The PyTorch side of every comparison (tests/python oracles, bench/ workers): ddptrain's models written in PyTorch,
+# MNIST-format files read as torchvision reads them, and the argument tables the scripts share.
+#
+# bench/ and tests/python/ import this module (from this folder) and nothing of each other.
+import argparse
+import gzip
+import math
+import os
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    """models/net.cpp's network: the classic MNIST CNN of PyTorch's examples (parameter names and shapes alike)."""
+
+    def __init__(self, dropout=0.5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
+        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        self.conv2_drop = nn.Dropout2d(dropout)
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, 10)
+        self.dropout = dropout
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = x.reshape(-1, 320)  # a view when contiguous; a copy in NCHW order when channels_last
+        x = F.relu(self.fc1(x))
+        x = F.dropout(x, self.dropout, training=self.training)
+        x = self.fc2(x)
+        return F.log_softmax(x, dim=1)
+
+
+def build_model(name, dropout=0.5, in_channels=1, num_classes=10):
+    """model.name's network: net, or torchvision's ResNet with an in_channels stem (ddptrain's names and shapes)."""
+    if name == "net":
+        return Net(dropout)
+    import torchvision
+
+    model = getattr(torchvision.models, name)(num_classes=num_classes)
+    if in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return model
+
+
+def read_idx(path):
+    """An IDX file (raw or .gz) as a uint8 tensor, read into one buffer (no transient copies)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        header = f.read(4)
+        dims = struct.unpack(">" + "I" * header[3], f.read(4 * header[3]))
+        buffer = bytearray(math.prod(dims))
+        if f.readinto(buffer) != len(buffer):
+            raise ValueError(f"{path}: truncated")
+    return torch.frombuffer(buffer, dtype=torch.uint8).reshape(dims)
+
+
+def find(dir_, base):
+    """dir_/base or dir_/base.gz, as torchvision's MNIST finds its files."""
+    for name in (base, base + ".gz"):
+        if os.path.exists(os.path.join(dir_, name)):
+            return os.path.join(dir_, name)
+    raise FileNotFoundError(os.path.join(dir_, base))
+
+
+# The options the training scripts share (each may override a default): (name, type, default).
+TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),
+                      ("momentum", float, 0.0), ("seed", int, 0), ("mean", float, 0.1307), ("std", float, 0.3081)]
+
+
+def add_arguments(parser, table):
+    """--name for each (name, type, default) of table; a name with underscores is also taken with dashes."""
+    for name, kind, default in table:
+        spellings = sorted({"--" + name, "--" + name.replace("_", "-")})
+        parser.add_argument(*spellings, dest=name, type=kind, default=default)
+    return parser
+
+
+def parse_arguments(table, argv=None, parser=None):
+    """TRAINING_ARGUMENTS overridden and extended by table (a later entry of the same name wins)."""
+    merged = {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS}
+    merged.update({name: (name, kind, default) for name, kind, default in table})
+    return add_arguments(parser or argparse.ArgumentParser(), merged.values()).parse_args(argv)

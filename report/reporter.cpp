@@ -1,0 +1,189 @@
+// Reporter: the console lines, metrics.jsonl records (field order fixed, README) and TensorBoard scalars of a run.
+#include "report/reporter.h"
+
+#include "base/json_record.h"
+#include "report/gpu_memory.h"
+#include "report/jsonl_writer.h"
+#include "report/progress.h"
+#include "report/tensorboard/tensorboard.h"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace ddp {
+namespace {
+
+std::string report_fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string banner_text(const RunFacts& f) {
+  std::string out = "ddptrain: job " + f.job + " | world " + std::to_string(f.world_size) + " | backend " + f.backend +
+                    " | device " + f.device + (f.gpu.empty() ? "" : " (" + f.gpu + ")");
+  if (f.distributed)
+    out += " | all-reduce " + (f.allreduce == "shm" ? std::string("shared memory") : f.allreduce) +
+           (f.allreduce_note.empty() ? "" : " (shared memory not used: " + f.allreduce_note + ")");
+  out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters) | data " + f.dataset + " train " +
+         std::to_string(f.train_size) + " test " + std::to_string(f.test_size);
+  out += "\n  batch " + std::to_string(f.batch_size) + " per rank x " + std::to_string(f.world_size) + " ranks x " +
+         std::to_string(f.grad_accum_steps) +
+         " accumulation = " + std::to_string(f.batch_size * f.world_size * f.grad_accum_steps) + " per step | " +
+         std::to_string(f.steps_per_epoch) + " steps/epoch | amp " + f.amp;
+  out += "\n  outputs in " + f.out_dir;
+  if (!f.init_from_note.empty()) out += "\n  init_from: " + f.init_from_note;
+  return out;
+}
+
+// "eval LABEL: loss ... accuracy ... (correct/total) [top-5 ...]"
+std::string eval_text(const EvalRecord& e, const std::string& label) {
+  const std::string top5 = e.correct_top5 >= 0
+                               ? " top-5 " + report_fmt("%.4f", e.accuracy_top5) + " (" +
+                                     std::to_string(e.correct_top5) + "/" + std::to_string(e.total) + ")"
+                               : "";
+  return "eval " + label + ": loss " + report_fmt("%.4f", e.loss) + " accuracy " + report_fmt("%.4f", e.accuracy) +
+         " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5;
+}
+
+}  // namespace
+
+Reporter::Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, bool rank_zero, SumOverRanks sum,
+                   MaxOverRanks max)
+    : cfg_(cfg),
+      out_dir_(std::move(out_dir)),
+      device_(device),
+      rank_zero_(rank_zero),
+      sum_(std::move(sum)),
+      max_(std::move(max)),
+      progress_(std::make_unique<Progress>(cfg.progress, rank_zero)),
+      start_(std::chrono::steady_clock::now()),
+      interval_start_(start_) {}
+
+Reporter::~Reporter() = default;
+
+void Reporter::message(const std::string& line) { progress_->message(line); }
+void Reporter::warning(const std::string& line) { progress_->warning(line); }
+void Reporter::banner(const RunFacts& facts) { progress_->message(banner_text(facts)); }
+
+void Reporter::open_files(std::optional<int64_t> resumed_at) {
+  if (!rank_zero_) return;
+  std::filesystem::create_directories(out_dir_);
+  const std::string path = out_dir_ + "/metrics.jsonl";
+  if (!resumed_at) std::filesystem::remove(path);
+  jsonl_ = std::make_unique<JsonlWriter>(path);
+  if (cfg_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(out_dir_ + "/tensorboard");
+  // The points an interrupted run logged after the checkpoint it resumes from are orphans: TensorBoard drops them.
+  if (tensorboard_ && resumed_at) tensorboard_->purge_from(*resumed_at + 1);
+}
+
+void Reporter::start() { start_ = interval_start_ = std::chrono::steady_clock::now(); }
+
+double Reporter::seconds_since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Reporter::step(const StepRecord& s) {
+  progress_->on_step(s);
+  interval_loss_ += s.loss_sum;
+  interval_correct_ += static_cast<double>(s.correct);
+  interval_samples_ += static_cast<double>(s.samples);
+  if (s.step % cfg_.log_every_steps != 0 && s.step < s.total_steps && !s.ends_epoch) return;
+  const std::vector<double> r = sum_({interval_loss_, interval_correct_, interval_samples_});
+  StepRecord logged = s;
+  logged.loss = r[0] / r[2];
+  logged.accuracy = r[1] / r[2];
+  const double interval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start_).count();
+  logged.samples_per_s = r[2] / std::max(interval_s, 1e-9);
+  logged.samples = static_cast<int64_t>(r[2]);
+  const std::optional<double> gpu_mib = gpu_peak_mib();  // collective on CUDA
+  total_samples_ += r[2];
+  write_train(logged, gpu_mib, seconds_since_start());
+  progress_->on_log(logged);
+  interval_loss_ = interval_correct_ = interval_samples_ = 0;
+  interval_start_ = std::chrono::steady_clock::now();
+}
+
+void Reporter::end_epoch() { progress_->end_epoch(); }
+
+void Reporter::eval(const EvalRecord& e, const std::string& label) {
+  last_eval_ = e;
+  write_eval(e, seconds_since_start());
+  progress_->message(eval_text(e, label));
+}
+
+std::optional<double> Reporter::gpu_peak_mib() {
+  const auto peak = peak_gpu_memory_bytes(device_);
+  if (!peak) return std::nullopt;  // the same on every rank: all run on CPU or all on CUDA
+  return max_(static_cast<double>(*peak)) / (1 << 20);
+}
+
+void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s) {
+  if (jsonl_) {
+    JsonRecord r;
+    r.add("kind", "train")
+        .add("step", s.step)
+        .add("epoch", s.epoch)
+        .add("loss", s.loss)
+        .add("accuracy", s.accuracy)
+        .add("lr", s.lr)
+        .add("samples_per_s", s.samples_per_s)
+        .add("samples", s.samples)
+        .add("loss_scale", s.loss_scale)
+        .add("skipped_steps", s.skipped_steps)
+        .add("grad_norm", s.grad_norm);
+    if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
+    jsonl_->write(r.add("wall_s", wall_s));
+  }
+  if (!tensorboard_) return;
+  if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
+  tensorboard_->add_scalar("train/loss", s.loss, s.step);
+  tensorboard_->add_scalar("train/accuracy", s.accuracy, s.step);
+  tensorboard_->add_scalar("lr", s.lr, s.step);
+  tensorboard_->add_scalar("amp/loss_scale", s.loss_scale, s.step);
+  tensorboard_->add_scalar("perf/samples_per_s", s.samples_per_s, s.step);
+  tensorboard_->add_scalar("amp/skipped_steps", static_cast<double>(s.skipped_steps), s.step);
+}
+
+void Reporter::write_eval(const EvalRecord& e, double wall_s) {
+  const bool top5 = e.correct_top5 >= 0;
+  if (jsonl_) {
+    JsonRecord r;
+    r.add("kind", "eval")
+        .add("step", e.step)
+        .add("epoch", e.epoch)
+        .add("loss", e.loss)
+        .add("accuracy", e.accuracy)
+        .add("correct", e.correct);
+    if (top5) r.add("accuracy_top5", e.accuracy_top5).add("correct_top5", e.correct_top5);
+    jsonl_->write(r.add("total", e.total).add("wall_s", wall_s));
+  }
+  if (!tensorboard_) return;
+  tensorboard_->add_scalar("eval/loss", e.loss, e.step);
+  tensorboard_->add_scalar("eval/accuracy", e.accuracy, e.step);
+  if (top5) tensorboard_->add_scalar("eval/accuracy_top5", e.accuracy_top5, e.step);
+}
+
+std::string Reporter::summary(const RunEnd& end) {
+  const double wall_s = seconds_since_start();
+  const std::optional<double> gpu_mib = gpu_peak_mib();  // collective on CUDA
+  std::string out = "summary";
+  auto row = [&](const char* name, const std::string& value) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-22s %s", name, value.c_str());
+    out += std::string("\n") + buf;
+  };
+  const EvalRecord& e = last_eval_;
+  row("final eval accuracy", report_fmt("%.4f", e.accuracy) + " (best " + report_fmt("%.4f", end.best_accuracy) + ")");
+  if (e.correct_top5 >= 0) row("final eval top-5", report_fmt("%.4f", e.accuracy_top5));
+  row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
+  row("wall time", report_fmt("%.1f s", wall_s));
+  row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
+  row("skipped AMP steps", std::to_string(end.skipped_steps));
+  if (gpu_mib) row("peak GPU memory", report_fmt("%.0f MiB (max over ranks)", *gpu_mib));
+  row("checkpoints written", std::to_string(end.checkpoints_written));
+  row("model", end.model_path);
+  return out;
+}
+
+}  // namespace ddp

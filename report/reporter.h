@@ -1,0 +1,120 @@
+// Reporter: what rank 0 tells of a run (console, metrics.jsonl, TensorBoard) from one step and one eval record.
+#pragma once
+
+#include "config/config.h"
+
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+class JsonlWriter;
+class Progress;
+class TensorBoardWriter;
+
+// What the setup banner shows of a run about to start.
+struct RunFacts {
+  std::string job, backend, device, gpu;  // gpu: name and memory, "" on CPU
+  int64_t world_size = 1;
+  bool distributed = false;
+  std::string allreduce, allreduce_note;
+  std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
+  int64_t parameters = 0, train_size = 0, test_size = 0;
+  int64_t batch_size = 0, grad_accum_steps = 1, steps_per_epoch = 0;
+  std::string out_dir, init_from_note;
+};
+
+// One optimizer step: where it stands, what this rank computed in it, the optimizer and scaler after it.
+struct StepRecord {
+  int64_t step = 0, total_steps = 0;              // optimizer steps done (this one included), of the run
+  int64_t epoch = 1, epochs = 1;                  // 1-based
+  int64_t step_in_epoch = 0, steps_in_epoch = 0;  // steps_in_epoch: those this run will take of the epoch
+  bool ends_epoch = false;
+  double loss_sum = 0;  // over this rank's samples of the step
+  int64_t correct = 0, samples = 0;
+  double grad_norm = NAN;  // global L2 norm of the unscaled gradients before clipping (inf/NaN: the scaler skipped)
+  double lr = 0, loss_scale = 1;
+  int64_t skipped_steps = 0;  // steps the loss scaler skipped so far in this run
+  // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
+  double loss = NAN, accuracy = NAN, samples_per_s = NAN;
+};
+
+// One evaluation over the whole test split, all ranks' counts summed.
+struct EvalRecord {
+  int64_t step = 0, epoch = 0;  // optimizer steps and epochs done
+  double loss = 0;              // mean over the test split
+  double accuracy = 0;          // correct / total
+  int64_t correct = 0, total = 0;
+  int64_t correct_top5 = -1;  // the label among the 5 largest outputs; -1 when the model has 5 classes or fewer
+  double accuracy_top5 = -1;
+};
+
+// How a training run ended, for the summary.
+struct RunEnd {
+  int64_t steps = 0, epochs_done = 0;
+  double best_accuracy = 0;
+  int64_t skipped_steps = 0;  // by the loss scaler, in this run
+  int64_t checkpoints_written = 0;
+  std::string model_path;
+};
+
+class Reporter {
+ public:
+  // All-reduces the Reporter asks for at its log points, in the order it asks (every rank calls step() alike).
+  using SumOverRanks = std::function<std::vector<double>(const std::vector<double>&)>;
+  using MaxOverRanks = std::function<double(double)>;
+
+  // rank_zero: this rank speaks (console and files); every rank reduces alike. `device` is the run's (a CUDA run
+  // reports the caching allocator's peak, max over ranks).
+  Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, bool rank_zero, SumOverRanks sum,
+           MaxOverRanks max);
+  ~Reporter();
+
+  // The console: a line of its own (the live bar cleared first) unless progress is off, and "warning: " lines on
+  // stderr on rank 0 whatever the display mode.
+  void message(const std::string& line);
+  void warning(const std::string& line);
+  void banner(const RunFacts& facts);
+
+  // Opens metrics.jsonl (appended to by a resumed run) and, with metrics.tensorboard, an event file; a run resumed
+  // at step N has TensorBoard drop what an interrupted run logged after N.
+  void open_files(std::optional<int64_t> resumed_at);
+  // Training (or an evaluation alone) starts now: wall time and throughput count from here.
+  void start();
+  // Every optimizer step, on every rank: the live bar, and every metrics.log_every_steps (and at an epoch's or the
+  // run's last step) a train record of the interval, reduced over all ranks (collective).
+  void step(const StepRecord& s);
+  void end_epoch();
+  void eval(const EvalRecord& e, const std::string& label);
+  // The summary's text (collective on CUDA: the peak GPU memory over ranks); rank 0 prints it once model.pt is safe.
+  std::string summary(const RunEnd& end);
+
+ private:
+  std::optional<double> gpu_peak_mib();  // max over ranks; none on CPU
+  void write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s);
+  void write_eval(const EvalRecord& e, double wall_s);
+  double seconds_since_start() const;
+
+  MetricsConfig cfg_;
+  std::string out_dir_;
+  c10::Device device_;
+  bool rank_zero_;
+  SumOverRanks sum_;
+  MaxOverRanks max_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::chrono::steady_clock::time_point start_, interval_start_;
+  double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;
+  EvalRecord last_eval_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,302 @@
+// Shared-memory all-reduce: results against Gloo and against the rank-order sum, fallback, cleanup, failures.
+//
+// Ranks are threads of this process, each with its own TCPStore client and Gloo group (as init_distributed
+// makes them); the segment is shared between them exactly as between processes.
+#include "distributed/rendezvous.h"
+#include "distributed/shm/shm_allreduce.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace ddp::test {
+namespace {
+
+using c10d::ReduceOp;
+
+DistContext join(int rank, int world, int port, const std::string& allreduce, double timeout_s = 60.0) {
+  RendezvousInfo info = rendezvous_from_env({{"RANK", std::to_string(rank)},
+                                             {"WORLD_SIZE", std::to_string(world)},
+                                             {"MASTER_ADDR", "127.0.0.1"},
+                                             {"MASTER_PORT", std::to_string(port)}});
+  DistConfig cfg;
+  cfg.backend = BackendChoice::Gloo;
+  cfg.allreduce = *parse_choice<AllreducePath>(allreduce);
+  cfg.timeout_s = timeout_s;
+  return init_distributed(info, cfg);
+}
+
+// Runs fn(rank) on `world` threads; returns each rank's exception message ("" when none).
+std::vector<std::string> on_ranks(int world, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = std::string("rank ") + std::to_string(r) + ": " + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// Through a ProcessGroup (as training does) or straight through a c10d::Backend.
+template <typename Group>
+at::Tensor allreduce(Group& group, at::Tensor t, ReduceOp::RedOpType op = ReduceOp::SUM) {
+  std::vector<at::Tensor> v{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = ReduceOp(op);
+  group.allreduce(v, o)->wait();
+  return t;
+}
+
+struct Case {
+  at::ScalarType dtype;
+  int64_t n;
+  ReduceOp::RedOpType op;
+};
+
+// 1 MiB slots hold 262144 floats: sizes around that cross piece boundaries; 17 leaves ranks without a share.
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int64_t n : {0, 1, 15, 17, 1000, 262144, 262145, 600001}) out.push_back({at::kFloat, n, ReduceOp::SUM});
+  for (auto t : {at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kByte})
+    out.push_back({t, 300007, ReduceOp::SUM});
+  for (auto op : {ReduceOp::MAX, ReduceOp::MIN, ReduceOp::PRODUCT}) out.push_back({at::kFloat, 70001, op});
+  return out;
+}
+
+// Rank r's input for case c: deterministic, different on every rank.
+at::Tensor input(int rank, size_t c, const Case& k) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 * rank + c + 1);
+  if (at::isFloatingType(k.dtype)) return at::randn({k.n}, gen, at::kFloat).to(k.dtype);
+  return at::randint(0, 100, {k.n}, gen, at::kLong).to(k.dtype);
+}
+
+// ((x0 op x1) op x2) ... computed here with ATen.
+at::Tensor rank_order(int world, size_t c, const Case& k) {
+  at::Tensor acc = input(0, c, k);
+  for (int r = 1; r < world; ++r) {
+    at::Tensor x = input(r, c, k);
+    switch (k.op) {
+      case ReduceOp::SUM:
+        acc = acc + x;
+        break;
+      case ReduceOp::PRODUCT:
+        acc = acc * x;
+        break;
+      case ReduceOp::MAX:
+        acc = at::where(acc < x, x, acc);
+        break;  // std::max(acc, x)
+      default:
+        acc = at::where(x < acc, x, acc);
+        break;  // std::min(acc, x)
+    }
+  }
+  return acc;
+}
+
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.nbytes())) == 0;
+}
+
+TEST(ShmAllreduce, TwoRanksEqualGlooBitForBitAndTheRankOrderResult) {
+  const int shm_port = free_port(), gloo_port = free_port();
+  const auto all = cases();
+  std::vector<std::vector<at::Tensor>> got(2);
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext shm = join(rank, 2, shm_port, "shm");
+    DistContext gloo = join(rank, 2, gloo_port, "gloo");
+    ASSERT_EQ(shm.allreduce, "shm");
+    ASSERT_EQ(gloo.allreduce, "gloo");
+    for (size_t c = 0; c < all.size(); ++c) {
+      at::Tensor through_shm = allreduce(*shm.group, input(rank, c, all[c]), all[c].op);
+      // Every case, bfloat16 too (Gloo in 1.13 had no bfloat16 all-reduce; 2.11's has).
+      at::Tensor through_gloo = allreduce(*gloo.group, input(rank, c, all[c]), all[c].op);
+      EXPECT_TRUE(same_bits(through_shm, through_gloo)) << "case " << c << " rank " << rank;
+      got[static_cast<size_t>(rank)].push_back(through_shm);
+    }
+  }));
+  ASSERT_EQ(got[0].size(), all.size());
+  ASSERT_EQ(got[1].size(), all.size());
+  for (size_t c = 0; c < all.size(); ++c) {
+    EXPECT_TRUE(same_bits(got[0][c], got[1][c])) << "case " << c;
+    EXPECT_TRUE(same_bits(got[0][c], rank_order(2, c, all[c]))) << "case " << c;
+  }
+}
+
+TEST(ShmAllreduce, ThreeRanksHoldTheSameBitsTheRankOrderResult) {
+  const int port = free_port();
+  const auto all = cases();
+  std::vector<std::vector<at::Tensor>> got(3);
+  expect_no_errors(on_ranks(3, [&](int rank) {
+    DistContext ctx = join(rank, 3, port, "shm");
+    for (size_t c = 0; c < all.size(); ++c)
+      got[static_cast<size_t>(rank)].push_back(allreduce(*ctx.group, input(rank, c, all[c]), all[c].op));
+  }));
+  for (size_t c = 0; c < all.size(); ++c) {
+    const at::Tensor expected = rank_order(3, c, all[c]);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(got[static_cast<size_t>(r)].size(), all.size());
+      EXPECT_TRUE(same_bits(got[static_cast<size_t>(r)][c], expected)) << "case " << c << " rank " << r;
+    }
+  }
+}
+
+TEST(ShmAllreduce, QueuedAllreducesCompleteInIssueOrder) {
+  const int port = free_port();
+  const auto all = cases();
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "shm");
+    std::vector<at::Tensor> tensors;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int round = 0; round < 2; ++round)
+      for (size_t c = 0; c < all.size(); ++c) {
+        tensors.push_back(input(rank, c, all[c]));
+        std::vector<at::Tensor> v{tensors.back()};
+        c10d::AllreduceOptions o;
+        o.reduceOp = ReduceOp(all[c].op);
+        works.push_back(ctx.group->allreduce(v, o));
+      }
+    for (auto& w : works) w->wait();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const size_t c = i % all.size();
+      EXPECT_TRUE(same_bits(tensors[i], rank_order(2, c, all[c]))) << "op " << i;
+    }
+  }));
+}
+
+TEST(ShmAllreduce, NonContiguousAndBitwiseAllreducesGoThroughGloo) {
+  const int port = free_port();
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "shm");
+    at::Tensor m = at::arange(12, at::kFloat).reshape({3, 4}).mul(rank + 1);
+    at::Tensor t = m.t();  // not contiguous: a flat copy of its memory would be a different tensor
+    ASSERT_FALSE(t.is_contiguous());
+    allreduce(*ctx.group, t);
+    EXPECT_TRUE(at::equal(t, at::arange(12, at::kFloat).reshape({3, 4}).t() * 3));
+    at::Tensor bits = at::full({5}, rank == 0 ? 0b1100 : 0b1010, at::kLong);
+    allreduce(*ctx.group, bits, ReduceOp::BAND);
+    EXPECT_TRUE(at::equal(bits, at::full({5}, 0b1000, at::kLong)));
+  }));
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+// The segment's file never has a name in its directory, and rank 0 closes the /proc/<pid>/fd/<fd> way to it once
+// every rank answered: nothing is left to open, or to leak (the mappings still work).
+TEST(ShmAllreduce, SegmentFileHasNoNameAndClosesOnceEveryRankMappedIt) {
+  TempDir dir;
+  const int port = free_port();
+  std::vector<ShmAllreduceSetup> setups(2);
+  std::vector<std::string> seen(2);
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "gloo");
+    ShmAllreduceOptions o;
+    o.dir = dir.path();
+    setups[static_cast<size_t>(rank)] =
+        wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), ctx.store, o);
+    at::Tensor t = at::full({1000}, rank + 1.0f);
+    allreduce(*setups[static_cast<size_t>(rank)].backend, t);
+    EXPECT_TRUE(at::equal(t, at::full({1000}, 3.0f)));
+    EXPECT_TRUE(entries(dir.path()).empty());
+    // What rank 0 announced no longer opens once every rank answered: its fd is closed.
+    const auto posted = ctx.store->get("ddptrain/shm_allreduce/segment");
+    seen[static_cast<size_t>(rank)] = std::string(posted.begin(), posted.end());
+  }));
+  EXPECT_TRUE(setups[0].active && setups[1].active) << setups[0].reason << setups[1].reason;
+  const std::string fd_path = "/proc/" + seen[0].substr(0, seen[0].find('\n'));
+  EXPECT_EQ(fd_path.rfind("/proc/" + std::to_string(getpid()) + "/fd/", 0), 0u) << fd_path;
+  EXPECT_NE(access(fd_path.c_str(), F_OK), 0) << fd_path << " still open";
+}
+
+TEST(ShmAllreduce, RanksThatCannotOpenRankZerosFileAllKeepGloo) {
+  // Rank 1 looks for rank 0's fd in a /proc of its own, as a rank on another host (or pid namespace) would.
+  TempDir shm, proc1;
+  const int port = free_port();
+  std::vector<ShmAllreduceSetup> setups(2);
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "gloo");
+    ShmAllreduceOptions o;
+    o.dir = shm.path();
+    if (rank == 1) o.proc_dir = proc1.path();
+    auto& s = setups[static_cast<size_t>(rank)];
+    s = wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), ctx.store, o);
+    EXPECT_EQ(s.backend.get(), ctx.group->getBackend(c10::DeviceType::CPU).get());  // unchanged: Gloo
+    at::Tensor t = at::full({10}, rank + 1.0f);
+    allreduce(*s.backend, t);
+    EXPECT_TRUE(at::equal(t, at::full({10}, 3.0f)));
+  }));
+  for (const auto& s : setups) {
+    EXPECT_FALSE(s.active);
+    EXPECT_NE(s.reason.find("rank 1: cannot open " + proc1.path() + "/" + std::to_string(getpid()) + "/fd/"),
+              std::string::npos)
+        << s.reason;
+  }
+  EXPECT_TRUE(entries(shm.path()).empty());
+}
+
+TEST(ShmAllreduce, UnusableDirectoryKeepsGlooNamingRankZero) {
+  const int port = free_port();
+  std::vector<ShmAllreduceSetup> setups(2);
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "gloo");
+    ShmAllreduceOptions o;
+    o.dir = "/nonexistent/ddptrain-test";
+    setups[static_cast<size_t>(rank)] =
+        wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), ctx.store, o);
+  }));
+  for (const auto& s : setups) {
+    EXPECT_FALSE(s.active);
+    EXPECT_NE(s.reason.find("rank 0: cannot create an unnamed file in /nonexistent/ddptrain-test/"), std::string::npos)
+        << s.reason;
+  }
+}
+
+TEST(ShmAllreduce, APeerThatNeverArrivesTimesOutNamingIt) {
+  const int port = free_port();
+  std::string rank0_error, rank1_error;
+  double rank0_waited = 0, rank1_waited = 0;
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "shm", /*timeout_s=*/2.0);
+    at::Tensor t = at::ones({100});
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(4));  // misses rank 0's all-reduce
+    const auto start = std::chrono::steady_clock::now();
+    std::string error = error_of([&] { allreduce(*ctx.group, t); });
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (rank == 0 ? rank0_error : rank1_error) = error;
+    (rank == 0 ? rank0_waited : rank1_waited) = waited;
+  }));
+  EXPECT_NE(
+      rank0_error.find("shared-memory all-reduce: rank 1 did not reach the all-reduce within dist.timeout_s = 2 s"),
+      std::string::npos)
+      << rank0_error;
+  EXPECT_GE(rank0_waited, 1.9);
+  EXPECT_LT(rank0_waited, 4.0);
+  // The late rank learns at once that rank 0 gave up, instead of waiting out its own timeout.
+  EXPECT_NE(rank1_error.find("rank 0 gave up"), std::string::npos) << rank1_error;
+  EXPECT_LT(rank1_waited, 1.0);
+}
+
+}  // namespace
+}  // namespace ddp::test

@@ -1,0 +1,95 @@
+// TrainState's checkpoint entries: written, range-checked, restored (derived where a Python checkpoint lacks them).
+#include "train/train_state.h"
+
+#include "checkpoint/checkpoint_entries.h"
+
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+// An int entry that must lie in [lo, hi]; `fallback` when absent.
+int64_t ranged_entry(const c10::impl::GenericDict& d, const std::string& key, int64_t lo, int64_t hi,
+                     int64_t fallback) {
+  const c10::IValue* v = ckpt_optional_entry(d, key);
+  if (!v) return fallback;
+  const int64_t x = ckpt_int_entry(*v, key);
+  if (x < lo || x > hi)
+    throw std::runtime_error("checkpoint entry \"" + key + "\" is " + std::to_string(x) + ", outside [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+// Bounds no honest checkpoint comes near; they keep every product below int64's range.
+constexpr int64_t kMaxStepEntry = int64_t{1} << 53;
+constexpr int64_t kMaxWorldEntry = int64_t{1} << 20;
+constexpr int64_t kMaxBatchEntry = int64_t{1} << 31;
+
+}  // namespace
+
+void TrainState::state_dict(c10::impl::GenericDict& out) const {
+  out.insert("global_step", global_step);
+  out.insert("epoch", position.epoch);
+  out.insert("batch_in_epoch", position.batch_in_epoch);
+  out.insert("epoch_sample_offset", position.sample_offset);
+  out.insert("batch_size", batch_size);
+  out.insert("world_size", world_size);
+  out.insert("best_accuracy", best_accuracy);
+}
+
+void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t train_size) {
+  const int64_t step = ranged_entry(state, "global_step", 0, kMaxStepEntry, -1);
+  if (step < 0) ckpt_required_entry(state, "global_step");  // throws: absent
+  ranged_entry(state, "epoch", 0, step, 0);                 // every finished epoch took at least one step
+  const int64_t world = ranged_entry(state, "world_size", 1, kMaxWorldEntry, 1);
+  const int64_t batch = ranged_entry(state, "batch_size", 1, kMaxBatchEntry, 1);
+  // Micro-batches one rank of the saved world has in an epoch (at most; drop_last has fewer).
+  const int64_t per_rank = (train_size + world - 1) / world;
+  const int64_t batches = (per_rank + batch - 1) / batch;
+  const int64_t in_epoch = ranged_entry(state, "batch_in_epoch", 0, batches, 0);
+  const int64_t offset = ranged_entry(state, "epoch_sample_offset", 0, train_size, 0);
+  // The position a re-sharded resume continues from: within the (padded) epoch.
+  const int64_t at = offset + in_epoch * batch * world;
+  if (at > train_size + world * batch)
+    throw std::runtime_error(
+        "checkpoint entries \"epoch_sample_offset\" + \"batch_in_epoch\" x \"batch_size\" x "
+        "\"world_size\" = " +
+        std::to_string(at) + " lie beyond the epoch's " + std::to_string(train_size) + " samples");
+  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy")) {
+    if (!best->isDouble() && !best->isInt()) ckpt_wrong_entry_type("best_accuracy", *best, "a float");
+    const double b = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
+    if (!(b >= 0 && b <= 1))
+      throw std::runtime_error("checkpoint entry \"best_accuracy\" is " + std::to_string(b) + ", outside [0, 1]");
+  }
+}
+
+std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, int64_t steps_per_epoch,
+                                        int64_t grad_accum_steps) {
+  global_step = ckpt_int_entry(ckpt_required_entry(state, "global_step"), "global_step");
+  const c10::IValue* epoch = ckpt_optional_entry(state, "epoch");
+  const c10::IValue* batch = ckpt_optional_entry(state, "batch_in_epoch");
+  if (epoch && batch) {
+    position.epoch = ckpt_int_entry(*epoch, "epoch");
+    position.batch_in_epoch = ckpt_int_entry(*batch, "batch_in_epoch");
+  } else {  // derived: global_step optimizer steps of steps_per_epoch each, grad_accum_steps micro-batches a step
+    position.epoch = global_step / steps_per_epoch;
+    position.batch_in_epoch = (global_step % steps_per_epoch) * grad_accum_steps;
+  }
+  const c10::IValue* offset = ckpt_optional_entry(state, "epoch_sample_offset");
+  position.sample_offset = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
+  if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy"))
+    best_accuracy = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
+  const c10::IValue* world = ckpt_optional_entry(state, "world_size");
+  const c10::IValue* batch_entry = ckpt_optional_entry(state, "batch_size");
+  const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : world_size;
+  const int64_t saved_batch = batch_entry ? ckpt_int_entry(*batch_entry, "batch_size") : batch_size;
+  if (saved_world == world_size && saved_batch == batch_size) return "";
+  position.reshard(saved_world, saved_batch);
+  return "checkpoint was written by " + std::to_string(saved_world) + " rank(s) x batch " +
+         std::to_string(saved_batch) + ", resuming on " + std::to_string(world_size) + " x " +
+         std::to_string(batch_size) + ": epoch " + std::to_string(position.epoch + 1) + " continues from sample " +
+         std::to_string(position.sample_offset) +
+         " of the global order, re-sharded (not bit-identical to an uninterrupted run)";
+}
+
+}  // namespace ddp

@@ -1,0 +1,32 @@
+// TrainState: where a run stands (optimizer steps done, the epoch position, the best eval accuracy) as checkpoint
+// entries.
+#pragma once
+
+#include "data/epoch_position.h"
+
+#include <ATen/core/Dict.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ddp {
+
+struct TrainState {
+  int64_t global_step = 0;
+  EpochPosition position;
+  double best_accuracy = 0;
+  // This run's sharding: written beside the position, which a run of another world or batch size re-shards.
+  int64_t batch_size = 1, world_size = 1;
+
+  // Adds global_step, epoch, batch_in_epoch, epoch_sample_offset, batch_size, world_size, best_accuracy, in order.
+  void state_dict(c10::impl::GenericDict& out) const;
+  // Range checks of those entries for a training split of train_size samples (a crafted or damaged checkpoint must
+  // not index outside the epoch): throws naming the entry and its allowed range; global_step must be there.
+  static void check_state_dict(const c10::impl::GenericDict& state, int64_t train_size);
+  // Restores them; only global_step is required. A checkpoint without the epoch position (Python wrote it) is placed
+  // by global_step, steps_per_epoch and grad_accum_steps. Returns "" or, when the checkpoint was written by another
+  // world or batch size, what the re-sharded continuation is.
+  std::string load_state_dict(const c10::impl::GenericDict& state, int64_t steps_per_epoch, int64_t grad_accum_steps);
+};
+
+}  // namespace ddp
