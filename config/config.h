@@ -170,6 +170,7 @@ struct TrainingConfig {
   int64_t max_steps = 0;
   int64_t grad_accum_steps = 1;
   double clip_grad_norm = 0.0;
+  double label_smoothing = 0.0;
   int64_t eval_every_epochs = 1;
   bool deterministic = false;
   bool cudnn_benchmark = false;
@@ -186,6 +187,11 @@ struct TrainingConfig {
                                 .at_most(1 << 20));
     key(s.clip_grad_norm,
         Key("clip_grad_norm", "clip the global gradient norm to this; 0 = off").at_least(0).at_most(1e6));
+    key(s.label_smoothing, Key("label_smoothing",
+                               "CrossEntropyLoss(label_smoothing=): training targets mixed with "
+                               "the uniform distribution; 0 = off")
+                               .at_least(0)
+                               .at_most(1));
     key(s.eval_every_epochs,
         Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
     key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));

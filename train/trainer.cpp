@@ -155,7 +155,12 @@ StepRecord Trainer::forward_backward(const Batch& batch, bool sync, double loss_
   }
   gradient_sync_->post_forward(sync, out);
   out = out.to(torch::kFloat32);  // loss and its reduction in fp32
-  torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y);
+  // torch.nn.CrossEntropyLoss(label_smoothing=ls); on log-probabilities (net) it is the same loss, since log_softmax
+  // leaves them unchanged.
+  const double ls = cfg_.training.label_smoothing;
+  torch::Tensor loss = model_->outputs_log_probs() && ls == 0
+                           ? torch::nll_loss(out, y)
+                           : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
   scaler_->scale(loss / loss_divisor).backward();
   StepRecord s;
   s.samples = batch.size();
