@@ -1,4 +1,4 @@
-// Optimizers, LR schedules and gradient clipping against PyTorch.
+// Optimizers, LR schedules, gradient clipping and label smoothing against PyTorch.
 //
 // SGD (momentum, nesterov, weight decay) with clip_grad_norm_, and AdamW with warmup + cosine / step decay,
 // from the same init and data order.
@@ -63,6 +63,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
                   "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
                   "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
+        OptimCase{"sgd_label_smoothing",
+                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
+                  "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
         OptimCase{"sgd_step_decay",
                   "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
                   "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",

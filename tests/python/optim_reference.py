@@ -1,4 +1,4 @@
-# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_ and LR schedules.
+# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_, LR schedules, label smoothing.
 #
 # A LambdaLR with ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
 import math
@@ -30,7 +30,8 @@ def lr_factor(step, warmup, decay, total, base, min_lr, step_size, gamma):
 def main():
     a = parse_arguments([("out", str, None), ("steps", int, 10), ("optimizer", str, "sgd"), ("weight_decay", float, 0.0),
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
-                         ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1)])
+                         ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
+                         ("label_smoothing", float, 0.0)])
     torch.set_num_threads(1)
     model = Net(0.0)
     model.load_state_dict(torch.load(a.init))
@@ -52,7 +53,10 @@ def main():
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             opt.zero_grad()
-            F.nll_loss(model(xb), yb).backward()
+            # CrossEntropyLoss on Net's log-probabilities: log_softmax leaves them as they are.
+            loss = (F.cross_entropy(model(xb), yb, label_smoothing=a.label_smoothing) if a.label_smoothing > 0
+                    else F.nll_loss(model(xb), yb))
+            loss.backward()
             # max_norm inf only measures (the clip coefficient clamps to 1.0).
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else float("inf"))
             print("grad_norm %.9g" % norm.item())
