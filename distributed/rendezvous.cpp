@@ -74,6 +74,23 @@ std::vector<std::string> gloo_interfaces() {
   return names;
 }
 
+// The variables a scheduler sets for each process it starts, where torchrun's are absent.
+struct SchedulerVariables {
+  const char *source, *rank, *size, *local_rank, *local_size, *node;
+};
+constexpr SchedulerVariables kSchedulers[] = {
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"},
+};
+
+// The first scheduler whose rank and size are both set; null when none is.
+const SchedulerVariables* scheduler_of(const std::map<std::string, std::string>& env) {
+  for (const SchedulerVariables& v : kSchedulers)
+    if (has(env, v.rank) && has(env, v.size)) return &v;
+  return nullptr;
+}
+
 }  // namespace
 
 bool cuda_build() {
@@ -97,22 +114,13 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     info.local_world_size =
         has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
     info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
-  } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
-    info.source = "slurm";
-    info.rank = parse_int(env, "SLURM_PROCID");
-    info.world_size = parse_int(env, "SLURM_NTASKS", 1, kMaxWorldSize);
-    info.local_rank = has(env, "SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID") : 0;
-    info.local_world_size =
-        has(env, "SLURM_NTASKS_PER_NODE") ? parse_int(env, "SLURM_NTASKS_PER_NODE", 1, kMaxWorldSize) : 1;
-    info.group_rank = has(env, "SLURM_NODEID") ? parse_int(env, "SLURM_NODEID") : 0;
-  } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
-    info.source = "openmpi";
-    info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK");
-    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxWorldSize);
-    info.local_rank = has(env, "OMPI_COMM_WORLD_LOCAL_RANK") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK") : 0;
-    info.local_world_size =
-        has(env, "OMPI_COMM_WORLD_LOCAL_SIZE") ? parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxWorldSize) : 1;
-    info.group_rank = has(env, "OMPI_COMM_WORLD_NODE_RANK") ? parse_int(env, "OMPI_COMM_WORLD_NODE_RANK") : 0;
+  } else if (const SchedulerVariables* vars = scheduler_of(env)) {
+    info.source = vars->source;
+    info.rank = parse_int(env, vars->rank);
+    info.world_size = parse_int(env, vars->size, 1, kMaxWorldSize);
+    info.local_rank = has(env, vars->local_rank) ? parse_int(env, vars->local_rank) : 0;
+    info.local_world_size = has(env, vars->local_size) ? parse_int(env, vars->local_size, 1, kMaxWorldSize) : 1;
+    info.group_rank = has(env, vars->node) ? parse_int(env, vars->node) : 0;
   } else {
     return info;
   }

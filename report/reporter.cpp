@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 namespace ddp {
 namespace {
@@ -44,6 +45,13 @@ std::string eval_text(const EvalRecord& e, const std::string& label) {
                                : "";
   return "eval " + label + ": loss " + report_fmt("%.4f", e.loss) + " accuracy " + report_fmt("%.4f", e.accuracy) +
          " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5;
+}
+
+// The fields every metrics.jsonl record starts with, in README's order.
+JsonRecord record_head(const char* kind, int64_t step, int64_t epoch, double loss, double accuracy) {
+  JsonRecord r;
+  r.add("kind", kind).add("step", step).add("epoch", epoch).add("loss", loss).add("accuracy", accuracy);
+  return r;
 }
 
 }  // namespace
@@ -120,13 +128,8 @@ std::optional<double> Reporter::gpu_peak_mib() {
 
 void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s) {
   if (jsonl_) {
-    JsonRecord r;
-    r.add("kind", "train")
-        .add("step", s.step)
-        .add("epoch", s.epoch)
-        .add("loss", s.loss)
-        .add("accuracy", s.accuracy)
-        .add("lr", s.lr)
+    JsonRecord r = record_head("train", s.step, s.epoch, s.loss, s.accuracy);
+    r.add("lr", s.lr)
         .add("samples_per_s", s.samples_per_s)
         .add("samples", s.samples)
         .add("loss_scale", s.loss_scale)
@@ -137,24 +140,20 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
   }
   if (!tensorboard_) return;
   if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
-  tensorboard_->add_scalar("train/loss", s.loss, s.step);
-  tensorboard_->add_scalar("train/accuracy", s.accuracy, s.step);
-  tensorboard_->add_scalar("lr", s.lr, s.step);
-  tensorboard_->add_scalar("amp/loss_scale", s.loss_scale, s.step);
-  tensorboard_->add_scalar("perf/samples_per_s", s.samples_per_s, s.step);
-  tensorboard_->add_scalar("amp/skipped_steps", static_cast<double>(s.skipped_steps), s.step);
+  for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
+                                   {"train/accuracy", s.accuracy},
+                                   {"lr", s.lr},
+                                   {"amp/loss_scale", s.loss_scale},
+                                   {"perf/samples_per_s", s.samples_per_s},
+                                   {"amp/skipped_steps", static_cast<double>(s.skipped_steps)}})
+    tensorboard_->add_scalar(tag, value, s.step);
 }
 
 void Reporter::write_eval(const EvalRecord& e, double wall_s) {
   const bool top5 = e.correct_top5 >= 0;
   if (jsonl_) {
-    JsonRecord r;
-    r.add("kind", "eval")
-        .add("step", e.step)
-        .add("epoch", e.epoch)
-        .add("loss", e.loss)
-        .add("accuracy", e.accuracy)
-        .add("correct", e.correct);
+    JsonRecord r = record_head("eval", e.step, e.epoch, e.loss, e.accuracy);
+    r.add("correct", e.correct);
     if (top5) r.add("accuracy_top5", e.accuracy_top5).add("correct_top5", e.correct_top5);
     jsonl_->write(r.add("total", e.total).add("wall_s", wall_s));
   }

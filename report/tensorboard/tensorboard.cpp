@@ -69,6 +69,14 @@ void append_event_header(std::string& out, double wall_time, int64_t step) {
   if (step != 0) append_int64_field(out, 2, step);        // Event.step
 }
 
+// An Event (wall_time, step) whose one payload field is `field` = `payload` (a string or a message).
+std::string event_with(double wall_time, int64_t step, int field, const std::string& payload) {
+  std::string event;
+  append_event_header(event, wall_time, step);
+  append_bytes_field(event, field, payload);
+  return event;
+}
+
 // IEEE round-to-nearest double -> float, written out for finite values beyond float range (a plain cast
 // of those is undefined behaviour in C++): below FLT_MAX + half an ulp -> FLT_MAX, from there on -> inf.
 float to_float32(double v) {
@@ -114,20 +122,14 @@ std::string tfrecord_frame(const std::string& data) {
 }
 
 std::string encode_file_version_event(double wall_time, int64_t step) {
-  std::string event;
-  append_event_header(event, wall_time, step);
-  append_bytes_field(event, 3, "brain.Event:2");  // Event.file_version
-  return event;
+  return event_with(wall_time, step, 3, "brain.Event:2");  // Event.file_version
 }
 
 std::string encode_session_start_event(int64_t step, double wall_time) {
   constexpr int64_t kSessionLogStart = 1;  // SessionLog.SessionStatus.START
   std::string session_log;
   append_int64_field(session_log, 1, kSessionLogStart);  // SessionLog.status
-  std::string event;
-  append_event_header(event, wall_time, step);
-  append_bytes_field(event, 7, session_log);  // Event.session_log
-  return event;
+  return event_with(wall_time, step, 7, session_log);    // Event.session_log
 }
 
 std::string encode_scalar_event(const std::string& tag, double value, int64_t step, double wall_time) {
@@ -135,11 +137,8 @@ std::string encode_scalar_event(const std::string& tag, double value, int64_t st
   if (!tag.empty()) append_bytes_field(summary_value, 1, tag);  // Summary.Value.tag
   append_float_field(summary_value, 2, to_float32(value));      // Summary.Value.simple_value
   std::string summary;
-  append_bytes_field(summary, 1, summary_value);  // Summary.value
-  std::string event;
-  append_event_header(event, wall_time, step);
-  append_bytes_field(event, 5, summary);  // Event.summary
-  return event;
+  append_bytes_field(summary, 1, summary_value);   // Summary.value
+  return event_with(wall_time, step, 5, summary);  // Event.summary
 }
 
 double wall_time_now() {
