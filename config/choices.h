@@ -20,11 +20,12 @@ template <class E>
 struct ChoiceTable;
 
 // data.dataset: the datasets data/dataset.cpp builds.
-enum class DatasetName { Mnist, FashionMnist, Synthetic };
+enum class DatasetName { Mnist, FashionMnist, Cifar10, Synthetic };
 template <>
 struct ChoiceTable<DatasetName> {
   static constexpr NamedChoice<DatasetName> names[] = {{DatasetName::Mnist, "mnist"},
                                                        {DatasetName::FashionMnist, "fashion-mnist"},
+                                                       {DatasetName::Cifar10, "cifar10"},
                                                        {DatasetName::Synthetic, "synthetic"}};
 };
 

@@ -58,6 +58,8 @@ constexpr KeyKind kind_of() {
     return KeyKind::Int;
   else if constexpr (std::is_same_v<T, double>)
     return KeyKind::Float;
+  else if constexpr (std::is_same_v<T, PerChannel>)
+    return KeyKind::Floats;
   else if constexpr (std::is_same_v<T, std::string>)
     return KeyKind::String;
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
@@ -88,6 +90,8 @@ const char* kind_name(KeyKind k) {
       return "an integer";
     case KeyKind::Float:
       return "a number";
+    case KeyKind::Floats:
+      return "a number or an array of numbers (one per image channel)";
     case KeyKind::List:
       return "an array of strings";
     default:
@@ -120,6 +124,12 @@ std::string quoted(const std::string& s) {
 std::string value_text(bool v) { return v ? "true" : "false"; }
 std::string value_text(int64_t v) { return std::to_string(v); }
 std::string value_text(double v) { return format_number(v); }
+std::string value_text(const PerChannel& values) {  // one value prints as a number, as a float key does
+  if (values.size() == 1) return format_number(values[0]);
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format_number(values[i]);
+  return out + "]";
+}
 std::string value_text(const std::string& v) { return quoted(v); }
 std::string value_text(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -205,14 +215,17 @@ class Assign {
       throw out_of_range(KeyKind::Int, std::to_string(x));
     f = x;
   }
-  void operator()(double& f) const {
-    if (!v_.is_number()) throw type_error(KeyKind::Float);
-    const double x = *v_.value<double>();
-    if (!std::isfinite(x)) throw ConfigError(loc_ + ": " + name_ + " must be a finite number, got " + format_number(x));
-    const bool low = key_.min_open ? !(x > key_.min) : !(x >= key_.min);
-    const bool high = key_.max_open ? !(x < key_.max) : !(x <= key_.max);
-    if ((low || high) && x != key_.default_marker) throw out_of_range(KeyKind::Float, format_number(x));
-    f = x;
+  void operator()(double& f) const { f = number(v_, KeyKind::Float, /*marker_allowed=*/true); }
+  void operator()(PerChannel& f) const {
+    if (v_.is_number()) {
+      f = {number(v_, KeyKind::Floats, /*marker_allowed=*/true)};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr || arr->empty() || arr->size() > kMaxChannels) throw type_error(KeyKind::Floats);
+    PerChannel values;
+    for (const auto& e : *arr) values.push_back(number(e, KeyKind::Floats, /*marker_allowed=*/false));
+    f = values;
   }
   void operator()(std::string& f) const {
     if (!v_.is_string()) throw type_error(KeyKind::String);
@@ -249,8 +262,21 @@ class Assign {
   }
 
  private:
-  ConfigError type_error(KeyKind kind) const {
-    return ConfigError(loc_ + ": " + name_ + " must be " + kind_name(kind) + ", got " + describe(v_));
+  ConfigError type_error(KeyKind kind, const toml::node* v = nullptr) const {
+    return ConfigError(loc_ + ": " + name_ + " must be " + kind_name(kind) + ", got " + describe(v ? *v : v_));
+  }
+  // A finite number within the key's range (or its default marker, where that may stand).
+  double number(const toml::node& v, KeyKind kind, bool marker_allowed) const {
+    if (!v.is_number()) throw type_error(kind, &v);
+    const double x = *v.value<double>();
+    if (!std::isfinite(x)) throw ConfigError(loc_ + ": " + name_ + " must be a finite number, got " + format_number(x));
+    const bool low = key_.min_open ? !(x > key_.min) : !(x >= key_.min);
+    const bool high = key_.max_open ? !(x < key_.max) : !(x <= key_.max);
+    if (!marker_allowed && x == key_.default_marker)
+      throw ConfigError(loc_ + ": " + name_ + ": " + format_number(x) +
+                        " (the dataset's default) stands alone, not in a list");
+    if ((low || high) && x != key_.default_marker) throw out_of_range(kind, format_number(x));
+    return x;
   }
   ConfigError out_of_range(KeyKind kind, const std::string& shown) const {
     return ConfigError(loc_ + ": " + name_ + " must be " + range_text(key_, kind) + ", got " + shown);
@@ -447,17 +473,38 @@ void apply_override(Config& cfg, const std::string& text, KeyLocations& location
 }
 
 // The defaults "" and -1 stand for: each dataset's folder and normalisation.
-void resolve_defaults(Config& cfg) {
-  struct DatasetDefaults {
-    const char* dir;
-    double mean, std;
-  };
-  DatasetDefaults d{"", 0.0, 1.0};  // synthetic
-  if (cfg.data.dataset == DatasetName::FashionMnist) d = {"/usr/share/datasets/fashion-mnist", 0.2860, 0.3530};
-  if (cfg.data.dataset == DatasetName::Mnist) d = {"data/mnist", 0.1307, 0.3081};
+// What a dataset of files is: where it lives by default, its images and their statistics (torchvision's usual
+// Normalize values). Synthetic images are what [data] and [model] say: no files, mean 0 and std 1.
+struct DatasetFacts {
+  const char* dir;
+  PerChannel mean, std;
+  int64_t channels, image_size;
+};
+
+DatasetFacts dataset_facts(const Config& cfg) {
+  switch (cfg.data.dataset) {
+    case DatasetName::FashionMnist:
+      return {"/usr/share/datasets/fashion-mnist", {0.2860}, {0.3530}, 1, 28};
+    case DatasetName::Mnist:
+      return {"data/mnist", {0.1307}, {0.3081}, 1, 28};
+    case DatasetName::Cifar10:
+      return {"data/cifar-10-batches-bin", {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, 3, 32};
+    case DatasetName::Synthetic:
+      break;
+  }
+  return {"", {0.0}, {1.0}, cfg.model.in_channels, cfg.data.image_size};
+}
+
+bool is_set(const KeyLocations& locations, const char* key) { return locations.count(key) > 0; }
+
+void resolve_defaults(Config& cfg, const KeyLocations& locations) {
+  const DatasetFacts d = dataset_facts(cfg);
   if (cfg.data.dir.empty()) cfg.data.dir = d.dir;
-  if (cfg.data.mean < 0) cfg.data.mean = d.mean;
-  if (cfg.data.std <= 0) cfg.data.std = d.std;
+  if (cfg.data.mean == PerChannel{-1}) cfg.data.mean = d.mean;
+  if (cfg.data.std == PerChannel{-1}) cfg.data.std = d.std;
+  // A dataset of files decides its image shape unless the config says otherwise (then check_consistency objects).
+  if (!is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
+  if (!is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
 }
 
@@ -477,15 +524,21 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.data.download && cfg.data.dataset != DatasetName::Mnist)
     fail({"data.download", "data.dataset"},
          "data.download is only supported for dataset \"mnist\" (got \"" + choice_name(cfg.data.dataset) + "\")");
-  if (cfg.data.dataset != DatasetName::Synthetic && cfg.data.image_size != 28)
-    fail({"data.image_size", "data.dataset"},
-         "data.image_size applies to dataset \"synthetic\" only; MNIST-format images are 28x28");
-  if (cfg.data.dataset != DatasetName::Synthetic && cfg.model.in_channels != 1)
-    fail({"model.in_channels", "data.dataset"}, "data.dataset = \"" + choice_name(cfg.data.dataset) +
-                                                    "\" has 1-channel (grayscale) images, but "
-                                                    "model.in_channels = " +
-                                                    std::to_string(cfg.model.in_channels) +
-                                                    "; set model.in_channels = 1");
+  const DatasetFacts facts = dataset_facts(cfg);
+  const std::string dataset = "data.dataset = \"" + choice_name(cfg.data.dataset) + "\"";
+  if (cfg.data.image_size != facts.image_size)
+    fail({"data.image_size", "data.dataset"}, "data.image_size applies to dataset \"synthetic\" only; " + dataset +
+                                                  " has " + std::to_string(facts.image_size) + "x" +
+                                                  std::to_string(facts.image_size) + " images");
+  if (cfg.model.in_channels != facts.channels)
+    fail({"model.in_channels", "data.dataset"},
+         dataset + " has " + std::to_string(facts.channels) +
+             "-channel images, but model.in_channels = " + std::to_string(cfg.model.in_channels) +
+             "; set model.in_channels = " + std::to_string(facts.channels) + " or leave it unset");
+  for (const auto& [key, values] : {std::pair{"data.mean", cfg.data.mean}, std::pair{"data.std", cfg.data.std}})
+    if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
+      fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
+                      std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
   if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
@@ -556,7 +609,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   KeyLocations locations;
   apply_table(cfg, root, source_name, locations);
   for (const auto& o : overrides) apply_override(cfg, o, locations);
-  resolve_defaults(cfg);
+  resolve_defaults(cfg, locations);
   check_consistency(cfg, source_name, locations);
   return cfg;
 }
@@ -612,7 +665,8 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
     std::string allowed;
     if (kind == KeyKind::Choice)
       allowed = "one of: " + join(names_of<T>(), " | ") + (takes_a_path<T> ? " or a path" : "");
-    if (kind == KeyKind::Int || kind == KeyKind::Float) allowed = "range: " + range_text(key, kind);
+    if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats)
+      allowed = "range: " + range_text(key, kind) + (kind == KeyKind::Floats ? ", one value or one per channel" : "");
     out.push_back({section, key.name, kind, value_text(field), allowed, names_of<T>(), key.min, key.max, key.doc,
                    key.resume_may_change});
   });
@@ -627,6 +681,8 @@ const char* kind_label(KeyKind kind) {
       return "int";
     case KeyKind::Float:
       return "float";
+    case KeyKind::Floats:
+      return "floats";
     case KeyKind::String:
       return "string";
     case KeyKind::Choice:

@@ -26,6 +26,7 @@ constexpr double kMaxEpochs = 1e6;
 constexpr double kMaxSteps = 1e12;                     // optimizer-step counts and intervals
 constexpr double kMaxSeconds = 7 * 86400.0;            // timeouts: one week
 constexpr double kMaxFloat32 = 3.4028234663852886e38;  // the loss scale lives in float32
+constexpr size_t kMaxChannels = 4096;                  // image channels
 
 // [job]: identity of the run and where its outputs go.
 struct JobConfig {
@@ -48,6 +49,9 @@ struct JobConfig {
   }
 };
 
+// A number for every image channel alike, or one per channel: TOML `0.5` or `[0.4914, 0.4822, 0.4465]`.
+using PerChannel = std::vector<double>;
+
 // [data]: dataset, batching and normalisation.
 struct DataConfig {
   DatasetName dataset = DatasetName::FashionMnist;
@@ -58,8 +62,8 @@ struct DataConfig {
   bool drop_last = false;
   int64_t workers = 1;
   int64_t prefetch = 4;
-  double mean = -1;
-  double std = -1;
+  PerChannel mean{-1};
+  PerChannel std{-1};
   bool pin_memory = true;
   bool download = false;
   std::vector<std::string> mirrors;
@@ -69,8 +73,10 @@ struct DataConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.dataset, Key("dataset", "the images: MNIST-format IDX files, or class templates made in memory"));
-    key(s.dir, Key("dir", "folder of the IDX files; \"\" = the dataset's default folder"));
+    key(s.dataset, Key("dataset",
+                       "the images: MNIST-format IDX files, CIFAR-10's binary batches, or class "
+                       "templates made in memory"));
+    key(s.dir, Key("dir", "folder of the dataset's files; \"\" = the dataset's default folder"));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
     key(s.eval_batch_size,
         Key("eval_batch_size", "samples per rank and evaluation batch").at_least(1).at_most(kMaxBatch));
@@ -82,17 +88,23 @@ struct DataConfig {
                        .at_most(64)
                        .resume_may_differ());
     key(s.prefetch, Key("prefetch", "batches assembled ahead per rank").at_least(1).at_most(1024).resume_may_differ());
-    key(s.mean, Key("mean", "normalisation mean; -1 = the dataset's").at_least(0).at_most(1).or_dataset_default());
-    key(s.std,
-        Key("std", "normalisation standard deviation; -1 = the dataset's").above(0).at_most(1000).or_dataset_default());
+    key(s.mean, Key("mean", "normalisation mean, one for all channels or a list, one per channel; -1 = the dataset's")
+                    .at_least(0)
+                    .at_most(1)
+                    .or_dataset_default());
+    key(s.std, Key("std", "normalisation standard deviation, one or one per channel; -1 = the dataset's")
+                   .above(0)
+                   .at_most(1000)
+                   .or_dataset_default());
     key(s.pin_memory, Key("pin_memory", "CUDA: batches assembled in pinned host memory, copied non_blocking"));
     key(s.download, Key("download", "mnist: fetch missing files from data.mirrors, checked against torchvision's MD5"));
     key(s.mirrors, Key("mirrors", "URL prefixes tried in order; [] = torchvision's mirror list"));
     key(s.synthetic_train_size,
         Key("synthetic_train_size", "synthetic: training samples").at_least(1).at_most(kMaxSamples));
     key(s.synthetic_test_size, Key("synthetic_test_size", "synthetic: test samples").at_least(1).at_most(kMaxSamples));
-    key(s.image_size,
-        Key("image_size", "synthetic: image height and width (MNIST formats are 28)").at_least(16).at_most(4096));
+    key(s.image_size, Key("image_size", "synthetic: image height and width (files: their own, MNIST 28, CIFAR-10 32)")
+                          .at_least(16)
+                          .at_most(4096));
   }
 };
 
@@ -109,7 +121,9 @@ struct ModelConfig {
   template <class S, class K>
   static void keys(S& s, K&& key) {
     key(s.name, Key("name", "net: the classic MNIST CNN; resnet*: torchvision's ResNets"));
-    key(s.in_channels, Key("in_channels", "image channels the first convolution takes").at_least(1).at_most(4096));
+    key(s.in_channels, Key("in_channels", "image channels the first convolution takes; unset: the dataset's")
+                           .at_least(1)
+                           .at_most(kMaxChannels));
     key(s.num_classes, Key("num_classes", "outputs of the classifier").at_least(2).at_most(1e6));
     key(s.dropout, Key("dropout", "net: probability of both dropouts (0 = off)").at_least(0).at_most(1));
     key(s.init_from, Key("init_from", "starting weights: a state dict saved by torch.save, or model.pt"));
@@ -357,7 +371,7 @@ std::string format_resume_config(const Config& cfg);
 std::string config_digest(const std::string& config_text);
 
 // What a key's value is, as --help names it.
-enum class KeyKind { Bool, Int, Float, String, Choice, List };
+enum class KeyKind { Bool, Int, Float, Floats, String, Choice, List };
 // One key as the reference shows it.
 struct KeyInfo {
   std::string section, name;  // "data", "batch_size"

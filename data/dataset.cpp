@@ -11,6 +11,8 @@ Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t 
     case DatasetName::Mnist:
     case DatasetName::FashionMnist:
       return load_mnist_format(choice_name(data.dataset), data, note);
+    case DatasetName::Cifar10:
+      return load_cifar10(data);
     case DatasetName::Synthetic:
       return make_synthetic(data, model, seed);
   }
@@ -41,8 +43,15 @@ void Split::release_images() {
   if (read_images) images = torch::Tensor();
 }
 
-torch::Tensor normalize_images(const torch::Tensor& uint8_images, double mean, double std) {
-  return uint8_images.to(torch::kFloat32).div_(255).sub_(mean).div_(std);
+torch::Tensor normalize_images(const torch::Tensor& uint8_images, const PerChannel& mean, const PerChannel& std) {
+  torch::Tensor x = uint8_images.to(torch::kFloat32).div_(255);
+  if (mean.size() == 1 && std.size() == 1) return x.sub_(mean[0]).div_(std[0]);
+  // torchvision's Normalize: float32 tensors of the channel values, broadcast over [N, C, H, W].
+  auto per_channel = [&](const PerChannel& v) {
+    const auto c = static_cast<int64_t>(v.size());
+    return torch::tensor(v, torch::kFloat64).to(torch::kFloat32).view({1, c, 1, 1});
+  };
+  return x.sub_(per_channel(mean)).div_(per_channel(std));
 }
 
 }  // namespace ddp

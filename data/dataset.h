@@ -41,10 +41,11 @@ Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t s
 
 // Factories, one file each.
 Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note);
+Dataset load_cifar10(const DataConfig& data);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
 // Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's
-// ToTensor + Normalize compute it.
-torch::Tensor normalize_images(const torch::Tensor& uint8_images, double mean, double std);
+// ToTensor + Normalize compute it; mean and std hold one value for all channels or one per channel.
+torch::Tensor normalize_images(const torch::Tensor& uint8_images, const PerChannel& mean, const PerChannel& std);
 
 }  // namespace ddp

@@ -24,8 +24,8 @@ struct LoaderOptions {
   bool drop_last = false;  // drop a final partial batch
   int64_t workers = 1;     // 0 = assemble on the calling thread
   int64_t prefetch = 4;    // batches ready ahead of the consumer
-  double mean = 0.0;
-  double std = 1.0;
+  PerChannel mean{0.0};    // one value for all channels, or one per channel
+  PerChannel std{1.0};
   // Runs on the thread that assembled the batch, before the consumer can take it (e.g. copying it into pinned host
   // memory, as DataLoader(pin_memory=True) does); empty = nothing.
   std::function<void(Batch&)> finish;

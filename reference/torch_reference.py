@@ -67,6 +67,48 @@ def find(dir_, base):
     raise FileNotFoundError(os.path.join(dir_, base))
 
 
+CIFAR10_TRAIN_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)]
+CIFAR10_TEST_FILES = ["test_batch.bin"]
+
+
+def read_cifar10(dir_, files):
+    """CIFAR-10's binary batches: uint8 images [N, 3, 32, 32] and int64 labels, the files in the order given."""
+    records = torch.cat([torch.frombuffer(bytearray(open(os.path.join(dir_, f), "rb").read()), dtype=torch.uint8)
+                         .reshape(-1, 3073) for f in files])
+    return records[:, 1:].reshape(-1, 3, 32, 32).clone(), records[:, 0].long()
+
+
+def ddp_train_and_save(model, inputs, labels, args, loss_fn):
+    """PyTorch's DDP recipe as ddptrain runs it, in a joined process group: DistributedSampler(shuffle=True,
+    seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
+    across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    ddp = DDP(model)
+    dataset = TensorDataset(inputs, labels)
+    sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
+    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    step, epoch = 0, 0
+    while step < args.steps:
+        sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            opt.zero_grad()
+            loss_fn(ddp(xb), yb).backward()
+            opt.step()
+            step += 1
+            if step == args.steps:
+                break
+        epoch += 1
+    if dist.get_rank() == 0:
+        torch.save(dict(model.state_dict()), args.out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 # The options the training scripts share (each may override a default): (name, type, default).
 TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),
                       ("momentum", float, 0.0), ("seed", int, 0), ("mean", float, 0.1307), ("std", float, 0.3081)]

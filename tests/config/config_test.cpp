@@ -326,7 +326,27 @@ const std::vector<BadCase>& bad_files() {
        "[model]\nin_channels = 3\n",
        {},
        "bad.toml:2:15",
-       {"data.dataset = \"fashion-mnist\" has 1-channel (grayscale) images, but model.in_channels = 3"}},
+       {"data.dataset = \"fashion-mnist\" has 1-channel images, but model.in_channels = 3"}},
+      {"1 channel for cifar10",
+       "[data]\ndataset = \"cifar10\"\n[model]\nin_channels = 1\n",
+       {},
+       "bad.toml:4:15",
+       {"data.dataset = \"cifar10\" has 3-channel images, but model.in_channels = 1", "or leave it unset"}},
+      {"image_size for cifar10",
+       "[data]\ndataset = \"cifar10\"\nimage_size = 28\n",
+       {},
+       "bad.toml:3:14",
+       {"data.image_size applies to dataset \"synthetic\" only", "has 32x32 images"}},
+      {"two means for three channels",
+       "[data]\ndataset = \"cifar10\"\nmean = [0.5, 0.5]\n",
+       {},
+       "bad.toml:3:8",
+       {"data.mean has 2 values for 3-channel images; give one value, or one per channel"}},
+      {"a mean list with the default marker",
+       "[data]\nmean = [-1]\n",
+       {},
+       "bad.toml:2:8",
+       {"data.mean: -1.0 (the dataset's default) stands alone, not in a list"}},
       // Dist settings that contradict each other on any machine fail at load, not when the ranks start.
       {"nccl on cpu",
        "[dist]\ndevice = \"cpu\"\nbackend = \"nccl\"\n",
@@ -517,8 +537,10 @@ TEST(ConfigGood, EmptyFileGivesTheDocumentedDefaults) {
   EXPECT_EQ(cfg.training.epochs, defaults.training.epochs);
   EXPECT_EQ(cfg.checkpoint.dir, defaults.job.out_dir + "/checkpoints");
   // The dataset's normalisation replaces the "< 0 = dataset default" markers.
-  EXPECT_GT(cfg.data.mean, 0);
-  EXPECT_GT(cfg.data.std, 0);
+  ASSERT_EQ(cfg.data.mean.size(), 1u);
+  EXPECT_GT(cfg.data.mean[0], 0);
+  ASSERT_EQ(cfg.data.std.size(), 1u);
+  EXPECT_GT(cfg.data.std[0], 0);
 }
 
 // The resolved Fashion-MNIST defaults are the training set's pixel statistics (rounded to 4 places).
@@ -527,8 +549,8 @@ TEST(ConfigGood, FashionMnistDefaultNormalisationIsTheTrainingSetStatistics) {
   if (!std::filesystem::exists(images)) GTEST_SKIP() << images << " not present";
   torch::Tensor x = read_idx(images).to(torch::kFloat64).div(255);
   Config cfg = parse_config("", "empty.toml");
-  EXPECT_NEAR(cfg.data.mean, x.mean().item<double>(), 5e-5);
-  EXPECT_NEAR(cfg.data.std, x.std(/*unbiased=*/false).item<double>(), 5e-5);
+  EXPECT_NEAR(cfg.data.mean[0], x.mean().item<double>(), 5e-5);
+  EXPECT_NEAR(cfg.data.std[0], x.std(/*unbiased=*/false).item<double>(), 5e-5);
 }
 
 TEST(ConfigGood, EveryShippedConfigLoads) {
@@ -574,7 +596,7 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
   EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
   EXPECT_EQ(cfg.checkpoint.resume.mode, ResumeMode::Path);  // a path where a choice is allowed to be one
   EXPECT_EQ(cfg.checkpoint.resume.path, "runs/x/ckpt.pt");
-  EXPECT_EQ(cfg.data.mean, 0.5);
+  EXPECT_EQ(cfg.data.mean, PerChannel{0.5});
   EXPECT_EQ(cfg.training.epochs, 3);
 }
 
@@ -591,15 +613,16 @@ TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
   Config defaults = parse_config("", "x.toml");
   EXPECT_EQ(cfg.data.mean, defaults.data.mean);
   EXPECT_EQ(cfg.data.std, defaults.data.std);
-  EXPECT_GT(cfg.data.std, 0);
-  EXPECT_EQ(parse_config("[data]\nstd = 0.5\nmean = 0\n", "x.toml").data.std, 0.5);
+  ASSERT_EQ(cfg.data.std.size(), 1u);
+  EXPECT_GT(cfg.data.std[0], 0);
+  EXPECT_EQ(parse_config("[data]\nstd = 0.5\nmean = 0\n", "x.toml").data.std, PerChannel{0.5});
 }
 
 // Every number has a finite lower and upper bound, and --help states it.
 TEST(ConfigKeys, EveryNumberHasADocumentedRange) {
   int numbers = 0;
   for (const KeyInfo& f : describe_keys(Config{})) {
-    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float) continue;
+    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float && f.kind != KeyKind::Floats) continue;
     ++numbers;
     SCOPED_TRACE(f.section + "." + f.name);
     EXPECT_TRUE(std::isfinite(f.min));
@@ -687,6 +710,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       // shm is refused beside a backend that may choose nccl, so that key gets gloo beside it.
       std::vector<std::string> overrides{key + "=" + name};
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
+      if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
       const Config cfg = parse_config("", "c.toml", overrides);
       const std::string text = format_config(cfg);
       const size_t at = text.find("\n" + f.name + " = \"", text.find("[" + f.section + "]\n"));
@@ -746,6 +770,21 @@ TEST(ConfigRetiredKeys, AreReadAndIgnoredFromFilesAndOverrides) {
   EXPECT_THROW(parse_config("[job]\nstep_memroy = \"malloc\"\n", "typo.toml"), ConfigError);
   EXPECT_THROW(parse_config("[data]\nstep_memory = \"malloc\"\n", "elsewhere.toml"), ConfigError);
   EXPECT_NE(config_markdown().find("- `job.step_memory`: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddp
+
+namespace ddp {
+namespace {
+
+TEST(ConfigFiles, EveryConfigUsersCopyLoads) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/configs")) {
+    EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 4);
 }
 
 }  // namespace

@@ -307,8 +307,8 @@ class IdxRealFiles : public ::testing::Test {
     for (int64_t r : kRows) rows += (rows.empty() ? "" : ",") + std::to_string(r);
     std::string args;
     auto add = [&](const std::string& kind, const std::string& path, const std::string& name, const Config& c) {
-      args += " " + test::shell_quote(kind + "|" + path + "|" + name + "|" + rows + "|" + repr(c.data.mean) + "|" +
-                                      repr(c.data.std));
+      args += " " + test::shell_quote(kind + "|" + path + "|" + name + "|" + rows + "|" + repr(c.data.mean.at(0)) +
+                                      "|" + repr(c.data.std.at(0)));
     };
     const std::string f = test::fashion_mnist_dir() + "/", m = test::shared_mnist_dir() + "/";
     if (fashion_) {
@@ -323,9 +323,9 @@ class IdxRealFiles : public ::testing::Test {
     }
     if (args.empty()) return;
     test::write_file(oracle_->path() + "/oracle.py", kOracle);
-    auto r = test::run_command(test::shell_quote(test::python()) + " " +
-                               test::shell_quote(oracle_->path() + "/oracle.py") + " " +
-                               test::shell_quote(oracle_->path()) + args);
+    auto r =
+        test::run_command(test::shell_quote(test::python()) + " " + test::shell_quote(oracle_->path() + "/oracle.py") +
+                          " " + test::shell_quote(oracle_->path()) + args);
     oracle_output_ = r.output;
     oracle_ok_ = r.exit_code == 0;
   }
@@ -418,8 +418,7 @@ TEST_F(IdxRealFiles, MnistTestSplitMatchesTorchvision) {
   EXPECT_EQ(histogram(labels), oracle("mnist-t10k-labels.hist"));
   // The published MNIST test-set class counts (torchvision's bincount gives the same, checked above).
   EXPECT_EQ(histogram(labels), "980 1135 1032 1010 982 892 958 1028 974 1009");
-  expect_normalisation_matches(images, "mnist-t10k-images",
-                               parse_config("[data]\ndataset = \"mnist\"\n", "x.toml"));
+  expect_normalisation_matches(images, "mnist-t10k-images", parse_config("[data]\ndataset = \"mnist\"\n", "x.toml"));
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ TEST(BatchLoader, SameBatchesWithAnyNumberOfWorkers) {
     o.batch_size = 16;
     o.workers = workers;
     o.prefetch = 3;
-    o.mean = 0.5;
-    o.std = 0.25;
+    o.mean = {0.5};
+    o.std = {0.25};
     BatchLoader loader(ds.train, order, o, start);
     std::vector<Batch> out;
     while (auto b = loader.next()) out.push_back(*b);

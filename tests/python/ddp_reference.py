@@ -7,12 +7,9 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
-from torch_reference import Net, find, parse_arguments, read_idx  # noqa: E402
+from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read_idx  # noqa: E402
 
 
 def main():
@@ -22,30 +19,10 @@ def main():
     dist.init_process_group("gloo")
     model = Net(0.0)
     model.load_state_dict(torch.load(args.init))
-    ddp = DDP(model)
     images = read_idx(find(args.data, "train-images-idx3-ubyte"))
     labels = read_idx(find(args.data, "train-labels-idx1-ubyte")).long()
     x = images.unsqueeze(1).to(torch.float32).div(255).sub(args.mean).div(args.std)
-    dataset = TensorDataset(x, labels)
-    sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
-    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
-    step, epoch = 0, 0
-    while step < args.steps:
-        sampler.set_epoch(epoch)
-        for xb, yb in loader:
-            opt.zero_grad()
-            loss = F.nll_loss(ddp(xb), yb)
-            loss.backward()
-            opt.step()
-            step += 1
-            if step == args.steps:
-                break
-        epoch += 1
-    if dist.get_rank() == 0:
-        torch.save(dict(model.state_dict()), args.out)
-    dist.barrier()
-    dist.destroy_process_group()
+    ddp_train_and_save(model, x, labels, args, F.nll_loss)
 
 
 if __name__ == "__main__":

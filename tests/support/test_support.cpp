@@ -138,6 +138,21 @@ void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed)
   make(n_test, "t10k");
 }
 
+void write_tiny_cifar10(const std::string& dir, int per_train_file, int n_test, int seed) {
+  std::filesystem::create_directories(dir);
+  torch::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  auto make = [&](int n, const std::string& name) {
+    torch::Tensor labels = torch::randint(10, {n, 1}, gen, torch::kInt64);
+    torch::Tensor colour = torch::stack({labels * 25, 250 - labels * 25, (labels % 3) * 100}, 1).view({n, 3, 1, 1});
+    torch::Tensor images = (torch::randint(0, 50, {n, 3, 32, 32}, gen, torch::kInt64) + colour).clamp(0, 255);
+    torch::Tensor records = torch::cat({labels, images.view({n, -1})}, 1).to(torch::kUInt8).contiguous();
+    std::ofstream out(dir + "/" + name, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(records.data_ptr<uint8_t>()), records.numel());
+  };
+  for (int i = 1; i <= 5; ++i) make(per_train_file, "data_batch_" + std::to_string(i) + ".bin");
+  make(n_test, "test_batch.bin");
+}
+
 std::string write_mnist_job(const TempDir& dir, const std::string& data_dir, const std::vector<std::string>& keys) {
   static const std::regex bare_value(R"(true|false|[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)");
   std::vector<std::string> order;

@@ -10,11 +10,11 @@ namespace ddp::test {
 std::string source_dir();  // repository root
 std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
-std::string python();             // the project venv's (torch 2.11, torchvision, tensorboard); DDP_TEST_PYTHON overrides
+std::string python();  // the project venv's (torch 2.11, torchvision, tensorboard); DDP_TEST_PYTHON overrides
 // python() imports `modules` ("torch, torchvision"). With DDP_REQUIRE_ORACLES=1 (scripts/test) a failed import is
 // also a test failure, so an oracle test cannot pass by skipping.
 bool python_can_import(const std::string& modules);
-bool python_has_torch();  // python_can_import("torch")
+bool python_has_torch();          // python_can_import("torch")
 std::string fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
 std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 
@@ -53,6 +53,9 @@ int free_port();
 
 // Small MNIST-format dataset written as IDX files into dir (train n_train, test n_test), deterministic from seed.
 void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed);
+// CIFAR-10's six binary batch files in dir: per_train_file records in each of data_batch_1..5.bin, n_test in
+// test_batch.bin; each class a colour (learnable), plus noise.
+void write_tiny_cifar10(const std::string& dir, int per_train_file, int n_test, int seed);
 
 // dir/cfg.toml for a job on the MNIST-format set in data_dir: data.dataset = "mnist", data.dir = data_dir, plus
 // `keys` ("section.key=value", grouped by section in the order given; a value that is not a number or a boolean is
