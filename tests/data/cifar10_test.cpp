@@ -56,7 +56,8 @@ TEST(Cifar10, ConfigTakesTheDatasetsShapeAndPerChannelStatistics) {
   // One value still prints as a number: configs and checkpoints of MNIST-format runs read as before.
   const std::string mnist = format_config(parse_config("[data]\nmean = 0.5\n", "m.toml"));
   EXPECT_NE(mnist.find("mean = 0.5\n"), std::string::npos) << mnist;
-  EXPECT_EQ(parse_config("", "d.toml", {"data.mean=[0.5, 0.25, 0.125]", "data.dataset=cifar10", "model.name=resnet18"}).data.mean,
+  EXPECT_EQ(parse_config("", "d.toml", {"data.mean=[0.5, 0.25, 0.125]", "data.dataset=cifar10", "model.name=resnet18"})
+                .data.mean,
             (PerChannel{0.5, 0.25, 0.125}));
 }
 
@@ -108,9 +109,9 @@ TEST(Cifar10, TwoRanksMatchPythonDdp) {
   ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   const std::string cfg = write_mnist_job(
       dir, dir / "c",
-      {"data.batch_size=8", "data.workers=0", "model.name=resnet18", "model.skip_padding_taps=false", "model.init_from=" + dir / "init.pt",
-       "optimizer.lr=0.05", "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out",
-       "training.max_steps=6", "training.epochs=3", "metrics.progress=off"});
+      {"data.batch_size=8", "data.workers=0", "model.name=resnet18", "model.skip_padding_taps=false",
+       "model.init_from=" + dir / "init.pt", "optimizer.lr=0.05", "optimizer.momentum=0.9", "job.seed=3",
+       "job.out_dir=" + dir / "out", "training.max_steps=6", "training.epochs=3", "metrics.progress=off"});
   for (const auto& r : run_ranks(2, cfg + " --data.dataset=cifar10")) ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 0.0);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // the steps moved the weights

@@ -27,9 +27,9 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
   write_tiny_mnist(dir / "data", 192, 16, 17);
   const std::string scripts = source_dir() + "/tests/python";
   ASSERT_EQ(run_command(python() + " " + scripts + "/make_net_init.py " + dir / "init.pt" + " 5").exit_code, 0);
-  auto ref = run_command(python() + " " + scripts + "/optim_reference.py --data " + dir / "data" + " --init " +
-                         dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 " +
-                         c.python);
+  auto ref =
+      run_command(python() + " " + scripts + "/optim_reference.py --data " + dir / "data" + " --init " +
+                  dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 " + c.python);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   write_mnist_job(dir, dir / "data",
                   {"job.seed=3", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
@@ -63,8 +63,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
                   "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
                   "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
-        OptimCase{"sgd_label_smoothing",
-                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
+        OptimCase{"sgd_label_smoothing", "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
                   "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
         OptimCase{"sgd_step_decay",
                   "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
