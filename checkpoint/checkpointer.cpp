@@ -58,7 +58,10 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     log_("checkpoint " + info.payload_path);
     ++written_;
   });
-  if (!r.failed) return;
+  if (!r.failed) {
+    last_written_ = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
+    return;
+  }
   const std::string error =
       "checkpoint at step " + std::to_string(step) + " failed: " + r.error + " (earlier checkpoints are intact)";
   if (cfg_.on_error == OnCheckpointError::Warn) {

@@ -51,7 +51,8 @@ class Checkpointer {
   // time. Read from elsewhere (a path outside), the line holds nothing yet, and the run's end writes it there.
   void restored_at(int64_t step);
 
-  int64_t written() const { return written_; }  // checkpoints this run wrote
+  int64_t written() const { return written_; }                       // checkpoints this run wrote
+  const std::string& last_written() const { return last_written_; }  // the newest one's path; "" when none
   const std::string& dir() const { return cfg_.dir; }
 
  private:
@@ -67,6 +68,7 @@ class Checkpointer {
   Log warn_;
   int64_t last_step_ = -1;
   int64_t written_ = 0;
+  std::string last_written_;
 };
 
 // "" when `bytes` parse as a checkpoint dict that `check` accepts (value = it), else why not.

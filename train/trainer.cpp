@@ -4,6 +4,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "base/first_line.h"
+#include "base/number_text.h"
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
@@ -192,6 +193,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
       if (p.grad().defined()) norms.push_back(p.grad().norm(2));
     total.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
   }
+  stop_if_not_finite(total);
   scaler_->step(*optimizer_);
   scaler_->update();
   const int64_t step = ++state_.global_step;
@@ -200,6 +202,29 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   total.loss_scale = scaler_->get_scale();
   total.skipped_steps = scaler_->skipped_steps();
   return total;
+}
+
+void Trainer::stop_if_not_finite(const StepRecord& s) const {
+  // Inf/NaN gradients the loss scaler found are its to handle (the step is skipped, the scale backs off).
+  if (std::isfinite(s.grad_norm) || scaler_->found_inf()) return;
+  std::string first;  // in backward order: the parameters from the output back to the input
+  const auto named = model_->named_parameters();
+  for (auto it = named.end(); it != named.begin();) {
+    --it;
+    const torch::Tensor& g = it->value().grad();
+    if (g.defined() && !torch::isfinite(g).all().item<bool>()) {
+      first = it->key();
+      break;
+    }
+  }
+  const double loss = s.loss_sum / static_cast<double>(std::max<int64_t>(s.samples, 1));
+  const std::string& last = checkpointer_->last_written();
+  throw std::runtime_error(
+      "step " + std::to_string(state_.global_step + 1) + ": the gradients are not finite (loss " +
+      (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
+      " on this rank; first in backward order: " + (first.empty() ? std::string("none of this rank's") : first) +
+      "); stopped before the optimizer step; newest checkpoint: " +
+      (last.empty() ? std::string("none written by this run") : last));
 }
 
 EvalRecord Trainer::evaluate() {

@@ -46,6 +46,7 @@ class Trainer {
   // the micro-batch's loss sum, correct count and samples.
   StepRecord forward_backward(const Batch& batch, bool sync, double loss_divisor);
   // One optimizer step over micro-batches (gradients synced on the last only): the record's sums and grad_norm.
+  // Gradients that are not finite and that the loss scaler does not handle stop the run (see stop_if_not_finite).
   StepRecord train_step(const std::vector<Batch>& micro_batches);
   EvalRecord evaluate();
 
@@ -74,6 +75,11 @@ class Trainer {
   void check_training_batches(int64_t samples_per_rank, const std::string& where) const;
   void build_model();
   void build_scaler();
+  // Throws, before the optimizer steps, when the step's global gradient norm is not finite and no loss scaler
+  // skips the step: the same on every rank (the norm is of the all-reduced gradients), no extra collective. The
+  // error names the step, this rank's loss, the first parameter in backward order whose gradient is not finite, and
+  // the newest checkpoint this run wrote.
+  void stop_if_not_finite(const StepRecord& s) const;
   RunFacts run_facts() const;
 
   EpochEnd train_epoch();

@@ -1,0 +1,59 @@
+// A run whose gradients stop being finite ends there: exit 1 and one error line naming the step, the parameter
+// and the newest checkpoint, no model.pt, and no checkpoint holding a non-finite value.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace ddp::test {
+namespace {
+
+// SGD at lr 50 with momentum and dropout on Fashion-MNIST: the loss is NaN within a few steps (before this guard the
+// run went on to the end and exited 0 with a NaN model.pt).
+std::string diverging_run(const std::string& out) {
+  return source_dir() +
+         "/configs/quickstart.toml --optimizer.lr=50 --model.dropout=0.5 "
+         "--lr_scheduler.warmup_steps=0 --lr_scheduler.decay=none --training.max_steps=40 "
+         "--checkpoint.every_steps=2 --metrics.progress=off --job.out_dir=" +
+         out;
+}
+
+void expect_stopped(const RankResult& r, const std::string& out) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("the gradients are not finite (loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("first in backward order: fc2.bias); stopped before the optimizer step; newest checkpoint: " +
+                          out + "/checkpoints/step-"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(NonFinite, DivergingRunStopsNamingStepParameterAndCheckpoint) {
+  if (!std::filesystem::exists(fashion_mnist_dir() + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const auto one = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + diverging_run(dir / "one"));
+  expect_stopped({one.exit_code, one.output}, dir / "one");
+  EXPECT_FALSE(std::filesystem::exists(dir / "one/model.pt"));
+  // Both ranks see the same all-reduced gradients: both stop at the same step, no rank left waiting.
+  const auto two = run_ranks(2, diverging_run(dir / "two"));
+  for (const auto& r : two) expect_stopped(r, dir / "two");
+  EXPECT_EQ(two[0].output.substr(two[0].output.find("step ")), two[1].output.substr(two[1].output.find("step ")));
+  EXPECT_FALSE(std::filesystem::exists(dir / "two/model.pt"));
+  // Every checkpoint either run wrote holds finite numbers only.
+  const auto finite = run_command(python() +
+                                  " -c \"import glob, sys, torch\n"
+                                  "paths = sorted(glob.glob(sys.argv[1] + '/*/checkpoints/step-*.pt'))\n"
+                                  "assert paths\n"
+                                  "for p in paths:\n"
+                                  "    d = torch.load(p, weights_only=False)\n"
+                                  "    bad = [k for k, t in d['model'].items() if not torch.isfinite(t).all()]\n"
+                                  "    print(p, 'finite' if not bad else bad)\n"
+                                  "\" " +
+                                  dir.path());
+  ASSERT_EQ(finite.exit_code, 0) << finite.output;
+  EXPECT_EQ(finite.output.find("["), std::string::npos) << finite.output;
+}
+
+}  // namespace
+}  // namespace ddp::test
