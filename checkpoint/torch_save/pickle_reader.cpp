@@ -605,6 +605,7 @@ class BoundedMemoryAdapter final : public caffe2::serialize::ReadAdapterInterfac
   size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
     if (pos >= bytes_.size()) return 0;
     n = std::min<size_t>(n, bytes_.size() - pos);
+    if (n == 0) return 0;  // an empty record's buffer may be null, which memcpy may not be given
     std::memcpy(buf, bytes_.data() + pos, n);
     return n;
   }
