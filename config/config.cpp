@@ -81,23 +81,29 @@ std::vector<std::string> names_of() {
 template <class T>
 constexpr bool takes_a_path = std::is_same_v<T, ResumeFrom>;
 
-// What an error says a value must be.
-const char* kind_name(KeyKind k) {
-  switch (k) {
-    case KeyKind::Bool:
-      return "a boolean (true/false)";
-    case KeyKind::Int:
-      return "an integer";
-    case KeyKind::Float:
-      return "a number";
-    case KeyKind::Floats:
-      return "a number or an array of numbers (one per image channel)";
-    case KeyKind::List:
-      return "an array of strings";
-    default:
-      return "a string";
-  }
+// Each kind of value once: its label in --help and README's table, and what an error says a value must be.
+struct KindText {
+  KeyKind kind;
+  const char* label;
+  const char* must_be;
+};
+constexpr KindText kKindTexts[] = {
+    {KeyKind::Bool, "bool", "a boolean (true/false)"},
+    {KeyKind::Int, "int", "an integer"},
+    {KeyKind::Float, "float", "a number"},
+    {KeyKind::Floats, "floats", "a number or an array of numbers (one per image channel)"},
+    {KeyKind::String, "string", "a string"},
+    {KeyKind::Choice, "choice", "a string"},
+    {KeyKind::List, "list", "an array of strings"},
+};
+
+const KindText& kind_text(KeyKind k) {
+  for (const KindText& t : kKindTexts)
+    if (t.kind == k) return t;
+  throw std::logic_error("config: a KeyKind without its text");
 }
+
+const char* kind_name(KeyKind k) { return kind_text(k).must_be; }
 
 std::string format_number(double v) {
   std::string s = shortest_number(v);
@@ -673,25 +679,7 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
   return out;
 }
 
-const char* kind_label(KeyKind kind) {
-  switch (kind) {
-    case KeyKind::Bool:
-      return "bool";
-    case KeyKind::Int:
-      return "int";
-    case KeyKind::Float:
-      return "float";
-    case KeyKind::Floats:
-      return "floats";
-    case KeyKind::String:
-      return "string";
-    case KeyKind::Choice:
-      return "choice";
-    case KeyKind::List:
-      return "list";
-  }
-  return "?";
-}
+const char* kind_label(KeyKind kind) { return kind_text(kind).label; }
 
 KeyKind override_kind(const std::string& path, const std::string& loc) {
   const auto [section, key] = key_names().override_target(path, loc, "");
