@@ -20,13 +20,28 @@ template <class E>
 struct ChoiceTable;
 
 // data.dataset: the datasets data/dataset.cpp builds.
-enum class DatasetName { Mnist, FashionMnist, Cifar10, Synthetic };
+enum class DatasetName { Mnist, FashionMnist, Cifar10, ImageFolder, Synthetic };
 template <>
 struct ChoiceTable<DatasetName> {
   static constexpr NamedChoice<DatasetName> names[] = {{DatasetName::Mnist, "mnist"},
                                                        {DatasetName::FashionMnist, "fashion-mnist"},
                                                        {DatasetName::Cifar10, "cifar10"},
+                                                       {DatasetName::ImageFolder, "image_folder"},
                                                        {DatasetName::Synthetic, "synthetic"}};
+};
+
+// data.on_bad_sample: what an image that cannot be decoded does.
+enum class OnBadSample { Error, Skip };
+template <>
+struct ChoiceTable<OnBadSample> {
+  static constexpr NamedChoice<OnBadSample> names[] = {{OnBadSample::Error, "error"}, {OnBadSample::Skip, "skip"}};
+};
+
+// data.augment: the training transform of an image folder.
+enum class Augment { Standard, None };
+template <>
+struct ChoiceTable<Augment> {
+  static constexpr NamedChoice<Augment> names[] = {{Augment::Standard, "standard"}, {Augment::None, "none"}};
 };
 
 // model.name: the architectures models/registry.cpp builds.

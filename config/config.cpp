@@ -4,6 +4,7 @@
 
 #include "base/number_text.h"
 #include "base/digest.h"
+#include "base/folders.h"
 
 #include <toml++/toml.h>
 
@@ -485,6 +486,7 @@ struct DatasetFacts {
   const char* dir;
   PerChannel mean, std;
   int64_t channels, image_size;
+  bool any_image_size = false;  // data.image_size is the config's choice (synthetic images, image-folder crops)
 };
 
 DatasetFacts dataset_facts(const Config& cfg) {
@@ -495,10 +497,12 @@ DatasetFacts dataset_facts(const Config& cfg) {
       return {"data/mnist", {0.1307}, {0.3081}, 1, 28};
     case DatasetName::Cifar10:
       return {"data/cifar-10-batches-bin", {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, 3, 32};
+    case DatasetName::ImageFolder:
+      return {"data/imagenet", {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}, 3, 224, true};
     case DatasetName::Synthetic:
       break;
   }
-  return {"", {0.0}, {1.0}, cfg.model.in_channels, cfg.data.image_size};
+  return {"", {0.0}, {1.0}, cfg.model.in_channels, cfg.data.image_size, true};
 }
 
 bool is_set(const KeyLocations& locations, const char* key) { return locations.count(key) > 0; }
@@ -511,6 +515,13 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
   // A dataset of files decides its image shape unless the config says otherwise (then check_consistency objects).
   if (!is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
   if (!is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
+  if (cfg.data.dataset == DatasetName::ImageFolder) {
+    if (cfg.data.resize_size == 0) cfg.data.resize_size = cfg.data.image_size * 256 / 224;
+    // An image folder's classes are its training split's class folders (torchvision's find_classes); a folder that
+    // cannot be read leaves the default for the dataset's own error to explain.
+    const size_t classes = sorted_subfolders(cfg.data.dir + "/train").size();
+    if (!is_set(locations, "model.num_classes") && classes >= 2) cfg.model.num_classes = static_cast<int64_t>(classes);
+  }
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
 }
 
@@ -532,10 +543,10 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          "data.download is only supported for dataset \"mnist\" (got \"" + choice_name(cfg.data.dataset) + "\")");
   const DatasetFacts facts = dataset_facts(cfg);
   const std::string dataset = "data.dataset = \"" + choice_name(cfg.data.dataset) + "\"";
-  if (cfg.data.image_size != facts.image_size)
-    fail({"data.image_size", "data.dataset"}, "data.image_size applies to dataset \"synthetic\" only; " + dataset +
-                                                  " has " + std::to_string(facts.image_size) + "x" +
-                                                  std::to_string(facts.image_size) + " images");
+  if (!facts.any_image_size && cfg.data.image_size != facts.image_size)
+    fail({"data.image_size", "data.dataset"},
+         "data.image_size applies to datasets \"synthetic\" and \"image_folder\" only; " + dataset + " has " +
+             std::to_string(facts.image_size) + "x" + std::to_string(facts.image_size) + " images");
   if (cfg.model.in_channels != facts.channels)
     fail({"model.in_channels", "data.dataset"},
          dataset + " has " + std::to_string(facts.channels) +
@@ -545,6 +556,13 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
+  if (cfg.data.dataset == DatasetName::ImageFolder && cfg.data.resize_size < cfg.data.image_size)
+    fail({"data.resize_size", "data.image_size"},
+         "data.resize_size = " + std::to_string(cfg.data.resize_size) + " is smaller than data.image_size = " +
+             std::to_string(cfg.data.image_size) + ": evaluation resizes the shorter side, then center-crops it");
+  if (cfg.model.reset_head && cfg.model.init_from.empty())
+    fail({"model.reset_head"}, "model.reset_head re-initialises the head of the weights model.init_from loads; set "
+                               "model.init_from or leave reset_head false");
   if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))

@@ -70,12 +70,16 @@ struct DataConfig {
   int64_t synthetic_train_size = 6000;
   int64_t synthetic_test_size = 1000;
   int64_t image_size = 28;
+  int64_t resize_size = 0;
+  Augment augment = Augment::Standard;
+  int64_t max_image_pixels = 89478485;
+  OnBadSample on_bad_sample = OnBadSample::Error;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
     key(s.dataset, Key("dataset",
-                       "the images: MNIST-format IDX files, CIFAR-10's binary batches, or class "
-                       "templates made in memory"));
+                       "the images: MNIST-format IDX files, CIFAR-10's binary batches, a folder of "
+                       "JPEG/PNG images per class (ImageNet's layout), or class templates made in memory"));
     key(s.dir, Key("dir", "folder of the dataset's files; \"\" = the dataset's default folder"));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
     key(s.eval_batch_size,
@@ -102,9 +106,28 @@ struct DataConfig {
     key(s.synthetic_train_size,
         Key("synthetic_train_size", "synthetic: training samples").at_least(1).at_most(kMaxSamples));
     key(s.synthetic_test_size, Key("synthetic_test_size", "synthetic: test samples").at_least(1).at_most(kMaxSamples));
-    key(s.image_size, Key("image_size", "synthetic: image height and width (files: their own, MNIST 28, CIFAR-10 32)")
+    key(s.image_size, Key("image_size",
+                          "synthetic: image height and width; image_folder: the side of the crop the model sees "
+                          "(default 224); MNIST is 28, CIFAR-10 32")
                           .at_least(16)
                           .at_most(4096));
+    key(s.resize_size, Key("resize_size",
+                           "image_folder: evaluation's Resize (shorter side) before CenterCrop(image_size); 0 = "
+                           "image_size * 256 / 224")
+                           .at_least(0)
+                           .at_most(16384));
+    key(s.augment, Key("augment",
+                       "image_folder training: RandomResizedCrop(image_size) + RandomHorizontalFlip, or none (the "
+                       "evaluation transform)"));
+    key(s.max_image_pixels,
+        Key("max_image_pixels", "image_folder: an image whose header announces more pixels is refused (PIL's limit)")
+            .at_least(1)
+            .at_most(1e12)
+            .resume_may_differ());
+    key(s.on_bad_sample, Key("on_bad_sample",
+                             "image_folder: an image that cannot be decoded stops the run (error, naming file and "
+                             "rank), or the next readable sample of the split takes its place (skip, counted)")
+                             .resume_may_differ());
   }
 };
 
@@ -115,6 +138,7 @@ struct ModelConfig {
   int64_t num_classes = 10;
   double dropout = 0.5;
   std::string init_from;
+  bool reset_head = false;
   MemoryFormat memory_format = MemoryFormat::Auto;
   bool skip_padding_taps = true;
 
@@ -124,9 +148,14 @@ struct ModelConfig {
     key(s.in_channels, Key("in_channels", "image channels the first convolution takes; unset: the dataset's")
                            .at_least(1)
                            .at_most(kMaxChannels));
-    key(s.num_classes, Key("num_classes", "outputs of the classifier").at_least(2).at_most(1e6));
+    key(s.num_classes, Key("num_classes", "outputs of the classifier; image_folder, unset: its class folders")
+                           .at_least(2)
+                           .at_most(1e6));
     key(s.dropout, Key("dropout", "net: probability of both dropouts (0 = off)").at_least(0).at_most(1));
     key(s.init_from, Key("init_from", "starting weights: a state dict saved by torch.save, or model.pt"));
+    key(s.reset_head, Key("reset_head",
+                          "init_from: every weight but the classifier head's (fc); the head keeps its fresh init "
+                          "(fine-tuning to another num_classes)"));
     key(s.memory_format, Key("memory_format", "layout convolutions run in; auto = channels_last for net and on CUDA"));
     key(s.skip_padding_taps,
         Key("skip_padding_taps", "convolutions leave out kernel taps that only read zero padding (same sums)"));

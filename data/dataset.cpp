@@ -13,6 +13,8 @@ Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t 
       return load_mnist_format(choice_name(data.dataset), data, note);
     case DatasetName::Cifar10:
       return load_cifar10(data);
+    case DatasetName::ImageFolder:
+      return load_image_folder(data);
     case DatasetName::Synthetic:
       return make_synthetic(data, model, seed);
   }
@@ -34,6 +36,8 @@ Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t s
 }
 
 const torch::Tensor& Split::ensure_images() {
+  static const torch::Tensor per_sample;
+  if (source) return per_sample;
   if (!images.defined() && read_images) images = read_images();
   if (!images.defined()) throw std::logic_error("dataset split has no images");
   return images;

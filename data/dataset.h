@@ -7,20 +7,38 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace ddp {
 
+// A split whose samples are files, read and transformed one at a time when a batch is assembled (image folders).
+class SampleSource {
+ public:
+  struct Sample {
+    torch::Tensor image;  // uint8 [C, H, W]
+    int64_t index;        // the sample read: the one asked for, or the readable one that replaced it
+  };
+  virtual ~SampleSource() = default;
+  // Sample `index`; `seed` keys its random augmentation, if it has one. Throws naming the file, unless the source
+  // replaces unreadable samples (data.on_bad_sample = "skip").
+  virtual Sample read(int64_t index, uint64_t seed) const = 0;
+  // Unreadable samples replaced so far.
+  virtual int64_t bad_samples() const = 0;
+};
+
 struct Split {
-  torch::Tensor images;  // uint8 [N, C, H, W]; undefined while not held (see read_images)
+  torch::Tensor images;  // uint8 [N, C, H, W]; undefined while not held (see read_images) or read per sample (source)
   torch::Tensor labels;  // int64 [N], always held
   // Set for splits whose images can be read again from their files (MNIST-format): the test images are held only
   // while evaluating, the train images are let go before the final evaluation. The files were read and checked
   // in full when the dataset was built.
   std::function<torch::Tensor()> read_images;
+  // Set instead of images for splits read sample by sample.
+  std::shared_ptr<const SampleSource> source;
   int64_t size() const { return labels.size(0); }
-  // The images, read now if they are not held.
+  // The images, read now if they are not held (undefined for a split read per sample).
   const torch::Tensor& ensure_images();
   // Lets the images go when they can be read again; a no-op otherwise.
   void release_images();
@@ -33,6 +51,7 @@ struct Dataset {
   int64_t channels = 1;
   int64_t image_size = 28;
   int64_t num_classes = 10;
+  std::vector<std::string> classes;  // class names by label, where the dataset has them (image folders)
 };
 
 // Builds data.dataset; throws std::runtime_error naming the missing or bad file.
@@ -42,6 +61,7 @@ Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t s
 // Factories, one file each.
 Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note);
 Dataset load_cifar10(const DataConfig& data);
+Dataset load_image_folder(const DataConfig& data);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
 // Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's

@@ -1,10 +1,11 @@
 // BatchLoader: batch k is built by worker k % workers, at most `prefetch` batches ahead of the consumer.
 #include "data/loader.h"
 
+#include "data/image_transforms.h"
+
 namespace ddp {
 
-BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options,
-                         int64_t start_batch)
+BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch)
     : split_(split), indices_(std::move(indices)), options_(options) {
   const int64_t n = static_cast<int64_t>(indices_.size()), b = options_.batch_size;
   num_batches_ = options_.drop_last ? n / b : (n + b - 1) / b;
@@ -32,8 +33,23 @@ Batch BatchLoader::assemble(int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t end = std::min<int64_t>(begin + options_.batch_size, static_cast<int64_t>(indices_.size()));
   torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + begin, {end - begin}, torch::kInt64);
-  Batch batch{normalize_images(split_.images.index_select(0, idx), options_.mean, options_.std),
-              split_.labels.index_select(0, idx)};
+  Batch batch;
+  if (split_.source) {
+    // Read sample by sample; a replaced sample brings its own label.
+    std::vector<torch::Tensor> images;
+    std::vector<int64_t> read;
+    for (const int64_t index : c10::ArrayRef<int64_t>(idx.data_ptr<int64_t>(), idx.numel())) {
+      SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, options_.epoch, index));
+      images.push_back(std::move(s.image));
+      read.push_back(s.index);
+    }
+    batch.images = torch::stack(images);
+    idx = torch::tensor(read, torch::kInt64);
+  } else {
+    batch.images = split_.images.index_select(0, idx);
+  }
+  batch.images = normalize_images(batch.images, options_.mean, options_.std);
+  batch.labels = split_.labels.index_select(0, idx);
   if (options_.finish) options_.finish(batch);
   return batch;
 }

@@ -26,6 +26,9 @@ struct LoaderOptions {
   int64_t prefetch = 4;    // batches ready ahead of the consumer
   PerChannel mean{0.0};    // one value for all channels, or one per channel
   PerChannel std{1.0};
+  // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, sample index).
+  uint64_t seed = 0;
+  int64_t epoch = 0;
   // Runs on the thread that assembled the batch, before the consumer can take it (e.g. copying it into pinned host
   // memory, as DataLoader(pin_memory=True) does); empty = nothing.
   std::function<void(Batch&)> finish;

@@ -17,7 +17,10 @@ Split make_split(const torch::Tensor& templates, int64_t n, torch::Generator& ge
   torch::Tensor noise =
       torch::randint(-64, 65, {n, templates.size(1), templates.size(2), templates.size(3)}, gen, torch::kInt32);
   torch::Tensor images = (templates.index_select(0, labels) + noise).clamp(0, 255).to(torch::kUInt8);
-  return {images, labels, nullptr};  // generated, not read: held for the whole run
+  Split split;  // generated, not read: held for the whole run
+  split.images = images;
+  split.labels = labels;
+  return split;
 }
 
 // Refuses sizes whose generation cannot fit in this machine's memory, naming the keys, before the allocator fails

@@ -20,6 +20,8 @@ class Classifier : public torch::nn::Module {
   // The fewest samples a training (train-mode) forward takes on image_size x image_size inputs: 2 where BatchNorm
   // would see one value per channel (it needs more than one to compute a batch variance), else 1.
   virtual int64_t min_training_batch(int64_t /*image_size*/) const { return 1; }
+  // The module that maps features to class scores (torchvision's ResNets: "fc"), which fine-tuning re-initialises.
+  virtual std::string head_name() const = 0;
 };
 
 // Builds model.name; parameters are initialised from the global CPU generator (seed it first).

@@ -29,6 +29,7 @@ class Net : public Classifier {
     return torch::log_softmax(x, 1);
   }
   bool outputs_log_probs() const override { return true; }
+  std::string head_name() const override { return "fc2"; }
 
  private:
   torch::nn::Conv2d conv1, conv2;

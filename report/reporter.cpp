@@ -9,6 +9,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace ddp {
@@ -32,6 +35,7 @@ std::string banner_text(const RunFacts& f) {
          std::to_string(f.grad_accum_steps) +
          " accumulation = " + std::to_string(f.batch_size * f.world_size * f.grad_accum_steps) + " per step | " +
          std::to_string(f.steps_per_epoch) + " steps/epoch | amp " + f.amp;
+  if (!f.classes.empty()) out += " | " + std::to_string(f.classes.size()) + " classes";
   out += "\n  outputs in " + f.out_dir;
   if (!f.init_from_note.empty()) out += "\n  init_from: " + f.init_from_note;
   return out;
@@ -72,7 +76,10 @@ Reporter::~Reporter() = default;
 
 void Reporter::message(const std::string& line) { progress_->message(line); }
 void Reporter::warning(const std::string& line) { progress_->warning(line); }
-void Reporter::banner(const RunFacts& facts) { progress_->message(banner_text(facts)); }
+void Reporter::banner(const RunFacts& facts) {
+  classes_ = facts.classes;
+  progress_->message(banner_text(facts));
+}
 
 void Reporter::open_files(std::optional<int64_t> resumed_at) {
   if (!rank_zero_) return;
@@ -83,6 +90,21 @@ void Reporter::open_files(std::optional<int64_t> resumed_at) {
   if (cfg_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(out_dir_ + "/tensorboard");
   // The points an interrupted run logged after the checkpoint it resumes from are orphans: TensorBoard drops them.
   if (tensorboard_ && resumed_at) tensorboard_->purge_from(*resumed_at + 1);
+  if (!classes_.empty()) write_classes();
+}
+
+// classes.json: torchvision's ImageFolder.classes and class_to_idx, written whole then renamed into place.
+void Reporter::write_classes() const {
+  nlohmann::ordered_json doc;
+  doc["classes"] = classes_;
+  for (size_t i = 0; i < classes_.size(); ++i) doc["class_to_idx"][classes_[i]] = i;
+  const std::string path = out_dir_ + "/classes.json", partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << doc.dump(1) << "\n";
+    if (!out.flush()) throw std::runtime_error(partial + ": write failed");
+  }
+  std::filesystem::rename(partial, path);
 }
 
 void Reporter::start() { start_ = interval_start_ = std::chrono::steady_clock::now(); }
@@ -97,8 +119,10 @@ void Reporter::step(const StepRecord& s) {
   interval_correct_ += static_cast<double>(s.correct);
   interval_samples_ += static_cast<double>(s.samples);
   if (s.step % cfg_.log_every_steps != 0 && s.step < s.total_steps && !s.ends_epoch) return;
-  const std::vector<double> r = sum_({interval_loss_, interval_correct_, interval_samples_});
+  const std::vector<double> r = sum_(
+      {interval_loss_, interval_correct_, interval_samples_, static_cast<double>(std::max<int64_t>(s.bad_samples, 0))});
   StepRecord logged = s;
+  if (s.bad_samples >= 0) logged.bad_samples = static_cast<int64_t>(r[3]);  // every rank's
   logged.loss = r[0] / r[2];
   logged.accuracy = r[1] / r[2];
   const double interval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start_).count();
@@ -135,6 +159,7 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
         .add("loss_scale", s.loss_scale)
         .add("skipped_steps", s.skipped_steps)
         .add("grad_norm", s.grad_norm);
+    if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
     jsonl_->write(r.add("wall_s", wall_s));
   }
@@ -179,6 +204,8 @@ std::string Reporter::summary(const RunEnd& end) {
   row("wall time", report_fmt("%.1f s", wall_s));
   row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
+  if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum
+    row("bad samples replaced", report_fmt("%.0f", sum_({static_cast<double>(end.bad_samples)})[0]));
   if (gpu_mib) row("peak GPU memory", report_fmt("%.0f MiB (max over ranks)", *gpu_mib));
   row("checkpoints written", std::to_string(end.checkpoints_written));
   row("model", end.model_path);

@@ -30,6 +30,7 @@ struct RunFacts {
   int64_t parameters = 0, train_size = 0, test_size = 0;
   int64_t batch_size = 0, grad_accum_steps = 1, steps_per_epoch = 0;
   std::string out_dir, init_from_note;
+  std::vector<std::string> classes;  // class names by label, written to out_dir/classes.json (image folders)
 };
 
 // One optimizer step: where it stands, what this rank computed in it, the optimizer and scaler after it.
@@ -43,6 +44,8 @@ struct StepRecord {
   double grad_norm = NAN;  // global L2 norm of the unscaled gradients before clipping (inf/NaN: the scaler skipped)
   double lr = 0, loss_scale = 1;
   int64_t skipped_steps = 0;  // steps the loss scaler skipped so far in this run
+  int64_t bad_samples =
+      -1;  // unreadable training samples replaced so far in this run, this rank; -1: not read per sample
   // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
   double loss = NAN, accuracy = NAN, samples_per_s = NAN;
 };
@@ -62,6 +65,7 @@ struct RunEnd {
   int64_t steps = 0, epochs_done = 0;
   double best_accuracy = 0;
   int64_t skipped_steps = 0;  // by the loss scaler, in this run
+  int64_t bad_samples = -1;   // unreadable training samples replaced in this run, this rank; -1: not read per sample
   int64_t checkpoints_written = 0;
   std::string model_path;
 };
@@ -85,7 +89,8 @@ class Reporter {
   void banner(const RunFacts& facts);
 
   // Opens metrics.jsonl (appended to by a resumed run) and, with metrics.tensorboard, an event file; a run resumed
-  // at step N has TensorBoard drop what an interrupted run logged after N.
+  // at step N has TensorBoard drop what an interrupted run logged after N. Writes classes.json when the banner's
+  // facts named classes.
   void open_files(std::optional<int64_t> resumed_at);
   // Training (or an evaluation alone) starts now: wall time and throughput count from here.
   void start();
@@ -101,6 +106,7 @@ class Reporter {
   std::optional<double> gpu_peak_mib();  // max over ranks; none on CPU
   void write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s);
   void write_eval(const EvalRecord& e, double wall_s);
+  void write_classes() const;
   double seconds_since_start() const;
 
   MetricsConfig cfg_;
@@ -112,6 +118,7 @@ class Reporter {
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
   double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;
   EvalRecord last_eval_;

@@ -102,14 +102,36 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
          choice_name(model_cfg.name) + "\"";
 }
 
+// model.reset_head: the file's head entries give way to the module's own (freshly initialised) ones, whatever their
+// shapes; every other entry is still loaded strictly.
+std::string replace_head(NamedTensors& state, const Classifier& model) {
+  const std::string prefix = model.head_name() + ".";
+  size_t dropped = 0;
+  for (auto it = state.begin(); it != state.end();) {
+    if (it->first.rfind(prefix, 0) == 0) {
+      it = state.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& entry : module_state(model))
+    if (entry.first.rfind(prefix, 0) == 0) state.push_back(entry);
+  return model.head_name() + " re-initialised (" + std::to_string(dropped) + " of the file's entries left out)";
+}
+
 }  // namespace
 
-std::string load_init_weights(torch::nn::Module& module, const ModelConfig& model_cfg, const std::string& path) {
+std::string load_init_weights(Classifier& module, const ModelConfig& model_cfg, const std::string& path) {
   InitLayout layout = unwrap_init_state(read_torch_save_file(path), path);
   const std::string ddp_prefix = "module.";
   if (!layout.state.empty() && every_key_starts_with(layout.state, ddp_prefix)) {
     for (auto& entry : layout.state) entry.first.erase(0, ddp_prefix.size());
     layout.note += layout.note.empty() ? "DDP state dict, `module.` prefix stripped" : ", `module.` prefix stripped";
+  }
+  if (model_cfg.reset_head) {
+    const std::string note = replace_head(layout.state, module);
+    layout.note += layout.note.empty() ? note : ", " + note;
   }
   try {
     apply_state(module, layout.state, path);

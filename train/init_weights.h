@@ -3,7 +3,7 @@
 
 #include "config/config.h"
 
-#include <torch/nn/module.h>
+#include "models/classifier.h"
 
 #include <string>
 
@@ -15,6 +15,7 @@ namespace ddp {
 // Returns what was done to the file's layout ("" when it was a plain state dict), e.g.
 // "DDP state dict, `module.` prefix stripped". A mismatch throws the missing/unexpected/mis-shaped keys and,
 // where one is apparent, the fix (a prefix the model lacks, weights nested under another key, another model.name).
-std::string load_init_weights(torch::nn::Module& module, const ModelConfig& model_cfg, const std::string& path);
+// With model_cfg.reset_head, the file's head (Classifier::head_name) is left out and the module's own kept.
+std::string load_init_weights(Classifier& module, const ModelConfig& model_cfg, const std::string& path);
 
 }  // namespace ddp

@@ -141,6 +141,7 @@ void Trainer::write_model() {
   end.epochs_done = state_.position.epoch;
   end.best_accuracy = state_.best_accuracy;
   end.skipped_steps = scaler_->skipped_steps();
+  end.bad_samples = dataset_.train.source ? dataset_.train.source->bad_samples() : -1;
   end.checkpoints_written = checkpointer_->written();
   end.model_path = cfg_.job.out_dir + "/model.pt";
   const std::string summary = reporter_.summary(end);  // collective on CUDA

@@ -38,6 +38,8 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   o.prefetch = cfg_.data.prefetch;
   o.mean = cfg_.data.mean;
   o.std = cfg_.data.std;
+  o.seed = static_cast<uint64_t>(cfg_.job.seed);
+  o.epoch = state_.position.epoch;
   // Page-locked host batches make the device copy asynchronous (DataLoader's pin_memory=True).
   if (ctx_.device.is_cuda() && cfg_.data.pin_memory) o.finish = pin_batch_memory();
   return o;
@@ -114,6 +116,7 @@ RunFacts Trainer::run_facts() const {
   f.amp = cfg_.amp.enabled ? amp_dtype_label(amp_dtype_) : "off";
   f.out_dir = cfg_.job.out_dir;
   f.init_from_note = init_from_note_;
+  f.classes = dataset_.classes;
   return f;
 }
 
@@ -201,6 +204,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
   total.loss_scale = scaler_->get_scale();
   total.skipped_steps = scaler_->skipped_steps();
+  total.bad_samples = dataset_.train.source ? dataset_.train.source->bad_samples() : -1;
   return total;
 }
 

@@ -311,7 +311,7 @@ const std::vector<BadCase>& bad_files() {
        "[data]\nimage_size = 32\n",
        {},
        "bad.toml:2:14",
-       {"data.image_size applies to dataset \"synthetic\" only"}},
+       {"data.image_size applies to datasets \"synthetic\" and \"image_folder\" only"}},
       {"deterministic with cudnn_benchmark",
        "[training]\ndeterministic = true\ncudnn_benchmark = true\n",
        {},
@@ -336,7 +336,7 @@ const std::vector<BadCase>& bad_files() {
        "[data]\ndataset = \"cifar10\"\nimage_size = 28\n",
        {},
        "bad.toml:3:14",
-       {"data.image_size applies to dataset \"synthetic\" only", "has 32x32 images"}},
+       {"data.image_size applies to datasets \"synthetic\" and \"image_folder\" only", "has 32x32 images"}},
       {"two means for three channels",
        "[data]\ndataset = \"cifar10\"\nmean = [0.5, 0.5]\n",
        {},
@@ -724,7 +724,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 15);
+  EXPECT_EQ(keys, 17);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),

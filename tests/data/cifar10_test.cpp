@@ -92,20 +92,11 @@ TEST(Cifar10, TwoRanksMatchPythonDdp) {
   if (!python_can_import("torch, torchvision")) GTEST_SKIP() << python() << " cannot import torch, torchvision";
   TempDir dir;
   write_tiny_cifar10(dir / "c", 16, 8, 3);
-  auto init = run_command(python() +
-                          " -c \"import sys, torch, torchvision; torch.manual_seed(5); "
-                          "torch.save(dict(torchvision.models.resnet18(num_classes=10).state_dict()), "
-                          "sys.argv[1])\" " +
-                          dir / "init.pt");
+  const CommandResult init = save_torchvision_init(dir / "init.pt", "resnet18", 10, 5);
   ASSERT_EQ(init.exit_code, 0) << init.output;
-  const int port = free_port();
-  std::string py;
-  for (int r = 0; r < 2; ++r)
-    py += "RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-          " OMP_NUM_THREADS=1 " + python() + " " + source_dir() + "/tests/python/cifar_reference.py --data " +
-          dir / "c" + " --init " + dir / "init.pt" + " --out " + dir / "python.pt" +
-          " --batch 8 --steps 6 --lr 0.05 --momentum 0.9 --seed 3 & ";
-  auto ref = run_command(py + "wait");
+  const CommandResult ref = run_python_ranks(2, source_dir() + "/tests/python/cifar_reference.py --data " + dir / "c" +
+                                                    " --init " + dir / "init.pt" + " --out " + dir / "python.pt" +
+                                                    " --batch 8 --steps 6 --lr 0.05 --momentum 0.9 --seed 3");
   ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   const std::string cfg = write_mnist_job(
       dir, dir / "c",

@@ -56,7 +56,8 @@ TEST(DdpTest, ReplicaCheckDetectsDivergence) {
     ctx.world_size = 2;
     ctx.backend = "gloo";
     ctx.group = make_process_group(
-        store, r, 2, {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, r, 2, std::chrono::seconds(30), {"lo"})}});
+        store, r, 2,
+        {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, r, 2, std::chrono::seconds(30), {"lo"})}});
     std::vector<torch::Tensor> params{torch::linspace(-1, 1, 12).view({4, 3}), torch::linspace(0, 2, 5)};
     check_replicas_identical(ctx, params, 1);  // identical: passes
     params[0].view(-1)[0].add_(nudge);
@@ -70,7 +71,8 @@ TEST(DdpTest, ReplicaCheckDetectsDivergence) {
   rank(0, 0.0f);
   other.join();
   for (int r : {0, 1}) {
-    EXPECT_EQ(errors[r].rfind("replicas diverged after step 2: rank " + std::to_string(r) + " parameter digest ", 0), 0u)
+    EXPECT_EQ(errors[r].rfind("replicas diverged after step 2: rank " + std::to_string(r) + " parameter digest ", 0),
+              0u)
         << "rank " << r << ": " << errors[r];
   }
 }
@@ -101,18 +103,14 @@ TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
   auto init = run_command(python() + " " + scripts + "/make_net_init.py " + dir / "init.pt" + " 11");
   ASSERT_EQ(init.exit_code, 0) << init.output;
   // Python reference: 2 ranks, PyTorch DDP + DistributedSampler, 20 SGD-momentum steps (crosses an epoch).
-  const int port = free_port();
-  std::string py;
-  for (int r = 0; r < 2; ++r)
-    py += "RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-          " OMP_NUM_THREADS=1 " + python() + " " + scripts + "/ddp_reference.py --data " + dir / "data" +
-          " --init " + dir / "init.pt" + " --out " + dir / "python.pt" +
-          " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3 & ";
-  auto ref = run_command(py + "wait");
+  auto ref = run_python_ranks(2, scripts + "/ddp_reference.py --data " + dir / "data" + " --init " + dir / "init.pt" +
+                                     " --out " + dir / "python.pt" +
+                                     " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3");
   ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
 
   std::string cfg = tiny_config(dir, dir / "data");
-  auto ours = run_ranks(2, cfg + " --model.init_from=" + dir / "init.pt" + " --training.max_steps=20 --training.epochs=5");
+  auto ours =
+      run_ranks(2, cfg + " --model.init_from=" + dir / "init.pt" + " --training.max_steps=20 --training.epochs=5");
   expect_all_ok(ours);
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
   EXPECT_LE(diff, 1e-4);

@@ -1,5 +1,4 @@
 # Script (cmake -P) run by the fuzz_build test: configures tests/fuzz with clang into BUILD and builds it.
-file(MAKE_DIRECTORY "${BUILD}/work/torch_save" "${BUILD}/work/idx" "${BUILD}/work/config")
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE}" -B "${BUILD}" -G Ninja
                         "-DCMAKE_CXX_COMPILER=${CLANGXX}" "-DDDP_TORCH_INCLUDE_DIRS=${TORCH_INCLUDE_DIRS}"
                         "-DDDP_TORCH_LIBRARY_DIR=${TORCH_LIBRARY_DIR}" "-DDDP_TORCH_CXX_FLAGS=${TORCH_CXX_FLAGS}"

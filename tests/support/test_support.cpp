@@ -210,6 +210,22 @@ std::vector<RankResult> run_ranks(int world_size, const std::string& args, const
   return results;
 }
 
+CommandResult run_python_ranks(int world_size, const std::string& python_args) {
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < world_size; ++r)
+    script += "RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world_size) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1 " + python() + " " +
+              python_args + " & ";
+  return run_command(script + "wait");
+}
+
+CommandResult save_torchvision_init(const std::string& path, const std::string& model, int num_classes, int seed) {
+  return run_command(python() + " -c \"import sys, torch, torchvision; torch.manual_seed(" + std::to_string(seed) +
+                     "); torch.save(dict(torchvision.models." + model + "(num_classes=" + std::to_string(num_classes) +
+                     ").state_dict()), sys.argv[1])\" " + shell_quote(path));
+}
+
 double max_state_diff(const std::string& path_a, const std::string& path_b) {
   auto a = load_state_dict_file(path_a), b = load_state_dict_file(path_b);
   if (a.size() != b.size()) throw std::runtime_error("state dicts differ in size");

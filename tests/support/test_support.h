@@ -76,6 +76,13 @@ struct RankResult {
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env = "",
                                   int threads_per_rank = 1, const std::string& cwd = "");
 
+// Runs `python_args` (a script and its arguments, after the venv's python) as `world_size` Python ranks the way
+// torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one thread each) and waits for all.
+CommandResult run_python_ranks(int world_size, const std::string& python_args);
+
+// Saves torchvision.models.<model>(num_classes=...) initialised under torch.manual_seed(seed) as a plain state dict.
+CommandResult save_torchvision_init(const std::string& path, const std::string& model, int num_classes, int seed);
+
 // Max |a - b| over all entries of two state-dict files (throws if keys or shapes differ).
 double max_state_diff(const std::string& path_a, const std::string& path_b);
 

@@ -1,0 +1,166 @@
+# Image-folder input pipeline: ddptrain's decode threads vs DataLoader(ImageFolder, num_workers=N) with torchvision
+# v2 transforms, images/s and peak RSS of the whole side (workers included), alternating, medians.
+#
+# Run with the project venv's Python after building build/ddp_data_pipeline. See bench/README.md.
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def make_folder(root, count, classes, width, height, quality, seed=0):
+    """ImageNet-like JPEGs: smooth random fields with edges (compress like photos, unlike noise)."""
+    import numpy as np
+    from PIL import Image
+    marker = os.path.join(root, f".complete-{count}-{classes}-{width}x{height}-q{quality}")
+    if os.path.exists(marker):
+        return
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        folder = os.path.join(root, "train", "class_%02d" % (i % classes))
+        os.makedirs(folder, exist_ok=True)
+        small = rng.integers(0, 256, size=(height // 16 + 1, width // 16 + 1, 3), dtype=np.uint8)
+        img = Image.fromarray(small).resize((width, height), Image.BILINEAR)
+        arr = np.asarray(img).copy()
+        y, x = (int(v) for v in rng.integers(0, min(width, height) // 2, size=2))
+        arr[y:y + height // 4, x:x + width // 4] = rng.integers(0, 256, size=3)
+        Image.fromarray(arr).save(os.path.join(folder, "img_%05d.jpg" % i), quality=quality)
+    for k in range(classes):  # a val/ with the same classes (ddptrain's image_folder reads both)
+        folder = os.path.join(root, "val", "class_%02d" % k)
+        os.makedirs(folder, exist_ok=True)
+        Image.new("RGB", (width, height)).save(os.path.join(folder, "v.jpg"))
+    open(marker, "w").close()
+
+
+def dataloader_side(args):
+    """Runs inside its own process: DataLoader over ImageFolder, prints the JSON line the harness reads."""
+    import torch
+    from torchvision import datasets
+    from torchvision.transforms import v2
+    torch.set_num_threads(args.threads)
+    if args.transforms == "pil":  # torchvision's reference recipe: crop and flip on the PIL image, then to tensor
+        ops = [v2.RandomResizedCrop(args.size), v2.RandomHorizontalFlip(), v2.PILToTensor()]
+    else:  # to a uint8 tensor first, then crop and resize in ATen (the kernels ddptrain uses)
+        ops = [v2.PILToTensor(), v2.RandomResizedCrop(args.size), v2.RandomHorizontalFlip()]
+    transform = v2.Compose(ops + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    ds = datasets.ImageFolder(os.path.join(args.root, "train"), transform=transform)
+    g = torch.Generator().manual_seed(0)
+    n = min(len(ds), (args.batches + 1) * args.batch)
+    subset = torch.utils.data.Subset(ds, torch.randperm(len(ds), generator=g)[:n].tolist())
+    loader = torch.utils.data.DataLoader(subset, batch_size=args.batch, num_workers=args.workers,
+                                         prefetch_factor=2 if args.workers else None)
+    it = iter(loader)
+    next(it)  # the workers' start-up, as ddptrain's first batch
+    start = time.perf_counter()
+    images = 0
+    for x, _ in it:
+        images += x.shape[0]
+    seconds = time.perf_counter() - start
+    print(json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds}))
+
+
+def tree_rss_kib(pid):
+    """Resident set size of a process and all its descendants (KiB), from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def run_side(cmd):
+    """Runs one side, polling the RSS of its whole process tree; returns its JSON line and the peak in MiB."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss_kib(proc.pid))
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"{cmd[0]} failed ({proc.returncode}): {err.strip()[-2000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_mib"] = peak / 1024
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "ddptrain_data_bench"))
+    p.add_argument("--images", type=int, default=800)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--width", type=int, default=500)
+    p.add_argument("--height", type=int, default=375)
+    p.add_argument("--quality", type=int, default=90)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--workers", default="1,2")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--transforms", default="pil,tensor", help="DataLoader recipes to run: pil, tensor")
+    p.add_argument("--side", choices=["dataloader"], help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.side == "dataloader":
+        args.workers = int(args.workers)
+        return dataloader_side(args)
+
+    make_folder(args.root, args.images, args.classes, args.width, args.height, args.quality)
+    native = os.path.join(REPO, "build", "ddp_data_pipeline")
+    common = ["--batch", str(args.batch), "--batches", str(args.batches), "--size", str(args.size),
+              "--threads", str(args.threads)]
+    rows = []
+    for workers in (int(w) for w in args.workers.split(",")):
+        sides = {"ddptrain": [native, args.root, "--workers", str(workers)] + common}
+        for recipe in args.transforms.split(","):
+            sides[f"DataLoader ({recipe})"] = [sys.executable, os.path.abspath(__file__), "--side", "dataloader",
+                                               "--root", args.root, "--workers", str(workers),
+                                               "--transforms", recipe] + common
+        runs = {name: [] for name in sides}
+        for _ in range(args.reps):  # alternating, so drift in the machine's load hits every side alike
+            for name, cmd in sides.items():
+                runs[name].append(run_side(cmd))
+        for name, results in runs.items():
+            rows.append(dict(workers=workers, side=name,
+                             rates=[r["images_per_s"] for r in results],
+                             rate=statistics.median(r["images_per_s"] for r in results),
+                             rss=statistics.median(r["peak_rss_mib"] for r in results)))
+    print(f"{args.images} JPEGs {args.width}x{args.height} q{args.quality}, {args.classes} classes; "
+          f"RandomResizedCrop({args.size}) + flip + normalize, batch {args.batch}, {args.batches} batches timed "
+          f"after the first, {args.threads} intra-op thread(s), {args.reps} alternating repetitions, medians")
+    print("| workers | side | images/s (reps) | median | vs best DataLoader | peak RSS MiB (whole side) | RSS vs DataLoader |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        peers = [r for r in rows if r["workers"] == row["workers"] and r["side"] != "ddptrain"]
+        best = max(peers, key=lambda r: r["rate"]) if peers else None
+        ratio = f"{row['rate'] / best['rate']:.2f}x" if best else ""
+        rss = f"{row['rss'] / best['rss']:.2f}x" if best else ""
+        print(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | "
+              f"{row['rate']:.0f} | {ratio} | {row['rss']:.0f} | {rss} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+// Image decoding for image_folder: JPEG and PNG files to RGB bytes as Pillow's Image.open(p).convert("RGB") gives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+struct DecodeOptions {
+  // PIL's Image.MAX_IMAGE_PIXELS: a header announcing more pixels (width * height) is refused before any pixel
+  // buffer is allocated; 0 or less: no limit (as MAX_IMAGE_PIXELS = None).
+  int64_t max_pixels = 89478485;
+  // JPEG only: decode at 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling, scale_num / scale_denom), choosing the
+  // smallest scale whose shorter side is still >= min_side; 0 = always full size. Each side of a 1/d decode is
+  // ceil(side / d), as Pillow's im.draft("RGB", ...) gives it.
+  int64_t min_side = 0;
+};
+
+struct DecodedImage {
+  int64_t height = 0, width = 0;
+  std::vector<uint8_t> rgb;  // height * width * 3 bytes, rows top to bottom, R G B per pixel
+};
+
+// Decodes a JPEG or PNG image (recognised by its first bytes, never by a file name). Throws std::runtime_error with a
+// one-line message saying what is wrong: "empty file", "not a JPEG or PNG image (...)", "truncated JPEG (premature end
+// of data)", "image of 65000x65000 = 4225000000 pixels exceeds data.max_image_pixels = 89478485", ...
+//
+// As Pillow: grayscale JPEG gives R = G = B; CMYK/YCCK JPEG is read as Adobe's inverted CMYK and converted with
+// Pillow's cmyk2rgb; libjpeg's defaults (accurate integer IDCT, fancy upsampling), which Pillow's decoder keeps.
+// PNG: gray of 1, 2 and 4 bits scaled to 0..255 (x255, x85, x17), 16-bit gray clipped to 0..255 (Pillow's I;16 to
+// RGB), other 16-bit samples cut to their high byte, alpha and tRNS dropped (never composited), palette indices past
+// the PLTE's entries black, gamma and colour chunks not applied. A JPEG or PNG whose data ends before its last row is
+// an error ("truncated ..."); what follows the last row is not read, as Pillow does not read it either.
+DecodedImage decode_image(const uint8_t* bytes, size_t size, const DecodeOptions& options);
+
+// Reads the file and decodes it; every error message starts with "<path>: ".
+DecodedImage read_image(const std::string& path, const DecodeOptions& options);
+
+}  // namespace ddp

@@ -1,0 +1,192 @@
+// torchvision.datasets.ImageFolder's listing (torchvision/datasets/folder.py: find_classes, make_dataset), and the
+// image_folder dataset: train/ and val/ splits whose samples are decoded and transformed as batches are assembled.
+#include "data/image_folder.h"
+
+#include "base/folders.h"
+#include "config/config.h"
+#include "data/image_decode.h"
+#include "data/image_transforms.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <set>
+
+namespace ddp {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has_image_extension(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const std::string& ext : image_extensions())
+    if (lower.size() >= ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) return true;
+  return false;
+}
+
+// os.walk(top, followlinks=True): every folder under top with the names of its non-folder entries. A folder reached
+// twice through links is walked once (os.walk would loop for ever); unreadable folders are passed over, as os.walk's
+// default onerror does.
+void walk_folder(const fs::path& dir, std::vector<std::pair<std::string, std::vector<std::string>>>& out,
+                 std::set<fs::path>& seen) {
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(dir, ec);
+  if (ec || !seen.insert(canonical).second) return;
+  std::vector<std::string> files;
+  std::vector<fs::path> subfolders;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec))
+      subfolders.push_back(it->path());
+    else
+      files.push_back(it->path().filename().string());
+  }
+  out.emplace_back(dir.string(), std::move(files));
+  for (const fs::path& sub : subfolders) walk_folder(sub, out, seen);
+}
+
+std::string extension_list() {
+  std::string text;
+  for (const std::string& ext : image_extensions()) text += (text.empty() ? "" : ", ") + ext;
+  return text;
+}
+
+}  // namespace
+
+const std::vector<std::string>& image_extensions() {
+  static const std::vector<std::string> extensions = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                                      ".pgm", ".tif",  ".tiff", ".webp"};
+  return extensions;
+}
+
+std::vector<std::string> find_image_classes(const std::string& root) {
+  std::vector<std::string> classes = sorted_subfolders(root);
+  if (classes.empty())
+    throw ConfigError(root +
+                      ": no class folder found (an image folder holds one folder of images per class; data.dir "
+                      "holds train/ and val/ in that layout)");
+  return classes;
+}
+
+ImageFolderListing list_image_folder(const std::string& root) {
+  ImageFolderListing listing;
+  listing.classes = find_image_classes(root);
+  std::vector<std::string> empty;
+  for (size_t c = 0; c < listing.classes.size(); ++c) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> folders;
+    std::set<fs::path> seen;
+    walk_folder(fs::path(root) / listing.classes[c], folders, seen);
+    std::sort(folders.begin(), folders.end());  // sorted(os.walk(...)): by folder path
+    const size_t before = listing.paths.size();
+    for (auto& [folder, files] : folders) {
+      std::sort(files.begin(), files.end());
+      for (const std::string& f : files) {
+        std::string path = (fs::path(folder) / f).string();
+        if (!has_image_extension(path)) continue;
+        listing.paths.push_back(std::move(path));
+        listing.targets.push_back(static_cast<int64_t>(c));
+      }
+    }
+    if (listing.paths.size() == before) empty.push_back((fs::path(root) / listing.classes[c]).string());
+  }
+  if (!empty.empty()) {
+    std::string names;
+    for (const std::string& e : empty) names += (names.empty() ? "" : ", ") + e;
+    throw ConfigError("no image in class folder" + std::string(empty.size() > 1 ? "s " : " ") + names +
+                      " (image files end in " + extension_list() + ", any case)");
+  }
+  return listing;
+}
+
+namespace {
+
+// One split's files, read and transformed per sample: the training transform (RandomResizedCrop + flip, keyed by the
+// sample's seed) or the evaluation one (Resize + CenterCrop). With data.on_bad_sample = "skip", a file that cannot be
+// read is replaced by the next readable one of the split (in the split's order, wrapping), the same on every run.
+class ImageFolderSamples : public SampleSource {
+ public:
+  ImageFolderSamples(std::string root, std::vector<std::string> paths, const DataConfig& data, bool augment)
+      : root_(std::move(root)),
+        paths_(std::move(paths)),
+        augment_(augment),
+        skip_bad_(data.on_bad_sample == OnBadSample::Skip),
+        image_size_(data.image_size),
+        resize_size_(data.resize_size) {
+    decode_.max_pixels = data.max_image_pixels;
+    // Evaluation only: a JPEG at least twice the resize is decoded at 1/2, 1/4 or 1/8 scale (PIL's draft mode).
+    if (!augment_) decode_.min_side = 2 * resize_size_;
+  }
+
+  Sample read(int64_t index, uint64_t seed) const override {
+    const auto n = static_cast<int64_t>(paths_.size());
+    for (int64_t tries = 0; tries < n; ++tries) {
+      const int64_t i = (index + tries) % n;
+      try {
+        return {transform(read_image(paths_[static_cast<size_t>(i)], decode_), seed), i};
+      } catch (const std::exception&) {
+        if (!skip_bad_) throw;
+        bad_.fetch_add(1);
+      }
+    }
+    throw std::runtime_error(root_ + ": no image of the split can be read (data.on_bad_sample = \"skip\")");
+  }
+
+  int64_t bad_samples() const override { return bad_.load(); }
+
+ private:
+  torch::Tensor transform(const DecodedImage& decoded, uint64_t seed) const {
+    // PILToTensor's layout: the HWC pixels viewed as [C, H, W].
+    const torch::Tensor image =
+        torch::from_blob(const_cast<uint8_t*>(decoded.rgb.data()), {decoded.height, decoded.width, 3}, torch::kUInt8)
+            .permute({2, 0, 1});
+    if (!augment_) return center_crop(resize_shorter_side(image, resize_size_), image_size_).clone();
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const CropBox box = random_resized_crop_box(decoded.height, decoded.width, CropRanges{}, gen);
+    torch::Tensor out =
+        resize_to(image.slice(1, box.top, box.top + box.height).slice(2, box.left, box.left + box.width), image_size_,
+                  image_size_);
+    if (random_flip(gen)) out = out.flip(-1);
+    return out.clone();  // owns its pixels (a crop of the full image's size is still a view of `decoded`)
+  }
+
+  std::string root_;
+  std::vector<std::string> paths_;
+  bool augment_, skip_bad_;
+  int64_t image_size_, resize_size_;
+  DecodeOptions decode_;
+  mutable std::atomic<int64_t> bad_{0};
+};
+
+Split image_folder_split(const std::string& root, const DataConfig& data, bool augment,
+                         std::vector<std::string>* classes) {
+  ImageFolderListing listing = list_image_folder(root);
+  if (classes->empty()) {
+    *classes = listing.classes;
+  } else if (listing.classes != *classes) {
+    throw ConfigError(root + ": its class folders differ from the training split's (" +
+                      std::to_string(listing.classes.size()) + " against " + std::to_string(classes->size()) +
+                      "); train/ and val/ need the same classes");
+  }
+  Split split;
+  split.labels = torch::tensor(listing.targets, torch::kInt64);
+  split.source = std::make_shared<ImageFolderSamples>(root, std::move(listing.paths), data, augment);
+  return split;
+}
+
+}  // namespace
+
+Dataset load_image_folder(const DataConfig& data) {
+  Dataset ds;
+  ds.name = "image_folder";
+  ds.train = image_folder_split(data.dir + "/train", data, data.augment == Augment::Standard, &ds.classes);
+  ds.test = image_folder_split(data.dir + "/val", data, /*augment=*/false, &ds.classes);
+  ds.channels = 3;
+  ds.image_size = data.image_size;
+  ds.num_classes = static_cast<int64_t>(ds.classes.size());
+  return ds;
+}
+
+}  // namespace ddp

@@ -1,0 +1,101 @@
+// torchvision.transforms.v2's Resize, CenterCrop, RandomResizedCrop and RandomHorizontalFlip on uint8 [C, H, W] tensors
+// (torchvision/transforms/v2/functional/_geometry.py and v2/_geometry.py), through the same ATen kernels.
+#include "data/image_transforms.h"
+
+#include <ATen/Version.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+// torchvision resizes uint8 natively only where ATen's vectorised uint8 kernel exists (_do_native_uint8_resize_on_cpu).
+bool native_uint8_resize() {
+  static const bool native = [] {
+    const std::string capability = at::get_cpu_capability();
+    return capability == "AVX2" || capability == "AVX512";
+  }();
+  return native;
+}
+
+// Python's int(round(x)): to the nearest integer, halves to even.
+int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+}  // namespace
+
+torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width) {
+  const int64_t c = image.size(0), h = image.size(1), w = image.size(2);
+  if (height == h && width == w) return image;
+  torch::Tensor x = image.reshape({1, c, h, w});
+  // resize_image restrides a channels_last single image so the kernel keeps channels_last (pytorch/pytorch#68430);
+  // the same strides here give the kernel the same input.
+  if (x.is_contiguous(at::MemoryFormat::ChannelsLast) && x.stride(0) != x.numel())
+    x = x.as_strided({1, c, h, w}, {x.numel(), x.stride(1), x.stride(2), x.stride(3)});
+  const bool cast = !native_uint8_resize();
+  if (cast) x = x.to(torch::kFloat32);
+  x = at::_upsample_bilinear2d_aa(x, c10::IntArrayRef{height, width}, /*align_corners=*/false, std::nullopt);
+  if (cast) x = x.round_().to(torch::kUInt8);
+  return x.reshape({c, height, width});
+}
+
+torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size) {
+  const int64_t h = image.size(1), w = image.size(2);
+  // _compute_resized_output_size: the longer side is int(size * long / short), a true division then truncated.
+  const int64_t shorter = std::min(w, h), longer = std::max(w, h);
+  const auto other = static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
+  return w <= h ? resize_to(image, other, size) : resize_to(image, size, other);
+}
+
+torch::Tensor center_crop(const torch::Tensor& image, int64_t size) {
+  const int64_t h = image.size(1), w = image.size(2);
+  if (h < size || w < size)
+    throw std::invalid_argument("center_crop: a " + std::to_string(h) + "x" + std::to_string(w) +
+                                " image is smaller than the crop of " + std::to_string(size));
+  const int64_t top = round_half_even((h - size) / 2.0), left = round_half_even((w - size) / 2.0);
+  return image.slice(1, top, top + size).slice(2, left, left + size);
+}
+
+CropBox random_resized_crop_box(int64_t height, int64_t width, const CropRanges& ranges, at::Generator& gen) {
+  const int64_t area = height * width;
+  // torch.log(torch.tensor(ratio)): float32, as the bounds of the float32 draw below.
+  const torch::Tensor log_ratio = torch::log(torch::tensor({ranges.ratio_min, ranges.ratio_max}, torch::kFloat32));
+  const double log_lo = log_ratio[0].item<double>(), log_hi = log_ratio[1].item<double>();
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area =
+        static_cast<double>(area) *
+        torch::empty({1}, torch::kFloat32).uniform_(ranges.scale_min, ranges.scale_max, gen).item<double>();
+    const double aspect = torch::empty({1}, torch::kFloat32).uniform_(log_lo, log_hi, gen).exp().item<double>();
+    const int64_t w = round_half_even(std::sqrt(target_area * aspect));
+    const int64_t h = round_half_even(std::sqrt(target_area / aspect));
+    if (0 < w && w <= width && 0 < h && h <= height) {
+      const int64_t top = torch::randint(0, height - h + 1, {1}, gen, torch::kInt64).item<int64_t>();
+      const int64_t left = torch::randint(0, width - w + 1, {1}, gen, torch::kInt64).item<int64_t>();
+      return {top, left, h, w};
+    }
+  }
+  // Fallback: the central crop, clamped to the ratio range.
+  const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
+  int64_t w = width, h = height;
+  if (in_ratio < ranges.ratio_min)
+    h = round_half_even(static_cast<double>(w) / ranges.ratio_min);
+  else if (in_ratio > ranges.ratio_max)
+    w = round_half_even(static_cast<double>(h) * ranges.ratio_max);
+  return {(height - h) / 2, (width - w) / 2, h, w};
+}
+
+bool random_flip(at::Generator& gen) { return torch::rand({1}, gen, torch::kFloat32).item<float>() < 0.5f; }
+
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
+  // SplitMix64's finaliser (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014), chained.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+}
+
+}  // namespace ddp

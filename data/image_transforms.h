@@ -1,0 +1,48 @@
+// Image transforms with torchvision.transforms.v2's semantics on uint8 tensors: Resize, CenterCrop, RandomResizedCrop
+// and RandomHorizontalFlip, their random parameters drawn from a generator of the caller's.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace ddp {
+
+// A crop window in pixels.
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+  bool operator==(const CropBox& o) const {
+    return top == o.top && left == o.left && height == o.height && width == o.width;
+  }
+};
+
+// RandomResizedCrop's scale (fraction of the area) and ratio (width / height) ranges; torchvision's defaults.
+struct CropRanges {
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+};
+
+// v2.Resize(size) with one size: the shorter side becomes `size`, the longer one keeps the aspect ratio (truncated),
+// bilinear with antialias. `image`: uint8 [C, H, W] (any strides). Computed as torchvision computes it: uint8 in ATen's
+// antialiased bilinear kernel where the CPU has AVX2 or AVX-512, in float32 then rounded back elsewhere.
+torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size);
+
+// v2.Resize([height, width]): the same kernel to an exact size.
+torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width);
+
+// v2.CenterCrop(size) for an image at least `size` on both sides (torchvision rounds the offsets half to even).
+torch::Tensor center_crop(const torch::Tensor& image, int64_t size);
+
+// v2.RandomResizedCrop.make_params: the same draws from `gen` in the same order as torchvision draws them from the
+// global generator (ten tries, then the central crop).
+CropBox random_resized_crop_box(int64_t height, int64_t width, const CropRanges& ranges, at::Generator& gen);
+
+// RandomHorizontalFlip(p = 0.5)'s draw: torch.rand(1) < 0.5, from `gen`.
+bool random_flip(at::Generator& gen);
+
+// The per-sample generator seed of an augmented epoch: a 64-bit mix of (seed, epoch, sample index), so a sample's
+// crop and flip do not depend on which thread or rank decodes it, nor on a resume.
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index);
+
+}  // namespace ddp
