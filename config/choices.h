@@ -45,12 +45,16 @@ struct ChoiceTable<Augment> {
 };
 
 // model.name: the architectures models/registry.cpp builds.
-enum class ModelName { Net, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152 };
+enum class ModelName { Net, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152, TorchScript };
 template <>
 struct ChoiceTable<ModelName> {
-  static constexpr NamedChoice<ModelName> names[] = {
-      {ModelName::Net, "net"},           {ModelName::ResNet18, "resnet18"},   {ModelName::ResNet34, "resnet34"},
-      {ModelName::ResNet50, "resnet50"}, {ModelName::ResNet101, "resnet101"}, {ModelName::ResNet152, "resnet152"}};
+  static constexpr NamedChoice<ModelName> names[] = {{ModelName::Net, "net"},
+                                                     {ModelName::ResNet18, "resnet18"},
+                                                     {ModelName::ResNet34, "resnet34"},
+                                                     {ModelName::ResNet50, "resnet50"},
+                                                     {ModelName::ResNet101, "resnet101"},
+                                                     {ModelName::ResNet152, "resnet152"},
+                                                     {ModelName::TorchScript, "torchscript"}};
 };
 
 // model.memory_format

@@ -560,9 +560,18 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"data.resize_size", "data.image_size"},
          "data.resize_size = " + std::to_string(cfg.data.resize_size) + " is smaller than data.image_size = " +
              std::to_string(cfg.data.image_size) + ": evaluation resizes the shorter side, then center-crops it");
+  if (cfg.model.name == ModelName::TorchScript && cfg.model.path.empty())
+    fail({"model.name"}, "model.name = \"torchscript\" needs model.path: the module torch.jit.save wrote");
+  if (cfg.model.name != ModelName::TorchScript && !cfg.model.path.empty())
+    fail({"model.path", "model.name"}, "model.path is the TorchScript module of model.name = \"torchscript\"");
+  if (cfg.model.reset_head && cfg.model.name == ModelName::TorchScript)
+    fail({"model.reset_head", "model.name"},
+         "model.reset_head needs a built-in model (its head is known); a "
+         "TorchScript module is loaded whole");
   if (cfg.model.reset_head && cfg.model.init_from.empty())
-    fail({"model.reset_head"}, "model.reset_head re-initialises the head of the weights model.init_from loads; set "
-                               "model.init_from or leave reset_head false");
+    fail({"model.reset_head"},
+         "model.reset_head re-initialises the head of the weights model.init_from loads; set "
+         "model.init_from or leave reset_head false");
   if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))

@@ -139,12 +139,16 @@ struct ModelConfig {
   double dropout = 0.5;
   std::string init_from;
   bool reset_head = false;
+  std::string path;
   MemoryFormat memory_format = MemoryFormat::Auto;
   bool skip_padding_taps = true;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.name, Key("name", "net: the classic MNIST CNN; resnet*: torchvision's ResNets"));
+    key(s.name, Key("name",
+                    "net: the classic MNIST CNN; resnet*: torchvision's ResNets; torchscript: your module from "
+                    "Python (model.path)"));
+    key(s.path, Key("path", "torchscript: the file torch.jit.save wrote (scripted or traced)"));
     key(s.in_channels, Key("in_channels", "image channels the first convolution takes; unset: the dataset's")
                            .at_least(1)
                            .at_most(kMaxChannels));

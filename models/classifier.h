@@ -22,6 +22,8 @@ class Classifier : public torch::nn::Module {
   virtual int64_t min_training_batch(int64_t /*image_size*/) const { return 1; }
   // The module that maps features to class scores (torchvision's ResNets: "fc"), which fine-tuning re-initialises.
   virtual std::string head_name() const = 0;
+  // Files the model writes of itself beside model.pt (TorchScript: model_scripted.pt); none by default.
+  virtual void write_exports(const std::string& /*out_dir*/) const {}
 };
 
 // Builds model.name; parameters are initialised from the global CPU generator (seed it first).
@@ -31,6 +33,8 @@ std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
 std::shared_ptr<Classifier> make_net(const ModelConfig& cfg);
 // `variant`: one of the ResNet names (resnet18 ... resnet152); any other throws std::invalid_argument.
 std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cfg);
+// model.path's TorchScript module; throws naming the file when it is none or has nothing to train.
+std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg);
 
 // Number of trainable parameters.
 int64_t count_parameters(const torch::nn::Module& m);

@@ -16,6 +16,8 @@ std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) {
     case ModelName::ResNet101:
     case ModelName::ResNet152:
       return make_resnet(cfg.name, cfg);
+    case ModelName::TorchScript:
+      return make_torchscript(cfg);
   }
   throw std::invalid_argument("model.name holds no known model");
 }

@@ -144,6 +144,7 @@ std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cf
     case ModelName::ResNet152:
       return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 8, 36, 3}, cfg);
     case ModelName::Net:
+    case ModelName::TorchScript:
       break;
   }
   throw std::invalid_argument("model " + choice_name(variant) + " is not a ResNet");

@@ -87,7 +87,7 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
     return "hint: same keys, other shapes: the file comes from this architecture with "
            "other sizes (model.num_classes, model.in_channels)";
   for (const ModelName other_name : choice_values<ModelName>()) {
-    if (other_name == model_cfg.name) continue;
+    if (other_name == model_cfg.name || other_name == ModelName::TorchScript) continue;
     ModelConfig other = model_cfg;
     other.name = other_name;
     const std::string name = choice_name(other_name);

@@ -148,6 +148,7 @@ void Trainer::write_model() {
   const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
     // Atomic: a full or read-only disk leaves the previous model.pt as it was.
     save_state_dict(end.model_path, module_state(*model_));
+    model_->write_exports(cfg_.job.out_dir);
     reporter_.message(summary);
   });
   if (!r.failed) return;

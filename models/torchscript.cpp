@@ -1,0 +1,106 @@
+// model.name = "torchscript": a module saved from Python by torch.jit.save (scripted or traced), trained in C++.
+// Its parameters and buffers are registered, the same tensors, in a tree of modules named as the script module's, so
+// DDP, the optimizer, checkpoints and model.pt see them under the names its Python state_dict() gives.
+#include "config/config.h"
+#include "models/classifier.h"
+
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+// Registers `from`'s own parameters and buffers in `into`, then its children as child modules, recursively
+// (torch.nn.Module.state_dict's order: a module's parameters, its buffers, then each child's).
+void mirror_module(const torch::jit::Module& from, torch::nn::Module& into) {
+  for (const auto& p : from.named_parameters(/*recurse=*/false))
+    into.register_parameter(p.name, p.value, p.value.requires_grad());
+  for (const auto& b : from.named_buffers(/*recurse=*/false))
+    if (b.value.defined()) into.register_buffer(b.name, b.value);
+  for (const auto& child : from.named_children()) {
+    auto holder = std::make_shared<torch::nn::Module>(child.name);
+    mirror_module(child.value, *holder);
+    into.register_module(child.name, holder);
+  }
+}
+
+class ScriptedClassifier : public Classifier {
+ public:
+  ScriptedClassifier(torch::jit::Module module, const ModelConfig& cfg)
+      : module_(std::move(module)), path_(cfg.path), num_classes_(cfg.num_classes) {
+    mirror_module(module_, *this);
+    bool trainable = false;
+    for (const auto& p : parameters()) trainable = trainable || p.requires_grad();
+    if (!trainable) throw std::runtime_error(path_ + ": the module has no trainable parameters (model.path)");
+    module_.train(is_training());
+  }
+
+  torch::Tensor forward(torch::Tensor x) override {
+    c10::IValue out;
+    try {
+      // Op by op, as eager PyTorch runs the module in Python (autograd and autocast per operator), not through the
+      // profiling executor's specialised, differentiated graphs.
+      torch::jit::GraphOptimizerEnabledGuard eager(false);
+      out = module_.forward({x});
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(path_ + ": its forward failed on a batch of shape " + shape_text(x.sizes()) +
+                               " (model.path; the module must take one image tensor [batch, channels, height, "
+                               "width]): " +
+                               std::string(e.what_without_backtrace()).substr(0, 400));
+    }
+    if (!out.isTensor())
+      throw std::runtime_error(path_ + ": its forward returned " + out.tagKind() +
+                               ", not a tensor of logits [batch, classes] (model.path)");
+    torch::Tensor logits = out.toTensor();
+    if (logits.dim() != 2 || logits.size(0) != x.size(0) || logits.size(1) != num_classes_)
+      throw std::runtime_error(path_ + ": its forward returned shape " + shape_text(logits.sizes()) + " for " +
+                               std::to_string(x.size(0)) + " images; expected logits [" + std::to_string(x.size(0)) +
+                               ", " + std::to_string(num_classes_) +
+                               "] (model.num_classes = " + std::to_string(num_classes_) + ")");
+    return logits;
+  }
+
+  void train(bool on) override {
+    torch::nn::Module::train(on);
+    module_.train(on);  // the script module's own flag, which its dropout and BatchNorm read
+  }
+
+  std::string head_name() const override { return ""; }
+
+  void write_exports(const std::string& out_dir) const override {
+    torch::jit::Module copy = module_.clone();
+    copy.to(torch::kCPU);
+    copy.eval();
+    copy.save(out_dir + "/model_scripted.pt");
+  }
+
+ private:
+  static std::string shape_text(at::IntArrayRef sizes) {
+    std::string s = "[";
+    for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+    return s + "]";
+  }
+
+  torch::jit::Module module_;
+  std::string path_;
+  int64_t num_classes_;
+};
+
+}  // namespace
+
+std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(cfg.path, torch::kCPU);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(cfg.path +
+                             ": not a TorchScript module (model.path takes what torch.jit.save writes, "
+                             "from torch.jit.script or torch.jit.trace): " +
+                             std::string(e.what_without_backtrace()).substr(0, 200));
+  }
+  return std::make_shared<ScriptedClassifier>(std::move(module), cfg);
+}
+
+}  // namespace ddp

@@ -1,0 +1,126 @@
+// model.name = "torchscript": a module scripted in Python trains on two ranks as Python DDP trains its eager twin,
+// writes model.pt under the module's own names and model_scripted.pt that torch.jit.load runs; a traced torchvision
+// ResNet trains; files that are no TorchScript, or whose forward gives no logits, are one clear error.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace ddp::test {
+namespace {
+
+std::string torchscript_script() { return source_dir() + "/tests/python/torchscript_reference.py"; }
+
+void torchscript_python(const std::string& args) {
+  const CommandResult r = run_command(python() + " " + torchscript_script() + " " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 400, 32, 5);
+  torchscript_python("make " + dir / "net.pt" + " --seed 11");
+  const CommandResult state = run_command(python() +
+                                          " -c \"import sys, torch; torch.save(dict(torch.jit.load(sys.argv[1])"
+                                          ".state_dict()), sys.argv[2])\" " +
+                                          dir / "net.pt " + dir / "net.pt.state");
+  ASSERT_EQ(state.exit_code, 0) << state.output;
+  const CommandResult ref = run_python_ranks(2, torchscript_script() + " train --data " + dir / "data" + " --init " +
+                                                    dir / "net.pt" + " --out " + dir / "python.pt" +
+                                                    " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3");
+  ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
+  const std::string cfg =
+      write_mnist_job(dir, dir / "data",
+                      {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=16", "data.workers=0",
+                       "optimizer.lr=0.05", "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out",
+                       "training.max_steps=20", "training.epochs=5", "metrics.progress=off"});
+  for (const auto& r : run_ranks(2, cfg)) ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  EXPECT_LE(diff, 1e-5);  // measured: 0 (the module runs op by op, as eager PyTorch)
+  std::cout << "[ measured ] max |ddptrain - Python DDP| after 20 steps: " << diff << "\n";
+  EXPECT_GT(max_state_diff(dir / "net.pt.state", dir / "python.pt"), 1e-3);  // the steps moved the weights
+  // model_scripted.pt is the trained module: its state_dict is model.pt, and it runs.
+  const CommandResult check = run_command(
+      python() +
+      " -c \"import sys, torch; m = torch.jit.load(sys.argv[1]); sd = torch.load(sys.argv[2]); "
+      "assert not m.training; "
+      "assert all(torch.equal(v, sd[k]) for k, v in m.state_dict().items()) and len(sd) == len(m.state_dict()); "
+      "print(tuple(m(torch.zeros(3, 1, 28, 28)).shape))\" " +
+      dir / "out/model_scripted.pt " + dir / "out/model.pt");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("(3, 10)"), std::string::npos) << check.output;
+}
+
+// fp16 autocast with dynamic loss scaling on the scripted module, stopped at a checkpoint and resumed: the same
+// weights to the bit as the run that went straight through.
+TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  torchscript_python("make " + dir / "net.pt" + " --seed 2");
+  auto run = [&](const std::string& out, int steps) {
+    const std::string cfg = write_mnist_job(
+        dir, "",
+        {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.synthetic_train_size=640", "amp.enabled=true",
+         "amp.dtype=float16", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
+         "training.max_steps=" + std::to_string(steps), "metrics.progress=plain"});
+    const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --data.dataset=synthetic");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r;
+  };
+  run("straight", 20);
+  run("resumed", 10);
+  EXPECT_NE(run("resumed", 20).output.find("resumed from"), std::string::npos);
+  EXPECT_EQ(max_state_diff(dir / "straight/model.pt", dir / "resumed/model.pt"), 0.0);
+}
+
+TEST(TorchScript, ATracedTorchvisionResnetTrains) {
+  if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
+  TempDir dir;
+  write_tiny_cifar10(dir / "c", 8, 8, 2);
+  const CommandResult traced = run_command(python() +
+                                           " -c \"import sys, torch, torchvision; torch.manual_seed(0); "
+                                           "m = torchvision.models.resnet18(num_classes=10); "
+                                           "torch.save(dict(m.state_dict()), sys.argv[2]); "
+                                           "torch.jit.trace(m, torch.randn(2, 3, 32, 32)).save(sys.argv[1])\" " +
+                                           dir / "resnet18.pt " + dir / "init.pt");
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  const std::string cfg =
+      write_mnist_job(dir, dir / "c",
+                      {"model.name=torchscript", "model.path=" + dir / "resnet18.pt", "data.batch_size=8",
+                       "training.max_steps=2", "job.out_dir=" + dir / "out", "metrics.progress=off"});
+  const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --data.dataset=cifar10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // torchvision's names and shapes (max_state_diff throws otherwise), moved by the two steps.
+  EXPECT_GT(max_state_diff(dir / "out/model.pt", dir / "init.pt"), 0.0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/model_scripted.pt"));
+}
+
+TEST(TorchScript, FilesThatAreNoModelOfLogitsAreOneClearError) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 1);
+  torchscript_python("make " + dir / "pair.pt" + " --kind pair");
+  write_file(dir / "text.pt", "not a module");
+  auto run = [&](const std::string& path) {
+    const std::string cfg =
+        write_mnist_job(dir, dir / "data",
+                        {"model.name=torchscript", "model.path=" + path, "job.out_dir=" + dir / "out",
+                         "training.max_steps=1", "metrics.progress=off"});
+    return run_command(shell_quote(ddptrain_path()) + " " + cfg);
+  };
+  const CommandResult text = run(dir / "text.pt");
+  EXPECT_EQ(text.exit_code, 1) << text.output;
+  EXPECT_NE(text.output.find("error: " + dir / "text.pt: not a TorchScript module"), std::string::npos) << text.output;
+  const CommandResult pair = run(dir / "pair.pt");
+  EXPECT_EQ(pair.exit_code, 1) << pair.output;
+  EXPECT_NE(pair.output.find("its forward returned Tuple, not a tensor of logits"), std::string::npos) << pair.output;
+  const CommandResult none =
+      run_command(shell_quote(ddptrain_path()) + " " + write_mnist_job(dir, dir / "data", {"model.name=torchscript"}));
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("needs model.path"), std::string::npos) << none.output;
+}
+
+}  // namespace
+}  // namespace ddp::test
