@@ -218,6 +218,7 @@ struct TrainingConfig {
   int64_t grad_accum_steps = 1;
   double clip_grad_norm = 0.0;
   double label_smoothing = 0.0;
+  double ema_decay = 0.0;
   int64_t eval_every_epochs = 1;
   bool deterministic = false;
   bool cudnn_benchmark = false;
@@ -239,6 +240,11 @@ struct TrainingConfig {
                                "the uniform distribution; 0 = off")
                                .at_least(0)
                                .at_most(1));
+    key(s.ema_decay, Key("ema_decay",
+                         "torch.optim.swa_utils.AveragedModel's EMA of weights and buffers after each step, evaluated "
+                         "beside them (accuracy_ema) and saved as model_ema.pt; 0 = off")
+                         .at_least(0)
+                         .below(1));
     key(s.eval_every_epochs,
         Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
     key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));

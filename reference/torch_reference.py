@@ -81,7 +81,9 @@ def read_cifar10(dir_, files):
 def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     """PyTorch's DDP recipe as ddptrain runs it, in a joined process group: DistributedSampler(shuffle=True,
     seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
-    across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out."""
+    across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
+    AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
+    dict saved to args.ema_out."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
@@ -92,6 +94,10 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    ema = None
+    if getattr(args, "ema_decay", 0) > 0:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay), use_buffers=True)
     step, epoch = 0, 0
     while step < args.steps:
         sampler.set_epoch(epoch)
@@ -99,12 +105,16 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
             opt.zero_grad()
             loss_fn(ddp(xb), yb).backward()
             opt.step()
+            if ema is not None:
+                ema.update_parameters(model)
             step += 1
             if step == args.steps:
                 break
         epoch += 1
     if dist.get_rank() == 0:
         torch.save(dict(model.state_dict()), args.out)
+        if ema is not None:
+            torch.save(dict(ema.module.state_dict()), args.ema_out)
     dist.barrier()
     dist.destroy_process_group()
 

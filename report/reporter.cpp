@@ -48,7 +48,8 @@ std::string eval_text(const EvalRecord& e, const std::string& label) {
                                      std::to_string(e.correct_top5) + "/" + std::to_string(e.total) + ")"
                                : "";
   return "eval " + label + ": loss " + report_fmt("%.4f", e.loss) + " accuracy " + report_fmt("%.4f", e.accuracy) +
-         " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5;
+         " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5 +
+         (std::isnan(e.accuracy_ema) ? "" : " | EMA accuracy " + report_fmt("%.4f", e.accuracy_ema));
 }
 
 // The fields every metrics.jsonl record starts with, in README's order.
@@ -180,12 +181,17 @@ void Reporter::write_eval(const EvalRecord& e, double wall_s) {
     JsonRecord r = record_head("eval", e.step, e.epoch, e.loss, e.accuracy);
     r.add("correct", e.correct);
     if (top5) r.add("accuracy_top5", e.accuracy_top5).add("correct_top5", e.correct_top5);
+    if (!std::isnan(e.accuracy_ema)) r.add("loss_ema", e.loss_ema).add("accuracy_ema", e.accuracy_ema);
     jsonl_->write(r.add("total", e.total).add("wall_s", wall_s));
   }
   if (!tensorboard_) return;
   tensorboard_->add_scalar("eval/loss", e.loss, e.step);
   tensorboard_->add_scalar("eval/accuracy", e.accuracy, e.step);
   if (top5) tensorboard_->add_scalar("eval/accuracy_top5", e.accuracy_top5, e.step);
+  if (!std::isnan(e.accuracy_ema)) {
+    tensorboard_->add_scalar("eval/loss_ema", e.loss_ema, e.step);
+    tensorboard_->add_scalar("eval/accuracy_ema", e.accuracy_ema, e.step);
+  }
 }
 
 std::string Reporter::summary(const RunEnd& end) {
@@ -200,6 +206,7 @@ std::string Reporter::summary(const RunEnd& end) {
   const EvalRecord& e = last_eval_;
   row("final eval accuracy", report_fmt("%.4f", e.accuracy) + " (best " + report_fmt("%.4f", end.best_accuracy) + ")");
   if (e.correct_top5 >= 0) row("final eval top-5", report_fmt("%.4f", e.accuracy_top5));
+  if (!std::isnan(e.accuracy_ema)) row("final eval EMA", report_fmt("%.4f", e.accuracy_ema));
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
   row("wall time", report_fmt("%.1f s", wall_s));
   row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));

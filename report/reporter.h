@@ -58,6 +58,7 @@ struct EvalRecord {
   int64_t correct = 0, total = 0;
   int64_t correct_top5 = -1;  // the label among the 5 largest outputs; -1 when the model has 5 classes or fewer
   double accuracy_top5 = -1;
+  double loss_ema = NAN, accuracy_ema = NAN;  // of training.ema_decay's averaged weights; NaN when off
 };
 
 // How a training run ended, for the summary.

@@ -113,7 +113,12 @@ bool Trainer::end_epoch() {
 }
 
 void Trainer::evaluate_and_report(const std::string& label) {
-  const EvalRecord e = evaluate();
+  EvalRecord e = evaluate();
+  if (ema_->enabled() && ema_->updates() > 0) {
+    const EvalRecord averaged = evaluate(&ema_->model());
+    e.loss_ema = averaged.loss;
+    e.accuracy_ema = averaged.accuracy;
+  }
   last_eval_accuracy_ = e.accuracy;
   state_.best_accuracy = std::max(state_.best_accuracy, e.accuracy);
   reporter_.eval(e, label);
@@ -149,6 +154,7 @@ void Trainer::write_model() {
     // Atomic: a full or read-only disk leaves the previous model.pt as it was.
     save_state_dict(end.model_path, module_state(*model_));
     model_->write_exports(cfg_.job.out_dir);
+    if (ema_->enabled()) save_state_dict(cfg_.job.out_dir + "/model_ema.pt", module_state(ema_->model()));
     reporter_.message(summary);
   });
   if (!r.failed) return;

@@ -56,6 +56,9 @@ void Trainer::setup() {
   const auto message = [this](const std::string& line) { reporter_.message(line); };
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, message);
   build_model();
+  ema_ = std::make_unique<AveragedModel>(cfg_.training.ema_decay > 0 ? make_model(cfg_.model) : nullptr,
+                                         cfg_.training.ema_decay);
+  if (ema_->enabled()) ema_->model().to(ctx_.device);
   gradient_sync_ = make_gradient_sync(model_, ctx_, cfg_.dist);
   generators_.seed_per_rank();  // dropout draws from the global generator
   build_scaler();
@@ -199,6 +202,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   stop_if_not_finite(total);
   scaler_->step(*optimizer_);
   scaler_->update();
+  ema_->update(*model_);  // after every optimizer step, as AveragedModel.update_parameters in Python
   const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
@@ -231,9 +235,10 @@ void Trainer::stop_if_not_finite(const StepRecord& s) const {
       (last.empty() ? std::string("none written by this run") : last));
 }
 
-EvalRecord Trainer::evaluate() {
+EvalRecord Trainer::evaluate(Classifier* model) {
+  Classifier& net = model ? *model : *model_;
   gradient_sync_->sync_buffers();
-  model_->eval();
+  net.eval();
   torch::NoGradGuard no_grad;
   dataset_.test.ensure_images();
   const Split& test = dataset_.test;
@@ -245,15 +250,15 @@ EvalRecord Trainer::evaluate() {
   int64_t correct = 0, correct_top5 = 0, count = 0;
   while (auto batch = feed->next()) {
     torch::Tensor x = batch->images.to(ctx_.device), y = batch->labels.to(ctx_.device);
-    torch::Tensor out = model_->forward(x);
-    torch::Tensor loss = model_->outputs_log_probs() ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
-                                                     : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
+    torch::Tensor out = net.forward(x);
+    torch::Tensor loss = net.outputs_log_probs() ? torch::nll_loss(out, y, {}, at::Reduction::Sum)
+                                                 : torch::cross_entropy_loss(out, y, {}, at::Reduction::Sum);
     loss_sum += loss.item<double>();
     correct += out.argmax(1).eq(y).sum().item<int64_t>();
     if (top5) correct_top5 += std::get<1>(out.topk(5, 1)).eq(y.unsqueeze(1)).any(1).sum().item<int64_t>();
     count += batch->size();
   }
-  model_->train();
+  if (&net == model_.get()) net.train();
   // Counts are summed as integers (exact); the loss as float64.
   const std::vector<int64_t> counts = all_reduce_sum_exact(ctx_, {correct, correct_top5, count});
   EvalRecord r;

@@ -8,6 +8,7 @@
 #include "distributed/reduce.h"
 #include "models/classifier.h"
 #include "report/reporter.h"
+#include "train/averaged_model.h"
 #include "train/rank_generators.h"
 #include "train/train_state.h"
 
@@ -48,7 +49,8 @@ class Trainer {
   // One optimizer step over micro-batches (gradients synced on the last only): the record's sums and grad_norm.
   // Gradients that are not finite and that the loss scaler does not handle stop the run (see stop_if_not_finite).
   StepRecord train_step(const std::vector<Batch>& micro_batches);
-  EvalRecord evaluate();
+  // The model's accuracy and loss on the test split, summed over ranks; `model` defaults to the trained one.
+  EvalRecord evaluate(Classifier* model = nullptr);
 
   // Everything a checkpoint holds (torch.load-readable dict), part by part; collective: every rank must call it.
   c10::impl::GenericDict state_dict();
@@ -106,6 +108,7 @@ class Trainer {
   Reporter reporter_;
   Dataset dataset_;
   std::shared_ptr<Classifier> model_;
+  std::unique_ptr<AveragedModel> ema_;  // training.ema_decay; disabled (a no-op) at 0
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> gradient_sync_;  // no-op for a world of one
   std::unique_ptr<GradScaler> scaler_;           // disabled (a no-op) when loss scaling is off

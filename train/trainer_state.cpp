@@ -28,6 +28,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
   state_.state_dict(out);
   generators_.state_dict(out);  // collective
+  ema_->state_dict(out);        // nothing when training.ema_decay is 0
   add_config_snapshot(out, cfg_);
   return out;
 }
@@ -61,6 +62,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   const std::string reshard = state_.load_state_dict(state, steps_per_epoch(), cfg_.training.grad_accum_steps);
   if (!reshard.empty()) reporter_.warning(reshard);
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
+  ema_->load_state_dict(state);
   if (!written_with(state, cfg_)) reporter_.warning("the config differs from the one the checkpoint was written with");
 }
 

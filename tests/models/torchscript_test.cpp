@@ -53,8 +53,8 @@ TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
   EXPECT_NE(check.output.find("(3, 10)"), std::string::npos) << check.output;
 }
 
-// fp16 autocast with dynamic loss scaling on the scripted module, stopped at a checkpoint and resumed: the same
-// weights to the bit as the run that went straight through.
+// fp16 autocast with dynamic loss scaling and an EMA of the weights on the scripted module, stopped at a checkpoint
+// and resumed: the same weights and average to the bit as the run that went straight through.
 TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
@@ -63,7 +63,7 @@ TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
     const std::string cfg = write_mnist_job(
         dir, "",
         {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.synthetic_train_size=640", "amp.enabled=true",
-         "amp.dtype=float16", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
+         "amp.dtype=float16", "training.ema_decay=0.9", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
          "training.max_steps=" + std::to_string(steps), "metrics.progress=plain"});
     const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --data.dataset=synthetic");
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -73,6 +73,7 @@ TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
   run("resumed", 10);
   EXPECT_NE(run("resumed", 20).output.find("resumed from"), std::string::npos);
   EXPECT_EQ(max_state_diff(dir / "straight/model.pt", dir / "resumed/model.pt"), 0.0);
+  EXPECT_EQ(max_state_diff(dir / "straight/model_ema.pt", dir / "resumed/model_ema.pt"), 0.0);
 }
 
 TEST(TorchScript, ATracedTorchvisionResnetTrains) {

@@ -71,7 +71,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--kind", default="residual")
     p = sub.add_parser("train")
-    extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1)]
+    extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
+             ("ema_decay", float, 0.0), ("ema_out", str, None)]
     add_arguments(p, {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS + extra}.values())
     args = parser.parse_args()
     {"make": make, "train": train}[args.command](args)

@@ -1,0 +1,53 @@
+// training.ema_decay: the averaged weights and buffers equal torch.optim.swa_utils.AveragedModel's (EMA, buffers
+// included) on two ranks of Python DDP, are evaluated beside the raw ones and saved as model_ema.pt. (A resumed run
+// continues the average bit for bit: tests/models/torchscript_test.cpp.)
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+namespace ddp::test {
+namespace {
+
+std::string ema_script() { return source_dir() + "/tests/python/torchscript_reference.py"; }
+
+// A scripted residual CNN with BatchNorm (whose num_batches_tracked takes AveragedModel's integer path).
+void ema_make_module(const std::string& path) {
+  const CommandResult r = run_command(python() + " " + ema_script() + " make " + path + " --seed 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Ema, TwoRanksMatchAveragedModelOfPythonDdp) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 400, 32, 5);
+  ema_make_module(dir / "net.pt");
+  const CommandResult ref = run_python_ranks(
+      2, ema_script() + " train --data " + dir / "data" + " --init " + dir / "net.pt" + " --out " + dir / "python.pt" +
+             " --batch 16 --steps 12 --lr 0.05 --momentum 0.9 --seed 3 --ema-decay 0.75 --ema-out " +
+             dir / "python_ema.pt");
+  ASSERT_TRUE(std::filesystem::exists(dir / "python_ema.pt")) << ref.output;
+  const std::string cfg = write_mnist_job(
+      dir, dir / "data",
+      {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=16", "data.workers=0",
+       "optimizer.lr=0.05", "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out",
+       "training.ema_decay=0.75", "training.max_steps=12", "training.epochs=5", "metrics.progress=plain"});
+  const auto ranks = run_ranks(2, cfg);
+  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 0.0);
+  EXPECT_EQ(max_state_diff(dir / "out/model_ema.pt", dir / "python_ema.pt"), 0.0);
+  EXPECT_GT(max_state_diff(dir / "out/model_ema.pt", dir / "out/model.pt"), 1e-4);  // an average, not a copy
+  EXPECT_NE(ranks[0].output.find("| EMA accuracy "), std::string::npos) << ranks[0].output;
+  EXPECT_NE(ranks[0].output.find("final eval EMA"), std::string::npos) << ranks[0].output;
+  double accuracy_ema = -1;
+  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["kind"] == "eval") accuracy_ema = record.value("accuracy_ema", -2.0);
+  }
+  EXPECT_GE(accuracy_ema, 0.0);
+}
+
+}  // namespace
+}  // namespace ddp::test

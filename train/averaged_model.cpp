@@ -1,0 +1,67 @@
+// AveragedModel: torch/optim/swa_utils.py's update_parameters with get_ema_multi_avg_fn, parameters then buffers.
+#include "train/averaged_model.h"
+
+#include "checkpoint/checkpoint_entries.h"
+#include "checkpoint/state_dict.h"
+
+#include <torch/torch.h>
+
+namespace ddp {
+namespace {
+
+// parameters() then buffers(), as itertools.chain(module.parameters(), module.buffers()).
+std::vector<torch::Tensor> averaged_tensors(const torch::nn::Module& m) {
+  std::vector<torch::Tensor> out = m.parameters();
+  for (const auto& b : m.buffers()) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+AveragedModel::AveragedModel(std::shared_ptr<Classifier> average, double decay)
+    : average_(decay > 0 ? std::move(average) : nullptr), decay_(decay) {
+  if (average_) average_->eval();  // only ever evaluated
+}
+
+void AveragedModel::update(const torch::nn::Module& model) {
+  if (!average_) return;
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> ema = averaged_tensors(*average_), current = averaged_tensors(model);
+  TORCH_CHECK(ema.size() == current.size(), "AveragedModel: the average and the model differ in their tensors");
+  if (n_averaged_++ == 0) {
+    for (size_t i = 0; i < ema.size(); ++i) ema[i].copy_(current[i]);
+    return;
+  }
+  std::vector<torch::Tensor> ema_float, current_float;
+  for (size_t i = 0; i < ema.size(); ++i) {
+    if (ema[i].is_floating_point() || ema[i].is_complex()) {
+      ema_float.push_back(ema[i]);
+      current_float.push_back(current[i]);
+    } else {
+      ema[i].copy_(ema[i] * decay_ + current[i] * (1 - decay_));
+    }
+  }
+  if (!ema_float.empty()) at::_foreach_lerp_(ema_float, current_float, 1 - decay_);
+}
+
+void AveragedModel::state_dict(c10::impl::GenericDict& out) const {
+  if (!average_) return;
+  c10::impl::GenericDict tensors(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : module_state(*average_)) tensors.insert(name, t.detach().cpu().clone());
+  out.insert("ema", tensors);
+  out.insert("ema_n_averaged", n_averaged_);
+}
+
+void AveragedModel::load_state_dict(const c10::impl::GenericDict& state) {
+  if (!average_) return;
+  const c10::IValue* tensors = ckpt_optional_entry(state, "ema");
+  const c10::IValue* count = ckpt_optional_entry(state, "ema_n_averaged");
+  if (!tensors || !count) {
+    n_averaged_ = 0;
+    return;
+  }
+  apply_state(*average_, tensor_dict(*tensors, "checkpoint entry \"ema\""), "checkpoint entry \"ema\"");
+  n_averaged_ = ckpt_int_entry(*count, "ema_n_averaged");
+}
+
+}  // namespace ddp

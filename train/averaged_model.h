@@ -1,0 +1,40 @@
+// AveragedModel: an exponential moving average of a model's weights and buffers, as torch.optim.swa_utils computes it.
+#pragma once
+
+#include "models/classifier.h"
+
+#include <ATen/core/Dict.h>
+
+#include <memory>
+
+namespace ddp {
+
+// torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True), held in a
+// second model of the same architecture: the first update copies the model's parameters and buffers, each later one
+// moves the floating-point ones towards them (torch._foreach_lerp_(ema, model, 1 - decay)) and sets integer buffers
+// (BatchNorm's num_batches_tracked) to decay * ema + (1 - decay) * model, truncated. Decay 0: disabled, every call
+// a no-op and nothing in a checkpoint.
+class AveragedModel {
+ public:
+  // `average`: the model the average lives in (built like the trained one; its own values are overwritten by the
+  // first update); null when decay is 0.
+  AveragedModel(std::shared_ptr<Classifier> average, double decay);
+
+  bool enabled() const { return average_ != nullptr; }
+  // After each optimizer step.
+  void update(const torch::nn::Module& model);
+  Classifier& model() { return *average_; }
+  int64_t updates() const { return n_averaged_; }
+
+  // Checkpoint entries: "ema" (name -> tensor, the averaged module's state_dict) and "ema_n_averaged".
+  void state_dict(c10::impl::GenericDict& out) const;
+  // Restores them; absent entries (a checkpoint written without the average) start it afresh.
+  void load_state_dict(const c10::impl::GenericDict& state);
+
+ private:
+  std::shared_ptr<Classifier> average_;
+  double decay_;
+  int64_t n_averaged_ = 0;
+};
+
+}  // namespace ddp
