@@ -30,6 +30,13 @@ struct ChoiceTable<DatasetName> {
                                                        {DatasetName::Synthetic, "synthetic"}};
 };
 
+// training.on_nonfinite: what a step whose gradients are not finite does (when no loss scaler handles it).
+enum class OnNonFinite { Stop, Skip };
+template <>
+struct ChoiceTable<OnNonFinite> {
+  static constexpr NamedChoice<OnNonFinite> names[] = {{OnNonFinite::Stop, "stop"}, {OnNonFinite::Skip, "skip"}};
+};
+
 // data.on_bad_sample: what an image that cannot be decoded does.
 enum class OnBadSample { Error, Skip };
 template <>

@@ -219,6 +219,8 @@ struct TrainingConfig {
   double clip_grad_norm = 0.0;
   double label_smoothing = 0.0;
   double ema_decay = 0.0;
+  OnNonFinite on_nonfinite = OnNonFinite::Stop;
+  int64_t max_nonfinite_skips = 10;
   int64_t eval_every_epochs = 1;
   bool deterministic = false;
   bool cudnn_benchmark = false;
@@ -245,6 +247,15 @@ struct TrainingConfig {
                          "beside them (accuracy_ema) and saved as model_ema.pt; 0 = off")
                          .at_least(0)
                          .below(1));
+    key(s.on_nonfinite, Key("on_nonfinite",
+                            "a step whose gradients are not finite (no loss scaler to handle it): stop every rank, "
+                            "or skip it on every rank (no optimizer step, counted)")
+                            .resume_may_differ());
+    key(s.max_nonfinite_skips,
+        Key("max_nonfinite_skips", "skip: stop at the next non-finite step after this many in a row")
+            .at_least(1)
+            .at_most(1e9)
+            .resume_may_differ());
     key(s.eval_every_epochs,
         Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
     key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));

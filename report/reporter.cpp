@@ -161,6 +161,7 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
         .add("skipped_steps", s.skipped_steps)
         .add("grad_norm", s.grad_norm);
     if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
+    if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
     jsonl_->write(r.add("wall_s", wall_s));
   }
@@ -211,6 +212,7 @@ std::string Reporter::summary(const RunEnd& end) {
   row("wall time", report_fmt("%.1f s", wall_s));
   row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
+  if (end.nonfinite_skips >= 0) row("skipped non-finite", std::to_string(end.nonfinite_skips));
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum
     row("bad samples replaced", report_fmt("%.0f", sum_({static_cast<double>(end.bad_samples)})[0]));
   if (gpu_mib) row("peak GPU memory", report_fmt("%.0f MiB (max over ranks)", *gpu_mib));

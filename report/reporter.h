@@ -44,8 +44,9 @@ struct StepRecord {
   double grad_norm = NAN;  // global L2 norm of the unscaled gradients before clipping (inf/NaN: the scaler skipped)
   double lr = 0, loss_scale = 1;
   int64_t skipped_steps = 0;  // steps the loss scaler skipped so far in this run
-  int64_t bad_samples =
-      -1;  // unreadable training samples replaced so far in this run, this rank; -1: not read per sample
+  // Unreadable training samples replaced so far in this run, this rank (-1: not read per sample), and steps skipped
+  // for non-finite gradients so far in this run (-1: such a step stops the run).
+  int64_t bad_samples = -1, nonfinite_skips = -1;
   // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
   double loss = NAN, accuracy = NAN, samples_per_s = NAN;
 };
@@ -65,8 +66,9 @@ struct EvalRecord {
 struct RunEnd {
   int64_t steps = 0, epochs_done = 0;
   double best_accuracy = 0;
-  int64_t skipped_steps = 0;  // by the loss scaler, in this run
-  int64_t bad_samples = -1;   // unreadable training samples replaced in this run, this rank; -1: not read per sample
+  int64_t skipped_steps = 0;     // by the loss scaler, in this run
+  int64_t bad_samples = -1;      // unreadable training samples replaced in this run, this rank; -1: not read per sample
+  int64_t nonfinite_skips = -1;  // steps skipped for non-finite gradients in this run; -1: they stop the run
   int64_t checkpoints_written = 0;
   std::string model_path;
 };

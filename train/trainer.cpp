@@ -199,22 +199,39 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
       if (p.grad().defined()) norms.push_back(p.grad().norm(2));
     total.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
   }
-  stop_if_not_finite(total);
-  scaler_->step(*optimizer_);
-  scaler_->update();
-  ema_->update(*model_);  // after every optimizer step, as AveragedModel.update_parameters in Python
+  if (skip_if_not_finite(total)) {
+    zero_grad_in_place(*optimizer_);  // the same on every rank: the norm is of the all-reduced gradients
+  } else {
+    scaler_->step(*optimizer_);
+    scaler_->update();
+    ema_->update(*model_);  // after every optimizer step, as AveragedModel.update_parameters in Python
+  }
   const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
   total.loss_scale = scaler_->get_scale();
   total.skipped_steps = scaler_->skipped_steps();
   total.bad_samples = dataset_.train.source ? dataset_.train.source->bad_samples() : -1;
+  total.nonfinite_skips = cfg_.training.on_nonfinite == OnNonFinite::Skip ? nonfinite_skips_ : -1;
   return total;
 }
 
-void Trainer::stop_if_not_finite(const StepRecord& s) const {
+bool Trainer::skip_if_not_finite(const StepRecord& s) {
   // Inf/NaN gradients the loss scaler found are its to handle (the step is skipped, the scale backs off).
-  if (std::isfinite(s.grad_norm) || scaler_->found_inf()) return;
+  if (std::isfinite(s.grad_norm) || scaler_->found_inf()) {
+    nonfinite_in_a_row_ = 0;
+    return false;
+  }
+  const bool skipping = cfg_.training.on_nonfinite == OnNonFinite::Skip;
+  if (skipping && nonfinite_in_a_row_ < cfg_.training.max_nonfinite_skips) {
+    ++nonfinite_in_a_row_;
+    ++nonfinite_skips_;
+    reporter_.warning(
+        "step " + std::to_string(state_.global_step + 1) +
+        ": the gradients are not finite; step skipped on every rank (" + std::to_string(nonfinite_in_a_row_) +
+        " in a row, training.max_nonfinite_skips = " + std::to_string(cfg_.training.max_nonfinite_skips) + ")");
+    return true;
+  }
   std::string first;  // in backward order: the parameters from the output back to the input
   const auto named = model_->named_parameters();
   for (auto it = named.end(); it != named.begin();) {
@@ -230,8 +247,9 @@ void Trainer::stop_if_not_finite(const StepRecord& s) const {
   throw std::runtime_error(
       "step " + std::to_string(state_.global_step + 1) + ": the gradients are not finite (loss " +
       (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
-      " on this rank; first in backward order: " + (first.empty() ? std::string("none of this rank's") : first) +
-      "); stopped before the optimizer step; newest checkpoint: " +
+      " on this rank; first in backward order: " + (first.empty() ? std::string("none of this rank's") : first) + ")" +
+      (skipping ? "; " + std::to_string(nonfinite_in_a_row_) + " steps before it were skipped in a row" : "") +
+      "; stopped before the optimizer step; newest checkpoint: " +
       (last.empty() ? std::string("none written by this run") : last));
 }
 

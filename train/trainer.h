@@ -47,7 +47,8 @@ class Trainer {
   // the micro-batch's loss sum, correct count and samples.
   StepRecord forward_backward(const Batch& batch, bool sync, double loss_divisor);
   // One optimizer step over micro-batches (gradients synced on the last only): the record's sums and grad_norm.
-  // Gradients that are not finite and that the loss scaler does not handle stop the run (see stop_if_not_finite).
+  // Gradients that are not finite and that the loss scaler does not handle stop the run, or skip the step (see
+  // skip_if_not_finite).
   StepRecord train_step(const std::vector<Batch>& micro_batches);
   // The model's accuracy and loss on the test split, summed over ranks; `model` defaults to the trained one.
   EvalRecord evaluate(Classifier* model = nullptr);
@@ -81,7 +82,9 @@ class Trainer {
   // skips the step: the same on every rank (the norm is of the all-reduced gradients), no extra collective. The
   // error names the step, this rank's loss, the first parameter in backward order whose gradient is not finite, and
   // the newest checkpoint this run wrote.
-  void stop_if_not_finite(const StepRecord& s) const;
+  // With training.on_nonfinite = "skip", such a step is skipped instead (true: skip it) until
+  // training.max_nonfinite_skips have been skipped in a row; the next one stops as above.
+  bool skip_if_not_finite(const StepRecord& s);
   RunFacts run_facts() const;
 
   EpochEnd train_epoch();
@@ -118,8 +121,9 @@ class Trainer {
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   std::string init_from_note_;  // how model.init_from's layout was read; "" when plain or unset
   double base_lr_ = 0;
-  int64_t total_steps_ = 0;         // of this run: epochs x steps per epoch, capped by max_steps
-  double last_eval_accuracy_ = -1;  // the latest evaluation's, for the checkpoint that follows it
+  int64_t total_steps_ = 0;                               // of this run: epochs x steps per epoch, capped by max_steps
+  double last_eval_accuracy_ = -1;                        // the latest evaluation's, for the checkpoint that follows it
+  int64_t nonfinite_skips_ = 0, nonfinite_in_a_row_ = 0;  // training.on_nonfinite = "skip", in this run
   AsyncAllReduceMax stop_vote_{ctx_};
 };
 
