@@ -36,6 +36,10 @@ c10::impl::GenericDict Trainer::state_dict() {
 std::string Trainer::check_state_dict(const c10::impl::GenericDict& state) const {
   try {
     TrainState::check_state_dict(state, dataset_.train.size());
+    // Weights a diverged run saved are no place to continue from: auto-resume passes over them to an older file.
+    for (const auto& [name, t] : ckpt_model_entry(state))
+      if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+        throw std::runtime_error("checkpoint entry \"model\": " + name + " holds values that are not finite");
     RankGenerators::check_state_dict(state);
     if (const c10::IValue* scaler = ckpt_optional_entry(state, "scaler"))
       GradScaler::check_state_dict(ckpt_dict_entry(*scaler, "scaler"));

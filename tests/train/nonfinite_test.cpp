@@ -82,5 +82,41 @@ TEST(NonFinite, SkipModeSkipsOnEveryRankThenStopsAfterTheLimitInARow) {
   EXPECT_FALSE(std::filesystem::exists(dir / "skip/model.pt"));
 }
 
+// A checkpoint whose weights are not finite (written by another tool, or by a run before this guard) is passed over
+// by checkpoint.resume = "auto", which resumes from the newest good one before it, saying so.
+TEST(NonFinite, AutoResumePassesOverACheckpointWithNonFiniteWeights) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const std::string cfg = write_tiny_job(
+      dir, 64, 16, 3,
+      {"data.batch_size=16", "checkpoint.every_steps=2", "metrics.progress=plain", "job.out_dir=" + dir / "out"});
+  const CommandResult first = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --training.max_steps=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // A NaN in step 4's weights, its manifest's size and CRC32 made to match (so only the values are wrong).
+  const std::string ckpt = dir / "out/checkpoints/step-00000004.pt";
+  const CommandResult poisoned = run_command(python() +
+                                             " -c \"import json, sys, zlib, torch\n"
+                                             "d = torch.load(sys.argv[1])\n"
+                                             "d['model']['fc1.weight'][0, 0] = float('nan')\n"
+                                             "torch.save(d, sys.argv[1])\n"
+                                             "data = open(sys.argv[1], 'rb').read()\n"
+                                             "m = sys.argv[1][:-3] + '.json'\n"
+                                             "j = json.load(open(m))\n"
+                                             "j['bytes'], j['crc32'] = len(data), zlib.crc32(data)\n"
+                                             "json.dump(j, open(m, 'w'))\n"
+                                             "\" " +
+                                             ckpt);
+  ASSERT_EQ(poisoned.exit_code, 0) << poisoned.output;
+  const CommandResult resumed = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --training.max_steps=6");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("skipping checkpoint " + ckpt +
+                                ": checkpoint entry \"model\": fc1.weight holds values that are not finite"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + dir / "out/checkpoints/step-00000002.pt at step 2"),
+            std::string::npos)
+      << resumed.output;
+}
+
 }  // namespace
 }  // namespace ddp::test
