@@ -83,7 +83,9 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
     across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
     AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
-    dict saved to args.ema_out."""
+    dict saved to args.ema_out. With args.amp = "bf16", the forward runs under torch.autocast("cpu", bfloat16) and
+    the loss in float32, as ddptrain's amp.dtype = "bfloat16"."""
+    import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
@@ -103,7 +105,10 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             opt.zero_grad()
-            loss_fn(ddp(xb), yb).backward()
+            bf16 = getattr(args, "amp", "") == "bf16"
+            with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+                out = ddp(xb)
+            loss_fn(out.float(), yb).backward()
             opt.step()
             if ema is not None:
                 ema.update_parameters(model)

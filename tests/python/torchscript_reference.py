@@ -72,7 +72,7 @@ def main():
     p.add_argument("--kind", default="residual")
     p = sub.add_parser("train")
     extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-             ("ema_decay", float, 0.0), ("ema_out", str, None)]
+             ("ema_decay", float, 0.0), ("ema_out", str, None), ("amp", str, "")]
     add_arguments(p, {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS + extra}.values())
     args = parser.parse_args()
     {"make": make, "train": train}[args.command](args)
