@@ -11,21 +11,21 @@ namespace {
 
 TEST(LauncherRestartResume, KilledWorkerRestartsAndEndsBitIdentical) {
   TempDir dir;
-  write_tiny_job(dir, 640, 32, 21,
-                 {"job.seed=6", "data.batch_size=16", "model.dropout=0.5", "optimizer.lr=0.05", "optimizer.momentum=0.9",
-                  "training.epochs=3", "checkpoint.every_steps=10", "metrics.log_every_steps=1",
-                  "dist.timeout_s=30.0"});
+  write_tiny_job(
+      dir, 640, 32, 21,
+      {"job.seed=6", "data.batch_size=16", "model.dropout=0.5", "optimizer.lr=0.05", "optimizer.momentum=0.9",
+       "training.epochs=3", "checkpoint.every_steps=10", "metrics.log_every_steps=1", "dist.timeout_s=30.0"});
   const std::string ddprun = binary_dir() + "/ddprun";
   const std::string common = " --standalone --nproc-per-node=2 --grace-period=2 ";
-  auto full = run_command(ddprun + common + ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "full");
+  auto full =
+      run_command(ddprun + common + ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + dir / "full");
   ASSERT_EQ(full.exit_code, 0) << full.output;
   for (int kill_at : {13, 38}) {
     const std::string out = dir / ("killed" + std::to_string(kill_at));
     // Wait until step kill_at is logged, then SIGKILL one worker (a child of ddprun).
-    auto r = run_command(ddprun + common + "--max-restarts=1 " + ddptrain_path() + " " + dir / "cfg.toml" +
-                         " --job.out_dir=" + out + " > " + out + ".log 2>&1 & p=$!; for i in $(seq 600); do grep -q " +
-                         "'\"step\":" + std::to_string(kill_at) + ",' " + out + "/metrics.jsonl 2>/dev/null && break; " +
-                         "sleep 0.05; done; kill -9 $(pgrep -P $p | tail -n 1); wait $p; echo rc $?");
+    auto r = run_ddprun_killing_a_worker(
+        common + "--max-restarts=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " --job.out_dir=" + out, out,
+        kill_at);
     const std::string log = read_file(out + ".log");
     EXPECT_NE(r.output.find("rc 0"), std::string::npos) << r.output << log;
     EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;

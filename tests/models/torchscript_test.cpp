@@ -98,6 +98,28 @@ TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
   EXPECT_EQ(max_state_diff(dir / "straight/model_ema.pt", dir / "resumed/model_ema.pt"), 0.0);
 }
 
+// Under ddprun --max-restarts, a worker of a TorchScript run killed with SIGKILL after step 13 restarts, resumes from
+// the step-10 checkpoint and ends with the model.pt of an uninterrupted run, byte for byte.
+TEST(TorchScript, KilledWorkerResumesUnderDdprunBitIdentical) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  torchscript_python("make " + dir / "net.pt" + " --seed 5");
+  write_tiny_job(dir, 640, 32, 21,
+                 {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=16", "optimizer.lr=0.05",
+                  "optimizer.momentum=0.9", "training.max_steps=30", "checkpoint.every_steps=10",
+                  "metrics.log_every_steps=1", "dist.timeout_s=30.0"});
+  const std::string run =
+      " --standalone --nproc-per-node=2 --grace-period=2 " + ddptrain_path() + " " + dir / "cfg.toml";
+  const CommandResult full = run_command(binary_dir() + "/ddprun" + run + " --job.out_dir=" + dir / "full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const CommandResult killed =
+      run_ddprun_killing_a_worker("--max-restarts=1" + run + " --job.out_dir=" + dir / "killed", dir / "killed", 13);
+  const std::string log = read_file(dir / "killed.log");
+  EXPECT_NE(killed.output.find("rc 0"), std::string::npos) << killed.output << log;
+  EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+  EXPECT_EQ(read_file(dir / "full/model.pt"), read_file(dir / "killed/model.pt"));
+}
+
 TEST(TorchScript, ATracedTorchvisionResnetTrains) {
   if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
   TempDir dir;

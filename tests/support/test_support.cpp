@@ -220,6 +220,13 @@ CommandResult run_python_ranks(int world_size, const std::string& python_args) {
   return run_command(script + "wait");
 }
 
+CommandResult run_ddprun_killing_a_worker(const std::string& args, const std::string& out, int kill_at) {
+  return run_command(binary_dir() + "/ddprun " + args + " > " + out + ".log 2>&1 & p=$!; for i in $(seq 600); do " +
+                     "grep -q '\"step\":" + std::to_string(kill_at) + ",' " + out +
+                     "/metrics.jsonl 2>/dev/null && break; sleep 0.05; done; kill -9 $(pgrep -P $p | tail -n 1); "
+                     "wait $p; echo rc $?");
+}
+
 CommandResult save_torchvision_init(const std::string& path, const std::string& model, int num_classes, int seed) {
   return run_command(python() + " -c \"import sys, torch, torchvision; torch.manual_seed(" + std::to_string(seed) +
                      "); torch.save(dict(torchvision.models." + model + "(num_classes=" + std::to_string(num_classes) +

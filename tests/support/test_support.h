@@ -80,6 +80,11 @@ std::vector<RankResult> run_ranks(int world_size, const std::string& args, const
 // torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one thread each) and waits for all.
 CommandResult run_python_ranks(int world_size, const std::string& python_args);
 
+// Runs `ddprun ARGS` (ARGS ending in a ddptrain command whose job.out_dir is `out`) in the background, waits until
+// out/metrics.jsonl logs step `kill_at`, SIGKILLs one worker (a child of ddprun), and waits for ddprun: the output
+// ends in "rc N" (ddprun's exit status); ddprun's own output goes to out + ".log".
+CommandResult run_ddprun_killing_a_worker(const std::string& args, const std::string& out, int kill_at);
+
 // Saves torchvision.models.<model>(num_classes=...) initialised under torch.manual_seed(seed) as a plain state dict.
 CommandResult save_torchvision_init(const std::string& path, const std::string& model, int num_classes, int seed);
 
