@@ -51,6 +51,12 @@ NamedTensors module_state(const torch::nn::Module& module) {
   return out;
 }
 
+c10::impl::GenericDict module_state_entry(const torch::nn::Module& module) {
+  c10::impl::GenericDict entry(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : module_state(module)) entry.insert(name, t.detach().cpu().clone());
+  return entry;
+}
+
 void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   namespace fs = std::filesystem;
   fs::path target(path);

@@ -1,6 +1,7 @@
 // Model state dicts: PyTorch-ordered name -> tensor lists, saved/loaded in torch.save's format.
 #pragma once
 
+#include <ATen/core/Dict.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -15,6 +16,8 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // Parameters and buffers in nn.Module.state_dict() order (each module's own params, then buffers, then children).
 NamedTensors module_state(const torch::nn::Module& module);
+// The same as a checkpoint entry: a dict name -> detached CPU copy.
+c10::impl::GenericDict module_state_entry(const torch::nn::Module& module);
 
 // Writes a dict of name -> tensor that Python's torch.load(path) reads as it is (weights_only=True): torch.save's
 // zip format with an untagged pickle (write_torch_save). Atomic: written to PATH.tmp-PID, fsynced, renamed.

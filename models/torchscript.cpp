@@ -77,11 +77,7 @@ class ScriptedClassifier : public Classifier {
   }
 
  private:
-  static std::string shape_text(at::IntArrayRef sizes) {
-    std::string s = "[";
-    for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-    return s + "]";
-  }
+  static std::string shape_text(at::IntArrayRef sizes) { return c10::str(sizes); }  // "[2, 1, 28, 28]"
 
   torch::jit::Module module_;
   std::string path_;

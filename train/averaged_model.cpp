@@ -46,9 +46,7 @@ void AveragedModel::update(const torch::nn::Module& model) {
 
 void AveragedModel::state_dict(c10::impl::GenericDict& out) const {
   if (!average_) return;
-  c10::impl::GenericDict tensors(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : module_state(*average_)) tensors.insert(name, t.detach().cpu().clone());
-  out.insert("ema", tensors);
+  out.insert("ema", module_state_entry(*average_));
   out.insert("ema_n_averaged", n_averaged_);
 }
 

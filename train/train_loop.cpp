@@ -146,8 +146,8 @@ void Trainer::write_model() {
   end.epochs_done = state_.position.epoch;
   end.best_accuracy = state_.best_accuracy;
   end.skipped_steps = scaler_->skipped_steps();
-  end.bad_samples = dataset_.train.source ? dataset_.train.source->bad_samples() : -1;
-  end.nonfinite_skips = cfg_.training.on_nonfinite == OnNonFinite::Skip ? nonfinite_skips_ : -1;
+  end.bad_samples = bad_samples();
+  end.nonfinite_skips = nonfinite_skips();
   end.checkpoints_written = checkpointer_->written();
   end.model_path = cfg_.job.out_dir + "/model.pt";
   const std::string summary = reporter_.summary(end);  // collective on CUDA

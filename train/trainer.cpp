@@ -211,9 +211,15 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
   total.loss_scale = scaler_->get_scale();
   total.skipped_steps = scaler_->skipped_steps();
-  total.bad_samples = dataset_.train.source ? dataset_.train.source->bad_samples() : -1;
-  total.nonfinite_skips = cfg_.training.on_nonfinite == OnNonFinite::Skip ? nonfinite_skips_ : -1;
+  total.bad_samples = bad_samples();
+  total.nonfinite_skips = nonfinite_skips();
   return total;
+}
+
+int64_t Trainer::bad_samples() const { return dataset_.train.source ? dataset_.train.source->bad_samples() : -1; }
+
+int64_t Trainer::nonfinite_skips() const {
+  return cfg_.training.on_nonfinite == OnNonFinite::Skip ? nonfinite_skips_ : -1;
 }
 
 bool Trainer::skip_if_not_finite(const StepRecord& s) {

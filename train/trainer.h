@@ -86,6 +86,10 @@ class Trainer {
   // training.max_nonfinite_skips have been skipped in a row; the next one stops as above.
   bool skip_if_not_finite(const StepRecord& s);
   RunFacts run_facts() const;
+  // The run's counts for StepRecord and RunEnd: unreadable training samples replaced on this rank (-1: the split is
+  // not read per sample) and steps skipped for non-finite gradients (-1: training.on_nonfinite stops instead).
+  int64_t bad_samples() const;
+  int64_t nonfinite_skips() const;
 
   EpochEnd train_epoch();
   // Where a step of an epoch of num_batches micro-batches stands, for the Reporter.

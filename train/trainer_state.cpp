@@ -20,9 +20,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   // Entry order is the file's layout (README "Checkpoints"): torch.load users see the same dict as ever.
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   out.insert("format_version", kFormatVersion);
-  c10::impl::GenericDict model(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : module_state(*model_)) model.insert(name, t.detach().cpu().clone());
-  out.insert("model", model);
+  out.insert("model", module_state_entry(*model_));
   out.insert("optimizer_name", choice_name(cfg_.optimizer.name));
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
   out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
