@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t
 
 // Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's
 // ToTensor + Normalize compute it; mean and std hold one value for all channels or one per channel.
-torch::Tensor normalize_images(const torch::Tensor& uint8_images, const PerChannel& mean, const PerChannel& std);
+// The result is in memory_format (default: the input's layout) on the input's device.
+torch::Tensor normalize_images(const torch::Tensor& uint8_images, const PerChannel& mean, const PerChannel& std,
+                               std::optional<torch::MemoryFormat> memory_format = std::nullopt);
 
 }  // namespace ddp

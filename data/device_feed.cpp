@@ -1,6 +1,8 @@
 // DeviceFeed implementations: pass-through on CPU; side-stream prefetch through c10's device-generic streams/events.
 #include "data/device_feed.h"
 
+#include "data/dataset.h"
+
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -37,6 +39,8 @@ class StreamFeed final : public DeviceFeed {
     // Allocated on the copy stream, used on the current one: the allocator must not reuse them before that use ends.
     batch.images.record_stream(current);
     batch.labels.record_stream(current);
+    const LoaderOptions& o = loader_.options();
+    if (!o.normalize) batch.images = normalize_images(batch.images, o.mean, o.std, o.device_memory_format);
     start_copy();  // overlaps the step that uses `batch`
     return batch;
   }

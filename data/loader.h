@@ -14,7 +14,7 @@
 namespace ddp {
 
 struct Batch {
-  torch::Tensor images;  // float [B, C, H, W], normalised
+  torch::Tensor images;  // float [B, C, H, W], normalised (uint8 between the loader and the DeviceFeed, see normalize)
   torch::Tensor labels;  // int64 [B]
   int64_t size() const { return labels.size(0); }
 };
@@ -26,6 +26,10 @@ struct LoaderOptions {
   int64_t prefetch = 4;    // batches ready ahead of the consumer
   PerChannel mean{0.0};    // one value for all channels, or one per channel
   PerChannel std{1.0};
+  // false: batches leave the loader as uint8 and the DeviceFeed normalises them on the device after the copy, in
+  // device_memory_format (a quarter of the bytes to copy and to hold ahead; no layout copy in the first layer).
+  bool normalize = true;
+  torch::MemoryFormat device_memory_format = torch::MemoryFormat::Contiguous;
   // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, sample index).
   uint64_t seed = 0;
   int64_t epoch = 0;
@@ -46,6 +50,7 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   int64_t num_batches() const { return num_batches_; }
+  const LoaderOptions& options() const { return options_; }
   // Next batch in order, or nullopt at the end. Rethrows a worker's error.
   std::optional<Batch> next();
   // Batches assembled and waiting (at most options.prefetch).

@@ -114,12 +114,16 @@ double Reporter::seconds_since_start() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+bool Reporter::logs_at(const StepRecord& s) const {
+  return s.step % cfg_.log_every_steps == 0 || s.step >= s.total_steps || s.ends_epoch;
+}
+
 void Reporter::step(const StepRecord& s) {
   progress_->on_step(s);
   interval_loss_ += s.loss_sum;
   interval_correct_ += static_cast<double>(s.correct);
   interval_samples_ += static_cast<double>(s.samples);
-  if (s.step % cfg_.log_every_steps != 0 && s.step < s.total_steps && !s.ends_epoch) return;
+  if (!logs_at(s)) return;
   const std::vector<double> r = sum_(
       {interval_loss_, interval_correct_, interval_samples_, static_cast<double>(std::max<int64_t>(s.bad_samples, 0))});
   StepRecord logged = s;

@@ -100,6 +100,8 @@ class Reporter {
   // Every optimizer step, on every rank: the live bar, and every metrics.log_every_steps (and at an epoch's or the
   // run's last step) a train record of the interval, reduced over all ranks (collective).
   void step(const StepRecord& s);
+  // Whether step(s) writes a train record: every metrics.log_every_steps, an epoch's last step and the run's last.
+  bool logs_at(const StepRecord& s) const;
   void end_epoch();
   void eval(const EvalRecord& e, const std::string& label);
   // The summary's text (collective on CUDA: the peak GPU memory over ranks); rank 0 prints it once model.pt is safe.

@@ -79,6 +79,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     group.clear();
     s.lr = lr;
     place(s, num_batches);
+    if (reporter_.logs_at(s)) s.loss_scale = scaler_->get_scale();  // read from the device where it is reported
     reporter_.step(s);  // collective at its log points
     // A step that ends the epoch is saved after the epoch's evaluation (end_epoch), so a resume from it does not
     // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step).

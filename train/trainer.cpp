@@ -4,6 +4,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "base/first_line.h"
+#include "base/foreach.h"
 #include "base/number_text.h"
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
@@ -14,6 +15,8 @@
 #include "optim/optimizer.h"
 #include "train/device_settings.h"
 #include "train/init_weights.h"
+
+#include <ATen/ops/_foreach_norm.h>
 
 namespace ddp {
 
@@ -42,6 +45,9 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   o.epoch = state_.position.epoch;
   // Page-locked host batches make the device copy asynchronous (DataLoader's pin_memory=True).
   if (ctx_.device.is_cuda() && cfg_.data.pin_memory) o.finish = pin_batch_memory();
+  // On an accelerator the uint8 images are copied and normalised there, already in the layout the model takes.
+  o.normalize = ctx_.device.is_cpu();
+  if (memory_format() == MemoryFormat::ChannelsLast) o.device_memory_format = torch::MemoryFormat::ChannelsLast;
   return o;
 }
 
@@ -70,12 +76,16 @@ void Trainer::setup() {
   reporter_.banner(run_facts());
 }
 
+MemoryFormat Trainer::memory_format() const {
+  // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
+  if (cfg_.model.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda()) return MemoryFormat::ChannelsLast;
+  return cfg_.model.memory_format;
+}
+
 void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
   ModelConfig model_cfg = cfg_.model;
-  // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
-  if (model_cfg.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda())
-    model_cfg.memory_format = MemoryFormat::ChannelsLast;
+  model_cfg.memory_format = memory_format();
   try {
     model_ = make_model(model_cfg);
   } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
@@ -151,7 +161,7 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
       " images; set data.drop_last = true or a data.batch_size that leaves no batch of " + std::to_string(smallest));
 }
 
-StepRecord Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
+Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
   model_->train();
   torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
   gradient_sync_->pre_forward(sync);
@@ -169,22 +179,44 @@ StepRecord Trainer::forward_backward(const Batch& batch, bool sync, double loss_
                            ? torch::nll_loss(out, y)
                            : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
   scaler_->scale(loss / loss_divisor).backward();
-  StepRecord s;
-  s.samples = batch.size();
-  s.loss_sum = loss.item<double>() * static_cast<double>(s.samples);
-  s.correct = out.detach().argmax(1).eq(y).sum().item<int64_t>();
-  return s;
+  return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size()};
 }
+
+namespace {
+
+// The global L2 norm of the gradients, as torch.nn.utils.get_total_norm computes it with foreach=None: one norm per
+// gradient (torch._foreach_norm on CUDA, linalg.vector_norm elsewhere), then the norm of those. Left on the device.
+torch::Tensor total_grad_norm(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads, norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kFloat32);
+  for (const auto& indices : group_by_device_and_dtype(grads)) {
+    const std::vector<torch::Tensor> group = pick(grads, indices);
+    if (uses_foreach_kernels(group.front().device())) {
+      for (auto& n : at::_foreach_norm(group, 2)) norms.push_back(std::move(n));
+    } else {
+      for (const auto& g : group) norms.push_back(g.norm(2));
+    }
+  }
+  for (auto& n : norms) n = n.to(grads.front().device());
+  return torch::stack(norms).norm(2);
+}
+
+}  // namespace
 
 StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   zero_grad_in_place(*optimizer_);  // distributed/ddp.h
   StepRecord total;
   const size_t n = micro_batches.size();
+  std::vector<torch::Tensor> figures;  // the losses, the correct counts, then the gradient norm: read at once
+  std::vector<int64_t> samples;
   for (size_t i = 0; i < n; ++i) {
-    const StepRecord s = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.samples += s.samples;
+    MicroBatchResult r = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
+    figures.push_back(r.loss.to(torch::kFloat64));
+    figures.push_back(r.correct.to(torch::kFloat64));
+    samples.push_back(r.samples);
   }
   // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
   // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
@@ -193,12 +225,17 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   if (clip > 0) {
     total.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), clip);
   } else {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> norms;
-    for (const auto& p : model_->parameters())
-      if (p.grad().defined()) norms.push_back(p.grad().norm(2));
-    total.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
+    figures.push_back(total_grad_norm(model_->parameters()).to(torch::kFloat64));
   }
+  // One device-to-host read per step (a synchronisation on CUDA), as loss.item() would be for each figure.
+  const torch::Tensor host = torch::stack(figures).cpu();
+  const double* v = host.const_data_ptr<double>();
+  for (size_t i = 0; i < n; ++i) {
+    total.loss_sum += v[2 * i] * static_cast<double>(samples[i]);
+    total.correct += static_cast<int64_t>(v[2 * i + 1]);
+    total.samples += samples[i];
+  }
+  if (clip <= 0) total.grad_norm = v[2 * n];
   if (skip_if_not_finite(total)) {
     zero_grad_in_place(*optimizer_);  // the same on every rank: the norm is of the all-reduced gradients
   } else {
@@ -209,7 +246,6 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
-  total.loss_scale = scaler_->get_scale();
   total.skipped_steps = scaler_->skipped_steps();
   total.bad_samples = bad_samples();
   total.nonfinite_skips = nonfinite_skips();

@@ -43,9 +43,14 @@ class Trainer {
   // Evaluates the current weights (init_from or fresh init), reports it like a training eval, no training.
   void evaluate_only();
 
-  // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward. Returns
-  // the micro-batch's loss sum, correct count and samples.
-  StepRecord forward_backward(const Batch& batch, bool sync, double loss_divisor);
+  // One micro-batch's figures, still on the device (read once per step, in train_step).
+  struct MicroBatchResult {
+    torch::Tensor loss;     // mean over the micro-batch, float32, shape []
+    torch::Tensor correct;  // int64, shape []
+    int64_t samples = 0;
+  };
+  // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
+  MicroBatchResult forward_backward(const Batch& batch, bool sync, double loss_divisor);
   // One optimizer step over micro-batches (gradients synced on the last only): the record's sums and grad_norm.
   // Gradients that are not finite and that the loss scaler does not handle stop the run, or skip the step (see
   // skip_if_not_finite).
@@ -76,6 +81,8 @@ class Trainer {
   // smaller than the model can train on (BatchNorm with one value per channel). `where` ("" for a whole epoch)
   // names a resumed partial epoch, which may hold no batch at all.
   void check_training_batches(int64_t samples_per_rank, const std::string& where) const;
+  // model.memory_format as this run resolves it ("auto": channels_last on CUDA, the model's default elsewhere).
+  MemoryFormat memory_format() const;
   void build_model();
   void build_scaler();
   // Throws, before the optimizer steps, when the step's global gradient norm is not finite and no loss scaler
