@@ -8,6 +8,7 @@
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <mutex>
 #include <regex>
@@ -178,6 +179,67 @@ TEST(DeviceFeed, CpuFeedIsTheLoadersBatchesInOrder) {
   }
   EXPECT_EQ(n, 6);
   EXPECT_FALSE(feed->next().has_value());
+}
+
+// Batches of 16 with per-channel mean and std (3-channel splits).
+LoaderOptions rgb_options() {
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.mean = {0.4, 0.5, 0.6};
+  o.std = {0.2, 0.25, 0.3};
+  return o;
+}
+
+// normalize = false: the loader hands over the uint8 rows; normalize_images then gives the loader's own normalised
+// batch, in whichever layout is asked for (the values equal, the strides channels_last).
+TEST(BatchLoader, Uint8BatchesNormaliseLikeTheLoaderInAnyLayout) {
+  Dataset ds = synthetic(5, 3);
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < 40; ++i) order.push_back((i * 11) % 300);
+  const LoaderOptions o = rgb_options();
+  LoaderOptions raw = o;
+  raw.normalize = false;
+  BatchLoader normalised(ds.train, order, o), uint8(ds.train, order, raw);
+  int64_t n = 0;
+  while (auto expected = normalised.next()) {
+    auto got = uint8.next();
+    ASSERT_TRUE(got.has_value());
+    ASSERT_EQ(got->images.scalar_type(), torch::kUInt8);
+    EXPECT_TRUE(torch::equal(got->labels, expected->labels));
+    const torch::Tensor nhwc = normalize_images(got->images, o.mean, o.std, torch::MemoryFormat::ChannelsLast);
+    EXPECT_TRUE(nhwc.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(torch::equal(nhwc, expected->images)) << n;
+    EXPECT_TRUE(torch::equal(normalize_images(got->images, o.mean, o.std), expected->images)) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+// On a GPU (CTest label gpu): uint8 batches copied ahead and normalised on the device equal the loader's own
+// normalised batches, channels_last where asked.
+TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  Dataset ds = synthetic(9, 3);
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < 70; ++i) order.push_back((i * 13) % 300);
+  const LoaderOptions o = rgb_options();
+  LoaderOptions raw = o;
+  raw.normalize = false;
+  raw.device_memory_format = torch::MemoryFormat::ChannelsLast;
+  raw.finish = pin_batch_memory();
+  BatchLoader plain(ds.train, order, o), fed(ds.train, order, raw);
+  auto feed = make_device_feed(fed, torch::Device(torch::kCUDA, 0));
+  int64_t n = 0;
+  while (auto expected = plain.next()) {
+    auto got = feed->next();
+    ASSERT_TRUE(got.has_value()) << n;
+    EXPECT_TRUE(got->images.is_cuda());
+    EXPECT_TRUE(got->images.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(torch::allclose(got->images.cpu(), expected->images, 1e-6, 1e-6)) << n;
+    EXPECT_TRUE(torch::equal(got->labels.cpu(), expected->labels)) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
+
 #include <regex>
 
 namespace ddp::test {
@@ -18,26 +20,26 @@ struct OptimCase {
   std::string python;  // optim_reference.py flags
 };
 
-class OptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
-
-TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
-  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
-  const OptimCase& c = GetParam();
+// 25 steps of ddptrain and of tests/python/optim_reference.py on `device`: the weights within `tolerance`, each
+// step's gradient norm within 1e-5 relative.
+void check_against_pytorch(const OptimCase& c, const std::string& device, double tolerance) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 192, 16, 17);
   const std::string scripts = source_dir() + "/tests/python";
   ASSERT_EQ(run_command(python() + " " + scripts + "/make_net_init.py " + dir / "init.pt" + " 5").exit_code, 0);
-  auto ref =
-      run_command(python() + " " + scripts + "/optim_reference.py --data " + dir / "data" + " --init " +
-                  dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 " + c.python);
+  auto ref = run_command(python() + " " + scripts + "/optim_reference.py --data " + dir / "data" + " --init " +
+                         dir / "init.pt" + " --out " + dir / "python.pt" + " --steps 25 --batch 16 --seed 3 --device " +
+                         device + " " + c.python);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   write_mnist_job(dir, dir / "data",
                   {"job.seed=3", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
                    "model.init_from=" + dir / "init.pt", "training.epochs=5", "training.max_steps=25",
                    "metrics.log_every_steps=1"});
-  auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " " + c.ours);
+  // Python's Net is NCHW: the same layout here, so that cuDNN picks the same convolutions.
+  auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " --dist.device=" + device +
+                          " --model.memory_format=contiguous " + c.ours);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 2e-6);
+  EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), tolerance);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);
   // Each step's pre-clip gradient norm equals PyTorch's clip_grad_norm_ return value.
   std::regex py_re("grad_norm ([0-9.eE+-]+)"), our_re("\"grad_norm\":([0-9.eE+-]+)");
@@ -52,24 +54,39 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
   for (size_t i = 0; i < py_norms.size(); ++i) EXPECT_NEAR(our_norms[i], py_norms[i], 1e-5 * py_norms[i]) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Optim, OptimizerVsPyTorch,
-    ::testing::Values(
-        OptimCase{"sgd_nesterov_wd_clip",
-                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
-                  "--optimizer.weight_decay=0.01 --training.clip_grad_norm=0.5",
-                  "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --clip 0.5"},
-        OptimCase{"adamw_warmup_cosine",
-                  "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
-                  "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
-                  "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
-        OptimCase{"sgd_label_smoothing", "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
-                  "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
-        OptimCase{"sgd_step_decay",
-                  "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
-                  "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",
-                  "--optimizer sgd --lr 0.1 --momentum 0.5 --decay step --step_size 7 --gamma 0.3"}),
-    [](const auto& info) { return info.param.name; });
+class OptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
+
+TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  check_against_pytorch(GetParam(), "cpu", 2e-6);
+}
+
+// On a GPU (CTest label gpu): torch.optim's multi-tensor SGD/AdamW and foreach gradient norm against ddptrain's.
+class CudaOptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
+
+TEST_P(CudaOptimizerVsPyTorch, WeightsMatchAfter25Steps) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  check_against_pytorch(GetParam(), "cuda", 1e-5);
+}
+
+const auto kOptimCases = ::testing::Values(
+    OptimCase{"sgd_nesterov_wd_clip",
+              "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+              "--optimizer.weight_decay=0.01 --training.clip_grad_norm=0.5",
+              "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --clip 0.5"},
+    OptimCase{"adamw_warmup_cosine",
+              "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
+              "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
+              "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
+    OptimCase{"sgd_label_smoothing", "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
+              "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
+    OptimCase{"sgd_step_decay",
+              "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
+              "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",
+              "--optimizer sgd --lr 0.1 --momentum 0.5 --decay step --step_size 7 --gamma 0.3"});
+INSTANTIATE_TEST_SUITE_P(Optim, OptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Optim, CudaOptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
 
 TEST(LrSchedule, WarmupThenCosineAndStep) {
   LrSchedulerConfig cfg;

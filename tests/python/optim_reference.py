@@ -1,6 +1,7 @@
 # Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_, LR schedules, label smoothing.
 #
 # A LambdaLR with ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
+# --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths.
 import math
 import os
 import sys
@@ -31,10 +32,12 @@ def main():
     a = parse_arguments([("out", str, None), ("steps", int, 10), ("optimizer", str, "sgd"), ("weight_decay", float, 0.0),
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
                          ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
-                         ("label_smoothing", float, 0.0)])
+                         ("label_smoothing", float, 0.0), ("device", str, "cpu")])
     torch.set_num_threads(1)
+    device = torch.device(a.device)
     model = Net(0.0)
     model.load_state_dict(torch.load(a.init))
+    model.to(device)
     images = read_idx(find(a.data, "train-images-idx3-ubyte"))
     labels = read_idx(find(a.data, "train-labels-idx1-ubyte")).long()
     x = images.unsqueeze(1).to(torch.float32).div(255).sub(a.mean).div(a.std)
@@ -52,6 +55,7 @@ def main():
     while step < a.steps:
         sampler.set_epoch(epoch)
         for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
             opt.zero_grad()
             # CrossEntropyLoss on Net's log-probabilities: log_softmax leaves them as they are.
             loss = (F.cross_entropy(model(xb), yb, label_smoothing=a.label_smoothing) if a.label_smoothing > 0
@@ -66,7 +70,7 @@ def main():
             if step == a.steps:
                 break
         epoch += 1
-    torch.save(dict(model.state_dict()), a.out)
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, a.out)
 
 
 if __name__ == "__main__":
