@@ -88,7 +88,7 @@ TEST(DdpTest, TwoRanksTimesBatchEqualsOneRankTimesDoubleBatch) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const double diff = max_state_diff(dir / "two/model.pt", dir / "one/model.pt");
   EXPECT_LE(diff, 1e-5);
-  // And the runs really trained: the same run from another job.seed's initial weights ends far from this one.
+  // And the runs really trained: the same run started from other initial weights (job.seed = 4) ends far from this one.
   auto other = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
                            " --data.batch_size=32 --job.seed=4 --job.out_dir=" + dir / "other");
   ASSERT_EQ(other.exit_code, 0) << other.output;
