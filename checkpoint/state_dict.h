@@ -1,6 +1,8 @@
 // Model state dicts: PyTorch-ordered name -> tensor lists, saved/loaded in torch.save's format.
 #pragma once
 
+#include "base/atomic_file.h"
+
 #include <ATen/core/Dict.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -33,13 +35,6 @@ NamedTensors tensor_dict(const c10::IValue& value, const std::string& path);
 // Copies `state` into the module's parameters and buffers; mismatches throw listing missing, unexpected
 // and mis-shaped keys, with `origin` (the file) in the message.
 void apply_state(torch::nn::Module& module, const NamedTensors& state, const std::string& origin);
-
-// Atomic file write: PATH.tmp-PID, fsync, rename, fsync of the folder.
-void write_file_atomic(const std::string& path, const std::vector<char>& bytes);
-// The same, with the bytes handed to the sink as `produce` makes them (nothing buffered); an exception from
-// produce leaves no file behind.
-using ByteSink = std::function<void(const void* data, size_t size)>;
-void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
 
 // torch.save's zip archive of `value` (dicts, lists, strings, numbers, tensors), its pickle untagged so that
 // torch.load with weights_only=True accepts it; torch::pickle_save's archive is the same but for the type tags.

@@ -1,10 +1,12 @@
 // model.name = "torchscript": a module saved from Python by torch.jit.save (scripted or traced), trained in C++.
 // Its parameters and buffers are registered, the same tensors, in a tree of modules named as the script module's, so
 // DDP, the optimizer, checkpoints and model.pt see them under the names its Python state_dict() gives.
+#include "base/atomic_file.h"
 #include "config/config.h"
 #include "models/classifier.h"
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/script.h>
 
 #include <stdexcept>
@@ -73,7 +75,13 @@ class ScriptedClassifier : public Classifier {
     torch::jit::Module copy = module_.clone();
     copy.to(torch::kCPU);
     copy.eval();
-    copy.save(out_dir + "/model_scripted.pt");
+    // What Module::save writes, replacing the file whole or not at all, as model.pt is.
+    write_file_atomic(out_dir + "/model_scripted.pt", [&](const ByteSink& sink) {
+      torch::jit::ExportModule(copy, [&](const void* data, size_t size) {
+        sink(data, size);
+        return size;
+      });
+    });
   }
 
  private:

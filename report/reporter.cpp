@@ -1,6 +1,7 @@
 // Reporter: the console lines, metrics.jsonl records (field order fixed, README) and TensorBoard scalars of a run.
 #include "report/reporter.h"
 
+#include "base/atomic_file.h"
 #include "base/json_record.h"
 #include "report/gpu_memory.h"
 #include "report/jsonl_writer.h"
@@ -9,10 +10,9 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
-#include <utility>
 
 namespace ddp {
 namespace {
@@ -94,18 +94,13 @@ void Reporter::open_files(std::optional<int64_t> resumed_at) {
   if (!classes_.empty()) write_classes();
 }
 
-// classes.json: torchvision's ImageFolder.classes and class_to_idx, written whole then renamed into place.
+// classes.json: torchvision's ImageFolder.classes and class_to_idx, written whole or not at all.
 void Reporter::write_classes() const {
   nlohmann::ordered_json doc;
   doc["classes"] = classes_;
   for (size_t i = 0; i < classes_.size(); ++i) doc["class_to_idx"][classes_[i]] = i;
-  const std::string path = out_dir_ + "/classes.json", partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << doc.dump(1) << "\n";
-    if (!out.flush()) throw std::runtime_error(partial + ": write failed");
-  }
-  std::filesystem::rename(partial, path);
+  const std::string text = doc.dump(1) + "\n";
+  write_file_atomic(out_dir_ + "/classes.json", std::vector<char>(text.begin(), text.end()));
 }
 
 void Reporter::start() { start_ = interval_start_ = std::chrono::steady_clock::now(); }

@@ -1,0 +1,71 @@
+// write_file_atomic: a file replaced whole or not at all (temporary file, fsync, rename, fsync of the folder).
+#include "base/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace ddp {
+
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
+  auto fail = [&](const std::string& what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": " + what + ": " + std::strerror(err));
+  };
+  // A failed write is remembered, not thrown: the producer may be PyTorch's zip writer, whose destructor writes
+  // again while an exception unwinds (std::terminate, SIGABRT on a full disk). The rest of its bytes are dropped.
+  int write_errno = 0;
+  const ByteSink sink = [&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    size_t done = 0;
+    while (done < size && write_errno == 0) {
+      ssize_t n = ::write(fd, bytes + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) write_errno = n < 0 ? errno : ENOSPC;
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+  };
+  try {
+    produce(sink);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (write_errno != 0) fail("write failed", write_errno);
+  if (::fsync(fd) != 0) fail("fsync failed", errno);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": close failed: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
+  write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+}  // namespace ddp
