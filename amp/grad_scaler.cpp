@@ -1,6 +1,9 @@
 // GradScaler: scale / unscale / step / update of torch.amp.GradScaler, on ATen's AMP kernels for every device.
 #include "amp/grad_scaler.h"
 
+#include "base/foreach.h"
+
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
@@ -59,28 +62,31 @@ void GradScaler::unscale(torch::optim::Optimizer& opt) {
   torch::NoGradGuard no_grad;
   // FP32 division can be imprecise for certain compile options, so the reciprocal is taken in FP64 (as Python).
   const torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
-  // Gradients grouped by device, then dtype; one found_inf per device, as Python's _unscale_grads_.
-  std::map<std::pair<int, int>, std::map<int, std::vector<torch::Tensor>>> groups;
-  std::map<std::pair<int, int>, c10::Device> devices;
+  std::vector<torch::Tensor> grads;
   for (auto& group : opt.param_groups()) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       if (p.grad().scalar_type() == torch::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
-      torch::Tensor g = p.grad().is_sparse() ? p.grad()._values() : p.grad();
-      const std::pair<int, int> dev{static_cast<int>(g.device().type()), g.device().index()};
-      devices.emplace(dev, g.device());
-      groups[dev][static_cast<int>(g.scalar_type())].push_back(g);
+      grads.push_back(p.grad().is_sparse() ? p.grad()._values() : p.grad());
     }
   }
-  torch::Tensor found_inf = torch::zeros({1}, scale_.options());
-  for (auto& [dev, per_dtype] : groups) {
-    const c10::Device device = devices.at(dev);
-    torch::Tensor device_found_inf = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
-    const torch::Tensor device_inv_scale = inv_scale.to(device);
-    for (auto& [dtype, grads] : per_dtype)
-      at::_amp_foreach_non_finite_check_and_unscale_(grads, device_found_inf, device_inv_scale);
-    found_inf.add_(device_found_inf.to(scale_.device()));
+  // Gradients grouped by device and dtype; one found_inf (and inv_scale copy) per device, as Python's _unscale_grads_.
+  struct PerDevice {
+    c10::Device device;
+    torch::Tensor found_inf, inv_scale;
+  };
+  std::vector<PerDevice> devices;
+  for (const auto& indices : group_by_device_and_dtype(grads)) {
+    const std::vector<torch::Tensor> group = pick(grads, indices);
+    const c10::Device device = group.front().device();
+    auto d = std::find_if(devices.begin(), devices.end(), [&](const PerDevice& e) { return e.device == device; });
+    if (d == devices.end())
+      d = devices.insert(devices.end(),
+                         {device, torch::zeros({1}, torch::dtype(torch::kFloat).device(device)), inv_scale.to(device)});
+    at::_amp_foreach_non_finite_check_and_unscale_(group, d->found_inf, d->inv_scale);
   }
+  torch::Tensor found_inf = torch::zeros({1}, scale_.options());
+  for (const PerDevice& d : devices) found_inf.add_(d.found_inf.to(scale_.device()));
   st.local_found_inf = found_inf.item<double>();
   if (reduce_found_inf_) found_inf.fill_(reduce_found_inf_(st.local_found_inf));
   st.found_inf = found_inf;

@@ -97,9 +97,9 @@ class ResNet : public Classifier {
     return fc_->forward(x);
   }
 
-  // The last BatchNorm sees the input after five stride-2 stages (conv1, maxpool, layer2-4), each ceil(s / 2).
   std::string head_name() const override { return "fc"; }
 
+  // The last BatchNorm sees the input after five stride-2 stages (conv1, maxpool, layer2-4), each ceil(s / 2).
   int64_t min_training_batch(int64_t image_size) const override {
     int64_t s = image_size;
     for (int stage = 0; stage < 5; ++stage) s = (s + 1) / 2;

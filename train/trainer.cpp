@@ -47,7 +47,8 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   if (ctx_.device.is_cuda() && cfg_.data.pin_memory) o.finish = pin_batch_memory();
   // On an accelerator the uint8 images are copied and normalised there, already in the layout the model takes.
   o.normalize = ctx_.device.is_cpu();
-  if (memory_format() == MemoryFormat::ChannelsLast) o.device_memory_format = torch::MemoryFormat::ChannelsLast;
+  if (model_config().memory_format == MemoryFormat::ChannelsLast)
+    o.device_memory_format = torch::MemoryFormat::ChannelsLast;
   return o;
 }
 
@@ -62,7 +63,7 @@ void Trainer::setup() {
   const auto message = [this](const std::string& line) { reporter_.message(line); };
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, message);
   build_model();
-  ema_ = std::make_unique<AveragedModel>(cfg_.training.ema_decay > 0 ? make_model(cfg_.model) : nullptr,
+  ema_ = std::make_unique<AveragedModel>(cfg_.training.ema_decay > 0 ? make_model(model_config()) : nullptr,
                                          cfg_.training.ema_decay);
   if (ema_->enabled()) ema_->model().to(ctx_.device);
   gradient_sync_ = make_gradient_sync(model_, ctx_, cfg_.dist);
@@ -76,16 +77,17 @@ void Trainer::setup() {
   reporter_.banner(run_facts());
 }
 
-MemoryFormat Trainer::memory_format() const {
+ModelConfig Trainer::model_config() const {
+  ModelConfig model_cfg = cfg_.model;
   // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
-  if (cfg_.model.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda()) return MemoryFormat::ChannelsLast;
-  return cfg_.model.memory_format;
+  if (model_cfg.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda())
+    model_cfg.memory_format = MemoryFormat::ChannelsLast;
+  return model_cfg;
 }
 
 void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(cfg_.job.seed));
-  ModelConfig model_cfg = cfg_.model;
-  model_cfg.memory_format = memory_format();
+  const ModelConfig model_cfg = model_config();
   try {
     model_ = make_model(model_cfg);
   } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
@@ -225,7 +227,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   if (clip > 0) {
     total.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), clip);
   } else {
-    figures.push_back(total_grad_norm(model_->parameters()).to(torch::kFloat64));
+    figures.push_back(total_grad_norm(model_->parameters()).to(figures.front().device(), torch::kFloat64));
   }
   // One device-to-host read per step (a synchronisation on CUDA), as loss.item() would be for each figure.
   const torch::Tensor host = torch::stack(figures).cpu();

@@ -81,8 +81,9 @@ class Trainer {
   // smaller than the model can train on (BatchNorm with one value per channel). `where` ("" for a whole epoch)
   // names a resumed partial epoch, which may hold no batch at all.
   void check_training_batches(int64_t samples_per_rank, const std::string& where) const;
-  // model.memory_format as this run resolves it ("auto": channels_last on CUDA, the model's default elsewhere).
-  MemoryFormat memory_format() const;
+  // The model section as this run builds its models: model.memory_format "auto" resolved (channels_last on CUDA, the
+  // model's default elsewhere).
+  ModelConfig model_config() const;
   void build_model();
   void build_scaler();
   // Throws, before the optimizer steps, when the step's global gradient norm is not finite and no loss scaler
