@@ -142,6 +142,7 @@ struct ModelConfig {
   std::string path;
   MemoryFormat memory_format = MemoryFormat::Auto;
   bool skip_padding_taps = true;
+  bool sync_batchnorm = false;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -163,6 +164,9 @@ struct ModelConfig {
     key(s.memory_format, Key("memory_format", "layout convolutions run in; auto = channels_last for net and on CUDA"));
     key(s.skip_padding_taps,
         Key("skip_padding_taps", "convolutions leave out kernel taps that only read zero padding (same sums)"));
+    key(s.sync_batchnorm, Key("sync_batchnorm",
+                              "torch.nn.SyncBatchNorm: BatchNorm statistics over every rank's batch in training "
+                              "(built-in ResNets)"));
   }
 };
 
@@ -224,6 +228,7 @@ struct TrainingConfig {
   int64_t eval_every_epochs = 1;
   bool deterministic = false;
   bool cudnn_benchmark = false;
+  bool cudnn_allow_tf32 = true;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -260,6 +265,8 @@ struct TrainingConfig {
         Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
     key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));
     key(s.cudnn_benchmark, Key("cudnn_benchmark", "torch.backends.cudnn.benchmark (CUDA; not with deterministic)"));
+    key(s.cudnn_allow_tf32,
+        Key("cudnn_allow_tf32", "torch.backends.cudnn.allow_tf32: float32 convolutions may use TF32 (CUDA, Ampere+)"));
   }
 };
 

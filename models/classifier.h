@@ -1,6 +1,7 @@
 // Classifier: the interface every model implements (a Module whose forward maps images to class scores).
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -11,6 +12,7 @@
 namespace ddp {
 
 struct ModelConfig;
+class BatchNormCollectives;
 
 class Classifier : public torch::nn::Module {
  public:
@@ -24,6 +26,10 @@ class Classifier : public torch::nn::Module {
   virtual std::string head_name() const = 0;
   // Files the model writes of itself beside model.pt (TorchScript: model_scripted.pt); none by default.
   virtual void write_exports(const std::string& /*out_dir*/) const {}
+  // model.sync_batchnorm, as torch.nn.SyncBatchNorm.convert_sync_batchnorm: the BatchNorm layers normalise over
+  // every rank's batch in training (a model without BatchNorm has nothing to convert); throws a ConfigError naming
+  // the layers it cannot convert.
+  virtual void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& /*collectives*/) {}
 };
 
 // Builds model.name; parameters are initialised from the global CPU generator (seed it first).

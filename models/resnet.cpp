@@ -1,5 +1,6 @@
 // ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem.
 #include "config/config.h"
+#include "models/batch_norm.h"
 #include "models/classifier.h"
 #include "models/conv.h"
 
@@ -22,8 +23,9 @@ nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
 // Residual block; `bottleneck` selects torchvision's Bottleneck (expansion 4) over BasicBlock (expansion 1).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample, ConvKernels kernels)
-      : kernels_(kernels) {
+  Block(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, bool downsample, ConvKernels kernels,
+        std::shared_ptr<BatchNormLayers> bn_layers)
+      : kernels_(kernels), bn_layers_(std::move(bn_layers)) {
     const int64_t out = planes * (bottleneck ? 4 : 1);
     // torchvision registers each conv's BatchNorm right after it (conv1, bn1, conv2, bn2[, conv3, bn3]),
     // which fixes the state_dict order.
@@ -43,15 +45,18 @@ class Block : public nn::Module {
     }
     register_module("relu", nn::ReLU(nn::ReLUOptions(true)));
     if (downsample) {
-      downsample_ = register_module("downsample", nn::Sequential(conv1x1(inplanes, out, stride), nn::BatchNorm2d(out)));
+      // torchvision's Sequential (names downsample.0, downsample.1), run here layer by layer.
+      downsample_conv_ = conv1x1(inplanes, out, stride);
+      downsample_bn_ = nn::BatchNorm2d(out);
+      register_module("downsample", nn::Sequential(downsample_conv_, downsample_bn_));
     }
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;
+    torch::Tensor identity = downsample_conv_ ? bn_layers_->forward(*downsample_bn_, downsample_conv_->forward(x)) : x;
     torch::Tensor y = x;
     for (size_t i = 0; i < convs_.size(); ++i) {
-      y = bns_[i]->forward(conv2d_forward(*convs_[i], y, kernels_));
+      y = bn_layers_->forward(*bns_[i], conv2d_forward(*convs_[i], y, kernels_));
       if (i + 1 < convs_.size()) y = y.relu_();
     }
     return (y + identity).relu_();
@@ -60,8 +65,10 @@ class Block : public nn::Module {
  private:
   std::vector<nn::Conv2d> convs_;
   std::vector<nn::BatchNorm2d> bns_;
-  nn::Sequential downsample_{nullptr};
+  nn::Conv2d downsample_conv_{nullptr};
+  nn::BatchNorm2d downsample_bn_{nullptr};
   ConvKernels kernels_;
+  std::shared_ptr<BatchNormLayers> bn_layers_;
 };
 TORCH_MODULE_IMPL(BlockModule, Block);
 
@@ -91,13 +98,17 @@ class ResNet : public Classifier {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = maxpool_->forward(bn1_->forward(conv2d_forward(*conv1_, x, kernels_)).relu_());
+    x = maxpool_->forward(bn_layers_->forward(*bn1_, conv2d_forward(*conv1_, x, kernels_)).relu_());
     for (auto& layer : layers_) x = layer->forward(x);
     x = torch::flatten(avgpool_->forward(x), 1);
     return fc_->forward(x);
   }
 
   std::string head_name() const override { return "fc"; }
+
+  void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& collectives) override {
+    bn_layers_->synchronize(collectives);
+  }
 
   // The last BatchNorm sees the input after five stride-2 stages (conv1, maxpool, layer2-4), each ceil(s / 2).
   int64_t min_training_batch(int64_t image_size) const override {
@@ -111,15 +122,16 @@ class ResNet : public Classifier {
     const int64_t expansion = bottleneck_ ? 4 : 1;
     nn::Sequential layer;
     bool downsample = stride != 1 || inplanes_ != planes * expansion;
-    layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample, kernels_));
+    layer->push_back(BlockModule(bottleneck_, inplanes_, planes, stride, downsample, kernels_, bn_layers_));
     inplanes_ = planes * expansion;
     for (int64_t i = 1; i < blocks; ++i)
-      layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false, kernels_));
+      layer->push_back(BlockModule(bottleneck_, inplanes_, planes, 1, false, kernels_, bn_layers_));
     return layer;
   }
 
   bool bottleneck_;
   ConvKernels kernels_;
+  std::shared_ptr<BatchNormLayers> bn_layers_ = std::make_shared<BatchNormLayers>();
   int64_t inplanes_ = 64;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};

@@ -71,6 +71,24 @@ class ScriptedClassifier : public Classifier {
 
   std::string head_name() const override { return ""; }
 
+  // A script module's BatchNorm layers run its compiled forward, which calls batch_norm itself: there is no layer to
+  // swap for SyncBatchNorm (which TorchScript cannot compile either). Without BatchNorm there is nothing to convert.
+  void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& /*collectives*/) override {
+    std::vector<std::string> names;
+    for (const auto& m : module_.named_modules()) {
+      const auto type = m.value.type()->name();
+      if (type && type->name().find("BatchNorm") != std::string::npos) names.push_back(m.name);
+    }
+    if (names.empty()) return;
+    std::string listed;
+    for (size_t i = 0; i < names.size() && i < 5; ++i) listed += (i ? ", " : "") + names[i];
+    if (names.size() > 5) listed += ", ... (" + std::to_string(names.size()) + " in all)";
+    throw ConfigError("model.sync_batchnorm = true cannot convert the BatchNorm layers of the TorchScript module " +
+                      path_ + " (" + listed +
+                      "): their compiled forward calls batch_norm itself. Set model.sync_batchnorm = false, or train "
+                      "a model without BatchNorm");
+  }
+
   void write_exports(const std::string& out_dir) const override {
     torch::jit::Module copy = module_.clone();
     copy.to(torch::kCPU);

@@ -83,8 +83,9 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
     across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
     AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
-    dict saved to args.ema_out. With args.amp = "bf16", the forward runs under torch.autocast("cpu", bfloat16) and
-    the loss in float32, as ddptrain's amp.dtype = "bfloat16"."""
+    dict saved to args.ema_out. With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
+    bfloat16 or float16) and the loss in float32, as ddptrain's amp.dtype; float16 with torch.amp.GradScaler("cpu")
+    (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16."""
     import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -100,16 +101,23 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     if getattr(args, "ema_decay", 0) > 0:
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
         ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay), use_buffers=True)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(getattr(args, "amp", ""))
+    scaler = torch.amp.GradScaler("cpu") if amp_dtype == torch.float16 else None
     step, epoch = 0, 0
     while step < args.steps:
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             opt.zero_grad()
-            bf16 = getattr(args, "amp", "") == "bf16"
-            with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            with torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
                 out = ddp(xb)
-            loss_fn(out.float(), yb).backward()
-            opt.step()
+            loss = loss_fn(out.float(), yb)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
             if ema is not None:
                 ema.update_parameters(model)
             step += 1
@@ -117,7 +125,7 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                 break
         epoch += 1
     if dist.get_rank() == 0:
-        torch.save(dict(model.state_dict()), args.out)
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.out)  # CPU tensors from any device
         if ema is not None:
             torch.save(dict(ema.module.state_dict()), args.ema_out)
     dist.barrier()

@@ -29,7 +29,8 @@ std::string banner_text(const RunFacts& f) {
   if (f.distributed)
     out += " | all-reduce " + (f.allreduce == "shm" ? std::string("shared memory") : f.allreduce) +
            (f.allreduce_note.empty() ? "" : " (shared memory not used: " + f.allreduce_note + ")");
-  out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters) | data " + f.dataset + " train " +
+  out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters)" +
+         (f.batchnorm.empty() ? "" : " | " + f.batchnorm) + " | data " + f.dataset + " train " +
          std::to_string(f.train_size) + " test " + std::to_string(f.test_size);
   out += "\n  batch " + std::to_string(f.batch_size) + " per rank x " + std::to_string(f.world_size) + " ranks x " +
          std::to_string(f.grad_accum_steps) +

@@ -27,6 +27,7 @@ struct RunFacts {
   bool distributed = false;
   std::string allreduce, allreduce_note;
   std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
+  std::string batchnorm;            // how BatchNorm layers normalise in training; "" for a model without them
   int64_t parameters = 0, train_size = 0, test_size = 0;
   int64_t batch_size = 0, grad_accum_steps = 1, steps_per_epoch = 0;
   std::string out_dir, init_from_note;

@@ -1,4 +1,4 @@
-// configure_math_modes: deterministic algorithms, cuDNN's choices and cuBLAS's workspace, as PyTorch's switches set them.
+// configure_math_modes: deterministic algorithms, cuDNN choices and TF32, cuBLAS workspace, as PyTorch sets them.
 #include "train/device_settings.h"
 
 #include <ATen/Context.h>
@@ -13,6 +13,7 @@ void configure_math_modes(const TrainingConfig& cfg) {
   context.setDeterministicAlgorithms(cfg.deterministic, /*warn_only=*/false);
   context.setDeterministicCuDNN(cfg.deterministic);
   context.setBenchmarkCuDNN(cfg.cudnn_benchmark && !cfg.deterministic);
+  context.setAllowTF32CuDNN(cfg.cudnn_allow_tf32);
 }
 
 }  // namespace ddp

@@ -13,6 +13,7 @@
 #include "distributed/gradient_sync.h"
 #include "report/gpu_memory.h"
 #include "optim/optimizer.h"
+#include "train/batch_norm_sync.h"
 #include "train/device_settings.h"
 #include "train/init_weights.h"
 
@@ -99,6 +100,7 @@ void Trainer::build_model() {
   }
   if (!cfg_.model.init_from.empty()) init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
   model_->to(ctx_.device);
+  if (cfg_.model.sync_batchnorm) model_->synchronize_batchnorm(batch_norm_collectives(ctx_));
 }
 
 void Trainer::build_scaler() {
@@ -122,6 +124,14 @@ RunFacts Trainer::run_facts() const {
   f.allreduce_note = ctx_.allreduce_note;
   f.model = choice_name(cfg_.model.name);
   f.parameters = count_parameters(*model_);
+  const int64_t batchnorm_layers = count_batchnorm_layers(*model_);
+  const std::string layers = std::to_string(batchnorm_layers) + " BatchNorm layers";
+  if (cfg_.model.sync_batchnorm)
+    f.batchnorm = "sync_batchnorm on (" + layers +
+                  (ctx_.world_size > 1 ? ", statistics over all " + std::to_string(ctx_.world_size) + " ranks)"
+                                       : "; a world of one normalises its own batch)");
+  else if (batchnorm_layers > 0)
+    f.batchnorm = "sync_batchnorm off (" + layers + ", statistics per rank)";
   f.dataset = dataset_.name;
   f.train_size = dataset_.train.size();
   f.test_size = dataset_.test.size();

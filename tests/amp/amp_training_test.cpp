@@ -1,8 +1,9 @@
 // AMP in training: bf16 and fp16 autocast with dynamic loss scaling.
 //
 // Overflows from a huge init_scale back off and train with ranks bit-identical; an inf on one rank makes every
-// rank skip; fp16 autocast on CPU (LibTorch 2.x) trains with loss scaling.
+// rank skip; fp16 autocast trains with loss scaling. Each on the CPU and, as OnDevice/.../Cuda, on a GPU.
 #include "data/idx.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -13,11 +14,11 @@ namespace ddp::test {
 namespace {
 
 std::string amp_config(const TempDir& dir) {
-  return write_tiny_job(dir, 320, 64, 14,
-                        {"job.seed=4", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
-                         "optimizer.lr=0.05", "optimizer.momentum=0.9", "training.epochs=2", "amp.enabled=true",
-                         "amp.dtype=bf16", "amp.loss_scaling=dynamic", "dist.check_replicas_every=1",
-                         "metrics.log_every_steps=1"});
+  return write_tiny_job(
+      dir, 320, 64, 14,
+      {"job.seed=4", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0", "optimizer.lr=0.05",
+       "optimizer.momentum=0.9", "training.epochs=2", "amp.enabled=true", "amp.dtype=bf16", "amp.loss_scaling=dynamic",
+       "dist.check_replicas_every=1", "metrics.log_every_steps=1"});
 }
 
 std::vector<double> field_values(const std::string& jsonl, const std::string& key) {
@@ -31,18 +32,22 @@ std::vector<double> field_values(const std::string& jsonl, const std::string& ke
   return out;
 }
 
-TEST(AmpTraining, HugeInitScaleOverflowsBacksOffThenTrainsWithRanksIdentical) {
+using AmpTraining = OnDevice;
+
+TEST_P(AmpTraining, HugeInitScaleOverflowsBacksOffThenTrainsWithRanksIdentical) {
   TempDir dir;
   std::string cfg = amp_config(dir);
   // Inputs scaled up (std 0.02) give gradients above 1, so 3.4e38 x gradient overflows float.
-  auto results = run_ranks(2, cfg + " --amp.init_scale=3.4e38 --amp.growth_interval=5 --data.std=0.02 --optimizer.lr=0.002");
+  auto results =
+      run_ranks(2, cfg + " --amp.init_scale=3.4e38 --amp.growth_interval=5 --data.std=0.02 --optimizer.lr=0.002" +
+                       device_flags(2));
   for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;  // check_replicas_every = 1 passed
   const std::string metrics = read_file(dir / "out/metrics.jsonl");
   auto scales = field_values(metrics, "loss_scale");
   auto skipped = field_values(metrics, "skipped_steps");
   auto losses = field_values(metrics, "loss");
   ASSERT_EQ(scales.size(), 20u);
-  EXPECT_GE(skipped.front(), 1);           // the first step overflowed and was skipped
+  EXPECT_GE(skipped.front(), 1);             // the first step overflowed and was skipped
   EXPECT_LT(scales.front(), 3.4e38);         // and the scale backed off
   EXPECT_LT(skipped.back(), scales.size());  // most steps were taken
   // Loss scale grows again after growth_interval clean steps at some point.
@@ -56,14 +61,16 @@ TEST(AmpTraining, HugeInitScaleOverflowsBacksOffThenTrainsWithRanksIdentical) {
 // Black images everywhere but one white one, which rank 1 alone trains on at step 3 (data.shuffle = false:
 // DistributedSampler gives rank r the samples r, r + 2, ...; rank 1's third batch of 16 starts at sample 65). With
 // data.std = 1e-4 it is an input of 10^4 per pixel: fp16 autocast overflows in the forward on rank 1 only.
-TEST(AmpTraining, InfOnOneRankMakesEveryRankSkipThatStep) {
+TEST_P(AmpTraining, InfOnOneRankMakesEveryRankSkipThatStep) {
   TempDir dir;
   std::string cfg = amp_config(dir);
   torch::Tensor images = torch::zeros({320, 28, 28}, torch::kUInt8);
   images[65].fill_(255);
   write_idx(dir / "data/train-images-idx3-ubyte.gz", images);
-  auto results = run_ranks(2, cfg + " --amp.dtype=float16 --amp.init_scale=1024 --amp.growth_interval=1000 "
-                                    "--data.shuffle=false --data.mean=0 --data.std=1e-4 --training.max_steps=6");
+  auto results = run_ranks(2, cfg +
+                                  " --amp.dtype=float16 --amp.init_scale=1024 --amp.growth_interval=1000 "
+                                  "--data.shuffle=false --data.mean=0 --data.std=1e-4 --training.max_steps=6" +
+                                  device_flags(2));
   for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;  // replicas still bit-identical every step
   auto skipped = field_values(read_file(dir / "out/metrics.jsonl"), "skipped_steps");
   auto scales = field_values(read_file(dir / "out/metrics.jsonl"), "loss_scale");
@@ -75,16 +82,18 @@ TEST(AmpTraining, InfOnOneRankMakesEveryRankSkipThatStep) {
   EXPECT_EQ(scales[2], 512);  // backed off once
 }
 
-// LibTorch 2.x runs fp16 autocast on CPU (1.13 could not: it was a config error); loss scaling is on with it.
-TEST(AmpTraining, Fp16OnCpuTrainsWithDynamicLossScaling) {
+// fp16 autocast (on the CPU since LibTorch 2.x; 1.13 could not) trains with loss scaling on.
+TEST_P(AmpTraining, Fp16TrainsWithDynamicLossScaling) {
   TempDir dir;
   std::string cfg = amp_config(dir);
-  auto r = run_command(ddptrain_path() + " " + cfg + " --amp.dtype=fp16");
+  auto r = run_command(ddptrain_path() + " " + cfg + " --amp.dtype=fp16" + device_flags(1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto scales = field_values(read_file(dir / "out/metrics.jsonl"), "loss_scale");
   ASSERT_FALSE(scales.empty());
   for (double s : scales) EXPECT_GT(s, 1.0);  // scaled: GradScaler on (amp.loss_scaling = "auto" with fp16)
 }
+
+INSTANTIATE_ON_DEVICES(AmpTraining);
 
 }  // namespace
 }  // namespace ddp::test

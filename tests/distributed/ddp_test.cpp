@@ -1,15 +1,18 @@
 // DDP end to end: bit-identical replicas, batch equivalence, PyTorch parity, sharded evaluation.
 //
-// Replicas stay bit-identical, 2 ranks x b == 1 rank x 2b, agreement with PyTorch's own DDP, sharded evaluation
-// equals single-process evaluation.
+// Replicas stay bit-identical, 2 ranks x b == 1 rank x 2b (on the CPU and, as OnDevice/.../Cuda, on a GPU),
+// agreement with PyTorch's own DDP, sharded evaluation equals single-process evaluation.
 #include "distributed/process_group.h"
 #include "distributed/reduce.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/cuda.h>
 
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 namespace ddp::test {
@@ -28,20 +31,22 @@ void expect_all_ok(const std::vector<RankResult>& results) {
     EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << " output:\n" << results[r].output;
 }
 
-TEST(DdpTest, ReplicasBitIdenticalAfterEveryStepNet) {
+using DdpOnDevice = OnDevice;
+
+TEST_P(DdpOnDevice, ReplicasBitIdenticalAfterEveryStepNet) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 256, 64, 1);
   std::string cfg = tiny_config(dir, dir / "data");
-  auto results = run_ranks(2, cfg + " --dist.check_replicas_every=1 --model.dropout=0.5");
+  auto results = run_ranks(2, cfg + " --dist.check_replicas_every=1 --model.dropout=0.5" + device_flags(2));
   expect_all_ok(results);
   EXPECT_TRUE(std::filesystem::exists(dir / "out/model.pt"));
 }
 
-TEST(DdpTest, ReplicasBitIdenticalAfterEveryStepResNetWithBuffers) {
+TEST_P(DdpOnDevice, ReplicasBitIdenticalAfterEveryStepResNetWithBuffers) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 48, 16, 2);
   std::string cfg = tiny_config(dir, dir / "data", "resnet18");
-  auto results = run_ranks(2, cfg + " --dist.check_replicas_every=1 --data.batch_size=8");
+  auto results = run_ranks(2, cfg + " --dist.check_replicas_every=1 --data.batch_size=8" + device_flags(2));
   expect_all_ok(results);
 }
 
@@ -77,22 +82,77 @@ TEST(DdpTest, ReplicaCheckDetectsDivergence) {
   }
 }
 
-TEST(DdpTest, TwoRanksTimesBatchEqualsOneRankTimesDoubleBatch) {
+TEST_P(DdpOnDevice, TwoRanksTimesBatchEqualsOneRankTimesDoubleBatch) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 512, 32, 4);
   std::string cfg = tiny_config(dir, dir / "data");
-  auto two = run_ranks(2, cfg + " --data.batch_size=16 --job.out_dir=" + dir / "two");
+  auto two = run_ranks(2, cfg + " --data.batch_size=16 --job.out_dir=" + dir / "two" + reproducible_device_flags(2));
   expect_all_ok(two);
+  auto one = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
+                         " --data.batch_size=32 --job.out_dir=" + dir / "one" + reproducible_device_flags(1));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const double diff = max_state_diff(dir / "two/model.pt", dir / "one/model.pt");
+  if (on_cuda()) report_figure("2 ranks x 16 vs 1 rank x 32 on cuda, max abs diff after 16 steps", diff);
+  EXPECT_LE(diff, 1e-5);
+  // And the runs really trained: the same run started from other initial weights (job.seed = 4) ends far from this one.
+  auto other = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " --data.batch_size=32 --job.seed=4" +
+                           reproducible_device_flags(1) + " --job.out_dir=" + dir / "other");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_GT(max_state_diff(dir / "other/model.pt", dir / "one/model.pt"), 1e-2);
+}
+
+INSTANTIATE_ON_DEVICES(DdpOnDevice);
+
+// model.sync_batchnorm: 2 ranks x 16 with SyncBatchNorm train ResNet-18 as 1 rank x 32 with plain BatchNorm does
+// (weights and running statistics); without it each rank's BatchNorm sees its half and the run ends elsewhere.
+// ResNet-18 on 28x28 images magnifies rounding at lr 0.05 (one run on 1 and on 2 threads differ by 7.6e-4 after
+// two steps), so these runs take 3 steps at lr 0.001.
+TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 192, 16, 7);
+  std::string cfg = tiny_config(dir, dir / "data", "resnet18") + " --optimizer.lr=0.001 --training.max_steps=3";
+  auto two = run_ranks(2, cfg + " --model.sync_batchnorm=true --data.batch_size=16 --job.out_dir=" + dir / "two");
+  expect_all_ok(two);
+  EXPECT_NE(two[0].output.find("sync_batchnorm on (20 BatchNorm layers, statistics over all 2 ranks)"),
+            std::string::npos)
+      << two[0].output;
   auto one = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
                          " --data.batch_size=32 --job.out_dir=" + dir / "one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("sync_batchnorm off (20 BatchNorm layers, statistics per rank)"), std::string::npos)
+      << one.output;
   const double diff = max_state_diff(dir / "two/model.pt", dir / "one/model.pt");
   EXPECT_LE(diff, 1e-5);
-  // And the runs really trained: the same run started from other initial weights (job.seed = 4) ends far from this one.
-  auto other = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
-                           " --data.batch_size=32 --job.seed=4 --job.out_dir=" + dir / "other");
-  ASSERT_EQ(other.exit_code, 0) << other.output;
-  EXPECT_GT(max_state_diff(dir / "other/model.pt", dir / "one/model.pt"), 1e-2);
+  auto unsynced = run_ranks(2, cfg + " --data.batch_size=16 --job.out_dir=" + dir / "unsynced");
+  expect_all_ok(unsynced);
+  const double unsynced_diff = max_state_diff(dir / "unsynced/model.pt", dir / "one/model.pt");
+  EXPECT_GT(unsynced_diff, 1e-4);
+  std::cout << "[ measured ] max |2 x 16 - 1 x 32|: SyncBatchNorm " << diff << ", BatchNorm per rank " << unsynced_diff
+            << "\n";
+}
+
+// model.sync_batchnorm against PyTorch's own SyncBatchNorm (convert_sync_batchnorm, DDP over Gloo with CUDA tensors,
+// both ranks on one GPU). PyTorch runs SyncBatchNorm on accelerators only, so this comparison needs a GPU.
+TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 192, 16, 7);
+  const std::string script = source_dir() + "/tests/python/sync_batchnorm_reference.py";
+  auto init = run_command(python() + " " + script + " make " + dir / "init.pt" + " --seed 11");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  auto ref = run_python_ranks(2, script + " train --data " + dir / "data" + " --init " + dir / "init.pt" + " --out " +
+                                     dir / "python.pt" + " --batch 16 --steps 6 --lr 0.05 --momentum 0.9 --seed 3");
+  ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
+  std::string cfg = tiny_config(dir, dir / "data", "resnet18");
+  auto ours = run_ranks(2, cfg + " --model.sync_batchnorm=true --model.init_from=" + dir / "init.pt" +
+                               " --training.max_steps=6 --dist.device=cuda --dist.backend=gloo "
+                               "--model.memory_format=contiguous --training.cudnn_allow_tf32=false");
+  expect_all_ok(ours);
+  const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  report_figure("sync_batchnorm on cuda, 2 ranks vs Python DDP + SyncBatchNorm, max abs diff after 6 steps", diff);
+  EXPECT_LE(diff, 1e-4);
+  EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // training moved the weights
 }
 
 TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {

@@ -17,9 +17,10 @@ void torchscript_python(const std::string& args) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
-// 20 steps of the scripted module on 2 ranks against Python DDP on its eager twin, in float32 or under bfloat16
-// autocast ("bf16": torch.autocast("cpu", torch.bfloat16) in Python, amp.dtype = "bfloat16" here); returns the
-// largest difference of the trained weights.
+// 20 steps of the scripted module on 2 ranks against Python DDP on its eager twin, in float32, under bfloat16
+// autocast ("bf16": torch.autocast("cpu", torch.bfloat16) in Python, amp.dtype = "bfloat16" here) or under float16
+// autocast with dynamic loss scaling ("fp16": torch.amp.GradScaler("cpu") there); returns the largest difference of
+// the trained weights.
 double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp) {
   write_tiny_mnist(dir / "data", 400, 32, 5);
   torchscript_python("make " + dir / "net.pt" + " --seed 11");
@@ -40,6 +41,7 @@ double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp) {
                                    "training.epochs=5",
                                    "metrics.progress=off"};
   if (amp == "bf16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=bfloat16"});
+  if (amp == "fp16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=float16"});  // loss scaling: auto
   for (const auto& r : run_ranks(2, write_mnist_job(dir, dir / "data", keys))) EXPECT_EQ(r.exit_code, 0) << r.output;
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
   std::cout << "[ measured ] max |ddptrain - Python DDP| after 20 steps" << (amp.empty() ? "" : " (" + amp + ")")
@@ -73,6 +75,12 @@ TEST(TorchScript, TwoRanksMatchPythonDdpUnderBf16Autocast) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, "bf16"), 1e-5);
+}
+
+TEST(TorchScript, TwoRanksMatchPythonDdpUnderFp16AutocastWithLossScaling) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  EXPECT_LE(torchscript_vs_python_ddp(dir, "fp16"), 1e-5);
 }
 
 // fp16 autocast with dynamic loss scaling and an EMA of the weights on the scripted module, stopped at a checkpoint
@@ -161,6 +169,18 @@ TEST(TorchScript, FilesThatAreNoModelOfLogitsAreOneClearError) {
   const CommandResult pair = run(dir / "pair.pt");
   EXPECT_EQ(pair.exit_code, 1) << pair.output;
   EXPECT_NE(pair.output.find("its forward returned Tuple, not a tensor of logits"), std::string::npos) << pair.output;
+  // model.sync_batchnorm cannot reach into the compiled forward: the BatchNorm layers are named.
+  torchscript_python("make " + dir / "net.pt" + " --seed 3");
+  const CommandResult sync = run_command(shell_quote(ddptrain_path()) + " " +
+                                         write_mnist_job(dir, dir / "data",
+                                                         {"model.name=torchscript", "model.path=" + dir / "net.pt",
+                                                          "model.sync_batchnorm=true", "job.out_dir=" + dir / "out"}));
+  EXPECT_EQ(sync.exit_code, 2) << sync.output;
+  EXPECT_NE(sync.output.find("model.sync_batchnorm = true cannot convert the BatchNorm layers of the TorchScript "
+                             "module " +
+                             dir / "net.pt" + " (bn, block.1, block.4)"),
+            std::string::npos)
+      << sync.output;
   const CommandResult none =
       run_command(shell_quote(ddptrain_path()) + " " + write_mnist_job(dir, dir / "data", {"model.name=torchscript"}));
   EXPECT_EQ(none.exit_code, 2) << none.output;

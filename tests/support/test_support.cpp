@@ -40,7 +40,10 @@ bool python_can_import(const std::string& modules) {
   return ok;
 }
 bool python_has_torch() { return python_can_import("torch"); }
-std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+std::string fashion_mnist_dir() {
+  const char* dir = std::getenv("DDP_FASHION_MNIST_DIR");
+  return dir && *dir ? dir : "/usr/share/datasets/fashion-mnist";
+}
 std::string shared_mnist_dir() { return source_dir() + "/../shared/data/mnist"; }
 
 TempDir::TempDir() {

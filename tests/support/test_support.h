@@ -15,7 +15,7 @@ std::string python();  // the project venv's (torch 2.11, torchvision, tensorboa
 // also a test failure, so an oracle test cannot pass by skipping.
 bool python_can_import(const std::string& modules);
 bool python_has_torch();          // python_can_import("torch")
-std::string fashion_mnist_dir();  // /usr/share/datasets/fashion-mnist
+std::string fashion_mnist_dir();  // DDP_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
 std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 
 // A fresh empty directory under /tmp, removed by the destructor.

@@ -1,7 +1,8 @@
 // Acceptance: quickstart accuracy, bit-identical reruns, ResNet-18 under bf16.
 //
-// Quickstart reaches 85% on 1 rank and on 2 ranks (fp16 gradient compression, bf16 AMP); same seed + config
-// gives a bit-identical model.pt; ResNet-18 trains under bf16 autocast.
+// Quickstart reaches 85% on 1 rank (on a GPU: under fp16 and bf16 autocast) and on 2 ranks (fp16 gradient
+// compression, bf16 AMP); same seed + config gives a bit-identical model.pt; ResNet-18 trains under bf16 autocast.
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -21,13 +22,24 @@ double final_accuracy(const std::string& metrics_path) {
   return acc;
 }
 
-std::string quickstart() { return source_dir() + "/configs/quickstart.toml"; }
+std::string quickstart() { return source_dir() + "/configs/quickstart.toml --data.dir=" + fashion_mnist_dir(); }
 
-TEST(Acceptance, QuickstartReaches85PercentOnOneRank) {
-  TempDir dir;
-  auto r = run_command(ddptrain_path() + " " + quickstart() + " --job.out_dir=" + dir / "out");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_GE(final_accuracy(dir / "out/metrics.jsonl"), 0.85) << r.output;
+using AcceptanceOnDevice = OnDevice;
+
+// On the CPU in float32; on a GPU under fp16 and under bf16 autocast (with dynamic loss scaling for fp16).
+TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnOneRank) {
+  const std::vector<std::string> amp_dtypes =
+      on_cuda() ? std::vector<std::string>{"float16", "bfloat16"} : std::vector<std::string>{""};
+  for (const std::string& dtype : amp_dtypes) {
+    TempDir dir;
+    const std::string amp = dtype.empty() ? "" : " --amp.enabled=true --amp.dtype=" + dtype;
+    auto r =
+        run_command(ddptrain_path() + " " + quickstart() + amp + device_flags(1) + " --job.out_dir=" + dir / "out");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
+    if (on_cuda()) report_figure("quickstart test accuracy on cuda, AMP " + dtype, accuracy);
+    EXPECT_GE(accuracy, 0.85) << dtype << "\n" << r.output;
+  }
 }
 
 TEST(Acceptance, QuickstartReaches85PercentOnTwoRanksWithFp16GradientCompression) {
@@ -37,12 +49,17 @@ TEST(Acceptance, QuickstartReaches85PercentOnTwoRanksWithFp16GradientCompression
   EXPECT_GE(final_accuracy(dir / "out/metrics.jsonl"), 0.85) << results[0].output;
 }
 
-TEST(Acceptance, QuickstartReaches85PercentOnTwoRanksWithBf16Amp) {
+TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnTwoRanksWithBf16Amp) {
   TempDir dir;
-  auto results = run_ranks(2, quickstart() + " --amp.enabled=true --amp.dtype=bf16 --job.out_dir=" + dir / "out");
+  auto results = run_ranks(
+      2, quickstart() + " --amp.enabled=true --amp.dtype=bf16" + device_flags(2) + " --job.out_dir=" + dir / "out");
   for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_GE(final_accuracy(dir / "out/metrics.jsonl"), 0.85) << results[0].output;
+  const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
+  if (on_cuda()) report_figure("quickstart test accuracy on cuda, 2 ranks, AMP bfloat16", accuracy);
+  EXPECT_GE(accuracy, 0.85) << results[0].output;
 }
+
+INSTANTIATE_ON_DEVICES(AcceptanceOnDevice);
 
 TEST(Acceptance, SameSeedAndConfigGiveBitIdenticalWeights) {
   TempDir dir;

@@ -44,6 +44,12 @@ TEST(MathModes, DeterministicSetsTorchsSwitchesAndCublasWorkspace) {
   EXPECT_FALSE(ctx.deterministicAlgorithms());
   EXPECT_FALSE(ctx.deterministicCuDNN());
   EXPECT_TRUE(ctx.benchmarkCuDNN());
+  EXPECT_TRUE(ctx.allowTF32CuDNN());  // PyTorch's default
+  fast.cudnn_allow_tf32 = false;
+  configure_math_modes(fast);
+  EXPECT_FALSE(ctx.allowTF32CuDNN());
+  configure_math_modes(TrainingConfig{});
+  EXPECT_TRUE(ctx.allowTF32CuDNN());
 }
 
 TEST(MathModes, CpuRunReportsNoGpu) {
