@@ -38,6 +38,7 @@ void for_each_section(C& c, F&& section) {
   section("dist", c.dist);
   section("checkpoint", c.checkpoint);
   section("metrics", c.metrics);
+  section("profile", c.profile);
 }
 
 // f(section_name, field, key) for every key of cfg, in declaration order.

@@ -378,6 +378,25 @@ struct MetricsConfig {
   }
 };
 
+// [profile]: a trace of a few training steps by LibTorch's profiler (torch.profiler's Kineto traces).
+struct ProfileConfig {
+  int64_t start_step = 5;
+  int64_t steps = 0;
+
+  template <class S, class K>
+  static void keys(S& s, K&& key) {
+    key(s.start_step, Key("start_step", "the first optimizer step traced (1-based; its data loading included)")
+                          .at_least(1)
+                          .at_most(kMaxSteps)
+                          .resume_may_differ());
+    key(s.steps,
+        Key("steps", "optimizer steps traced into job.out_dir/profile/rank<R>.json (Chrome/Perfetto trace); 0 = off")
+            .at_least(0)
+            .at_most(1000)
+            .resume_may_differ());
+  }
+};
+
 // The sections in file order (a new section is also named in config.cpp's for_each_section).
 struct Config {
   JobConfig job;
@@ -390,6 +409,7 @@ struct Config {
   DistConfig dist;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
+  ProfileConfig profile;
   std::string source;  // path of the TOML file it came from ("" for defaults)
 };
 

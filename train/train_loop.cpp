@@ -11,7 +11,10 @@
 #include "optim/optimizer.h"
 #include "train/preemption.h"
 
+#include <ATen/record_function.h>
+
 #include <limits>
+#include <optional>
 
 namespace ddp {
 
@@ -69,7 +72,14 @@ Trainer::EpochEnd Trainer::train_epoch() {
   const int64_t num_batches = loader.num_batches();
   auto feed = make_device_feed(loader, ctx_.device);
   std::vector<Batch> group;
-  while (auto batch = feed->next()) {
+  while (true) {
+    if (group.empty() && state_.global_step < total_steps_) profiler_->step_begins(state_.global_step + 1);
+    std::optional<Batch> batch;
+    {
+      RECORD_USER_SCOPE("ddptrain::data");  // waiting for the next batch: a range in profile.steps' trace
+      batch = feed->next();
+    }
+    if (!batch) break;
     group.push_back(std::move(*batch));
     ++position.batch_in_epoch;
     if (static_cast<int64_t>(group.size()) < k && position.batch_in_epoch < num_batches) continue;
@@ -80,7 +90,8 @@ Trainer::EpochEnd Trainer::train_epoch() {
     s.lr = lr;
     place(s, num_batches);
     if (reporter_.logs_at(s)) s.loss_scale = scaler_->get_scale();  // read from the device where it is reported
-    reporter_.step(s);  // collective at its log points
+    reporter_.step(s);                                              // collective at its log points
+    if (const auto trace = profiler_->step_ended(state_.global_step)) traced(*trace);
     // A step that ends the epoch is saved after the epoch's evaluation (end_epoch), so a resume from it does not
     // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step).
     if (checkpointer_->due_at_step(state_.global_step) && !s.ends_epoch) save_checkpoint(-1);
@@ -132,9 +143,21 @@ void Trainer::preempted() {
                     "; run the same command again to resume (checkpoint.resume = \"auto\")");
 }
 
+void Trainer::traced(const std::string& trace) {
+  const int64_t first = cfg_.profile.start_step;
+  reporter_.message("profile: steps " + std::to_string(first) + "-" +
+                    std::to_string(std::min(state_.global_step, first + cfg_.profile.steps - 1)) + " traced into " +
+                    trace + " (each rank writes its own)");
+}
+
 void Trainer::finish(bool evaluated) {
   if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now
-  dataset_.train.release_images();              // training is over: the final evaluation needs only the test split
+  if (const auto trace = profiler_->finish()) traced(*trace);
+  if (profiler_->missed())
+    reporter_.warning("profile.start_step = " + std::to_string(cfg_.profile.start_step) +
+                      " was not reached (training ended at step " + std::to_string(state_.global_step) +
+                      "): no trace written");
+  dataset_.train.release_images();  // training is over: the final evaluation needs only the test split
   if (!evaluated) evaluate_and_report("(final)");
   // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
   if (checkpointer_->enabled() && !checkpointer_->holds(state_.global_step)) save_checkpoint(last_eval_accuracy_);

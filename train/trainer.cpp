@@ -18,6 +18,7 @@
 #include "train/init_weights.h"
 
 #include <ATen/ops/_foreach_norm.h>
+#include <ATen/record_function.h>
 
 namespace ddp {
 
@@ -75,6 +76,7 @@ void Trainer::setup() {
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
   checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_, message,
                                                  [this](const std::string& line) { reporter_.warning(line); });
+  profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
   reporter_.banner(run_facts());
 }
 
@@ -177,20 +179,26 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
   model_->train();
   torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
   gradient_sync_->pre_forward(sync);
-  torch::Tensor out;
+  torch::Tensor out, loss;
   {
-    AutocastGuard autocast(ctx_.device, cfg_.amp.enabled, amp_dtype_);
-    out = model_->forward(x);
+    RECORD_USER_SCOPE("ddptrain::forward");  // a range in profile.steps' trace
+    {
+      AutocastGuard autocast(ctx_.device, cfg_.amp.enabled, amp_dtype_);
+      out = model_->forward(x);
+    }
+    gradient_sync_->post_forward(sync, out);
+    out = out.to(torch::kFloat32);  // loss and its reduction in fp32
+    // torch.nn.CrossEntropyLoss(label_smoothing=ls); on log-probabilities (net) it is the same loss, since
+    // log_softmax leaves them unchanged.
+    const double ls = cfg_.training.label_smoothing;
+    loss = model_->outputs_log_probs() && ls == 0
+               ? torch::nll_loss(out, y)
+               : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
   }
-  gradient_sync_->post_forward(sync, out);
-  out = out.to(torch::kFloat32);  // loss and its reduction in fp32
-  // torch.nn.CrossEntropyLoss(label_smoothing=ls); on log-probabilities (net) it is the same loss, since log_softmax
-  // leaves them unchanged.
-  const double ls = cfg_.training.label_smoothing;
-  torch::Tensor loss = model_->outputs_log_probs() && ls == 0
-                           ? torch::nll_loss(out, y)
-                           : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
-  scaler_->scale(loss / loss_divisor).backward();
+  {
+    RECORD_USER_SCOPE("ddptrain::backward");  // with DDP's gradient all-reduce
+    scaler_->scale(loss / loss_divisor).backward();
+  }
   return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size()};
 }
 
@@ -230,6 +238,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
     figures.push_back(r.correct.to(torch::kFloat64));
     samples.push_back(r.samples);
   }
+  RECORD_USER_SCOPE("ddptrain::optimizer");  // unscale, norm, step, EMA: a range in profile.steps' trace
   // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
   // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
   scaler_->unscale(*optimizer_);

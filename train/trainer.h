@@ -7,6 +7,7 @@
 #include "distributed/context.h"
 #include "distributed/reduce.h"
 #include "models/classifier.h"
+#include "report/profiler.h"
 #include "report/reporter.h"
 #include "train/averaged_model.h"
 #include "train/rank_generators.h"
@@ -109,6 +110,7 @@ class Trainer {
   void preempted();
   // The run's end: final evaluation unless the last epoch had one, final checkpoint, model.pt, summary.
   void finish(bool evaluated);
+  void traced(const std::string& trace);  // says which steps profile.steps traced, and where
   void write_model();
   void save_checkpoint(double eval_accuracy);
 
@@ -128,6 +130,7 @@ class Trainer {
   std::unique_ptr<GradientSync> gradient_sync_;  // no-op for a world of one
   std::unique_ptr<GradScaler> scaler_;           // disabled (a no-op) when loss scaling is off
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<StepProfiler> profiler_;  // profile.steps; traces nothing at 0
   RankGenerators generators_;
   TrainState state_;
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
