@@ -1,6 +1,8 @@
 // Classifier: the interface every model implements (a Module whose forward maps images to class scores).
 #pragma once
 
+#include "config/choices.h"
+
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>

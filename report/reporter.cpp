@@ -139,6 +139,13 @@ void Reporter::step(const StepRecord& s) {
 
 void Reporter::end_epoch() { progress_->end_epoch(); }
 
+void Reporter::set_flops_per_sample(double flops) {
+  flops_per_sample_ = flops;
+  progress_->message("FLOPs: " + report_fmt("%.6g", flops / 1e9) +
+                     " GFLOP per training sample (forward and backward, counted as "
+                     "torch.utils.flop_counter.FlopCounterMode counts them)");
+}
+
 void Reporter::eval(const EvalRecord& e, const std::string& label) {
   last_eval_ = e;
   write_eval(e, seconds_since_start());
@@ -160,6 +167,7 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
         .add("loss_scale", s.loss_scale)
         .add("skipped_steps", s.skipped_steps)
         .add("grad_norm", s.grad_norm);
+    if (flops_per_sample_ > 0) r.add("tflops", flops_per_sample_ * s.samples_per_s / 1e12);
     if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
     if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
@@ -167,6 +175,8 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
   }
   if (!tensorboard_) return;
   if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
+  if (flops_per_sample_ > 0)
+    tensorboard_->add_scalar("perf/tflops", flops_per_sample_ * s.samples_per_s / 1e12, s.step);
   for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
                                    {"train/accuracy", s.accuracy},
                                    {"lr", s.lr},
@@ -211,6 +221,8 @@ std::string Reporter::summary(const RunEnd& end) {
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
   row("wall time", report_fmt("%.1f s", wall_s));
   row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
+  if (flops_per_sample_ > 0)
+    row("mean TFLOP/s", report_fmt("%.4g", flops_per_sample_ * total_samples_ / std::max(wall_s, 1e-9) / 1e12));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
   if (end.nonfinite_skips >= 0) row("skipped non-finite", std::to_string(end.nonfinite_skips));
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum

@@ -105,6 +105,9 @@ class Reporter {
   bool logs_at(const StepRecord& s) const;
   void end_epoch();
   void eval(const EvalRecord& e, const std::string& label);
+  // The model's floating-point operations per training sample (forward and backward, FlopCounter's count), known
+  // after the first micro-batch: said once, then train records carry the achieved TFLOP/s ("tflops").
+  void set_flops_per_sample(double flops);
   // The summary's text (collective on CUDA: the peak GPU memory over ranks); rank 0 prints it once model.pt is safe.
   std::string summary(const RunEnd& end);
 
@@ -127,6 +130,7 @@ class Reporter {
   std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
   double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;
+  double flops_per_sample_ = 0;  // 0: not counted yet
   EvalRecord last_eval_;
 };
 

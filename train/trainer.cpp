@@ -11,6 +11,7 @@
 #include "data/distributed_sampler.h"
 #include "distributed/ddp.h"
 #include "distributed/gradient_sync.h"
+#include "report/flop_counter.h"
 #include "report/gpu_memory.h"
 #include "optim/optimizer.h"
 #include "train/batch_norm_sync.h"
@@ -233,7 +234,14 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   std::vector<torch::Tensor> figures;  // the losses, the correct counts, then the gradient norm: read at once
   std::vector<int64_t> samples;
   for (size_t i = 0; i < n; ++i) {
+    // The run's first micro-batch is also counted: the model's FLOPs per sample.
+    std::optional<FlopCounter> counter;
+    if (!flops_counted_) counter.emplace();
     MicroBatchResult r = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
+    if (counter) {
+      reporter_.set_flops_per_sample(static_cast<double>(counter->flops()) / static_cast<double>(r.samples));
+      flops_counted_ = true;
+    }
     figures.push_back(r.loss.to(torch::kFloat64));
     figures.push_back(r.correct.to(torch::kFloat64));
     samples.push_back(r.samples);

@@ -131,6 +131,7 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;           // disabled (a no-op) when loss scaling is off
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<StepProfiler> profiler_;  // profile.steps; traces nothing at 0
+  bool flops_counted_ = false;              // the first micro-batch's FLOPs per sample went to the Reporter
   RankGenerators generators_;
   TrainState state_;
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;

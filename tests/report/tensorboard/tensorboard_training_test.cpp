@@ -41,7 +41,8 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
                                                                  {"lr", "lr"},
                                                                  {"amp/loss_scale", "loss_scale"},
                                                                  {"amp/skipped_steps", "skipped_steps"},
-                                                                 {"perf/samples_per_s", "samples_per_s"}}
+                                                                 {"perf/samples_per_s", "samples_per_s"},
+                                                                 {"perf/tflops", "tflops"}}
               : std::vector<std::pair<std::string, std::string>>{
                     {"eval/loss", "loss"}, {"eval/accuracy", "accuracy"}, {"eval/accuracy_top5", "accuracy_top5"}};
     (train ? train_records : eval_records)++;
@@ -55,7 +56,7 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
   EXPECT_EQ(tb["train/loss"].size(), static_cast<size_t>(train_records));
   EXPECT_EQ(tb["eval/accuracy"].size(), static_cast<size_t>(eval_records));
   EXPECT_EQ(tb["eval/accuracy_top5"].size(), static_cast<size_t>(eval_records));  // 10 classes: top-5 reported
-  EXPECT_EQ(tb.size(), 9u);  // the nine documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
+  EXPECT_EQ(tb.size(), 10u);  // the ten documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
 }
 
 }  // namespace

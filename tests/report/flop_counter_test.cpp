@@ -1,0 +1,65 @@
+// FLOPs per training sample (report/flop_counter.h) equal torch.utils.flop_counter.FlopCounterMode's count of the
+// same model's forward and backward in Python; train records carry the achieved TFLOP/s.
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace ddp::test {
+namespace {
+
+// FlopCounterMode over one training forward and backward of reference/'s model on 16 1x28x28 images, per sample.
+double python_flops_per_sample(const std::string& model) {
+  const std::string code =
+      "import sys, torch, torch.nn.functional as F; sys.path.insert(0, sys.argv[1]); "
+      "from torch_reference import build_model; from torch.utils.flop_counter import FlopCounterMode; "
+      "m = build_model(sys.argv[2], dropout=0.0); m.train(); x = torch.randn(16, 1, 28, 28); "
+      "y = torch.randint(0, 10, (16,))\n"
+      "with FlopCounterMode(display=False) as fc:\n"
+      "    out = m(x); (F.nll_loss(out, y) if sys.argv[2] == 'net' else F.cross_entropy(out, y)).backward()\n"
+      "print(fc.get_total_flops() / 16)";
+  const CommandResult r =
+      run_command(python() + " -c " + shell_quote(code) + " " + shell_quote(source_dir() + "/reference") + " " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? std::stod(r.output) : -1;
+}
+
+// What ddptrain says after its first micro-batch, in FLOPs.
+double ddptrain_flops_per_sample(const TempDir& dir, const std::string& model, const std::string& extra) {
+  const std::string cfg = write_mnist_job(dir, dir / "data",
+                                          {"job.out_dir=" + dir / "out", "model.name=" + model, "data.batch_size=16",
+                                           "training.max_steps=2", "metrics.log_every_steps=1"});
+  const CommandResult r = run_command(ddptrain_path() + " " + cfg + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  const std::regex said("FLOPs: ([0-9.e+]+) GFLOP per training sample");
+  EXPECT_TRUE(std::regex_search(r.output, m, said)) << r.output;
+  return m.empty() ? -1 : std::stod(m[1]) * 1e9;
+}
+
+TEST(Flops, PerSampleEqualPythonsFlopCounterModeAndTrainRecordsCarryTflops) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 2);
+  const double net = ddptrain_flops_per_sample(dir, "net", "");
+  EXPECT_NEAR(net / python_flops_per_sample("net"), 1.0, 1e-5) << net;
+  // Achieved TFLOP/s in each train record: FLOPs per sample x samples/s.
+  const std::regex record("\"samples_per_s\":([0-9.e+-]+).*\"tflops\":([0-9.e+-]+)");
+  int records = 0;
+  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
+    std::smatch m;
+    if (!std::regex_search(line, m, record)) continue;
+    ++records;
+    EXPECT_NEAR(std::stod(m[2]), net * std::stod(m[1]) / 1e12, 1e-9 + 1e-4 * std::stod(m[2])) << line;
+  }
+  EXPECT_EQ(records, 2);
+  // ResNet-18 with every kernel tap computed is PyTorch's count; skipping the taps that only read padding (the
+  // default) computes less.
+  const double resnet = ddptrain_flops_per_sample(dir, "resnet18", " --model.skip_padding_taps=false");
+  EXPECT_NEAR(resnet / python_flops_per_sample("resnet18"), 1.0, 1e-5) << resnet;
+  EXPECT_LT(ddptrain_flops_per_sample(dir, "resnet18", ""), resnet * 0.99);
+}
+
+}  // namespace
+}  // namespace ddp::test
