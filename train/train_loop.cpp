@@ -155,8 +155,8 @@ void Trainer::finish(bool evaluated) {
   if (const auto trace = profiler_->finish()) traced(*trace);
   if (profiler_->missed())
     reporter_.warning("profile.start_step = " + std::to_string(cfg_.profile.start_step) +
-                      " was not reached (training ended at step " + std::to_string(state_.global_step) +
-                      "): no trace written");
+                      " is not among the steps this run trained (it ended at step " +
+                      std::to_string(state_.global_step) + "): no trace written");
   dataset_.train.release_images();  // training is over: the final evaluation needs only the test split
   if (!evaluated) evaluate_and_report("(final)");
   // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
