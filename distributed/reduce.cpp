@@ -104,9 +104,7 @@ std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tenso
   std::vector<std::vector<at::Tensor>> output(1);
   for (int64_t r = 0; r < ctx.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
   ctx.group->allgather(output, input)->wait();
-  std::vector<torch::Tensor> out;
-  for (auto& o : output[0]) out.push_back(o.cpu());
-  return out;
+  return output[0];
 }
 
 void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes) {

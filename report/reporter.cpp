@@ -146,6 +146,8 @@ void Reporter::set_flops_per_sample(double flops) {
                      "torch.utils.flop_counter.FlopCounterMode counts them)");
 }
 
+double Reporter::tflops(double samples_per_s) const { return flops_per_sample_ * samples_per_s / 1e12; }
+
 void Reporter::eval(const EvalRecord& e, const std::string& label) {
   last_eval_ = e;
   write_eval(e, seconds_since_start());
@@ -167,7 +169,7 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
         .add("loss_scale", s.loss_scale)
         .add("skipped_steps", s.skipped_steps)
         .add("grad_norm", s.grad_norm);
-    if (flops_per_sample_ > 0) r.add("tflops", flops_per_sample_ * s.samples_per_s / 1e12);
+    if (flops_per_sample_ > 0) r.add("tflops", tflops(s.samples_per_s));
     if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
     if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
@@ -175,8 +177,7 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
   }
   if (!tensorboard_) return;
   if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
-  if (flops_per_sample_ > 0)
-    tensorboard_->add_scalar("perf/tflops", flops_per_sample_ * s.samples_per_s / 1e12, s.step);
+  if (flops_per_sample_ > 0) tensorboard_->add_scalar("perf/tflops", tflops(s.samples_per_s), s.step);
   for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
                                    {"train/accuracy", s.accuracy},
                                    {"lr", s.lr},
@@ -221,8 +222,7 @@ std::string Reporter::summary(const RunEnd& end) {
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
   row("wall time", report_fmt("%.1f s", wall_s));
   row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
-  if (flops_per_sample_ > 0)
-    row("mean TFLOP/s", report_fmt("%.4g", flops_per_sample_ * total_samples_ / std::max(wall_s, 1e-9) / 1e12));
+  if (flops_per_sample_ > 0) row("mean TFLOP/s", report_fmt("%.4g", tflops(total_samples_ / std::max(wall_s, 1e-9))));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
   if (end.nonfinite_skips >= 0) row("skipped non-finite", std::to_string(end.nonfinite_skips));
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum

@@ -112,7 +112,8 @@ class Reporter {
   std::string summary(const RunEnd& end);
 
  private:
-  std::optional<double> gpu_peak_mib();  // max over ranks; none on CPU
+  std::optional<double> gpu_peak_mib();       // max over ranks; none on CPU
+  double tflops(double samples_per_s) const;  // the achieved TFLOP/s at that rate
   void write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s);
   void write_eval(const EvalRecord& e, double wall_s);
   void write_classes() const;

@@ -15,7 +15,7 @@ namespace {
 
 c10::List<at::Tensor> gathered(const DistContext& ctx, const torch::Tensor& state) {
   c10::List<at::Tensor> out;
-  for (auto& t : all_gather(ctx, state)) out.push_back(t);
+  for (auto& t : all_gather(ctx, state)) out.push_back(t.cpu());
   return out;
 }
 
