@@ -5,11 +5,10 @@
 #include "data/dataset.h"
 #include "data/device_feed.h"
 #include "data/loader.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
-#include <torch/cuda.h>
-
 #include <mutex>
 #include <regex>
 #include <set>
@@ -218,7 +217,7 @@ TEST(BatchLoader, Uint8BatchesNormaliseLikeTheLoaderInAnyLayout) {
 // On a GPU (CTest label gpu): uint8 batches copied ahead and normalised on the device equal the loader's own
 // normalised batches, channels_last where asked.
 TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   Dataset ds = synthetic(9, 3);
   std::vector<int64_t> order;
   for (int64_t i = 0; i < 70; ++i) order.push_back((i * 13) % 300);

@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/cuda.h>
 
 #include <filesystem>
 #include <iostream>
@@ -134,7 +133,7 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
 // model.sync_batchnorm against PyTorch's own SyncBatchNorm (convert_sync_batchnorm, DDP over Gloo with CUDA tensors,
 // both ranks on one GPU). PyTorch runs SyncBatchNorm on accelerators only, so this comparison needs a GPU.
 TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 192, 16, 7);

@@ -3,11 +3,10 @@
 // SGD (momentum, nesterov, weight decay) with clip_grad_norm_, and AdamW with warmup + cosine / step decay,
 // from the same init and data order.
 #include "optim/optimizer.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
-
-#include <torch/cuda.h>
 
 #include <regex>
 
@@ -65,7 +64,7 @@ TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
 class CudaOptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
 
 TEST_P(CudaOptimizerVsPyTorch, WeightsMatchAfter25Steps) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch";
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   check_against_pytorch(GetParam(), "cuda", 1e-5);
 }

@@ -8,12 +8,17 @@
 
 namespace ddp::test {
 
+std::string why_no_gpu() {
+#ifndef DDP_WITH_CUDA
+  return "ddptrain was built without the CUDA path (DDP_WITH_CUDA=OFF or a CPU-only LibTorch)";
+#endif
+  if (!torch::cuda::is_available()) return "no CUDA GPU visible to LibTorch (torch::cuda::is_available())";
+  return "";
+}
+
 void OnDevice::SetUp() {
   if (!on_cuda()) return;
-#ifndef DDP_WITH_CUDA
-  GTEST_SKIP() << "ddptrain was built without the CUDA path (DDP_WITH_CUDA=OFF or a CPU-only LibTorch)";
-#endif
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to LibTorch (torch::cuda::is_available())";
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
 }
 
 std::string OnDevice::device_flags(int world_size) const {

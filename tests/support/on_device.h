@@ -28,6 +28,10 @@ class OnDevice : public ::testing::TestWithParam<TestDevice> {
 
 std::string device_instance_name(const ::testing::TestParamInfo<TestDevice>& info);
 
+// Why a GPU test cannot run here ("" when it can): a build without the CUDA path, or no GPU visible to LibTorch.
+// OnDevice's Cuda instances and the Cuda* suites skip with it.
+std::string why_no_gpu();
+
 // A measured figure of a test ("quickstart accuracy on cuda, float16": "87.02%"): printed as one "[figure] NAME:
 // VALUE" line, which scripts/gpu-check copies into its report, and recorded as a GoogleTest property.
 void report_figure(const std::string& name, const std::string& value);
