@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from torch_reference import add_arguments, build_model, find, read_idx  # noqa: E402
+from torch_reference import add_arguments, build_model, find, leave_process_group, read_idx  # noqa: E402
 
 
 def use_ddptrain_kernels(model, name):
@@ -120,6 +120,16 @@ def main():
     sync = args.sync == "on" and world > 1  # a world of one runs without a process group, as ddptrain does
     if sync:
         dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
+    result = train(args, rank, world, device, sync)  # its DDP module is gone when it returns
+    with open(args.result, "w") as f:
+        json.dump(result, f)
+    if sync:
+        leave_process_group()
+
+
+def train(args, rank, world, device, sync):
+    """Trains args.steps steps; returns this rank's result: its timed intervals (and on CUDA its memory peak)."""
+    cuda = device.type == "cuda"
     torch.manual_seed(args.seed + rank)
     model = build_model(args.model, args.dropout, args.in_channels, args.num_classes)
     model.load_state_dict(torch.load(args.init))
@@ -195,15 +205,11 @@ def main():
             if last:
                 break
         epoch += 1
-    with open(args.result, "w") as f:
-        result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals}
-        if cuda:
-            result["gpu_mem_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
-            result["gpu_name"] = torch.cuda.get_device_name(device)
-        json.dump(result, f)
-    if sync:
-        dist.barrier()
-        dist.destroy_process_group()
+    result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals}
+    if cuda:
+        result["gpu_mem_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+        result["gpu_name"] = torch.cuda.get_device_name(device)
+    return result
 
 
 if __name__ == "__main__":

@@ -128,6 +128,18 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.out)  # CPU tensors from any device
         if ema is not None:
             torch.save(dict(ema.module.state_dict()), args.ema_out)
+    del ddp, opt, loader  # the last references to the DDP module and its Reducer
+    leave_process_group()
+
+
+def leave_process_group():
+    """dist.destroy_process_group() once every rank has come to it. Call it after dropping every reference to a
+    DistributedDataParallel module: the module keeps the process group alive, and a Gloo group whose threads are
+    destroyed only during interpreter shutdown can abort the process (SIGABRT, "terminate called without an active
+    exception") after all its work is done."""
+    import gc
+    import torch.distributed as dist
+    gc.collect()  # modules in reference cycles (forward hooks) go now, not at interpreter shutdown
     dist.barrier()
     dist.destroy_process_group()
 
