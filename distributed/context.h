@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -28,6 +29,8 @@ struct DistContext {
   // After a failure: which peers on this host are gone ("rank 1 (host h, pid 7) exited"), "" when none is known
   // after waiting up to `settle` (a killed peer's sockets close before its process is gone).
   std::function<std::string(std::chrono::milliseconds)> gone_peers;
+  // "host h, pid 123" of ranks 0..min(world, 256)-1, as each published it at rendezvous; empty for a world of one.
+  std::vector<std::string> rank_places;
 
   bool is_main() const { return rank == 0; }
   bool distributed() const { return static_cast<bool>(group); }

@@ -4,6 +4,7 @@
 #include "base/foreach.h"
 
 #include <ATen/ops/_foreach_zero.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
@@ -147,9 +148,22 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
     require_forward_param_sync_ = true;
     reducer_->prepare_for_backward(cfg_.find_unused_parameters ? std::vector<at::Tensor>{output}
                                                                : std::vector<at::Tensor>{});
+    gradients_computed_at_.reset();
+    if (!output.requires_grad()) return;
+    // The output's gradient is among backward's first; from its hook, a final callback of the autograd engine that
+    // is queued before the Reducer's finalize_backward (queued once the last bucket is ready), so it runs first:
+    // when every gradient is computed and only the wait for their all-reduce is left.
+    output.register_hook([this](const torch::Tensor&) {
+      torch::autograd::Engine::get_default_engine().queue_callback(
+          [this] { gradients_computed_at_ = std::chrono::steady_clock::now(); });
+    });
   } else {
     require_forward_param_sync_ = false;
   }
+}
+
+std::optional<std::chrono::steady_clock::time_point> DistributedDataParallel::gradients_computed_at() const {
+  return gradients_computed_at_;
 }
 
 std::vector<size_t> DistributedDataParallel::bucket_sizes() const {

@@ -30,6 +30,7 @@ class DistributedDataParallel : public GradientSync {
   void pre_forward(bool sync) override;
   void post_forward(bool sync, const torch::Tensor& output) override;
   void sync_buffers() override;
+  std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const override;
 
   c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).
@@ -49,6 +50,7 @@ class DistributedDataParallel : public GradientSync {
   std::shared_ptr<c10d::Logger> logger_;
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
+  std::optional<std::chrono::steady_clock::time_point> gradients_computed_at_;
 };
 
 }  // namespace ddp

@@ -7,7 +7,9 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 
 namespace ddp {
 
@@ -21,6 +23,9 @@ class GradientSync {
   virtual void post_forward(bool sync, const torch::Tensor& output) {}
   // Broadcasts buffers (BatchNorm running stats) from rank 0, e.g. before evaluation.
   virtual void sync_buffers() {}
+  // When the last synchronised backward had computed every gradient: from then until backward returns, it waited
+  // for the gradient all-reduce. None here: nothing is waited for.
+  virtual std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const { return std::nullopt; }
 };
 
 // DistributedDataParallel (distributed/ddp.h) for a world of more than one, else the no-op GradientSync.

@@ -296,6 +296,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
     return gone_ranks(views, self, settle);
   };
+  for (const auto& v : views) ctx.rank_places.push_back("host " + v.host + ", pid " + std::to_string(v.pid));
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   const c10::intrusive_ptr<c10d::Store> watch = open_watch_store(info, opts);

@@ -1,4 +1,4 @@
-// describe_gpu / peak_gpu_memory_bytes: CUDA device properties and the caching allocator's statistics.
+// describe_gpu / peak_gpu_memory_bytes: CUDA device properties and the caching allocator's statistics; peak RSS.
 #include "report/gpu_memory.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -7,9 +7,17 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include <sys/resource.h>
+
 #include <cstdio>
 
 namespace ddp {
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+}
 
 std::optional<GpuDescription> describe_gpu(c10::Device device) {
 #ifdef DDP_WITH_CUDA

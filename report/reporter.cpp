@@ -62,15 +62,16 @@ JsonRecord record_head(const char* kind, int64_t step, int64_t epoch, double los
 
 }  // namespace
 
-Reporter::Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, bool rank_zero, SumOverRanks sum,
-                   MaxOverRanks max)
+Reporter::Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, ReportingRanks ranks,
+                   SumOverRanks sum, MaxOverRanks max)
     : cfg_(cfg),
       out_dir_(std::move(out_dir)),
       device_(device),
-      rank_zero_(rank_zero),
+      ranks_(std::move(ranks)),
+      rank_zero_(ranks_.rank == 0),
       sum_(std::move(sum)),
       max_(std::move(max)),
-      progress_(std::make_unique<Progress>(cfg.progress, rank_zero)),
+      progress_(std::make_unique<Progress>(cfg.progress, rank_zero_)),
       start_(std::chrono::steady_clock::now()),
       interval_start_(start_) {}
 
@@ -106,10 +107,6 @@ void Reporter::write_classes() const {
 
 void Reporter::start() { start_ = interval_start_ = std::chrono::steady_clock::now(); }
 
-double Reporter::seconds_since_start() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-}
-
 bool Reporter::logs_at(const StepRecord& s) const {
   return s.step % cfg_.log_every_steps == 0 || s.step >= s.total_steps || s.ends_epoch;
 }
@@ -119,22 +116,56 @@ void Reporter::step(const StepRecord& s) {
   interval_loss_ += s.loss_sum;
   interval_correct_ += static_cast<double>(s.correct);
   interval_samples_ += static_cast<double>(s.samples);
+  interval_time_ += s.time;
+  ++interval_steps_;
   if (!logs_at(s)) return;
-  const std::vector<double> r = sum_(
-      {interval_loss_, interval_correct_, interval_samples_, static_cast<double>(std::max<int64_t>(s.bad_samples, 0))});
+  std::vector<double> v = {interval_loss_, interval_correct_, interval_samples_,
+                           static_cast<double>(std::max<int64_t>(s.bad_samples, 0))};
+  const size_t slots = v.size();
+  const RankInterval mine{interval_time_ / static_cast<double>(interval_steps_), peak_rss_mib()};
+  const std::vector<double> own = rank_slots(mine, ranks_.rank, ranks_.world_size);
+  v.insert(v.end(), own.begin(), own.end());
+  const std::vector<double> r = sum_(v);
   StepRecord logged = s;
   if (s.bad_samples >= 0) logged.bad_samples = static_cast<int64_t>(r[3]);  // every rank's
   logged.loss = r[0] / r[2];
   logged.accuracy = r[1] / r[2];
-  const double interval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start_).count();
-  logged.samples_per_s = r[2] / std::max(interval_s, 1e-9);
+  logged.samples_per_s = r[2] / std::max(seconds_since(interval_start_), 1e-9);
   logged.samples = static_cast<int64_t>(r[2]);
   const std::optional<double> gpu_mib = gpu_peak_mib();  // collective on CUDA
   total_samples_ += r[2];
-  write_train(logged, gpu_mib, seconds_since_start());
+  const IntervalSplit split = split_of(from_rank_slots(r.data() + slots, ranks_.world_size));
+  write_train(logged, split, gpu_mib, seconds_since(start_));
   progress_->on_log(logged);
   interval_loss_ = interval_correct_ = interval_samples_ = 0;
+  interval_time_ = {};
+  interval_steps_ = 0;
   interval_start_ = std::chrono::steady_clock::now();
+}
+
+IntervalSplit Reporter::split_of(const std::vector<RankInterval>& ranks) {
+  IntervalSplit split;
+  split.mean = mean_over_ranks(ranks);
+  split.slowest = slowest_rank(ranks);
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i].rss_peak_mib > split.rss_peak_mib) {
+      split.rss_peak_mib = ranks[i].rss_peak_mib;
+      split.rss_peak_rank = static_cast<int64_t>(i);
+    }
+  last_split_ = split;
+  if (straggler_watch_.observe(split.slowest)) {
+    const Straggler& st = *split.slowest;
+    warning("straggler: " + rank_place(st.rank) + " has been " + report_fmt("%.0f", (st.ratio - 1) * 100) +
+            "% slower than the median rank for " + std::to_string(StragglerWatch::kIntervals) +
+            " log intervals in a row, most in " + st.phase + " (+" + report_fmt("%.3g", st.excess_s) +
+            " s per step; the other ranks wait for it in the gradient all-reduce)");
+  }
+  return split;
+}
+
+std::string Reporter::rank_place(int64_t rank) const {
+  const auto i = static_cast<size_t>(rank);
+  return "rank " + std::to_string(rank) + (i < ranks_.places.size() ? " (" + ranks_.places[i] + ")" : "");
 }
 
 void Reporter::end_epoch() { progress_->end_epoch(); }
@@ -150,7 +181,7 @@ double Reporter::tflops(double samples_per_s) const { return flops_per_sample_ *
 
 void Reporter::eval(const EvalRecord& e, const std::string& label) {
   last_eval_ = e;
-  write_eval(e, seconds_since_start());
+  write_eval(e, seconds_since(start_));
   progress_->message(eval_text(e, label));
 }
 
@@ -160,7 +191,9 @@ std::optional<double> Reporter::gpu_peak_mib() {
   return max_(static_cast<double>(*peak)) / (1 << 20);
 }
 
-void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s) {
+void Reporter::write_train(const StepRecord& s, const IntervalSplit& split, std::optional<double> gpu_mib,
+                           double wall_s) {
+  const auto phases = split.mean.values();
   if (jsonl_) {
     JsonRecord r = record_head("train", s.step, s.epoch, s.loss, s.accuracy);
     r.add("lr", s.lr)
@@ -173,10 +206,19 @@ void Reporter::write_train(const StepRecord& s, std::optional<double> gpu_mib, d
     if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
     if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
+    r.add("rss_peak_mib", split.rss_peak_mib);
+    for (size_t i = 0; i < phases.size(); ++i) r.add("time_" + std::string(PhaseTimes::kNames[i]) + "_s", phases[i]);
+    if (split.slowest)
+      r.add("slowest_rank", split.slowest->rank)
+          .add("slowest_phase", split.slowest->phase)
+          .add("slowest_excess_s", split.slowest->excess_s);
     jsonl_->write(r.add("wall_s", wall_s));
   }
   if (!tensorboard_) return;
   if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
+  tensorboard_->add_scalar("perf/rss_peak_mib", split.rss_peak_mib, s.step);
+  for (size_t i = 0; i < phases.size(); ++i)
+    tensorboard_->add_scalar("time/" + std::string(PhaseTimes::kNames[i]) + "_s", phases[i], s.step);
   if (flops_per_sample_ > 0) tensorboard_->add_scalar("perf/tflops", tflops(s.samples_per_s), s.step);
   for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
                                    {"train/accuracy", s.accuracy},
@@ -207,7 +249,7 @@ void Reporter::write_eval(const EvalRecord& e, double wall_s) {
 }
 
 std::string Reporter::summary(const RunEnd& end) {
-  const double wall_s = seconds_since_start();
+  const double wall_s = seconds_since(start_);
   const std::optional<double> gpu_mib = gpu_peak_mib();  // collective on CUDA
   std::string out = "summary";
   auto row = [&](const char* name, const std::string& value) {
@@ -228,6 +270,9 @@ std::string Reporter::summary(const RunEnd& end) {
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum
     row("bad samples replaced", report_fmt("%.0f", sum_({static_cast<double>(end.bad_samples)})[0]));
   if (gpu_mib) row("peak GPU memory", report_fmt("%.0f MiB (max over ranks)", *gpu_mib));
+  if (last_split_)
+    row("peak RSS", report_fmt("%.0f MiB", last_split_->rss_peak_mib) + " (max over ranks: rank " +
+                        std::to_string(last_split_->rss_peak_rank) + ")");
   row("checkpoints written", std::to_string(end.checkpoints_written));
   row("model", end.model_path);
   return out;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "report/phase_times.h"
 
 #include <c10/core/Device.h>
 
@@ -48,6 +49,7 @@ struct StepRecord {
   // Unreadable training samples replaced so far in this run, this rank (-1: not read per sample), and steps skipped
   // for non-finite gradients so far in this run (-1: such a step stops the run).
   int64_t bad_samples = -1, nonfinite_skips = -1;
+  PhaseTimes time;  // this rank's seconds in each phase of the step
   // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
   double loss = NAN, accuracy = NAN, samples_per_s = NAN;
 };
@@ -74,15 +76,30 @@ struct RunEnd {
   std::string model_path;
 };
 
+// Which rank a Reporter runs on, of how many, and where ranks run ("host h, pid 123", by rank; may be shorter than the
+// world, or empty).
+struct ReportingRanks {
+  int64_t rank = 0, world_size = 1;
+  std::vector<std::string> places;
+};
+
+// What a log interval's train record says of every rank's time, from one reduction.
+struct IntervalSplit {
+  PhaseTimes mean;                   // seconds per step in each phase, mean over ranks
+  std::optional<Straggler> slowest;  // none for a world of one
+  double rss_peak_mib = 0;           // the largest peak RSS of any rank so far
+  int64_t rss_peak_rank = 0;
+};
+
 class Reporter {
  public:
   // All-reduces the Reporter asks for at its log points, in the order it asks (every rank calls step() alike).
   using SumOverRanks = std::function<std::vector<double>(const std::vector<double>&)>;
   using MaxOverRanks = std::function<double(double)>;
 
-  // rank_zero: this rank speaks (console and files); every rank reduces alike. `device` is the run's (a CUDA run
-  // reports the caching allocator's peak, max over ranks).
-  Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, bool rank_zero, SumOverRanks sum,
+  // Rank 0 speaks (console and files); every rank reduces alike. `device` is the run's (a CUDA run reports the
+  // caching allocator's peak, max over ranks).
+  Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device device, ReportingRanks ranks, SumOverRanks sum,
            MaxOverRanks max);
   ~Reporter();
 
@@ -99,7 +116,8 @@ class Reporter {
   // Training (or an evaluation alone) starts now: wall time and throughput count from here.
   void start();
   // Every optimizer step, on every rank: the live bar, and every metrics.log_every_steps (and at an epoch's or the
-  // run's last step) a train record of the interval, reduced over all ranks (collective).
+  // run's last step) a train record of the interval, reduced over all ranks (collective): its figures, each rank's
+  // time split and the straggler (said on the console once it has been one rank for StragglerWatch's intervals).
   void step(const StepRecord& s);
   // Whether step(s) writes a train record: every metrics.log_every_steps, an epoch's last step and the run's last.
   bool logs_at(const StepRecord& s) const;
@@ -112,16 +130,18 @@ class Reporter {
   std::string summary(const RunEnd& end);
 
  private:
-  std::optional<double> gpu_peak_mib();       // max over ranks; none on CPU
-  double tflops(double samples_per_s) const;  // the achieved TFLOP/s at that rate
-  void write_train(const StepRecord& s, std::optional<double> gpu_mib, double wall_s);
+  std::optional<double> gpu_peak_mib();                            // max over ranks; none on CPU
+  double tflops(double samples_per_s) const;                       // the achieved TFLOP/s at that rate
+  IntervalSplit split_of(const std::vector<RankInterval>& ranks);  // also warns of a lasting straggler
+  std::string rank_place(int64_t rank) const;                      // "rank 1 (host h, pid 123)"
+  void write_train(const StepRecord& s, const IntervalSplit& split, std::optional<double> gpu_mib, double wall_s);
   void write_eval(const EvalRecord& e, double wall_s);
   void write_classes() const;
-  double seconds_since_start() const;
 
   MetricsConfig cfg_;
   std::string out_dir_;
   c10::Device device_;
+  ReportingRanks ranks_;
   bool rank_zero_;
   SumOverRanks sum_;
   MaxOverRanks max_;
@@ -131,7 +151,11 @@ class Reporter {
   std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
   double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;
-  double flops_per_sample_ = 0;  // 0: not counted yet
+  PhaseTimes interval_time_;
+  int64_t interval_steps_ = 0;
+  StragglerWatch straggler_watch_;
+  std::optional<IntervalSplit> last_split_;  // the last train record's, for the summary
+  double flops_per_sample_ = 0;              // 0: not counted yet
   EvalRecord last_eval_;
 };
 

@@ -15,6 +15,7 @@
 
 #include <limits>
 #include <optional>
+#include <utility>
 
 namespace ddp {
 
@@ -72,12 +73,15 @@ Trainer::EpochEnd Trainer::train_epoch() {
   const int64_t num_batches = loader.num_batches();
   auto feed = make_device_feed(loader, ctx_.device);
   std::vector<Batch> group;
+  double data_s = 0;  // the step's wait for its batches
   while (true) {
     if (group.empty() && state_.global_step < total_steps_) profiler_->step_begins(state_.global_step + 1);
     std::optional<Batch> batch;
     {
       RECORD_USER_SCOPE("ddptrain::data");  // waiting for the next batch: a range in profile.steps' trace
+      const auto wait = std::chrono::steady_clock::now();
       batch = feed->next();
+      data_s += seconds_since(wait);
     }
     if (!batch) break;
     group.push_back(std::move(*batch));
@@ -88,6 +92,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     StepRecord s = train_step(group);
     group.clear();
     s.lr = lr;
+    s.time.data = std::exchange(data_s, 0.0);
     place(s, num_batches);
     if (reporter_.logs_at(s)) s.loss_scale = scaler_->get_scale();  // read from the device where it is reported
     reporter_.step(s);                                              // collective at its log points

@@ -27,7 +27,7 @@ Trainer::Trainer(Config cfg, DistContext ctx)
     : cfg_(std::move(cfg)),
       ctx_(std::move(ctx)),
       reporter_(
-          cfg_.metrics, cfg_.job.out_dir, ctx_.device, ctx_.is_main(),
+          cfg_.metrics, cfg_.job.out_dir, ctx_.device, ReportingRanks{ctx_.rank, ctx_.world_size, ctx_.rank_places},
           [this](const std::vector<double>& v) { return all_reduce_sum(ctx_, v); },
           [this](double v) { return all_reduce_max(ctx_, v); }),
       generators_(ctx_, cfg_.job.seed) {
@@ -177,6 +177,7 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
 }
 
 Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
+  const auto start = std::chrono::steady_clock::now();
   model_->train();
   torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
   gradient_sync_->pre_forward(sync);
@@ -200,7 +201,15 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
     RECORD_USER_SCOPE("ddptrain::backward");  // with DDP's gradient all-reduce
     scaler_->scale(loss / loss_divisor).backward();
   }
-  return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size()};
+  // Host time: on CUDA, kernels run on after their launch and show where the host next waits for them.
+  PhaseTimes time;
+  time.compute = seconds_since(start);
+  const auto computed = gradient_sync_->gradients_computed_at();
+  if (sync && computed) {
+    time.comm = seconds_since(*computed);
+    time.compute -= time.comm;
+  }
+  return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size(), time};
 }
 
 namespace {
@@ -242,11 +251,13 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
       reporter_.set_flops_per_sample(static_cast<double>(counter->flops()) / static_cast<double>(r.samples));
       flops_counted_ = true;
     }
+    total.time += r.time;
     figures.push_back(r.loss.to(torch::kFloat64));
     figures.push_back(r.correct.to(torch::kFloat64));
     samples.push_back(r.samples);
   }
   RECORD_USER_SCOPE("ddptrain::optimizer");  // unscale, norm, step, EMA: a range in profile.steps' trace
+  const auto optimizer_start = std::chrono::steady_clock::now();
   // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
   // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
   scaler_->unscale(*optimizer_);
@@ -275,6 +286,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
+  total.time.optimizer = seconds_since(optimizer_start);
   total.skipped_steps = scaler_->skipped_steps();
   total.bad_samples = bad_samples();
   total.nonfinite_skips = nonfinite_skips();

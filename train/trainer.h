@@ -49,6 +49,7 @@ class Trainer {
     torch::Tensor loss;     // mean over the micro-batch, float32, shape []
     torch::Tensor correct;  // int64, shape []
     int64_t samples = 0;
+    PhaseTimes time;  // its compute and its wait for the gradient all-reduce
   };
   // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
   MicroBatchResult forward_backward(const Batch& batch, bool sync, double loss_divisor);

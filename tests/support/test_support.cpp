@@ -191,7 +191,8 @@ std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data
 }
 
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env,
-                                  int threads_per_rank, const std::string& cwd) {
+                                  int threads_per_rank, const std::string& cwd,
+                                  const std::vector<std::string>& rank_prefix) {
   TempDir logs;
   const int port = free_port();
   std::string script = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " || exit 1\n";
@@ -200,8 +201,9 @@ std::vector<RankResult> run_ranks(int world_size, const std::string& args, const
               " WORLD_SIZE=" + std::to_string(world_size) + " LOCAL_WORLD_SIZE=" + std::to_string(world_size) +
               " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
               " OMP_NUM_THREADS=" + std::to_string(threads_per_rank) + " " + extra_env + " " +
-              shell_quote(ddptrain_path()) + " " + args + " > " + logs.path() + "/out" + std::to_string(r) +
-              " 2>&1; echo $? > " + logs.path() + "/rc" + std::to_string(r) + ") &\n";
+              (static_cast<size_t>(r) < rank_prefix.size() ? rank_prefix[r] + " " : "") + shell_quote(ddptrain_path()) +
+              " " + args + " > " + logs.path() + "/out" + std::to_string(r) + " 2>&1; echo $? > " + logs.path() +
+              "/rc" + std::to_string(r) + ") &\n";
   }
   script += "wait\n";
   run_command(script);

@@ -72,9 +72,10 @@ struct RankResult {
 
 // Starts world_size ddptrain processes (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set as torchrun
 // would) with `args`, waits for all, returns each rank's exit code and output. extra_env: "K=V K2=V2"; cwd: the
-// folder they run in ("" = this process's).
+// folder they run in ("" = this process's); rank_prefix: a command each rank runs under, by rank ("taskset -c 1").
 std::vector<RankResult> run_ranks(int world_size, const std::string& args, const std::string& extra_env = "",
-                                  int threads_per_rank = 1, const std::string& cwd = "");
+                                  int threads_per_rank = 1, const std::string& cwd = "",
+                                  const std::vector<std::string>& rank_prefix = {});
 
 // Runs `python_args` (a script and its arguments, after the venv's python) as `world_size` Python ranks the way
 // torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one thread each) and waits for all.

@@ -42,7 +42,12 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
                                                                  {"amp/loss_scale", "loss_scale"},
                                                                  {"amp/skipped_steps", "skipped_steps"},
                                                                  {"perf/samples_per_s", "samples_per_s"},
-                                                                 {"perf/tflops", "tflops"}}
+                                                                 {"perf/tflops", "tflops"},
+                                                                 {"perf/rss_peak_mib", "rss_peak_mib"},
+                                                                 {"time/data_s", "time_data_s"},
+                                                                 {"time/compute_s", "time_compute_s"},
+                                                                 {"time/comm_s", "time_comm_s"},
+                                                                 {"time/optimizer_s", "time_optimizer_s"}}
               : std::vector<std::pair<std::string, std::string>>{
                     {"eval/loss", "loss"}, {"eval/accuracy", "accuracy"}, {"eval/accuracy_top5", "accuracy_top5"}};
     (train ? train_records : eval_records)++;
@@ -56,7 +61,7 @@ TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
   EXPECT_EQ(tb["train/loss"].size(), static_cast<size_t>(train_records));
   EXPECT_EQ(tb["eval/accuracy"].size(), static_cast<size_t>(eval_records));
   EXPECT_EQ(tb["eval/accuracy_top5"].size(), static_cast<size_t>(eval_records));  // 10 classes: top-5 reported
-  EXPECT_EQ(tb.size(), 10u);  // the ten documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
+  EXPECT_EQ(tb.size(), 15u);  // the documented tags, nothing else (a CPU run has no perf/gpu_mem_peak_mib)
 }
 
 }  // namespace
