@@ -9,6 +9,7 @@
 #include "base/first_line.h"
 #include "distributed/process_group.h"
 #include "base/process_env.h"
+#include "distributed/hang_watch.h"
 #include "distributed/rendezvous.h"
 
 #include <cstdlib>
@@ -111,6 +112,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
     info.config_digest = config_digest(format_config(cfg)).substr(0, 16);
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
     ctx = init_distributed(info, cfg.dist);
+    const auto hang_watch =
+        HangWatch::start(ctx, cfg.dist.hang_report_after_s(), cfg.job.out_dir + "/hang",
+                         [prefix](const std::string& line) { write_error_line(prefix + "warning: " + line); });
     // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
     // never comes) they keep their default action so a launcher can stop a waiting rank at once.
     install_preemption_handlers();

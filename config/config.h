@@ -305,6 +305,10 @@ struct DistConfig {
   bool gradient_as_bucket_view = true;
   AllreducePath allreduce = AllreducePath::Auto;
   int64_t check_replicas_every = 0;
+  double hang_report_s = 0;  // 0: timeout_s / 2
+
+  // How long a rank waits for its peers before every rank is asked what it is doing.
+  double hang_report_after_s() const { return hang_report_s > 0 ? hang_report_s : timeout_s / 2; }
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -325,6 +329,12 @@ struct DistConfig {
         Key("check_replicas_every", "every N steps check that all ranks hold identical parameters; 0 = off")
             .at_least(0)
             .at_most(kMaxSteps));
+    key(s.hang_report_s, Key("hang_report_s",
+                             "a rank waiting this long for its peers makes every rank say where it is (phase, step, "
+                             "collectives); 0 = dist.timeout_s / 2")
+                             .at_least(0)
+                             .at_most(kMaxSeconds)
+                             .resume_may_differ());
   }
 };
 

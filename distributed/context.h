@@ -1,7 +1,9 @@
 // DistContext: this process's place in the job (rank, world, device) and its process group, if any.
 #pragma once
 
+#include "distributed/activity.h"
 #include "distributed/c10d_fwd.h"
+#include "distributed/rank_views.h"
 
 #include <c10/util/intrusive_ptr.h>
 #include <torch/types.h>
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,8 +32,11 @@ struct DistContext {
   // After a failure: which peers on this host are gone ("rank 1 (host h, pid 7) exited"), "" when none is known
   // after waiting up to `settle` (a killed peer's sockets close before its process is gone).
   std::function<std::string(std::chrono::milliseconds)> gone_peers;
-  // "host h, pid 123" of ranks 0..min(world, 256)-1, as each published it at rendezvous; empty for a world of one.
-  std::vector<std::string> rank_places;
+  // Ranks 0..min(world, 256)-1 as each published itself at rendezvous (host, pid); empty for a world of one.
+  std::vector<RankView> views;
+  // What this rank is doing (its phases, marked by the training loop), for the hang watch.
+  std::shared_ptr<Activity> activity = std::make_shared<Activity>();
+  c10::intrusive_ptr<c10d::Store> watch_store;  // the hang watch's own client of `store`; null for a world of one
 
   bool is_main() const { return rank == 0; }
   bool distributed() const { return static_cast<bool>(group); }

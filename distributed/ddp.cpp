@@ -50,6 +50,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     if (p.requires_grad()) params_.push_back(p);
   buffers_ = module_->buffers();
 
+  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
   c10d::verify_params_across_processes(ctx_.group, params_, std::nullopt);
   {
     // _sync_module_states: parameters then buffers, from rank 0.
@@ -112,6 +113,7 @@ void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
 
 void DistributedDataParallel::sync_buffers() {
   if (buffers_.empty()) return;
+  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> bufs;
   for (auto& b : buffers_) bufs.push_back(b.detach());
@@ -154,8 +156,10 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
     // is queued before the Reducer's finalize_backward (queued once the last bucket is ready), so it runs first:
     // when every gradient is computed and only the wait for their all-reduce is left.
     output.register_hook([this](const torch::Tensor&) {
-      torch::autograd::Engine::get_default_engine().queue_callback(
-          [this] { gradients_computed_at_ = std::chrono::steady_clock::now(); });
+      torch::autograd::Engine::get_default_engine().queue_callback([this] {
+        gradients_computed_at_ = std::chrono::steady_clock::now();
+        ctx_.activity->enter(Phase::kGradientAllReduce);
+      });
     });
   } else {
     require_forward_param_sync_ = false;

@@ -4,6 +4,8 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <exception>
+
 namespace ddp {
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -34,6 +36,24 @@ c10::intrusive_ptr<c10d::ProcessGroup> with_cpu_backend(const c10::intrusive_ptr
       slots.push_back(slot);
   }
   return make_process_group(group->getStore(), group->getRank(), group->getSize(), slots);
+}
+
+std::function<uint64_t()> collectives_started(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  std::vector<c10::intrusive_ptr<c10d::Backend>> counting;
+  for (const auto& device : group->getDeviceTypes()) {
+    auto backend = group->getBackend(device.type());
+    try {
+      backend->getSequenceNumberForGroup();  // c10d::Backend's own throws: not counted
+      counting.push_back(std::move(backend));
+    } catch (const std::exception&) {
+    }
+  }
+  // Read when the training loop enters a phase, while the Reducer's hooks may start one: a count for a report.
+  return [counting] {
+    uint64_t n = 0;
+    for (const auto& b : counting) n += b->getSequenceNumberForGroup();
+    return n;
+  };
 }
 
 void shutdown_group(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {

@@ -7,6 +7,8 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> with_cpu_backend(const c10::intrusive_ptr
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                     std::chrono::milliseconds timeout,
                                                     const std::vector<std::string>& interfaces);
+
+// How many collectives this rank has started on `group`: the sum of its backends' sequence numbers (ProcessGroupGloo
+// and ProcessGroupNCCL count each collective they start; the shared-memory all-reduce adds its own). A backend
+// without one adds nothing.
+std::function<uint64_t()> collectives_started(const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 
 // Ends the group's backends (ProcessGroup::shutdown: NCCL communicators, Gloo's threads); null is a no-op.
 void shutdown_group(const c10::intrusive_ptr<c10d::ProcessGroup>& group);

@@ -54,6 +54,14 @@ std::string view_text(const RankView& v) {
          "\nhost=" + v.host + "\npid=" + std::to_string(v.pid);
 }
 
+std::string place_of(const RankView& v) { return "host " + v.host + ", pid " + std::to_string(v.pid); }
+
+std::vector<std::string> places_of(const std::vector<RankView>& views) {
+  std::vector<std::string> out;
+  for (const auto& v : views) out.push_back(place_of(v));
+  return out;
+}
+
 bool parse_view(const std::string& text, RankView& out) {
   if (text.size() > kMaxViewBytes) return false;
   std::istringstream in(text);

@@ -21,6 +21,9 @@ struct RankView {
 };
 
 std::string view_text(const RankView& v);
+// "host h, pid 123", of one view and of each
+std::string place_of(const RankView& v);
+std::vector<std::string> places_of(const std::vector<RankView>& views);
 // Parses what a rank published; false when it is not a view (too long, fields missing or malformed).
 bool parse_view(const std::string& text, RankView& out);
 // "" when two ranks agree; else one line naming both ranks, their hosts and the first field that differs.

@@ -1,4 +1,5 @@
-// Collective helpers: all_reduce sums/max and barrier on the c10d process group.
+// Collective helpers: all_reduce sums/max and barrier on the c10d process group. Each waits in the phase "collective"
+// (PhaseScope): a rank there waits for its peers, which is what the hang watch looks for.
 #include "distributed/reduce.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -7,12 +8,14 @@ namespace ddp {
 
 void all_reduce_sum(const DistContext& ctx, torch::Tensor& t) {
   if (!ctx.distributed()) return;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   std::vector<at::Tensor> tensors{t};
   ctx.group->allreduce(tensors, c10d::AllreduceOptions{})->wait();
 }
 
 std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<double>& values) {
   if (!ctx.distributed()) return values;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   torch::Tensor t = torch::tensor(values, torch::kFloat64).to(ctx.device);
   all_reduce_sum(ctx, t);
   t = t.cpu();
@@ -21,6 +24,7 @@ std::vector<double> all_reduce_sum(const DistContext& ctx, const std::vector<dou
 
 std::vector<int64_t> all_reduce_sum_exact(const DistContext& ctx, const std::vector<int64_t>& values) {
   if (!ctx.distributed()) return values;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   torch::Tensor t = torch::tensor(values, torch::kInt64).to(ctx.device);
   all_reduce_sum(ctx, t);
   t = t.cpu();
@@ -35,6 +39,7 @@ double all_reduce_max(const DistContext& ctx, double value) {
 
 void barrier(const DistContext& ctx) {
   if (!ctx.distributed()) return;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   ctx.group->barrier()->wait();
 }
 
@@ -58,6 +63,7 @@ double AsyncAllReduceMax::wait() {
   if (!pending_) throw std::logic_error("AsyncAllReduceMax::wait without start");
   pending_ = false;
   if (!ctx_.distributed()) return local_;
+  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
   auto work = std::move(work_);
   work->wait();
   return tensors_[0].cpu().item<double>();
@@ -80,6 +86,7 @@ int64_t tensors_digest(const std::vector<torch::Tensor>& tensors) {
 
 void check_replicas_identical(const DistContext& ctx, const std::vector<torch::Tensor>& tensors, int64_t step) {
   if (!ctx.distributed()) return;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   const int64_t h = tensors_digest(tensors);
   std::vector<at::Tensor> v{torch::tensor({h, -h}, torch::kInt64).to(ctx.device)};
   c10d::AllreduceOptions opts;
@@ -100,6 +107,7 @@ namespace ddp {
 
 std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tensor& t) {
   if (!ctx.distributed()) return {t.clone()};
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   std::vector<at::Tensor> input{t.contiguous().to(ctx.device)};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int64_t r = 0; r < ctx.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
@@ -109,6 +117,7 @@ std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tenso
 
 void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes) {
   if (!ctx.distributed()) return;
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
   std::vector<at::Tensor> size{torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64).to(ctx.device)};
   ctx.group->broadcast(size)->wait();
   const int64_t n = size[0].cpu().item<int64_t>();

@@ -296,7 +296,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
     return gone_ranks(views, self, settle);
   };
-  for (const auto& v : views) ctx.rank_places.push_back("host " + v.host + ", pid " + std::to_string(v.pid));
+  ctx.views = views;
   ctx.store = store;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   const c10::intrusive_ptr<c10d::Store> watch = open_watch_store(info, opts);
@@ -311,6 +311,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   const std::vector<BackendSlot> slots = backend == "gloo" ? gloo_side_slots(ctx, cfg, gloo, store, timeout)
                                                            : nccl_side_slots(ctx, gloo, prefixed, rank, world, timeout);
   ctx.group = make_process_group(prefixed, rank, world, slots);
+  ctx.activity = std::make_shared<Activity>(collectives_started(ctx.group));
+  ctx.watch_store = watch;
   return ctx;
 }
 

@@ -11,8 +11,6 @@
 #include "optim/optimizer.h"
 #include "train/preemption.h"
 
-#include <ATen/record_function.h>
-
 #include <limits>
 #include <optional>
 #include <utility>
@@ -47,6 +45,7 @@ void Trainer::train() {
   if (cfg_.training.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.training.max_steps);
   dataset_.train.ensure_images();
   reporter_.start();
+  PhaseScope loop(*ctx_.activity, Phase::kLoop);
   bool evaluated = false;  // the last finished epoch was evaluated
   while (state_.position.epoch < epochs && state_.global_step < total_steps_) {
     const EpochEnd end = train_epoch();
@@ -75,10 +74,13 @@ Trainer::EpochEnd Trainer::train_epoch() {
   std::vector<Batch> group;
   double data_s = 0;  // the step's wait for its batches
   while (true) {
-    if (group.empty() && state_.global_step < total_steps_) profiler_->step_begins(state_.global_step + 1);
+    if (group.empty() && state_.global_step < total_steps_) {
+      profiler_->step_begins(state_.global_step + 1);
+      ctx_.activity->set_step(state_.global_step + 1);
+    }
     std::optional<Batch> batch;
     {
-      RECORD_USER_SCOPE("ddptrain::data");  // waiting for the next batch: a range in profile.steps' trace
+      PhaseScope phase(*ctx_.activity, Phase::kData, "ddptrain::data");  // waiting for the next batch
       const auto wait = std::chrono::steady_clock::now();
       batch = feed->next();
       data_s += seconds_since(wait);
@@ -130,6 +132,7 @@ bool Trainer::end_epoch() {
 }
 
 void Trainer::evaluate_and_report(const std::string& label) {
+  PhaseScope phase(*ctx_.activity, Phase::kEval);
   EvalRecord e = evaluate();
   if (ema_->enabled() && ema_->updates() > 0) {
     const EvalRecord averaged = evaluate(&ema_->model());
@@ -156,6 +159,7 @@ void Trainer::traced(const std::string& trace) {
 }
 
 void Trainer::finish(bool evaluated) {
+  PhaseScope phase(*ctx_.activity, Phase::kFinish);
   if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now
   if (const auto trace = profiler_->finish()) traced(*trace);
   if (profiler_->missed())
@@ -195,6 +199,7 @@ void Trainer::write_model() {
 }
 
 void Trainer::save_checkpoint(double eval_accuracy) {
+  PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
   // state_dict: collective
   checkpointer_->save(state_dict(), state_.global_step, state_.position.epoch, eval_accuracy);
 }

@@ -19,7 +19,6 @@
 #include "train/init_weights.h"
 
 #include <ATen/ops/_foreach_norm.h>
-#include <ATen/record_function.h>
 
 namespace ddp {
 
@@ -27,7 +26,8 @@ Trainer::Trainer(Config cfg, DistContext ctx)
     : cfg_(std::move(cfg)),
       ctx_(std::move(ctx)),
       reporter_(
-          cfg_.metrics, cfg_.job.out_dir, ctx_.device, ReportingRanks{ctx_.rank, ctx_.world_size, ctx_.rank_places},
+          cfg_.metrics, cfg_.job.out_dir, ctx_.device,
+          ReportingRanks{ctx_.rank, ctx_.world_size, places_of(ctx_.views)},
           [this](const std::vector<double>& v) { return all_reduce_sum(ctx_, v); },
           [this](double v) { return all_reduce_max(ctx_, v); }),
       generators_(ctx_, cfg_.job.seed) {
@@ -183,7 +183,7 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
   gradient_sync_->pre_forward(sync);
   torch::Tensor out, loss;
   {
-    RECORD_USER_SCOPE("ddptrain::forward");  // a range in profile.steps' trace
+    PhaseScope phase(*ctx_.activity, Phase::kForward, "ddptrain::forward");
     {
       AutocastGuard autocast(ctx_.device, cfg_.amp.enabled, amp_dtype_);
       out = model_->forward(x);
@@ -198,7 +198,7 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
                : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
   }
   {
-    RECORD_USER_SCOPE("ddptrain::backward");  // with DDP's gradient all-reduce
+    PhaseScope phase(*ctx_.activity, Phase::kBackward, "ddptrain::backward");  // with DDP's gradient all-reduce
     scaler_->scale(loss / loss_divisor).backward();
   }
   // Host time: on CUDA, kernels run on after their launch and show where the host next waits for them.
@@ -256,7 +256,7 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
     figures.push_back(r.correct.to(torch::kFloat64));
     samples.push_back(r.samples);
   }
-  RECORD_USER_SCOPE("ddptrain::optimizer");  // unscale, norm, step, EMA: a range in profile.steps' trace
+  PhaseScope phase(*ctx_.activity, Phase::kOptimizer, "ddptrain::optimizer");  // unscale, norm, step, EMA
   const auto optimizer_start = std::chrono::steady_clock::now();
   // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
   // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.

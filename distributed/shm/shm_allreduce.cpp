@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -124,6 +125,7 @@ class ShmAllreduceBackend : public ForwardingBackend {
                                            const c10d::AllreduceOptions& opts) override {
     if (tensors.size() != 1 || !eligible(tensors[0], opts.reduceOp)) return inner_->allreduce(tensors, opts);
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    started_.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back({tensors[0], opts.reduceOp.op_, future});
@@ -131,6 +133,11 @@ class ShmAllreduceBackend : public ForwardingBackend {
     }
     wake_.notify_one();
     return c10::make_intrusive<ShmWork>(future);
+  }
+
+  // Gloo's count of the collectives it started, and these all-reduces.
+  uint64_t getSequenceNumberForGroup() override {
+    return inner_->getSequenceNumberForGroup() + started_.load(std::memory_order_relaxed);
   }
 
   // A barrier also waits for the all-reduces issued before it, as Gloo's does.
@@ -233,6 +240,7 @@ class ShmAllreduceBackend : public ForwardingBackend {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::deque<Pending> queue_;
+  std::atomic<uint64_t> started_{0};  // all-reduces taken on here
   c10::intrusive_ptr<c10::ivalue::Future> last_;
   bool stopping_ = false;
   bool worker_done_ = false;

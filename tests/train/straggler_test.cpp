@@ -50,11 +50,12 @@ std::vector<Interval> train_records(const std::string& metrics) {
   return out;
 }
 
-// 2 ranks, one thread and one core each (rank r on core r): 80 steps of Net, a train record every 10.
+// 2 ranks, one thread and one core each (rank r on core r): 160 steps of Net, a train record every 20 (intervals of
+// about a quarter second: long enough that scheduling noise stays well under the 20% a straggler line needs).
 std::vector<RankResult> run_pinned(const TempDir& dir) {
   if (std::thread::hardware_concurrency() < 2) return {};
-  const std::string cfg = write_tiny_job(dir, 2560, 64, 41,
-                                         {"data.batch_size=64", "training.epochs=4", "metrics.log_every_steps=10",
+  const std::string cfg = write_tiny_job(dir, 5120, 64, 41,
+                                         {"data.batch_size=128", "training.epochs=8", "metrics.log_every_steps=20",
                                           "metrics.progress=plain", "job.out_dir=" + (dir / "out")});
   return run_ranks(2, cfg, "", 1, "", {"taskset -c 0", "taskset -c 1"});
 }

@@ -1,0 +1,227 @@
+// HangWatch's thread: the roll-call through the store, and rank 0's verdict over what the ranks posted.
+#include "distributed/hang_watch.h"
+
+#include "base/atomic_file.h"
+#include "distributed/proc_stat.h"
+#include "distributed/thread_stack.h"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+namespace ddp {
+namespace {
+
+const std::string kRequestKey = "ddptrain/hang/request";
+std::string report_key(int64_t rank) { return "ddptrain/hang/report/" + std::to_string(rank); }
+
+constexpr auto kPoll = std::chrono::milliseconds(500);
+constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for every rank's post
+constexpr auto kStackWait = std::chrono::milliseconds(500);
+
+std::string seconds_text(double s) { return std::to_string(static_cast<int64_t>(s + 0.5)) + " s"; }
+
+std::string rank_list(const std::vector<int64_t>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+std::string place(const std::vector<RankView>& views, int64_t rank) {
+  const auto i = static_cast<size_t>(rank);
+  return i < views.size() ? " (" + place_of(views[i]) + ")" : "";
+}
+
+}  // namespace
+
+std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack) {
+  std::string text = std::to_string(s.step) + " " + std::to_string(static_cast<int>(s.phase)) + " " +
+                     std::to_string(s.seconds) + " " + std::to_string(s.collectives);
+  for (const auto& frame : stack) text += "\n" + frame;
+  return text;
+}
+
+std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& text) {
+  std::istringstream in(text);
+  std::string first;
+  std::getline(in, first);
+  std::istringstream head(first);
+  HangReport r;
+  r.rank = rank;
+  Activity::Snapshot& s = r.activity;
+  int phase = -1;
+  if (!(head >> s.step >> phase >> s.seconds >> s.collectives)) return std::nullopt;
+  if (phase < 0 || phase > static_cast<int>(Phase::kFinish)) return std::nullopt;
+  s.phase = static_cast<Phase>(phase);
+  for (std::string frame; std::getline(in, frame);) r.stack.push_back(frame);
+  return r;
+}
+
+std::string silent_rank_state(const RankView& view) {
+  if (view.host != own_view(0, "").host) return "";
+  char state = 0;
+  if (process_start_time(view.pid, &state) == 0 || !process_alive(view.pid)) return "exited";
+  if (state == 'T' || state == 't') return "stopped (SIGSTOP or a debugger)";
+  return "";
+}
+
+std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_size, const std::vector<RankView>& views,
+                         const std::function<std::string(int64_t)>& silent) {
+  int64_t step = 0;
+  // Ranks alike (phase, step, collectives started) in one group, waiting ones first, each group in rank order.
+  std::map<std::tuple<bool, int, int64_t, uint64_t>, std::vector<const HangReport*>> groups;
+  std::vector<bool> answered(static_cast<size_t>(world_size), false);
+  for (const auto& r : reports) {
+    step = std::max(step, r.activity.step);
+    if (r.rank >= 0 && r.rank < world_size) answered[static_cast<size_t>(r.rank)] = true;
+    groups[{!waits_for_peers(r.activity.phase), static_cast<int>(r.activity.phase), r.activity.step,
+            r.activity.collectives}]
+        .push_back(&r);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [key, members] : groups) {
+    const Activity::Snapshot& a = members.front()->activity;
+    double longest = 0;
+    std::vector<int64_t> ranks;
+    for (const HangReport* m : members) {
+      ranks.push_back(m->rank);
+      longest = std::max(longest, m->activity.seconds);
+    }
+    const bool waiting = !std::get<0>(key);
+    const std::string counts =
+        "step " + std::to_string(a.step) + ", collectives started: " + std::to_string(a.collectives) + ")";
+    if (waiting) {
+      parts.push_back(rank_list(ranks) + (ranks.size() == 1 ? " waits" : " wait") + " in " + phase_name(a.phase) +
+                      " for " + seconds_text(longest) + " (" + counts);
+    } else {
+      for (const int64_t r : ranks)  // the ranks the others wait for: each with its host and pid
+        parts.push_back("rank " + std::to_string(r) + place(views, r) + " is in " + phase_name(a.phase) + " for " +
+                        seconds_text(longest) + " (" + counts);
+    }
+  }
+  for (int64_t r = 0; r < world_size; ++r) {
+    if (answered[static_cast<size_t>(r)]) continue;
+    const std::string why = silent(r);
+    parts.push_back("rank " + std::to_string(r) + place(views, r) + " does not answer" +
+                    (why.empty() ? "" : ": " + why));
+  }
+  std::string out = "hang at step " + std::to_string(step) + ": ";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out;
+}
+
+struct HangWatch::State {
+  int64_t rank = 0, world_size = 1;
+  double report_after_s = 0;
+  std::shared_ptr<Activity> activity;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::vector<RankView> views;
+  std::string stacks_dir;
+  Say say;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false, finished = false;
+
+  // Sleeps up to `d`; false once stopping.
+  bool sleep(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return !wake.wait_for(lock, d, [&] { return stopping; });
+  }
+
+  void run() {
+    try {
+      watch();
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 ended, or the job is ending): nothing left to report through.
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    finished = true;
+    wake.notify_all();
+  }
+
+  void watch() {
+    // Until asked (or until this rank has waited too long and asks), then post once; rank 0 then says the verdict.
+    for (;;) {
+      if (!sleep(kPoll)) return;
+      const Activity::Snapshot now = activity->snapshot();
+      if (waits_for_peers(now.phase) && now.seconds > report_after_s && !store->check({kRequestKey}))
+        store->set(kRequestKey, std::to_string(rank));
+      if (store->check({kRequestKey})) break;
+    }
+    const std::string text = hang_report_text(activity->snapshot(), stack_of_watched_thread(kStackWait));
+    store->set(report_key(rank), std::vector<uint8_t>(text.begin(), text.end()));
+    if (rank != 0) return;
+    std::vector<std::string> keys;
+    for (int64_t r = 0; r < world_size; ++r) keys.push_back(report_key(r));
+    const auto until = std::chrono::steady_clock::now() + kCollect;
+    while (!store->check(keys) && std::chrono::steady_clock::now() < until)
+      if (!sleep(kPoll)) return;
+    std::vector<HangReport> reports;
+    for (int64_t r = 0; r < world_size; ++r) {
+      if (!store->check({report_key(r)})) continue;
+      const auto bytes = store->get(report_key(r));
+      if (auto report = parse_hang_report(r, std::string(bytes.begin(), bytes.end())))
+        reports.push_back(std::move(*report));
+    }
+    const std::string verdict = hang_verdict(reports, world_size, views, [this](int64_t r) {
+      return static_cast<size_t>(r) < views.size() ? silent_rank_state(views[static_cast<size_t>(r)]) : "";
+    });
+    say(verdict + write_stacks(verdict, reports));
+  }
+
+  // " (each rank's stack: PATH)", or "" when the file cannot be written.
+  std::string write_stacks(const std::string& verdict, const std::vector<HangReport>& reports) const {
+    int64_t step = 0;
+    std::string text = verdict + "\n";
+    for (const auto& r : reports) {
+      step = std::max(step, r.activity.step);
+      text +=
+          "\nrank " + std::to_string(r.rank) + place(views, r.rank) + ", in " + phase_name(r.activity.phase) + ":\n";
+      for (const auto& frame : r.stack) text += "  " + frame + "\n";
+      if (r.stack.empty()) text += "  (no stack: the training thread did not answer)\n";
+    }
+    const std::string path = stacks_dir + "/step-" + std::to_string(step) + ".txt";
+    try {
+      std::filesystem::create_directories(stacks_dir);
+      write_file_atomic(path, std::vector<char>(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      return "";
+    }
+    return " (each rank's stack: " + path + ")";
+  }
+};
+
+std::unique_ptr<HangWatch> HangWatch::start(const DistContext& ctx, double report_after_s, std::string stacks_dir,
+                                            Say say) {
+  if (!ctx.distributed() || !ctx.watch_store) return nullptr;
+  watch_this_thread();
+  auto state = std::make_shared<State>();
+  state->stacks_dir = std::move(stacks_dir);
+  state->rank = ctx.rank;
+  state->world_size = ctx.world_size;
+  state->report_after_s = report_after_s;
+  state->activity = ctx.activity;
+  state->store = ctx.watch_store;
+  state->views = ctx.views;
+  state->say = std::move(say);
+  std::thread([state] { state->run(); }).detach();
+  return std::unique_ptr<HangWatch>(new HangWatch(std::move(state)));
+}
+
+HangWatch::HangWatch(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+HangWatch::~HangWatch() {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->stopping = true;
+  state_->wake.notify_all();
+  state_->wake.wait_for(lock, std::chrono::seconds(2), [&] { return state_->finished; });
+}
+
+}  // namespace ddp

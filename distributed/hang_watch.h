@@ -1,0 +1,52 @@
+// HangWatch: when a rank has waited for its peers longer than dist.hang_report_s, every rank posts what it is doing
+// through the store (not through the stuck process group) and rank 0 says one verdict naming where each rank is.
+#pragma once
+
+#include "distributed/context.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+// What a rank posts when asked: its Activity's snapshot and its training thread's stack.
+struct HangReport {
+  int64_t rank = 0;
+  Activity::Snapshot activity;
+  std::vector<std::string> stack;  // innermost frame first
+};
+
+std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack);
+std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& text);
+
+// One line: "hang at step 412: ranks 0,2,3 wait in gradient all-reduce for 61 s (collectives started: 1650); rank 1
+// (host a, pid 123) is in data for 64 s (step 412, collectives started: 1646)". `silent`: why a rank that posted
+// nothing does not answer, by rank ("stopped", "exited", "" when unknown); `views` name hosts and pids.
+std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_size, const std::vector<RankView>& views,
+                         const std::function<std::string(int64_t)>& silent);
+
+// Why a rank that posted nothing does not answer, from its process on this host: "stopped (SIGSTOP or a debugger)",
+// "exited", or "" (running, or on another host).
+std::string silent_rank_state(const RankView& view);
+
+class HangWatch {
+ public:
+  using Say = std::function<void(const std::string& line)>;
+  // Watches a distributed run from a thread of its own over ctx.watch_store; none for a world of one (nothing to
+  // wait for) or without a store client. report_after_s: dist.hang_report_s. The calling thread is the one whose
+  // stack a rank posts; rank 0 writes every rank's into stacks_dir/step-<N>.txt and names it in the verdict.
+  static std::unique_ptr<HangWatch> start(const DistContext& ctx, double report_after_s, std::string stacks_dir,
+                                          Say say);
+  ~HangWatch();  // stops the thread (left behind, owning what it uses, if a store call holds it past 2 s)
+
+  struct State;
+
+ private:
+  explicit HangWatch(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ddp

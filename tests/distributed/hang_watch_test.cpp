@@ -1,0 +1,213 @@
+// The hang roll-call: the verdict's wording over what ranks posted, and real jobs with a rank stopped (SIGSTOP) or
+// blocked reading its data (a FIFO for an image): rank 0 names it, with the others' phase and collective count,
+// within dist.hang_report_s + 10 s; the job then ends with no process left.
+#include "distributed/hang_watch.h"
+
+#include "tests/launcher/launcher_test_support.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <regex>
+
+namespace ddp {
+namespace {
+
+RankView view(const std::string& host, int64_t pid) {
+  RankView v;
+  v.host = host;
+  v.pid = pid;
+  return v;
+}
+
+HangReport report(int64_t rank, Phase phase, int64_t step, double seconds, uint64_t collectives) {
+  Activity::Snapshot s;
+  s.step = step;
+  s.phase = phase;
+  s.seconds = seconds;
+  s.collectives = collectives;
+  return {rank, s, {}};
+}
+
+TEST(HangVerdict, GroupsTheWaitingRanksAndNamesTheOthersWithHostAndPid) {
+  const std::vector<RankView> views = {view("a", 10), view("a", 11), view("b", 12), view("b", 13), view("c", 14)};
+  const std::vector<HangReport> reports = {
+      report(0, Phase::kGradientAllReduce, 412, 61.2, 1650), report(2, Phase::kGradientAllReduce, 412, 60.7, 1650),
+      report(3, Phase::kGradientAllReduce, 412, 61.0, 1650), report(1, Phase::kData, 412, 64.4, 1646)};
+  const std::string v = hang_verdict(reports, 5, views, [](int64_t r) { return r == 4 ? "stopped" : ""; });
+  EXPECT_EQ(v,
+            "hang at step 412: ranks 0,2,3 wait in gradient all-reduce for 61 s (step 412, collectives started: "
+            "1650); rank 1 (host a, pid 11) is in data for 64 s (step 412, collectives started: 1646); rank 4 (host "
+            "c, pid 14) does not answer: stopped");
+}
+
+TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
+  Activity::Snapshot s;
+  s.step = 7;
+  s.phase = Phase::kCollective;
+  s.seconds = 3.5;
+  s.collectives = 99;
+  const auto back = parse_hang_report(3, hang_report_text(s, {"libc.so.6: read+0x10", "ddptrain+0x1234"}));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->rank, 3);
+  EXPECT_EQ(back->activity.step, 7);
+  EXPECT_EQ(back->activity.phase, Phase::kCollective);
+  EXPECT_DOUBLE_EQ(back->activity.seconds, 3.5);
+  EXPECT_EQ(back->activity.collectives, 99u);
+  EXPECT_EQ(back->stack, (std::vector<std::string>{"libc.so.6: read+0x10", "ddptrain+0x1234"}));
+  EXPECT_FALSE(parse_hang_report(0, "7 99 1 1"));  // no such phase
+  EXPECT_FALSE(parse_hang_report(0, "seven"));
+  // This process is running, on this host: nothing to say of it; a pid that is not there has exited.
+  EXPECT_EQ(silent_rank_state(own_view(1, "")), "");
+  EXPECT_EQ(silent_rank_state(view(own_view(1, "").host, 999999999)), "exited");
+}
+
+}  // namespace
+
+namespace test {
+namespace {
+
+constexpr int kTimeoutS = 10;  // dist.timeout_s
+constexpr int kReportS = 3;    // dist.hang_report_s
+
+// Ranks started as torchrun would, each under `timeout` (a product that hangs fails the test instead of hanging it)
+// and tagged so that the test can find and end them.
+struct HangJob {
+  TempDir dir;
+  std::string tag = "DDPRUN_TEST_TAG=" + dir.path();
+  ~HangJob() {
+    for (int pid : processes_with_env(tag)) kill(pid, SIGKILL);  // only after a failed expectation
+  }
+
+  std::string start_ranks(int world, const std::string& args) const {
+    const std::string port = std::to_string(free_port());
+    std::string script;
+    for (int r = 0; r < world; ++r)
+      script += tag + " OMP_NUM_THREADS=1 timeout -s KILL 60 env RANK=" + std::to_string(r) +
+                " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
+                " LOCAL_WORLD_SIZE=" + std::to_string(world) + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " +
+                ddptrain_path() + " " + args + " --dist.timeout_s=" + std::to_string(kTimeoutS) +
+                " --dist.hang_report_s=" + std::to_string(kReportS) + " > " +
+                dir / ("rank" + std::to_string(r) + ".log") + " 2>&1 & p" + std::to_string(r) + "=$!\n";
+    return script;
+  }
+  // Shell lines: the milliseconds from t0 until rank 0's log holds the verdict (or 60 s), `then`, and wait for every
+  // rank.
+  std::string time_verdict_then_wait(const std::string& then = "") const {
+    return "for i in $(seq 1200); do grep -q 'warning: hang at step' " + dir / "rank0.log" +
+           " && break; sleep 0.05; done\necho \"verdict_ms $(( ($(date +%s%N) - t0) / 1000000 ))\"\n" + then +
+           "\nwait\n";
+  }
+  // Shell lines: wait for step `step` in metrics.jsonl, SIGSTOP rank `victim` (found by its environment), start t0.
+  std::string stop_rank_at(int victim, int step) const {
+    return "for i in $(seq 1200); do grep -q '\"step\":" + std::to_string(step) + ",' " + dir / "out/metrics.jsonl" +
+           " 2>/dev/null && break; sleep 0.05; done\n"
+           "v=; for d in /proc/[0-9]*; do [ \"$(cat $d/comm 2>/dev/null)\" = ddptrain ] || continue; "
+           "e=$(tr '\\0' '\\n' < $d/environ 2>/dev/null); echo \"$e\" | grep -qx " +
+           shell_quote(tag) + " && echo \"$e\" | grep -qx RANK=" + std::to_string(victim) +
+           " && v=${d#/proc/}; done\n"
+           "kill -STOP $v; t0=$(date +%s%N); echo \"stopped $v\"\n"
+           "(sleep " +
+           std::to_string(kTimeoutS + 10) + "; kill -KILL $v) &\n";
+  }
+};
+
+double verdict_seconds(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(R"(verdict_ms (\d+))"))) return -1;
+  return std::stod(m[1]) / 1000;
+}
+
+// The file the verdict names for the ranks' stacks.
+std::string stacks_file(const std::string& verdict) {
+  std::smatch m;
+  return std::regex_search(verdict, m, std::regex(R"(\(each rank's stack: (\S+)\)$)")) ? m[1].str() : "";
+}
+
+std::string verdict_line(const std::string& log) {
+  const size_t at = log.find("warning: hang at step");
+  return at == std::string::npos ? "" : log.substr(at, log.find('\n', at) - at);
+}
+
+void expect_stopped_rank_named(int world, int victim) {
+  HangJob job;
+  const std::string cfg =
+      write_tiny_job(job.dir, 1024, 32, 8,
+                     {"job.out_dir=" + job.dir / "out", "data.batch_size=16", "training.epochs=1000",
+                      "training.eval_every_epochs=0", "metrics.log_every_steps=1", "metrics.progress=plain"});
+  const auto r = run_command(job.start_ranks(world, cfg) + job.stop_rank_at(victim, 3) + job.time_verdict_then_wait());
+  const std::string log = read_file(job.dir / "rank0.log");
+  const std::string line = verdict_line(log);
+  ASSERT_FALSE(line.empty()) << r.output << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(stopped (\d+))"))) << r.output;
+  EXPECT_NE(line.find("rank " + std::to_string(victim) + " (host " + own_view(1, "").host + ", pid " + m[1].str() +
+                      ") does not answer: stopped (SIGSTOP or a debugger)"),
+            std::string::npos)
+      << line;
+  std::string others;
+  for (int rank = 0; rank < world; ++rank)
+    if (rank != victim) others += (others.empty() ? "" : ",") + std::to_string(rank);
+  EXPECT_TRUE(std::regex_search(line, std::regex((world == 2 ? "rank " : "ranks ") + others +
+                                                 R"( waits? in (gradient all-reduce|collective) for \d+ s \(step \d+, )"
+                                                 R"(collectives started: [1-9]\d*\))")))
+      << line;
+  const double seconds = verdict_seconds(r.output);
+  EXPECT_GT(seconds, kReportS - 1.0) << line;
+  EXPECT_LT(seconds, kReportS + 10.0) << line;
+  // Then the job ends as without the roll-call: the waiting ranks fail at dist.timeout_s, none is left.
+  EXPECT_NE(log.find("error: "), std::string::npos) << log;
+  EXPECT_TRUE(processes_with_env(job.tag).empty());
+  // The ranks that answered posted their training thread's stack (the stopped one could not).
+  const std::string stacks = read_file(stacks_file(line));
+  for (int rank = 0; rank < world; ++rank)
+    EXPECT_EQ(stacks.find("\nrank " + std::to_string(rank) + " (host") != std::string::npos, rank != victim)
+        << rank << "\n"
+        << stacks;
+  EXPECT_EQ(stacks.find("(no stack"), std::string::npos) << stacks;
+}
+
+TEST(HangRollCall, StoppedRankOfTwoIsNamedWithTheOthersPhaseAndCollectiveCount) { expect_stopped_rank_named(2, 1); }
+
+TEST(HangRollCall, StoppedRankOfFourIsNamedWithTheOthersPhaseAndCollectiveCount) { expect_stopped_rank_named(4, 2); }
+
+// An image that is a FIFO nobody writes: the rank whose batch holds it blocks opening it, in the data phase.
+TEST(HangRollCall, RankBlockedReadingItsDataIsNamedInPhaseData) {
+  if (!python_can_import("torch, torchvision, PIL")) GTEST_SKIP() << python() << " cannot import torchvision, PIL";
+  HangJob job;
+  const auto made = run_command(python() + " " + source_dir() + "/tests/python/image_folder_reference.py make " +
+                                job.dir / "f" + " --classes 2 --train 16 --val 1 --seed 3 --min-side 20 --max-side 24");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::string fifo;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(job.dir / "f/train"))
+    if (e.is_regular_file()) fifo = e.path().string();
+  ASSERT_FALSE(fifo.empty());
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string cfg =
+      write_mnist_job(job.dir, job.dir / "f",
+                      {"data.batch_size=2", "data.image_size=16", "data.resize_size=16", "model.name=resnet18",
+                       "job.out_dir=" + job.dir / "out", "training.epochs=1000", "training.eval_every_epochs=0",
+                       "metrics.progress=plain"});
+  // Once the verdict is out, the FIFO opens and ends empty: the blocked rank fails on it instead of waiting for ever.
+  const auto r = run_command(job.start_ranks(2, cfg + " --data.dataset=image_folder") + "t0=$(date +%s%N)\n" +
+                             job.time_verdict_then_wait(": > " + shell_quote(fifo)));
+  const std::string line = verdict_line(read_file(job.dir / "rank0.log"));
+  ASSERT_FALSE(line.empty()) << r.output << read_file(job.dir / "rank0.log") << read_file(job.dir / "rank1.log");
+  EXPECT_TRUE(std::regex_search(
+      line, std::regex(R"(rank [01] waits in (gradient all-reduce|collective) for \d+ s \(step \d+, collectives )"
+                       R"(started: \d+\); rank [01] \(host [^,]+, pid \d+\) is in data for \d+ s \(step \d+, )")))
+      << line;
+  EXPECT_TRUE(processes_with_env(job.tag).empty());
+  // Both answered: each training thread's stack, the data rank's waiting for its batch.
+  const std::string stacks = read_file(stacks_file(line));
+  EXPECT_NE(stacks.find("\nrank 0 (host"), std::string::npos) << stacks;
+  EXPECT_NE(stacks.find("\nrank 1 (host"), std::string::npos) << stacks;
+  EXPECT_NE(stacks.find(", in data:\n  "), std::string::npos) << stacks;
+  EXPECT_EQ(stacks.find("(no stack"), std::string::npos) << stacks;
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace ddp
