@@ -1,7 +1,10 @@
 // ddprun command line: parsing and validating torchrun-style flags, and the usage text.
 #include "launcher/options.h"
 
+#include "distributed/rendezvous.h"
 #include "launcher/env.h"
+
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -41,10 +44,22 @@ int64_t parse_nnodes(const std::string& v) {
   return lo;
 }
 
-int64_t parse_nproc(const std::string& v) {
-  if (v == "auto" || v == "cpu") return available_cpus();
-  if (v == "gpu") throw LaunchUsageError("--nproc-per-node=gpu: this build is CPU-only; give a number");
-  return parse_integer("--nproc-per-node", v, 1, 1 << 16);
+// torch.distributed.run's determine_local_world_size, with the CPUs this process may use for os.cpu_count().
+int64_t parse_nproc(const std::string& v, const NodeCounts& node) {
+  if (v == "cpu") return node.cpus();
+  if (v == "gpu" || v == "auto") {
+    const int64_t gpus = node.gpus();
+    if (gpus > 0) return gpus;
+    if (v == "auto") return node.cpus();
+    throw LaunchUsageError(
+        "--nproc-per-node=gpu: no CUDA GPU is visible on this node (torchrun: \"Cuda is not available.\"); give a "
+        "number, cpu or auto");
+  }
+  try {
+    return parse_integer("--nproc-per-node", v, 1, 1 << 16);
+  } catch (const LaunchUsageError&) {
+    throw LaunchUsageError("--nproc-per-node=" + v + ": expected a number of workers >= 1, gpu, cpu or auto");
+  }
 }
 
 StreamSelection parse_streams(const std::string& flag, const std::string& v) {
@@ -110,12 +125,17 @@ int StreamSelection::for_local_rank(int64_t local_rank) const {
   return it == by_local_rank.end() ? 0 : it->second;
 }
 
-LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
+NodeCounts this_node() {
+  return {[] { return cuda_build() ? static_cast<int64_t>(torch::cuda::device_count()) : int64_t{0}; },
+          [] { return available_cpus(); }};
+}
+
+LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node) {
   LaunchOptions o;
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const std::map<std::string, Setter> valued = {
       {"nnodes", [&](auto&, auto& v) { o.nnodes = parse_nnodes(v); }},
-      {"nproc-per-node", [&](auto&, auto& v) { o.nproc_per_node = parse_nproc(v); }},
+      {"nproc-per-node", [&](auto&, auto& v) { o.nproc_per_node = parse_nproc(v, node); }},
       {"node-rank", [&](auto& f, auto& v) { o.node_rank = parse_integer(f, v, 0, 1 << 20); }},
       {"master-addr", [&](auto&, auto& v) { o.master_addr = v; }},
       {"master-port", [&](auto& f, auto& v) { o.master_port = static_cast<int>(parse_integer(f, v, 1, 65535)); }},
@@ -168,7 +188,9 @@ std::string launch_usage() {
          "  WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*).\n"
          "  Flags take --flag=value or --flag value; '-' and '_' are interchangeable.\n"
          "  --nnodes N                 nodes in the job (default 1)\n"
-         "  --nproc-per-node N|auto    workers on this node (default 1; auto/cpu = CPU count)\n"
+         "  --nproc-per-node N|gpu|cpu|auto\n"
+         "                             workers on this node (default 1): gpu = its CUDA devices, cpu = its CPUs,\n"
+         "                             auto = GPUs when it has any, else CPUs (torchrun's meaning)\n"
          "  --node-rank R              this node's rank, 0..nnodes-1 (default 0)\n"
          "  --master-addr HOST         node 0's address (default 127.0.0.1)\n"
          "  --master-port P            rank 0's store port (default 29500); with --nnodes > 1 node 0's\n"

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -44,8 +45,17 @@ struct LaunchUsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What --nproc-per-node's words count on this node, asked only when a word needs it.
+struct NodeCounts {
+  std::function<int64_t()> gpus;  // CUDA devices the workers can use (0 without CUDA, or in a CPU-only build)
+  std::function<int64_t()> cpus;  // CPUs this process may run on
+};
+NodeCounts this_node();
+
 // Parses ddprun's argv[1..]; the first argument that is not a flag (or everything after "--") is PROGRAM ARGS.
-LaunchOptions parse_launch_args(const std::vector<std::string>& args);
+// --nproc-per-node takes a number or torchrun's words: gpu (CUDA devices; an error without any), cpu, auto (GPUs when
+// there are any, else CPUs), counted by `node`.
+LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node = this_node());
 std::string launch_usage();
 
 }  // namespace ddp

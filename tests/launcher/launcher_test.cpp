@@ -217,13 +217,39 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
   EXPECT_EQ(parse_launch_args({"--nproc-per-node=auto", "prog"}).nproc_per_node, cpus());
 }
 
+// --nproc-per-node's words as torchrun's determine_local_world_size counts them, on nodes the test describes.
+TEST(LauncherFlagsTest, NprocPerNodeWordsCountGpusOrCpusAsTorchrunDoes) {
+  int gpu_asks = 0;
+  const NodeCounts four_gpus{[&] { return ++gpu_asks, int64_t{4}; }, [] { return int64_t{32}; }};
+  const NodeCounts no_gpu{[] { return int64_t{0}; }, [] { return int64_t{6}; }};
+  auto nproc = [](const std::string& word, const NodeCounts& node) {
+    return parse_launch_args({"--nproc-per-node=" + word, "prog"}, node).nproc_per_node;
+  };
+  EXPECT_EQ(nproc("gpu", four_gpus), 4);
+  EXPECT_EQ(nproc("auto", four_gpus), 4);  // GPUs first, as torch.accelerator.is_available() decides
+  EXPECT_EQ(nproc("cpu", four_gpus), 32);
+  EXPECT_EQ(nproc("auto", no_gpu), 6);
+  EXPECT_EQ(nproc("cpu", no_gpu), 6);
+  gpu_asks = 0;
+  EXPECT_EQ(nproc("3", four_gpus), 3);
+  EXPECT_EQ(gpu_asks, 0);  // a number asks nothing of CUDA
+  const std::string error = error_of([&] { nproc("gpu", no_gpu); });
+  EXPECT_NE(error.find("--nproc-per-node=gpu: no CUDA GPU is visible on this node"), std::string::npos) << error;
+  EXPECT_NE(error_of([&] { nproc("tpu", no_gpu); }).find("expected a number of workers >= 1, gpu, cpu or auto"),
+            std::string::npos);
+  // This machine: a CPU-only test machine has no GPU, so gpu is refused; auto is its CPU count.
+  if (this_node().gpus() == 0) {
+    EXPECT_THROW(parse_launch_args({"--nproc-per-node=gpu", "prog"}), LaunchUsageError);
+    EXPECT_EQ(parse_launch_args({"--nproc-per-node=auto", "prog"}).nproc_per_node, cpus());
+  }
+}
+
 TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
   const std::vector<std::vector<std::string>> bad = {
       {"--bogus=1", "p"},
       {"--nproc-per-node", "p"},  // "p" is taken as the count
       {"--nproc-per-node=0", "p"},
       {"--nproc-per-node=two", "p"},
-      {"--nproc-per-node=gpu", "p"},
       {"--nnodes=1:4", "p"},
       {"--nnodes=2", "--node-rank=2", "p"},
       {"--master-port=70000", "p"},
