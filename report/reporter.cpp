@@ -179,6 +179,22 @@ void Reporter::set_flops_per_sample(double flops) {
 
 double Reporter::tflops(double samples_per_s) const { return flops_per_sample_ * samples_per_s / 1e12; }
 
+void Reporter::set_device_peak(const std::string& gpu_name, MathPrecision precision) {
+  const std::optional<DevicePeak> peak = peak_tflops(gpu_name, precision);
+  if (!peak) {
+    progress_->message("MFU: no peak FLOP/s known for " + gpu_name + ": train records carry no mfu");
+    return;
+  }
+  peak_tflops_ = peak->tflops;
+  progress_->message("MFU against the " + peak->device + "'s dense " + precision_name(precision) + " peak of " +
+                     report_fmt("%.6g", peak->tflops) + " TFLOP/s per GPU");
+}
+
+std::optional<double> Reporter::mfu(double samples_per_s) const {
+  if (flops_per_sample_ <= 0 || peak_tflops_ <= 0) return std::nullopt;
+  return tflops(samples_per_s) / (peak_tflops_ * static_cast<double>(ranks_.world_size));
+}
+
 void Reporter::eval(const EvalRecord& e, const std::string& label) {
   last_eval_ = e;
   write_eval(e, seconds_since(start_));
@@ -203,6 +219,7 @@ void Reporter::write_train(const StepRecord& s, const IntervalSplit& split, std:
         .add("skipped_steps", s.skipped_steps)
         .add("grad_norm", s.grad_norm);
     if (flops_per_sample_ > 0) r.add("tflops", tflops(s.samples_per_s));
+    if (const auto m = mfu(s.samples_per_s)) r.add("mfu", *m);
     if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
     if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
     if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
@@ -220,6 +237,7 @@ void Reporter::write_train(const StepRecord& s, const IntervalSplit& split, std:
   for (size_t i = 0; i < phases.size(); ++i)
     tensorboard_->add_scalar("time/" + std::string(PhaseTimes::kNames[i]) + "_s", phases[i], s.step);
   if (flops_per_sample_ > 0) tensorboard_->add_scalar("perf/tflops", tflops(s.samples_per_s), s.step);
+  if (const auto m = mfu(s.samples_per_s)) tensorboard_->add_scalar("perf/mfu", *m, s.step);
   for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
                                    {"train/accuracy", s.accuracy},
                                    {"lr", s.lr},
@@ -263,8 +281,10 @@ std::string Reporter::summary(const RunEnd& end) {
   if (!std::isnan(e.accuracy_ema)) row("final eval EMA", report_fmt("%.4f", e.accuracy_ema));
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
   row("wall time", report_fmt("%.1f s", wall_s));
-  row("mean samples/s", report_fmt("%.0f", total_samples_ / std::max(wall_s, 1e-9)));
-  if (flops_per_sample_ > 0) row("mean TFLOP/s", report_fmt("%.4g", tflops(total_samples_ / std::max(wall_s, 1e-9))));
+  const double mean_samples_per_s = total_samples_ / std::max(wall_s, 1e-9);
+  row("mean samples/s", report_fmt("%.0f", mean_samples_per_s));
+  if (flops_per_sample_ > 0) row("mean TFLOP/s", report_fmt("%.4g", tflops(mean_samples_per_s)));
+  if (const auto m = mfu(mean_samples_per_s)) row("mean MFU", report_fmt("%.3f", *m));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
   if (end.nonfinite_skips >= 0) row("skipped non-finite", std::to_string(end.nonfinite_skips));
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum

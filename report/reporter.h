@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "report/device_peak.h"
 #include "report/phase_times.h"
 
 #include <c10/core/Device.h>
@@ -126,12 +127,16 @@ class Reporter {
   // The model's floating-point operations per training sample (forward and backward, FlopCounter's count), known
   // after the first micro-batch: said once, then train records carry the achieved TFLOP/s ("tflops").
   void set_flops_per_sample(double flops);
+  // On a GPU: train records also carry "mfu", the achieved TFLOP/s over the world's peak for `precision`
+  // (device_peak.h); a device the table does not know is said once, and gets no MFU.
+  void set_device_peak(const std::string& gpu_name, MathPrecision precision);
   // The summary's text (collective on CUDA: the peak GPU memory over ranks); rank 0 prints it once model.pt is safe.
   std::string summary(const RunEnd& end);
 
  private:
   std::optional<double> gpu_peak_mib();                            // max over ranks; none on CPU
   double tflops(double samples_per_s) const;                       // the achieved TFLOP/s at that rate
+  std::optional<double> mfu(double samples_per_s) const;           // none without FLOPs or a known peak
   IntervalSplit split_of(const std::vector<RankInterval>& ranks);  // also warns of a lasting straggler
   std::string rank_place(int64_t rank) const;                      // "rank 1 (host h, pid 123)"
   void write_train(const StepRecord& s, const IntervalSplit& split, std::optional<double> gpu_mib, double wall_s);
@@ -156,6 +161,7 @@ class Reporter {
   StragglerWatch straggler_watch_;
   std::optional<IntervalSplit> last_split_;  // the last train record's, for the summary
   double flops_per_sample_ = 0;              // 0: not counted yet
+  double peak_tflops_ = 0;                   // one GPU's peak in the run's precision; 0: unknown (or a CPU run)
   EvalRecord last_eval_;
 };
 

@@ -79,6 +79,10 @@ void Trainer::setup() {
                                                  [this](const std::string& line) { reporter_.warning(line); });
   profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
   reporter_.banner(run_facts());
+  if (const auto gpu = describe_gpu(ctx_.device))
+    reporter_.set_device_peak(gpu->name, cfg_.amp.enabled                 ? MathPrecision::kBf16Fp16
+                                         : cfg_.training.cudnn_allow_tf32 ? MathPrecision::kTf32
+                                                                          : MathPrecision::kFp32);
 }
 
 ModelConfig Trainer::model_config() const {

@@ -13,14 +13,17 @@
 namespace ddp::test {
 namespace {
 
-double final_accuracy(const std::string& metrics_path) {
-  double acc = -1;
-  std::regex re("\"kind\":\"eval\".*\"accuracy\":([0-9.eE+-]+)");
+// `field` of the last record of `kind` ("train", "eval") in metrics.jsonl; -1 when no such record has it.
+double last_field(const std::string& metrics_path, const std::string& kind, const std::string& field) {
+  double value = -1;
+  std::regex re("\"kind\":\"" + kind + "\".*\"" + field + "\":([0-9.eE+-]+)");
   std::smatch m;
   for (const auto& line : read_lines(metrics_path))
-    if (std::regex_search(line, m, re)) acc = std::stod(m[1]);
-  return acc;
+    if (std::regex_search(line, m, re)) value = std::stod(m[1]);
+  return value;
 }
+
+double final_accuracy(const std::string& metrics_path) { return last_field(metrics_path, "eval", "accuracy"); }
 
 std::string quickstart() { return source_dir() + "/configs/quickstart.toml --data.dir=" + fashion_mnist_dir(); }
 
@@ -39,6 +42,15 @@ TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnOneRank) {
     const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
     if (on_cuda()) report_figure("quickstart test accuracy on cuda, AMP " + dtype, accuracy);
     EXPECT_GE(accuracy, 0.85) << dtype << "\n" << r.output;
+    // On a GPU the table knows, train records carry the MFU against its peak: above 0, below 1.
+    const double mfu = last_field(dir / "out/metrics.jsonl", "train", "mfu");
+    if (on_cuda() && r.output.find("MFU against the ") != std::string::npos) {
+      report_figure("quickstart MFU on cuda, AMP " + dtype, mfu);
+      EXPECT_GT(mfu, 0) << r.output;
+      EXPECT_LT(mfu, 1) << r.output;
+    } else if (!on_cuda()) {
+      EXPECT_LT(mfu, 0) << "a CPU run has no MFU";
+    }
   }
 }
 
