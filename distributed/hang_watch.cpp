@@ -7,6 +7,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -21,8 +22,12 @@ namespace {
 const std::string kRequestKey = "ddptrain/hang/request";
 std::string report_key(int64_t rank) { return "ddptrain/hang/report/" + std::to_string(rank); }
 
-constexpr auto kPoll = std::chrono::milliseconds(500);
-constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for every rank's post
+// Every rank looks for a request this often: 2 ms per rank, at least 0.5 s, so that rank 0's store answers at most
+// 500 such checks a second whatever the world.
+std::chrono::milliseconds poll_interval(int64_t world_size) {
+  return std::chrono::milliseconds(std::max<int64_t>(500, 2 * world_size));
+}
+constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for the posts, beyond one poll
 constexpr auto kStackWait = std::chrono::milliseconds(500);
 
 std::string seconds_text(double s) { return std::to_string(static_cast<int64_t>(s + 0.5)) + " s"; }
@@ -148,8 +153,9 @@ struct HangWatch::State {
 
   void watch() {
     // Until asked (or until this rank has waited too long and asks), then post once; rank 0 then says the verdict.
+    const auto poll = poll_interval(world_size);
     for (;;) {
-      if (!sleep(kPoll)) return;
+      if (!sleep(poll)) return;
       const Activity::Snapshot now = activity->snapshot();
       if (waits_for_peers(now.phase) && now.seconds > report_after_s && !store->check({kRequestKey}))
         store->set(kRequestKey, std::to_string(rank));
@@ -160,9 +166,9 @@ struct HangWatch::State {
     if (rank != 0) return;
     std::vector<std::string> keys;
     for (int64_t r = 0; r < world_size; ++r) keys.push_back(report_key(r));
-    const auto until = std::chrono::steady_clock::now() + kCollect;
+    const auto until = std::chrono::steady_clock::now() + kCollect + poll;  // every rank has looked by then
     while (!store->check(keys) && std::chrono::steady_clock::now() < until)
-      if (!sleep(kPoll)) return;
+      if (!sleep(std::chrono::milliseconds(500))) return;
     std::vector<HangReport> reports;
     for (int64_t r = 0; r < world_size; ++r) {
       if (!store->check({report_key(r)})) continue;
