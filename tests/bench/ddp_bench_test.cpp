@@ -1,4 +1,5 @@
-// bench/ddp_bench.py, the CPU comparison harness: a short run of both sides writes its block into RESULTS.md.
+// bench/ddp_bench.py, the CPU comparison harness: a short run of both sides writes its block into RESULTS.md; and
+// bench/overhead_bench.py, two ddptrain binaries side by side.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -71,6 +72,35 @@ TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 0 exit 3: error: injected failure"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(results), "untouched\n");
+}
+
+// bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every
+// repetition; without --baseline it refuses to run.
+TEST(OverheadBench, SameBinaryOnBothSidesGivesBothMediansAndTheirRatio) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  const std::string results = dir / "RESULTS.md";
+  const std::string script = "cd " + shell_quote(source_dir()) + " && " + python() + " bench/overhead_bench.py ";
+  const std::string args =
+      "--model net --world 2 --data synthetic --synthetic-size 512 --steps 6 --log-every 2 --warmup-steps 2 "
+      "--reps 2 --timeout 120 --results " +
+      shell_quote(results);
+  const auto r = run_command(script + "--baseline " + shell_quote(ddptrain_path()) + " " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_file(results);
+  std::smatch m;
+  const std::regex row(R"(\| net fp32, world 2, sync on, synthetic[^|]*\| (\d+) \| (\d+) \| ([0-9.]+)x \| )"
+                       R"(([0-9]+), ([0-9]+); ([0-9]+), ([0-9]+) \|)");
+  ASSERT_TRUE(std::regex_search(text, m, row)) << text;
+  const double mine = std::stod(m[1]), base = std::stod(m[2]);
+  EXPECT_GT(mine, 0);
+  EXPECT_GT(base, 0);
+  EXPECT_NEAR(std::stod(m[3]), mine / base, 0.01 + 0.5 / base * mine / base) << m[0];
+  for (int i = 4; i <= 7; ++i) EXPECT_GT(std::stoi(m[i]), 0) << m[0];
+  EXPECT_NE(text.find("<!-- BEGIN overhead_bench "), std::string::npos) << text;
+  const auto refused = run_command(script + args);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("usage: overhead_bench.py --baseline"), std::string::npos) << refused.output;
 }
 
 }  // namespace
