@@ -4,6 +4,7 @@
 #include "launcher/signals.h"
 #include "launcher/workers.h"
 #include "base/first_line.h"
+#include "distributed/proc_stat.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -85,10 +86,22 @@ class Round {
     if (group_.running() > 0)
       launcher_log(why + ": sending " + signal_name(sig) + " to " + std::to_string(group_.running()) +
                    " worker(s), SIGKILL after " + grace_text_);
+    name_stopped_workers(sig);
     group_.signal_all(sig);
     stop_.started = true;
     stop_.signal = sig;
     stop_.kill_at = Clock::now() + grace_;
+  }
+
+  // A worker stopped by SIGSTOP or a debugger holds up every collective of the job, and cannot act on `sig`: said
+  // by name, since the other ranks can only say they timed out (and a stopped rank 0 serves their store).
+  void name_stopped_workers(int sig) const {
+    for (const Worker& w : group_.workers()) {
+      char state = 0;
+      if (w.exited || process_start_time(w.process.pid, &state) == 0 || (state != 'T' && state != 't')) continue;
+      launcher_log(describe_worker(w, o_) + " is stopped (SIGSTOP or a debugger): the job's collectives wait for " +
+                   "it, and it cannot act on " + signal_name(sig));
+    }
   }
 
   void tell_store(const std::function<void()>& report) {

@@ -114,6 +114,14 @@ void expect_ddprun_ends_the_job(int victim) {
   EXPECT_NE(log.find("still running " + std::to_string(kGraceS) + " s after the stop signal: sending SIGKILL"),
             std::string::npos)
       << log;
+  // ddprun names the stopped rank itself (its peers can only say they timed out).
+  const size_t at = r.output.find("stopping pid ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string pid = r.output.substr(at + 13, r.output.find('\n', at) - at - 13);
+  EXPECT_NE(log.find("[ddprun] rank " + std::to_string(victim) + " (node 0, local rank " + std::to_string(victim) +
+                     ", pid " + pid + ") is stopped (SIGSTOP or a debugger)"),
+            std::string::npos)
+      << log;
   EXPECT_TRUE(processes_with_env(job.tag).empty()) << processes_with_env(job.tag).size() << " job processes alive";
 }
 
