@@ -392,6 +392,7 @@ struct MetricsConfig {
 struct ProfileConfig {
   int64_t start_step = 5;
   int64_t steps = 0;
+  bool memory_snapshot = false;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -404,6 +405,10 @@ struct ProfileConfig {
             .at_least(0)
             .at_most(1000)
             .resume_may_differ());
+    key(s.memory_snapshot, Key("memory_snapshot",
+                               "on CUDA, also the caching allocator's history over the traced steps, into "
+                               "job.out_dir/profile/memory_rank<R>.pickle (open it at pytorch.org/memory_viz)")
+                               .resume_may_differ());
   }
 };
 

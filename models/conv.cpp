@@ -10,7 +10,7 @@ namespace ddp {
 ConvKernels conv_kernels(const ModelConfig& cfg, bool channels_last_by_default) {
   ConvKernels k;
   k.channels_last = cfg.memory_format == MemoryFormat::Auto ? channels_last_by_default
-                                                          : cfg.memory_format == MemoryFormat::ChannelsLast;
+                                                            : cfg.memory_format == MemoryFormat::ChannelsLast;
   k.skip_padding_taps = cfg.skip_padding_taps;
   return k;
 }
@@ -98,6 +98,12 @@ struct LiveTapsOf : torch::autograd::Function<LiveTapsOf> {
 };
 
 }  // namespace
+
+void store_channels_last(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters())
+    if (p.dim() == 4) p.set_data(nhwc(p.data()));
+}
 
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x, const ConvKernels& kernels) {
   const auto& o = conv.options;

@@ -33,4 +33,9 @@ LiveTaps live_taps(int64_t input, int64_t kernel, int64_t padding, int64_t strid
 // conv(x) computed with `kernels`; equal to conv->forward(x) up to floating-point summation order.
 torch::Tensor conv2d_forward(torch::nn::Conv2dImpl& conv, const torch::Tensor& x, const ConvKernels& kernels);
 
+// Stores every 4-D parameter of `model` in NHWC strides, as model.to(memory_format=torch.channels_last) does: the
+// channels-last kernels then take the weights as they are (no per-step NHWC copy, and autocast's cast cache keeps
+// one low-precision copy per weight), and the gradients follow the weights' strides. Values are unchanged.
+void store_channels_last(torch::nn::Module& model);
+
 }  // namespace ddp

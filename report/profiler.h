@@ -16,6 +16,9 @@ namespace ddp {
 // torch.profiler's export_chrome_trace writes, which chrome://tracing, Perfetto and TensorBoard's profiler open.
 // The training loop marks its phases (ddptrain::data, ::forward, ::backward, ::optimizer) as record_function ranges,
 // which cost nothing while no trace runs. With profile.steps = 0 nothing is traced.
+// With profile.memory_snapshot on CUDA, the CUDA caching allocator records its history over the same steps
+// (torch.cuda.memory._record_memory_history) and writes job.out_dir/profile/memory_rank<R>.pickle beside the trace:
+// torch.cuda.memory._dump_snapshot's file, which pytorch.org/memory_viz draws.
 class StepProfiler {
  public:
   StepProfiler(const ProfileConfig& cfg, std::string out_dir, int64_t rank, c10::Device device);
@@ -28,14 +31,20 @@ class StepProfiler {
   std::optional<std::string> finish();
   // The run asked for a trace and none was written (profile.start_step was never reached).
   bool missed() const { return cfg_.steps > 0 && !started_; }
+  // The memory snapshot the trace's end wrote, if any.
+  const std::optional<std::string>& memory_snapshot() const { return snapshot_written_; }
+  // profile.memory_snapshot was asked for on a device without the CUDA caching allocator.
+  bool memory_snapshot_unavailable() const { return cfg_.steps > 0 && cfg_.memory_snapshot && !records_memory_; }
 
  private:
   std::optional<std::string> write();
 
   ProfileConfig cfg_;
-  std::string path_;
+  std::string path_, snapshot_path_;
   c10::Device device_;
+  bool records_memory_;
   bool started_ = false, running_ = false;
+  std::optional<std::string> snapshot_written_;
 };
 
 }  // namespace ddp

@@ -40,6 +40,8 @@ def machine(state, build):
     if subprocess.run(["git", "-C", repo, "diff", "--quiet", "HEAD"], capture_output=True).returncode != 0:
         source += " (the working tree differs from that commit)"
     lines.append(f"source: {source}")
+    if os.environ.get("GPU_CHECK_PREBUILT"):
+        lines.append("build: made on another machine against the same LibTorch wheel (GPU_CHECK_PREBUILT); not rebuilt here")
     version = os.path.join(state, "version.txt")
     if os.path.exists(version):
         lines += [f"ddptrain --version: {l}" for l in open(version).read().splitlines()]

@@ -155,7 +155,9 @@ void Trainer::traced(const std::string& trace) {
   const int64_t first = cfg_.profile.start_step;
   reporter_.message("profile: steps " + std::to_string(first) + "-" +
                     std::to_string(std::min(state_.global_step, first + cfg_.profile.steps - 1)) + " traced into " +
-                    trace + " (each rank writes its own)");
+                    trace +
+                    (profiler_->memory_snapshot() ? ", memory snapshot into " + *profiler_->memory_snapshot() : "") +
+                    " (each rank writes its own)");
 }
 
 void Trainer::finish(bool evaluated) {

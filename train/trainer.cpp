@@ -11,6 +11,7 @@
 #include "data/distributed_sampler.h"
 #include "distributed/ddp.h"
 #include "distributed/gradient_sync.h"
+#include "models/conv.h"
 #include "report/flop_counter.h"
 #include "report/gpu_memory.h"
 #include "optim/optimizer.h"
@@ -79,6 +80,9 @@ void Trainer::setup() {
                                                  [this](const std::string& line) { reporter_.warning(line); });
   profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
   reporter_.banner(run_facts());
+  if (profiler_->memory_snapshot_unavailable())
+    reporter_.warning("profile.memory_snapshot records the CUDA caching allocator, and this run is on " +
+                      ctx_.device.str() + ": the trace is written without a memory snapshot");
   if (const auto gpu = describe_gpu(ctx_.device))
     reporter_.set_device_peak(gpu->name, cfg_.amp.enabled                 ? MathPrecision::kBf16Fp16
                                          : cfg_.training.cudnn_allow_tf32 ? MathPrecision::kTf32
@@ -107,6 +111,9 @@ void Trainer::build_model() {
   }
   if (!cfg_.model.init_from.empty()) init_from_note_ = load_init_weights(*model_, cfg_.model, cfg_.model.init_from);
   model_->to(ctx_.device);
+  // On CUDA, channels_last is how PyTorch users store the model too (model.to(memory_format=torch.channels_last)).
+  // The CPU keeps NCHW storage and converts per convolution, so its results stay bit-identical to Python's.
+  if (ctx_.device.is_cuda() && model_cfg.memory_format == MemoryFormat::ChannelsLast) store_channels_last(*model_);
   if (cfg_.model.sync_batchnorm) model_->synchronize_batchnorm(batch_norm_collectives(ctx_));
 }
 

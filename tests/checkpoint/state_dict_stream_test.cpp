@@ -1,6 +1,7 @@
 // Tests: save_state_dict streams exactly the archive torch_save_bytes makes (torch::pickle_save's without type tags),
 // and a failed write leaves nothing.
 #include "checkpoint/state_dict.h"
+#include "checkpoint/torch_save/pickle_reader.h"
 #include "config/config.h"
 #include "models/classifier.h"
 #include "tests/support/test_support.h"
@@ -38,6 +39,22 @@ TEST(StateDictStream, ArchivesCarryNoTypeTags) {
   const std::string tag = "restore_type_tag";
   EXPECT_NE(std::string(tagged.begin(), tagged.end()).find(tag), std::string::npos);
   EXPECT_EQ(std::string(plain.begin(), plain.end()).find(tag), std::string::npos);
+}
+
+// On CUDA the model is stored channels_last (and so are its momentum buffers): the archive keeps each tensor's
+// strides, as torch.save does, and reads back to the same values.
+TEST(StateDictStream, ChannelsLastTensorsReadBackEqual) {
+  torch::manual_seed(2);
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("conv", torch::randn({4, 3, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast));
+  dict.insert("stem", torch::randn({4, 1, 5, 5}).clone(torch::MemoryFormat::ChannelsLast));
+  const c10::impl::GenericDict back = read_torch_save(torch_save_bytes(dict)).toGenericDict();
+  ASSERT_EQ(back.size(), 2u);
+  for (const auto& entry : dict) {
+    const at::Tensor t = back.at(entry.key()).toTensor();
+    EXPECT_TRUE(torch::equal(t, entry.value())) << entry.key();
+    EXPECT_EQ(t.strides(), entry.value().strides()) << entry.key();
+  }
 }
 
 TEST(StateDictStream, FailedProducerLeavesNoFile) {

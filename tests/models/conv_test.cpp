@@ -209,5 +209,48 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
   }
 }
 
+// store_channels_last (what model.to(memory_format=torch.channels_last) does): every 4-D parameter gets NHWC strides
+// (one input channel included, where contiguous(ChannelsLast) would keep NCHW ones) and keeps its values; the
+// channels-last kernels then compute exactly what they computed from NCHW-stored weights, and each weight's gradient
+// follows its strides.
+TEST(ConvKernels, ChannelsLastStorageKeepsValuesAndTrainsExactlyTheSame) {
+  for (const std::string name : {"net", "resnet18"}) {
+    ModelConfig cfg;
+    cfg.name = *parse_choice<ModelName>(name);
+    cfg.dropout = 0;
+    cfg.memory_format = MemoryFormat::ChannelsLast;
+    std::vector<std::shared_ptr<Classifier>> models;
+    for (int i = 0; i < 2; ++i) {
+      torch::manual_seed(3);
+      models.push_back(make_model(cfg));
+    }
+    store_channels_last(*models[1]);
+    const auto before = models[0]->parameters(), after = models[1]->parameters();
+    int converted = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+      EXPECT_TRUE(torch::equal(before[i], after[i])) << name << " parameter " << i;
+      if (after[i].dim() != 4) continue;
+      EXPECT_EQ(after[i].suggest_memory_format(), torch::MemoryFormat::ChannelsLast) << name << " parameter " << i;
+      ++converted;
+    }
+    EXPECT_EQ(converted, name == "net" ? 2 : 20) << name;
+
+    torch::manual_seed(4);
+    const auto x = torch::randn({8, 1, 28, 28});
+    const auto y = torch::randint(0, 10, {8});
+    std::vector<torch::Tensor> outs;
+    for (auto& model : models) {
+      auto out = model->forward(x);
+      (model->outputs_log_probs() ? torch::nll_loss(out, y) : torch::cross_entropy_loss(out, y)).backward();
+      outs.push_back(out.detach());
+    }
+    EXPECT_TRUE(torch::equal(outs[0], outs[1])) << name;
+    for (size_t i = 0; i < after.size(); ++i) {
+      EXPECT_TRUE(torch::equal(before[i].grad(), after[i].grad())) << name << " gradient " << i;
+      EXPECT_EQ(after[i].grad().strides(), after[i].strides()) << name << " gradient " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddp

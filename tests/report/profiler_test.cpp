@@ -1,10 +1,12 @@
 // profile.start_step / profile.steps: each rank writes a Chrome trace of the chosen steps from LibTorch's profiler,
 // holding ddptrain's phase ranges, the forward's and backward's operators and DDP's all-reduce.
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 
 namespace ddp::test {
 namespace {
@@ -62,6 +64,51 @@ TEST(Profiler, OffByDefaultAndAStartStepNeverReachedIsAWarning) {
             std::string::npos)
       << late.output;
   EXPECT_FALSE(std::filesystem::exists(dir / "out/profile"));
+}
+
+// profile.memory_snapshot records the CUDA caching allocator: on the CPU it is said and the trace is written alone.
+TEST(Profiler, MemorySnapshotOnTheCpuIsAWarningAndTheTraceIsStillWritten) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(
+      dir, 64, 16, 3,
+      {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.max_steps=3", "profile.start_step=2",
+       "profile.steps=1", "profile.memory_snapshot=true", "metrics.progress=plain", "dist.device=cpu"});
+  const CommandResult r = run_command(ddptrain_path() + " " + cfg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: profile.memory_snapshot records the CUDA caching allocator, and this run is on "
+                          "cpu: the trace is written without a memory snapshot"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "out/profile/rank0.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out/profile/memory_rank0.pickle"));
+}
+
+// On CUDA the snapshot is torch.cuda.memory._dump_snapshot's pickle: the allocator's segments and, for the traced
+// steps, each allocation and free.
+TEST(CudaProfiler, MemorySnapshotHoldsTheTracedStepsAllocations) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string cfg = write_tiny_job(
+      dir, 256, 32, 3,
+      {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.max_steps=6", "profile.start_step=3",
+       "profile.steps=2", "profile.memory_snapshot=true", "metrics.progress=plain", "dist.device=cuda"});
+  const CommandResult r = run_command(ddptrain_path() + " " + cfg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string snapshot = dir / "out/profile/memory_rank0.pickle";
+  EXPECT_NE(r.output.find("memory snapshot into " + snapshot), std::string::npos) << r.output;
+  const std::string code =
+      "import pickle, sys; s = pickle.load(open(sys.argv[1], 'rb')); t = [e for d in s['device_traces'] for e in d]; "
+      "print(len(s['segments']), sum(e['action'] == 'alloc' for e in t), sum(e['action'] == 'free_completed' for e in "
+      "t))";
+  const CommandResult read = run_command(python() + " -c " + shell_quote(code) + " " + shell_quote(snapshot));
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  std::istringstream counts(read.output);
+  int64_t segments = 0, allocs = 0, frees = 0;
+  counts >> segments >> allocs >> frees;
+  EXPECT_GE(segments, 1) << read.output;
+  EXPECT_GE(allocs, 20) << read.output;  // two steps of Net: activations, gradients, optimizer temporaries
+  EXPECT_GE(frees, 10) << read.output;
+  report_figure("memory snapshot of 2 Net steps on cuda (segments, allocations, frees)", read.output);
 }
 
 }  // namespace
