@@ -69,6 +69,7 @@ TEST_P(SyncBatchNormOnDevice, TwoRanksOfHalfTheBatchEqualOneBatchNormOnTheWhole)
     DistContext ctx;
     ctx.rank = r;
     ctx.world_size = 2;
+    ctx.device = device;  // the collectives' tensors live where the layer runs
     ctx.group =
         make_process_group(store, r, 2, {{c10::DeviceType::CPU, "gloo", gloo}, {c10::DeviceType::CUDA, "gloo", gloo}});
     const int64_t begin = r == 0 ? 0 : 6, end = r == 0 ? 6 : 16;
