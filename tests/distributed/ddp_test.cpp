@@ -132,8 +132,10 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
 
 // model.sync_batchnorm against PyTorch's own SyncBatchNorm (convert_sync_batchnorm, DDP over Gloo with CUDA tensors,
 // both ranks on one GPU). PyTorch runs SyncBatchNorm on accelerators only, so this comparison needs a GPU. Both sides
-// run cuDNN's deterministic algorithms without TF32, ddptrain with every kernel tap (as PyTorch computes), at lr 0.01:
-// at lr 0.05 six steps of ResNet-18 on 28x28 images magnify last-bit differences past 1e-3.
+// run cuDNN's deterministic algorithms without TF32, ddptrain with every kernel tap (as PyTorch computes). ResNet-18 on
+// 28x28 images with 16 samples a rank magnifies last-bit differences step by step (on an H200: 3e-7 after one step,
+// 1.4e-5 after two, 0.05 after six, all of it in BatchNorm's running variances), so the comparison stops at two steps,
+// where BatchNorm per rank is 0.17 away.
 TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
@@ -142,7 +144,7 @@ TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   const std::string script = source_dir() + "/tests/python/sync_batchnorm_reference.py";
   auto init = run_command(python() + " " + script + " make " + dir / "init.pt" + " --seed 11");
   ASSERT_EQ(init.exit_code, 0) << init.output;
-  for (const int steps : {1, 6}) {
+  for (const int steps : {1, 2}) {
     const std::string python_out = dir / ("python-" + std::to_string(steps) + ".pt");
     const std::string ours_out = dir / ("ours-" + std::to_string(steps));
     auto ref = run_python_ranks(2, script + " train --data " + dir / "data" + " --init " + dir / "init.pt" + " --out " +
