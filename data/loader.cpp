@@ -1,6 +1,7 @@
 // BatchLoader: batch k is built by worker k % workers, at most `prefetch` batches ahead of the consumer.
 #include "data/loader.h"
 
+#include "base/thread_name.h"
 #include "data/image_transforms.h"
 
 namespace ddp {
@@ -55,6 +56,7 @@ Batch BatchLoader::assemble(int64_t batch_index) const {
 }
 
 void BatchLoader::worker_loop(int64_t worker_id) {
+  name_this_thread("ddp-data-" + std::to_string(worker_id));
   const int64_t workers = options_.workers;
   int64_t k = next_;
   // First batch this worker owns at or after the starting point.

@@ -58,6 +58,7 @@ Activity::Snapshot Activity::snapshot() const {
   s.step = step_.load(std::memory_order_relaxed);
   s.seconds = static_cast<double>(now_ns() - since_ns_.load(std::memory_order_relaxed)) / 1e9;
   s.collectives = collectives_.load(std::memory_order_relaxed);
+  s.buckets = buckets_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -37,6 +37,7 @@ class Activity {
     Phase phase = Phase::kSetup;
     double seconds = 0;        // in this phase so far
     uint64_t collectives = 0;  // issued by this rank when it entered the phase
+    int64_t buckets = 0;       // DDP's gradient buckets, each one collective (0: no DDP)
   };
 
   // collectives_issued: how many collectives this rank has issued so far (read when a phase is entered).
@@ -44,6 +45,7 @@ class Activity {
 
   void enter(Phase p);
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  void set_gradient_buckets(int64_t n) { buckets_.store(n, std::memory_order_relaxed); }
   Phase phase() const { return static_cast<Phase>(phase_.load(std::memory_order_relaxed)); }
   Snapshot snapshot() const;
 
@@ -53,6 +55,7 @@ class Activity {
   std::atomic<int> phase_{static_cast<int>(Phase::kSetup)};
   std::atomic<int64_t> since_ns_;
   std::atomic<uint64_t> collectives_{0};
+  std::atomic<int64_t> buckets_{0};
 };
 
 // Enters `phase` for the scope's life (then the phase before it again); with a range_name, marks the scope as that

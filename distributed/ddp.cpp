@@ -82,6 +82,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);
   if (cfg_.grad_compression == GradCompression::Fp16)
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_indices.size()));
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -143,6 +144,7 @@ void DistributedDataParallel::rebuild_buckets() {
   }
   buckets_rebuilt_ = reducer_->rebuild_buckets();
   TORCH_CHECK(buckets_rebuilt_, "DDP: the Reducer did not rebuild its buckets when due");
+  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_sizes().size()));
 }
 
 void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {

@@ -3,6 +3,7 @@
 
 #include "base/first_line.h"
 #include "base/seconds_text.h"
+#include "base/thread_name.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -50,6 +51,7 @@ class Watchdog {
 
  private:
   void run() {
+    name_this_thread("ddp-watchdog");
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     auto next_gone_check = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);

@@ -2,6 +2,7 @@
 #include "distributed/hang_watch.h"
 
 #include "base/atomic_file.h"
+#include "base/thread_name.h"
 #include "distributed/proc_stat.h"
 #include "distributed/thread_stack.h"
 
@@ -29,8 +30,12 @@ std::chrono::milliseconds poll_interval(int64_t world_size) {
 }
 constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for the posts, beyond one poll
 constexpr auto kStackWait = std::chrono::milliseconds(500);
+constexpr auto kOtherThreadWait = std::chrono::milliseconds(50);  // each: a thread that blocks the signal costs this
+constexpr size_t kOtherStacks = 16;          // distinct stacks posted besides the training thread's
+constexpr size_t kNamedThreads = 8;          // threads named per stack
+constexpr const char* kThreadsMark = "== ";  // begins another thread's section in a post
 
-std::string seconds_text(double s) { return std::to_string(static_cast<int64_t>(s + 0.5)) + " s"; }
+std::string rounded_seconds(double s) { return std::to_string(static_cast<int64_t>(s + 0.5)) + " s"; }
 
 std::string rank_list(const std::vector<int64_t>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
@@ -43,12 +48,33 @@ std::string place(const std::vector<RankView>& views, int64_t rank) {
   return i < views.size() ? " (" + place_of(views[i]) + ")" : "";
 }
 
+// In the gradient all-reduce, a rank has started one collective per bucket, in bucket order (c10d::Reducer launches
+// bucket i + 1 only after bucket i), the last `buckets` of its count. The one it waits for is the first that the rank
+// furthest behind has not started: "; waiting for collective #1647, gradient bucket 0 of 5".
+std::string waited_bucket(const Activity::Snapshot& a, uint64_t fewest) {
+  if (a.phase != Phase::kGradientAllReduce || a.buckets <= 0) return "";
+  const auto buckets = static_cast<uint64_t>(a.buckets);
+  if (a.collectives < buckets || fewest < a.collectives - buckets || fewest >= a.collectives) return "";
+  return "; waiting for collective #" + std::to_string(fewest + 1) + ", gradient bucket " +
+         std::to_string(fewest - (a.collectives - buckets)) + " of " + std::to_string(buckets);
+}
+
 }  // namespace
 
-std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack) {
+std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack,
+                             const std::vector<ThreadStacks>& other_threads) {
   std::string text = std::to_string(s.step) + " " + std::to_string(static_cast<int>(s.phase)) + " " +
-                     std::to_string(s.seconds) + " " + std::to_string(s.collectives);
+                     std::to_string(s.seconds) + " " + std::to_string(s.collectives) + " " + std::to_string(s.buckets);
   for (const auto& frame : stack) text += "\n" + frame;
+  for (const ThreadStacks& group : other_threads) {
+    text += std::string("\n") + kThreadsMark + (group.tids.size() == 1 ? "thread " : "threads ");
+    for (size_t i = 0; i < group.tids.size() && i < kNamedThreads; ++i)
+      text += (i ? ", " : "") + std::to_string(group.tids[i]) + " (" + group.names[i] + ")";
+    if (group.tids.size() > kNamedThreads)
+      text += " and " + std::to_string(group.tids.size() - kNamedThreads) + " more";
+    text += group.frames.empty() ? ": (no stack: did not answer)" : ":";
+    for (const auto& frame : group.frames) text += "\n  " + frame;
+  }
   return text;
 }
 
@@ -61,10 +87,18 @@ std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& tex
   r.rank = rank;
   Activity::Snapshot& s = r.activity;
   int phase = -1;
-  if (!(head >> s.step >> phase >> s.seconds >> s.collectives)) return std::nullopt;
-  if (phase < 0 || phase > static_cast<int>(Phase::kFinish)) return std::nullopt;
+  if (!(head >> s.step >> phase >> s.seconds >> s.collectives >> s.buckets)) return std::nullopt;
+  if (phase < 0 || phase > static_cast<int>(Phase::kFinish) || s.buckets < 0) return std::nullopt;
   s.phase = static_cast<Phase>(phase);
-  for (std::string frame; std::getline(in, frame);) r.stack.push_back(frame);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kThreadsMark, 0) == 0)
+      line = line.substr(std::string(kThreadsMark).size());
+    else if (r.other_threads.empty()) {
+      r.stack.push_back(line);
+      continue;
+    }
+    r.other_threads.push_back(line);
+  }
   return r;
 }
 
@@ -82,8 +116,10 @@ std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_s
   // Ranks alike (phase, step, collectives started) in one group, waiting ones first, each group in rank order.
   std::map<std::tuple<bool, int, int64_t, uint64_t>, std::vector<const HangReport*>> groups;
   std::vector<bool> answered(static_cast<size_t>(world_size), false);
+  uint64_t fewest = UINT64_MAX;  // collectives started by the rank furthest behind
   for (const auto& r : reports) {
     step = std::max(step, r.activity.step);
+    fewest = std::min(fewest, r.activity.collectives);
     if (r.rank >= 0 && r.rank < world_size) answered[static_cast<size_t>(r.rank)] = true;
     groups[{!waits_for_peers(r.activity.phase), static_cast<int>(r.activity.phase), r.activity.step,
             r.activity.collectives}]
@@ -100,14 +136,14 @@ std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_s
     }
     const bool waiting = !std::get<0>(key);
     const std::string counts =
-        "step " + std::to_string(a.step) + ", collectives started: " + std::to_string(a.collectives) + ")";
+        "step " + std::to_string(a.step) + ", collectives started: " + std::to_string(a.collectives);
     if (waiting) {
       parts.push_back(rank_list(ranks) + (ranks.size() == 1 ? " waits" : " wait") + " in " + phase_name(a.phase) +
-                      " for " + seconds_text(longest) + " (" + counts);
+                      " for " + rounded_seconds(longest) + " (" + counts + waited_bucket(a, fewest) + ")");
     } else {
       for (const int64_t r : ranks)  // the ranks the others wait for: each with its host and pid
         parts.push_back("rank " + std::to_string(r) + place(views, r) + " is in " + phase_name(a.phase) + " for " +
-                        seconds_text(longest) + " (" + counts);
+                        rounded_seconds(longest) + " (" + counts + ")");
     }
   }
   for (int64_t r = 0; r < world_size; ++r) {
@@ -141,6 +177,7 @@ struct HangWatch::State {
   }
 
   void run() {
+    name_this_thread("ddp-hang-watch");
     try {
       watch();
     } catch (const std::exception&) {
@@ -161,7 +198,9 @@ struct HangWatch::State {
         store->set(kRequestKey, std::to_string(rank));
       if (store->check({kRequestKey})) break;
     }
-    const std::string text = hang_report_text(activity->snapshot(), stack_of_watched_thread(kStackWait));
+    const Activity::Snapshot snapshot = activity->snapshot();
+    const std::vector<std::string> stack = stack_of_watched_thread(kStackWait);
+    const std::string text = hang_report_text(snapshot, stack, stacks_of_other_threads(kOtherThreadWait, kOtherStacks));
     store->set(report_key(rank), std::vector<uint8_t>(text.begin(), text.end()));
     if (rank != 0) return;
     std::vector<std::string> keys;
@@ -192,6 +231,8 @@ struct HangWatch::State {
           "\nrank " + std::to_string(r.rank) + place(views, r.rank) + ", in " + phase_name(r.activity.phase) + ":\n";
       for (const auto& frame : r.stack) text += "  " + frame + "\n";
       if (r.stack.empty()) text += "  (no stack: the training thread did not answer)\n";
+      if (!r.other_threads.empty()) text += "  its other threads:\n";
+      for (const auto& line : r.other_threads) text += "    " + line + "\n";
     }
     const std::string path = stacks_dir + "/step-" + std::to_string(step) + ".txt";
     try {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "distributed/context.h"
+#include "distributed/thread_stack.h"
 
 #include <functional>
 #include <memory>
@@ -12,18 +13,21 @@
 
 namespace ddp {
 
-// What a rank posts when asked: its Activity's snapshot and its training thread's stack.
+// What a rank posts when asked: its Activity's snapshot, its training thread's stack and its other threads'.
 struct HangReport {
   int64_t rank = 0;
   Activity::Snapshot activity;
-  std::vector<std::string> stack;  // innermost frame first
+  std::vector<std::string> stack;          // innermost frame first
+  std::vector<std::string> other_threads;  // "threads 12 (gloo), 13 (gloo):" headers, each followed by its frames
 };
 
-std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack);
+std::string hang_report_text(const Activity::Snapshot& s, const std::vector<std::string>& stack,
+                             const std::vector<ThreadStacks>& other_threads = {});
 std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& text);
 
-// One line: "hang at step 412: ranks 0,2,3 wait in gradient all-reduce for 61 s (collectives started: 1650); rank 1
-// (host a, pid 123) is in data for 64 s (step 412, collectives started: 1646)". `silent`: why a rank that posted
+// One line: "hang at step 412: ranks 0,2,3 wait in gradient all-reduce for 61 s (step 412, collectives started: 1650;
+// waiting for collective #1647, gradient bucket 0 of 5); rank 1 (host a, pid 123) is in data for 64 s (step 412,
+// collectives started: 1646)". `silent`: why a rank that posted
 // nothing does not answer, by rank ("stopped", "exited", "" when unknown); `views` name hosts and pids.
 std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_size, const std::vector<RankView>& views,
                          const std::function<std::string(int64_t)>& silent);

@@ -1,4 +1,4 @@
-// ThreadStack: a real-time signal to the watched thread, whose handler records backtrace() into a static buffer;
+// ThreadStack: a real-time signal to one thread at a time, whose handler records backtrace() into a static buffer;
 // the asking thread then names the frames (dladdr, demangled).
 #include "distributed/thread_stack.h"
 
@@ -9,11 +9,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -23,6 +27,7 @@ namespace {
 constexpr int kMaxFrames = 64;
 void* g_frames[kMaxFrames];
 std::atomic<int> g_frame_count{-1};  // -1: no stack taken since the last request
+std::atomic<pid_t> g_target_tid{0};  // the thread asked now: a late answer of an earlier one is ignored
 std::atomic<pid_t> g_watched_tid{0};
 std::mutex g_request;  // one request at a time
 
@@ -31,7 +36,8 @@ int stack_signal() { return SIGRTMIN + 7; }
 void on_stack_signal(int) {
   // backtrace() is safe here once warmed up (libgcc's unwinder loaded by watch_this_thread, outside a handler).
   const int saved_errno = errno;
-  g_frame_count.store(backtrace(g_frames, kMaxFrames), std::memory_order_release);
+  if (static_cast<pid_t>(syscall(SYS_gettid)) == g_target_tid.load(std::memory_order_acquire))
+    g_frame_count.store(backtrace(g_frames, kMaxFrames), std::memory_order_release);
   errno = saved_errno;
 }
 
@@ -57,6 +63,29 @@ std::string frame_name(void* address) {
   return file + ": " + name + offset;
 }
 
+// Thread `tid`'s frames, innermost first; empty when it does not answer within `wait`. Holds g_request.
+std::vector<std::string> frames_of(pid_t tid, std::chrono::milliseconds wait) {
+  g_frame_count.store(-1);
+  g_target_tid.store(tid, std::memory_order_release);
+  std::vector<std::string> frames;
+  if (syscall(SYS_tgkill, getpid(), tid, stack_signal()) == 0) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    int n = -1;
+    while ((n = g_frame_count.load(std::memory_order_acquire)) < 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int i = 2; i < n; ++i) frames.push_back(frame_name(g_frames[i]));  // 0, 1: the handler, the signal return
+  }
+  g_target_tid.store(0, std::memory_order_release);
+  return frames;
+}
+
+std::string thread_name(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 }  // namespace
 
 void watch_this_thread() {
@@ -77,15 +106,34 @@ std::vector<std::string> stack_of_watched_thread(std::chrono::milliseconds wait)
   std::lock_guard<std::mutex> lock(g_request);
   const pid_t tid = g_watched_tid.load();
   if (tid == 0) return {};
-  g_frame_count.store(-1);
-  if (syscall(SYS_tgkill, getpid(), tid, stack_signal()) != 0) return {};
-  const auto until = std::chrono::steady_clock::now() + wait;
-  int n = -1;
-  while ((n = g_frame_count.load(std::memory_order_acquire)) < 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::vector<std::string> frames;
-  for (int i = 2; i < n; ++i) frames.push_back(frame_name(g_frames[i]));  // 0, 1: the handler and the signal return
-  return frames;
+  return frames_of(tid, wait);
+}
+
+std::vector<ThreadStacks> stacks_of_other_threads(std::chrono::milliseconds wait_each, size_t max_stacks) {
+  std::lock_guard<std::mutex> lock(g_request);
+  if (g_watched_tid.load() == 0) return {};  // the handler is installed with the watched thread
+  const auto self = static_cast<pid_t>(syscall(SYS_gettid));
+  std::vector<pid_t> tids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const pid_t tid = static_cast<pid_t>(std::atoi(entry.path().filename().c_str()));
+    if (tid > 0 && tid != self && tid != g_watched_tid.load()) tids.push_back(tid);
+  }
+  std::sort(tids.begin(), tids.end());
+  std::map<std::vector<std::string>, ThreadStacks> alike;
+  for (const pid_t tid : tids) {
+    std::vector<std::string> frames = frames_of(tid, wait_each);
+    ThreadStacks& group = alike[frames];
+    group.frames = std::move(frames);
+    group.tids.push_back(tid);
+    group.names.push_back(thread_name(tid));
+  }
+  std::vector<ThreadStacks> out;
+  for (auto& [frames, group] : alike) out.push_back(std::move(group));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ThreadStacks& a, const ThreadStacks& b) { return a.tids.size() > b.tids.size(); });
+  if (out.size() > max_stacks) out.resize(max_stacks);
+  return out;
 }
 
 }  // namespace ddp

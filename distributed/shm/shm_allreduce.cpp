@@ -2,6 +2,7 @@
 #include "distributed/shm/shm_allreduce.h"
 
 #include "base/first_line.h"
+#include "base/thread_name.h"
 #include "distributed/forwarding_backend.h"
 #include "distributed/shm/shm_segment.h"
 
@@ -168,6 +169,7 @@ class ShmAllreduceBackend : public ForwardingBackend {
   }
 
   void work() {
+    name_this_thread("ddp-allreduce");
     for (;;) {
       Pending p;
       {

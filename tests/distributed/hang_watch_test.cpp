@@ -21,12 +21,13 @@ RankView view(const std::string& host, int64_t pid) {
   return v;
 }
 
-HangReport report(int64_t rank, Phase phase, int64_t step, double seconds, uint64_t collectives) {
+HangReport report(int64_t rank, Phase phase, int64_t step, double seconds, uint64_t collectives, int64_t buckets = 0) {
   Activity::Snapshot s;
   s.step = step;
   s.phase = phase;
   s.seconds = seconds;
   s.collectives = collectives;
+  s.buckets = buckets;
   return {rank, s, {}};
 }
 
@@ -42,12 +43,36 @@ TEST(HangVerdict, GroupsTheWaitingRanksAndNamesTheOthersWithHostAndPid) {
             "c, pid 14) does not answer: stopped");
 }
 
+// Ranks in the gradient all-reduce started one collective per bucket, in bucket order: the one they wait for is the
+// first that the rank furthest behind has not started. Here 5 buckets after collective 1645; rank 1 started 1646 and
+// is still in backward, so the others wait for collective #1647, bucket 1. Without a rank behind (every other one
+// silent) or without DDP's buckets, nothing is said of a bucket.
+TEST(HangVerdict, NamesTheGradientBucketTheWaitingRanksWaitFor) {
+  const std::vector<RankView> views = {view("a", 10), view("a", 11), view("b", 12)};
+  const std::string v = hang_verdict(
+      {report(0, Phase::kGradientAllReduce, 412, 61.2, 1650, 5),
+       report(2, Phase::kGradientAllReduce, 412, 60.7, 1650, 5), report(1, Phase::kBackward, 412, 64.4, 1646, 5)},
+      3, views, [](int64_t) { return ""; });
+  EXPECT_EQ(v,
+            "hang at step 412: ranks 0,2 wait in gradient all-reduce for 61 s (step 412, collectives started: 1650; "
+            "waiting for collective #1647, gradient bucket 1 of 5); rank 1 (host a, pid 11) is in backward for 64 s "
+            "(step 412, collectives started: 1646)");
+  const std::string alone =
+      hang_verdict({report(0, Phase::kGradientAllReduce, 412, 61.2, 1650, 5)}, 2, views, [](int64_t) { return ""; });
+  EXPECT_EQ(alone.find("bucket"), std::string::npos) << alone;
+  const std::string no_ddp =
+      hang_verdict({report(0, Phase::kGradientAllReduce, 412, 61.2, 1650), report(1, Phase::kData, 412, 64.4, 1646)}, 2,
+                   views, [](int64_t) { return ""; });
+  EXPECT_EQ(no_ddp.find("bucket"), std::string::npos) << no_ddp;
+}
+
 TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
   Activity::Snapshot s;
   s.step = 7;
   s.phase = Phase::kCollective;
   s.seconds = 3.5;
   s.collectives = 99;
+  s.buckets = 4;
   const auto back = parse_hang_report(3, hang_report_text(s, {"libc.so.6: read+0x10", "ddptrain+0x1234"}));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->rank, 3);
@@ -55,8 +80,20 @@ TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
   EXPECT_EQ(back->activity.phase, Phase::kCollective);
   EXPECT_DOUBLE_EQ(back->activity.seconds, 3.5);
   EXPECT_EQ(back->activity.collectives, 99u);
+  EXPECT_EQ(back->activity.buckets, 4);
   EXPECT_EQ(back->stack, (std::vector<std::string>{"libc.so.6: read+0x10", "ddptrain+0x1234"}));
-  EXPECT_FALSE(parse_hang_report(0, "7 99 1 1"));  // no such phase
+  EXPECT_TRUE(back->other_threads.empty());
+  // The other threads follow the training thread's frames, alike ones together.
+  const std::vector<ThreadStacks> others = {{{12, 13}, {"gloo", "gloo"}, {"libc.so.6: epoll_wait+0x1"}},
+                                            {{14}, {"ddptrain"}, {}}};
+  const auto with = parse_hang_report(3, hang_report_text(s, {"ddptrain+0x1234"}, others));
+  ASSERT_TRUE(with);
+  EXPECT_EQ(with->stack, std::vector<std::string>{"ddptrain+0x1234"});
+  EXPECT_EQ(with->other_threads,
+            (std::vector<std::string>{"threads 12 (gloo), 13 (gloo):", "  libc.so.6: epoll_wait+0x1",
+                                      "thread 14 (ddptrain): (no stack: did not answer)"}));
+  EXPECT_FALSE(parse_hang_report(0, "7 99 1 1 0"));  // no such phase
+  EXPECT_FALSE(parse_hang_report(0, "7 2 1 1 -1"));  // a negative bucket count
   EXPECT_FALSE(parse_hang_report(0, "seven"));
   // This process is running, on this host: nothing to say of it; a pid that is not there has exited.
   EXPECT_EQ(silent_rank_state(own_view(1, "")), "");
@@ -195,9 +232,11 @@ TEST(HangRollCall, RankBlockedReadingItsDataIsNamedInPhaseData) {
                              job.time_verdict_then_wait(": > " + shell_quote(fifo)));
   const std::string line = verdict_line(read_file(job.dir / "rank0.log"));
   ASSERT_FALSE(line.empty()) << r.output << read_file(job.dir / "rank0.log") << read_file(job.dir / "rank1.log");
+  // Waiting in the gradient all-reduce, the other rank waits for bucket 0: the data rank started none of this step's.
   EXPECT_TRUE(std::regex_search(
-      line, std::regex(R"(rank [01] waits in (gradient all-reduce|collective) for \d+ s \(step \d+, collectives )"
-                       R"(started: \d+\); rank [01] \(host [^,]+, pid \d+\) is in data for \d+ s \(step \d+, )")))
+      line, std::regex(R"(rank [01] waits in (gradient all-reduce for \d+ s \(step \d+, collectives started: \d+; )"
+                       R"(waiting for collective #\d+, gradient bucket 0 of \d+\)|collective for \d+ s \(step \d+, )"
+                       R"(collectives started: \d+\)); rank [01] \(host [^,]+, pid \d+\) is in data for \d+ s )")))
       << line;
   EXPECT_TRUE(processes_with_env(job.tag).empty());
   // Both answered: each training thread's stack, the data rank's waiting for its batch.
@@ -205,6 +244,9 @@ TEST(HangRollCall, RankBlockedReadingItsDataIsNamedInPhaseData) {
   EXPECT_NE(stacks.find("\nrank 0 (host"), std::string::npos) << stacks;
   EXPECT_NE(stacks.find("\nrank 1 (host"), std::string::npos) << stacks;
   EXPECT_NE(stacks.find(", in data:\n  "), std::string::npos) << stacks;
+  // And its other threads: the decode worker blocked opening the FIFO, by its name.
+  EXPECT_TRUE(std::regex_search(stacks, std::regex(R"(ddp-data-\d+\):\n(?:      [^\n]*\n)*?      [^\n]*open)")))
+      << stacks;
   EXPECT_EQ(stacks.find("(no stack"), std::string::npos) << stacks;
 }
 
