@@ -115,8 +115,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
     const auto hang_watch =
         HangWatch::start(ctx, cfg.dist.hang_report_after_s(), cfg.job.out_dir + "/hang",
                          [prefix](const std::string& line) { write_error_line(prefix + "warning: " + line); });
-    // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0"; before (rendezvous, a peer that
-    // never comes) they keep their default action so a launcher can stop a waiting rank at once.
+    // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0" (SIGUSR1: exit 75, for requeue);
+    // before (rendezvous, a peer that never comes) they keep their default action so a launcher can stop a waiting
+    // rank at once.
     install_preemption_handlers();
     Trainer trainer(cfg, ctx);
     trainer.setup();
@@ -127,7 +128,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
       trainer.train();
     }
     shutdown_group(ctx.group);  // NCCL communicators and Gloo's threads end here, not in static destruction
-    return 0;
+    return trainer.exit_code();
   } catch (const ConfigError& e) {
     write_error_line(prefix + "error: " + e.what());
     if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();

@@ -1,6 +1,7 @@
 // ddprun launcher: parses flags, prepares the workers' environment, runs restart rounds and decides the exit code.
 #include "launcher/ddprun.h"
 
+#include "base/exit_codes.h"
 #include "base/c10_logging.h"
 
 #include "launcher/env.h"
@@ -97,7 +98,13 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
       return 128 + received_stop_signal();
     }
     RoundResult r = run_round(o, restart, program_path, env, store);
+    if (r.end == RoundEnd::kSucceeded && r.requeued) {
+      launcher_log("the workers checkpointed before a time limit (SIGUSR1): exit " + std::to_string(kRequeueExitCode) +
+                   "; run the same command again to resume");
+      return kRequeueExitCode;
+    }
     if (store && r.end == RoundEnd::kSucceeded && r.signal == 0) r = exit_barrier(*store, restart);
+    if (r.signal == SIGUSR1 && r.end == RoundEnd::kSucceeded) return 0;  // the workers finished first
     if (r.signal != 0) {
       launcher_log("stopped by " + signal_name(r.signal));
       return 128 + r.signal;

@@ -207,7 +207,9 @@ std::string launch_usage() {
          "  --grace-period S           SIGTERM to SIGKILL when stopping workers (default 30 s)\n"
          "  --no-python                accepted for torchrun compatibility (PROGRAM is always run directly)\n"
          "Rank 0 writes to the console as is; other ranks' lines are prefixed [rank N]. If a worker fails,\n"
-         "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n";
+         "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n"
+         "SIGINT/SIGTERM/SIGHUP are forwarded to the workers; SIGUSR1 too (a scheduler's time limit ahead: they\n"
+         "checkpoint and exit 75, and so does ddprun, without a restart, for a requeue).\n";
 }
 
 }  // namespace ddp

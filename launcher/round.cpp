@@ -1,12 +1,14 @@
 // ddprun's round: supervises this node's workers, reports the first failure with its last lines, stops the rest.
 #include "launcher/round.h"
 
+#include "base/exit_codes.h"
 #include "launcher/signals.h"
 #include "launcher/workers.h"
 #include "base/first_line.h"
 #include "distributed/proc_stat.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -60,7 +62,10 @@ class Round {
  public:
   Round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
         const std::map<std::string, std::string>& base_env, JobStore* store)
-      : o_(o), restart_count_(restart_count), store_(store), group_(o, restart_count, program_path, base_env),
+      : o_(o),
+        restart_count_(restart_count),
+        store_(store),
+        group_(o, restart_count, program_path, base_env),
         grace_(std::chrono::milliseconds(static_cast<int64_t>(o.grace_period_s * 1000))) {
     std::ostringstream os;
     os << o.grace_period_s << " s";
@@ -113,7 +118,8 @@ class Round {
     }
   }
 
-  // ddprun's own SIGINT/SIGTERM: forwarded to the workers; a second one kills them.
+  // ddprun's own SIGINT/SIGTERM: forwarded to the workers; a second one kills them. SIGUSR1 (a scheduler's time
+  // limit ahead) is forwarded too, and not told to the other nodes: their workers stop with these, at the same step.
   void on_signals() {
     if (received_stop_signal_count() <= signals_seen_) return;
     signals_seen_ = received_stop_signal_count();
@@ -123,7 +129,7 @@ class Round {
       result_.signal = sig;
       result_.reason = "ddprun received " + signal_name(sig);
       const std::string why = "node " + std::to_string(o_.node_rank) + "'s ddprun received " + signal_name(sig);
-      tell_store([&] { store_->report_stopped(why); });
+      if (sig != SIGUSR1) tell_store([&] { store_->report_stopped(why); });
     }
     if (again) {
       launcher_log("received another signal: sending SIGKILL to every worker");
@@ -138,6 +144,10 @@ class Round {
   // A worker that failed outside a stop ends the round: its tail is shown and the other nodes are told.
   void on_exited_workers() {
     for (Worker* w : group_.reap()) {
+      if (WIFEXITED(w->wait_status) && WEXITSTATUS(w->wait_status) == kRequeueExitCode) {
+        result_.requeued = true;  // checkpointed for a requeue: its peers stop at the same step
+        continue;
+      }
       if (stop_.started || wait_status_ok(w->wait_status)) continue;
       result_.end = RoundEnd::kWorkerFailed;
       result_.reason = describe_worker(*w, o_) + " " + describe_wait_status(w->wait_status);

@@ -19,8 +19,9 @@ enum class RoundEnd {
 
 struct RoundResult {
   RoundEnd end = RoundEnd::kSucceeded;
-  std::string reason;  // for every end but kSucceeded
-  int signal = 0;      // a SIGINT/SIGTERM/SIGHUP that ddprun received and forwarded (no restart then)
+  std::string reason;     // for every end but kSucceeded
+  int signal = 0;         // a SIGINT/SIGTERM/SIGHUP/SIGUSR1 that ddprun received and forwarded (no restart then)
+  bool requeued = false;  // a worker exited kRequeueExitCode: it checkpointed before a scheduler's time limit
 };
 
 // Starts the workers of restart round `restart_count` and supervises them; when one fails, ddprun received a

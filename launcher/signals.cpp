@@ -17,7 +17,8 @@ volatile sig_atomic_t stop_signal_count = 0;
 
 void on_launcher_signal(int sig) {
   const int saved = errno;
-  if (sig != SIGCHLD) {
+  // A SIGUSR1 after another signal (the scheduler's and a user's) changes nothing; any other one counts again.
+  if (sig != SIGCHLD && !(sig == SIGUSR1 && first_stop_signal != 0)) {
     if (first_stop_signal == 0) first_stop_signal = sig;
     stop_signal_count = stop_signal_count + 1;
   }
@@ -36,7 +37,7 @@ void install_launcher_signal_handlers() {
   sa.sa_handler = on_launcher_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD}) {
     // An inherited SIG_IGN (nohup; a background job of a shell without job control) stays, as in torchrun.
     struct sigaction old {};
     if ((sig == SIGINT || sig == SIGHUP) && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

@@ -1,4 +1,5 @@
-// Preemption signal handling: first SIGTERM/SIGINT requests a checkpoint-and-exit, the second exits immediately.
+// Preemption signal handling: the first SIGTERM/SIGINT or SIGUSR1 requests a checkpoint-and-exit; a SIGTERM/SIGINT
+// after any of them exits immediately (a repeated SIGUSR1, e.g. from both the scheduler and ddprun, does not).
 #include "train/preemption.h"
 
 #include <csignal>
@@ -9,8 +10,14 @@ namespace ddp {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_requeue = 0;
 
 void on_preemption_signal(int sig) {
+  if (sig == SIGUSR1) {
+    g_requeue = 1;
+    if (g_signal == 0) g_signal = sig;
+    return;
+  }
   if (g_signal != 0) {
     const char msg[] = "error: second signal received; exiting without a checkpoint\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -28,8 +35,12 @@ void install_preemption_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
 }
 
-int preemption_signal() { return static_cast<int>(g_signal); }
+StopRequest stop_request() {
+  if (g_requeue) return StopRequest::kRequeue;
+  return g_signal != 0 ? StopRequest::kStop : StopRequest::kNone;
+}
 
 }  // namespace ddp

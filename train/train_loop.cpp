@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include "amp/grad_scaler.h"
+#include "base/exit_codes.h"
 #include "base/first_line.h"
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_dict.h"
@@ -146,9 +147,12 @@ void Trainer::evaluate_and_report(const std::string& label) {
 
 void Trainer::preempted() {
   save_checkpoint(-1);
-  reporter_.message("preempted by signal " + std::to_string(preemption_signal()) + " at step " +
-                    std::to_string(state_.global_step) + "; checkpoint in " + checkpointer_->dir() +
-                    "; run the same command again to resume (checkpoint.resume = \"auto\")");
+  const bool requeue = stop_ == StopRequest::kRequeue;
+  reporter_.message(
+      std::string(requeue ? "stopped for requeue (SIGUSR1: a time limit ahead)" : "preempted by a signal") +
+      " at step " + std::to_string(state_.global_step) + "; checkpoint in " + checkpointer_->dir() +
+      "; run the same command again to resume (checkpoint.resume = \"auto\")" +
+      (requeue ? "; exit " + std::to_string(kRequeueExitCode) : ""));
 }
 
 void Trainer::traced(const std::string& trace) {
@@ -214,11 +218,17 @@ void Trainer::evaluate_only() {
 }
 
 bool Trainer::stop_requested() {
-  const double local = preemption_signal() != 0 ? 1.0 : 0.0;
-  if (!ctx_.distributed()) return local > 0;
-  const bool stop = stop_vote_.pending() && stop_vote_.wait() > 0;
-  if (!stop) stop_vote_.start(local);
-  return stop;
+  // Every rank votes its own request; the vote's MAX is the job's: one rank's SIGUSR1 stops every rank for requeue.
+  const auto local = static_cast<double>(stop_request());
+  double agreed = local;
+  if (ctx_.distributed()) {
+    agreed = stop_vote_.pending() ? stop_vote_.wait() : 0.0;
+    if (agreed == 0) stop_vote_.start(local);
+  }
+  stop_ = static_cast<StopRequest>(static_cast<int>(agreed));
+  return stop_ != StopRequest::kNone;
 }
+
+int Trainer::exit_code() const { return stop_ == StopRequest::kRequeue ? kRequeueExitCode : 0; }
 
 }  // namespace ddp

@@ -10,6 +10,7 @@
 #include "report/profiler.h"
 #include "report/reporter.h"
 #include "train/averaged_model.h"
+#include "train/preemption.h"
 #include "train/rank_generators.h"
 #include "train/train_state.h"
 
@@ -41,6 +42,8 @@ class Trainer {
   void resume();
   // The epoch loop from the current position: steps, logging, evaluation, checkpoints; writes model.pt at the end.
   void train();
+  // The process's exit code after train(): 0, or kRequeueExitCode when it stopped for a scheduler's time limit.
+  int exit_code() const;
   // Evaluates the current weights (init_from or fresh init), reports it like a training eval, no training.
   void evaluate_only();
 
@@ -117,8 +120,9 @@ class Trainer {
 
   // The optimizer entries: the name must match the config's; differing hyperparameters are a warning.
   void load_optimizer_entry(const c10::impl::GenericDict& state, int64_t format_version);
-  // Whether every rank stops now (SIGTERM/SIGINT on any rank). Agreement lags one step: the vote started after
-  // step k is counted after step k+1, so no rank waits for it (a blocking vote cost 10-20% of a Net step).
+  // Whether every rank stops now (SIGTERM/SIGINT/SIGUSR1 on any rank; stop_ says for what). Agreement lags one step:
+  // the vote started after step k is counted after step k+1, so no rank waits for it (a blocking vote cost 10-20% of
+  // a Net step).
   bool stop_requested();
 
   Config cfg_;
@@ -142,6 +146,7 @@ class Trainer {
   double last_eval_accuracy_ = -1;                        // the latest evaluation's, for the checkpoint that follows it
   int64_t nonfinite_skips_ = 0, nonfinite_in_a_row_ = 0;  // training.on_nonfinite = "skip", in this run
   AsyncAllReduceMax stop_vote_{ctx_};
+  StopRequest stop_ = StopRequest::kNone;  // what the ranks agreed on; kRequeue makes exit_code() 75
 };
 
 }  // namespace ddp

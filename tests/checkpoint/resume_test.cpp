@@ -38,8 +38,9 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   // (skipped steps and backoffs before and after the stop point).
   const std::string env;
   if (c.amp) {
-    common += " --amp.enabled=true --amp.dtype=float16 --amp.loss_scaling=dynamic --amp.init_scale=65536"
-              " --amp.growth_factor=3 --amp.growth_interval=3 --metrics.log_every_steps=1";
+    common +=
+        " --amp.enabled=true --amp.dtype=float16 --amp.loss_scaling=dynamic --amp.init_scale=65536"
+        " --amp.growth_factor=3 --amp.growth_interval=3 --metrics.log_every_steps=1";
   }
   auto run = [&](const std::string& args) {
     if (c.world == 1) {
@@ -77,9 +78,8 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
 
 // 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5). Mid-epoch and epoch-boundary stops.
 INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
-                         ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1},
-                                           Case{2, 10, 1}, Case{2, 7, 2}, Case{1, 11, 2, true},
-                                           Case{2, 7, 2, true}),
+                         ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1},
+                                           Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_stop" +
                                   std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum) +
@@ -112,10 +112,11 @@ TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) 
 TEST(Checkpoint, KeepBestKeepsTheBestEvaluatedBesidesTheNewest) {
   TempDir dir;
   std::string cfg = ckpt_job_config(dir);
-  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --checkpoint.every_steps=0 --checkpoint.every_epochs=1 "
-                       "--checkpoint.keep_last=1 --checkpoint.keep_best=1 --training.epochs=4")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      ckpt_train(cfg, "--job.out_dir=" + dir / "o --checkpoint.every_steps=0 --checkpoint.every_epochs=1 "
+                                               "--checkpoint.keep_last=1 --checkpoint.keep_best=1 --training.epochs=4")
+          .exit_code,
+      0);
   CheckpointStore store(dir / "o/checkpoints", 1, 1);
   auto all = store.list();
   ASSERT_GE(all.size(), 1u);
@@ -140,7 +141,8 @@ TEST(Checkpoint, ResumeFromAnExplicitPathAndNever) {
   ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
   ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12").exit_code, 0);
   // An explicit older checkpoint (step 8), from another folder, continues exactly too.
-  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "other --checkpoint.resume=" + dir / "part/checkpoints/step-00000008.pt");
+  auto r = ckpt_train(
+      cfg, "--job.out_dir=" + dir / "other --checkpoint.resume=" + dir / "part/checkpoints/step-00000008.pt");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
   EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "other/model.pt"));
@@ -160,9 +162,10 @@ TEST(Checkpoint, SecondSignalExitsImmediately) {
                  {"job.out_dir=" + dir / "o", "data.batch_size=256", "model.name=resnet18", "training.epochs=50",
                   "checkpoint.every_steps=100000", "metrics.log_every_steps=1"});
   // Two signals inside one (slow) step: the second exits with 128 + SIGTERM before any checkpoint.
-  auto r = run_command(ddptrain_path() + " " + dir / "cfg.toml" + " > " + dir / "log" + " 2>&1 & p=$!; " +
-                       "for i in $(seq 300); do grep -q 'step 1/' " + dir / "log" +
-                       " 2>/dev/null && break; sleep 0.1; done; kill -TERM $p; sleep 0.05; kill -TERM $p; wait $p; echo rc $?");
+  auto r = run_command(
+      ddptrain_path() + " " + dir / "cfg.toml" + " > " + dir / "log" + " 2>&1 & p=$!; " +
+      "for i in $(seq 300); do grep -q 'step 1/' " + dir / "log" +
+      " 2>/dev/null && break; sleep 0.1; done; kill -TERM $p; sleep 0.05; kill -TERM $p; wait $p; echo rc $?");
   EXPECT_NE(r.output.find("rc 143"), std::string::npos) << r.output << read_file(dir / "log");
   EXPECT_NE(read_file(dir / "log").find("second signal received"), std::string::npos) << read_file(dir / "log");
 }
@@ -229,8 +232,7 @@ TEST(Checkpoint, DifferentModelIsRefusedListingKeys) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("state dict does not match the model"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("missing keys: bn1.weight, bn1.bias"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("shape mismatch: conv1.weight (file [10, 1, 5, 5], model [64, 1, 7, 7])"),
-            std::string::npos)
+  EXPECT_NE(r.output.find("shape mismatch: conv1.weight (file [10, 1, 5, 5], model [64, 1, 7, 7])"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("unexpected keys:"), std::string::npos) << r.output;
 }
@@ -247,8 +249,8 @@ TEST(Checkpoint, ConfigWarningComparesMeaningNotSpelling) {
   const std::string ckpt = dir / "a/checkpoints/step-00000004.pt";
   const std::string warning = "warning: the config differs from the one the checkpoint was written with";
   auto resume_from = [&](const std::string& path, const std::string& out, const std::string& args) {
-    auto r = ckpt_train(cfg, "--job.out_dir=" + dir / out + " --training.max_steps=5 --checkpoint.resume=" + path +
-                                 amp + args);
+    auto r = ckpt_train(
+        cfg, "--job.out_dir=" + dir / out + " --training.max_steps=5 --checkpoint.resume=" + path + amp + args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   };
@@ -260,8 +262,8 @@ TEST(Checkpoint, ConfigWarningComparesMeaningNotSpelling) {
         "import sys, torch\n"
         "d = torch.load(sys.argv[1], weights_only=True)\n"
         "assert 'dtype = \"bfloat16\"' in d['config'], d['config']\n"
-        "d['config_hash'] = '0123456789abcdef'\n" + change +
-        "torch.save(d, sys.argv[2])\n";
+        "d['config_hash'] = '0123456789abcdef'\n" +
+        change + "torch.save(d, sys.argv[2])\n";
     auto r = run_command(python() + " -c " + shell_quote(code) + " " + ckpt + " " + dir / out);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return dir / out;
@@ -287,7 +289,8 @@ TEST(Checkpoint, ReadableFromPython) {
                           "'optimizer_name', 'rng_cpu', 'rng_cuda', 'scaler', 'world_size'"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("4 0 4 1 1 torch.Size([10]) 2 ['param_groups', 'state'] [0, 1, 2, 3, 4, 5, 6, 7] ['momentum_buffer']"),
+  EXPECT_NE(r.output.find(
+                "4 0 4 1 1 torch.Size([10]) 2 ['param_groups', 'state'] [0, 1, 2, 3, 4, 5, 6, 7] ['momentum_buffer']"),
             std::string::npos)
       << r.output;
 }
@@ -302,10 +305,14 @@ TEST(Checkpoint, CheckpointWithCudaGeneratorStatesOrWithoutTheEntryResumesOnCpu)
   ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "full").exit_code, 0);
   ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
   const std::string src = dir / "part/checkpoints/step-00000008.pt";
-  auto edit = run_command(python() + " -c \"import torch; d = torch.load('" + src + "'); assert d['rng_cuda'] == [], "
+  auto edit = run_command(python() + " -c \"import torch; d = torch.load('" + src +
+                          "'); assert d['rng_cuda'] == [], "
                           "d['rng_cuda']; g = torch.Generator(); g.manual_seed(5); "
-                          "d['rng_cuda'] = [g.get_state()[-16:].clone()]; torch.save(d, '" + dir / "gpu.pt" + "'); "
-                          "del d['rng_cuda']; torch.save(d, '" + dir / "old.pt" + "')\"");
+                          "d['rng_cuda'] = [g.get_state()[-16:].clone()]; torch.save(d, '" +
+                          dir / "gpu.pt" +
+                          "'); "
+                          "del d['rng_cuda']; torch.save(d, '" +
+                          dir / "old.pt" + "')\"");
   ASSERT_EQ(edit.exit_code, 0) << edit.output;
   for (const std::string variant : {"gpu", "old"}) {
     auto r = ckpt_train(cfg, "--job.out_dir=" + dir / variant + " --checkpoint.resume=" + dir / (variant + ".pt"));
@@ -315,31 +322,45 @@ TEST(Checkpoint, CheckpointWithCudaGeneratorStatesOrWithoutTheEntryResumesOnCpu)
   }
 }
 
-TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {
+// A signal to rank 1 once training runs (mid-epoch): every rank stops at the same step after a checkpoint, exits
+// `exit_code` and says `said`; the same command then resumes to the uninterrupted run's model.pt, byte for byte.
+void expect_signal_stops_all_ranks_and_resumes_exactly(const std::string& signal, int exit_code,
+                                                       const std::string& said) {
   TempDir dir;
-  const std::string cfg =
-      write_tiny_job(dir, 2000, 32, 13,
-                     {"job.seed=2", "data.batch_size=8", "model.dropout=0.5", "optimizer.lr=0.02",
-                      "optimizer.momentum=0.9", "training.epochs=2", "checkpoint.every_epochs=1",
-                      "metrics.log_every_steps=5"});
+  const std::string cfg = write_tiny_job(
+      dir, 2000, 32, 13,
+      {"job.seed=2", "data.batch_size=8", "model.dropout=0.5", "optimizer.lr=0.02", "optimizer.momentum=0.9",
+       "training.epochs=2", "checkpoint.every_epochs=1", "metrics.log_every_steps=5"});
   auto full = run_ranks(2, cfg + " --job.out_dir=" + dir / "full");
   for (auto& r : full) ASSERT_EQ(r.exit_code, 0) << r.output;
-  // Rank 1 gets SIGTERM once training runs (mid-epoch); every rank must stop at the same step and exit 0.
   const int port = free_port();
   std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1 ";
   std::string args = " " + cfg + " --job.out_dir=" + dir / "part";
   auto r = run_command("RANK=0 " + env + ddptrain_path() + args + " > " + dir / "r0.log" + " 2>&1 & p0=$!; RANK=1 " +
                        env + ddptrain_path() + args + " > " + dir / "r1.log" +
                        " 2>&1 & p1=$!; for i in $(seq 200); do grep -q 'step 10/' " + dir / "r0.log" +
-                       " 2>/dev/null && break; sleep 0.1; done; kill -TERM $p1; wait $p0; e0=$?; wait $p1; e1=$?; echo rc $e0 $e1");
-  EXPECT_NE(r.output.find("rc 0 0"), std::string::npos) << r.output << read_file(dir / "r0.log") << read_file(dir / "r1.log");
+                       " 2>/dev/null && break; sleep 0.1; done; kill -" + signal +
+                       " $p1; wait $p0; e0=$?; wait $p1; e1=$?; echo rc $e0 $e1");
+  const std::string rc = "rc " + std::to_string(exit_code) + " " + std::to_string(exit_code);
+  EXPECT_NE(r.output.find(rc), std::string::npos) << r.output << read_file(dir / "r0.log") << read_file(dir / "r1.log");
   const std::string log0 = read_file(dir / "r0.log");
-  ASSERT_NE(log0.find("preempted by signal"), std::string::npos) << log0;
+  ASSERT_NE(log0.find(said), std::string::npos) << log0;
   EXPECT_FALSE(fs::exists(dir / "part/model.pt"));
   auto resumed = run_ranks(2, cfg + " --job.out_dir=" + dir / "part");
   for (auto& rr : resumed) ASSERT_EQ(rr.exit_code, 0) << rr.output;
   EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
   EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+}
+
+TEST(Checkpoint, SigtermOnOneRankCheckpointsAllAndResumesExactly) {
+  expect_signal_stops_all_ranks_and_resumes_exactly("TERM", 0, "preempted by a signal at step ");
+}
+
+// SIGUSR1, a scheduler's warning of its time limit (Slurm's --signal=USR1@90): the same stop, exit 75 (EX_TEMPFAIL)
+// on every rank, for a requeue.
+TEST(Checkpoint, Sigusr1OnOneRankCheckpointsAllExits75AndResumesExactly) {
+  expect_signal_stops_all_ranks_and_resumes_exactly("USR1", 75,
+                                                    "stopped for requeue (SIGUSR1: a time limit ahead) at step ");
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ std::string tiny_config(const TempDir& dir) {
 TEST(LauncherTrainTest, TwoRanksOnOneNodeTrainToCompletion) {
   TempDir dir;
   const std::string cfg = tiny_config(dir);
-  auto r = run_command("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc_per_node=2 " +
-                       ddptrain_path() + " " + cfg);
+  auto r = run_command("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc_per_node=2 " + ddptrain_path() +
+                       " " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir / "out/model.pt"));
   // Rank 0's banner reaches the console unprefixed and says it trained as a world of 2.
@@ -41,10 +41,37 @@ TEST(LauncherTrainTest, TwoNodesOfOneRankTrainTheSameModelAsOneNodeOfTwo) {
   ASSERT_TRUE(std::filesystem::exists(dir / "two_nodes/model.pt"));
   EXPECT_NE(r.node0.output.find("world 2"), std::string::npos) << r.node0.output;
 
-  auto one = run_command("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node 2 " +
-                         ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "one_node");
+  auto one = run_command("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node 2 " + ddptrain_path() +
+                         " " + cfg + " --job.out_dir=" + dir / "one_node");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_EQ(max_state_diff(dir / "two_nodes/model.pt", dir / "one_node/model.pt"), 0.0);
+}
+
+// SIGUSR1 to ddprun (what Slurm's --signal=USR1@90 sends before the time limit): forwarded to the workers, which
+// checkpoint at a step boundary and exit 75; ddprun exits 75 too (no restart), and the same command resumes to the
+// uninterrupted run's model.pt.
+TEST(LauncherTrainTest, Sigusr1ToDdprunCheckpointsExits75AndTheSameCommandResumesExactly) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(dir, 2000, 32, 3,
+                                         {"data.batch_size=8", "model.name=net", "training.epochs=1",
+                                          "metrics.log_every_steps=5", "metrics.progress=plain"});
+  const std::string launch = "OMP_NUM_THREADS=1 " + ddprun_path() +
+                             " --standalone --nproc_per_node=2 --max-restarts=1 " + ddptrain_path() + " " + cfg;
+  ASSERT_EQ(run_command(launch + " --job.out_dir=" + dir / "full").exit_code, 0);
+  const std::string part = launch + " --job.out_dir=" + dir / "part";
+  auto r = run_command(part + " > " + dir / "run.log" + " 2>&1 & p=$!; for i in $(seq 300); do grep -q 'step 20/' " +
+                       dir / "run.log" + " 2>/dev/null && break; sleep 0.1; done; kill -USR1 $p; wait $p; echo rc $?");
+  const std::string log = read_file(dir / "run.log");
+  EXPECT_NE(r.output.find("rc 75"), std::string::npos) << r.output << log;
+  EXPECT_NE(log.find("stopped for requeue (SIGUSR1: a time limit ahead)"), std::string::npos) << log;
+  EXPECT_NE(log.find("[ddprun] the workers checkpointed before a time limit (SIGUSR1): exit 75"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("restarting"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir / "part/model.pt"));
+  auto resumed = run_command(part);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_EQ(max_state_diff(dir / "full/model.pt", dir / "part/model.pt"), 0.0);
 }
 
 TEST(LauncherTrainTest, TorchrunTrainsTheSameModelAsDdprunBitForBit) {
@@ -74,7 +101,8 @@ TEST(LauncherTrainTest, FailingTrainerRankStopsTheJobAndShowsItsError) {
   const std::string wrapper = write_script(
       dir, "train.sh",
       "extra=; [ $RANK = 1 ] && extra=--training.epochs=many\nexec " + ddptrain_path() + " " + cfg + " $extra\n");
-  auto r = run_timed("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node=2 --grace-period=2 " + wrapper);
+  auto r =
+      run_timed("OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node=2 --grace-period=2 " + wrapper);
   EXPECT_NE(r.result.exit_code, 0) << r.result.output;
   EXPECT_LT(r.seconds, 10.0) << r.result.output;
   EXPECT_NE(r.result.output.find("rank 1 (node 0, local rank 1, pid "), std::string::npos) << r.result.output;
