@@ -182,7 +182,7 @@ int launch(LaunchOptions o, const std::string& program_path) {
   try {
     if (store) store->check_same_job(o);
     // Until here a signal ends ddprun at once (no workers yet; connecting to node 0 may take a while).
-    install_launcher_signal_handlers();
+    install_launcher_signal_handlers(o.signals_to_handle);
     become_child_subreaper();
     const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
     launcher_log("node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +

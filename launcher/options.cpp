@@ -7,6 +7,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
@@ -23,6 +24,26 @@ int64_t parse_integer(const std::string& flag, const std::string& v, int64_t min
   }
   throw LaunchUsageError(flag + "=" + v + ": expected an integer in [" + std::to_string(min) + ", " +
                          std::to_string(max) + "]");
+}
+
+// "SIGTERM,SIGUSR1" (torchrun's form; "TERM" and lower case also do): the signals a launcher can forward.
+std::vector<int> parse_signals(const std::string& flag, const std::string& v) {
+  static const std::map<std::string, int> known = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
+                                                   {"SIGQUIT", SIGQUIT}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}};
+  std::vector<int> out;
+  std::stringstream in(v);
+  for (std::string name; std::getline(in, name, ',');) {
+    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (name.rfind("SIG", 0) != 0) name = "SIG" + name;
+    const auto it = known.find(name);
+    if (it == known.end())
+      throw LaunchUsageError(flag + "=" + v +
+                             ": expected a comma-separated list of SIGTERM, SIGINT, SIGHUP, SIGQUIT, " +
+                             "SIGUSR1, SIGUSR2");
+    out.push_back(it->second);
+  }
+  if (out.empty()) throw LaunchUsageError(flag + "=" + v + ": names no signal");
+  return out;
 }
 
 double parse_seconds(const std::string& flag, const std::string& v) {
@@ -148,6 +169,7 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
       {"role", [&](auto&, auto& v) { o.role = v; }},
       {"rdzv-conf", [&](auto&, auto& v) { o.rdzv_timeout_s = parse_rdzv_conf(v, o.rdzv_timeout_s); }},
       {"grace-period", [&](auto& f, auto& v) { o.grace_period_s = parse_seconds(f, v); }},
+      {"signals-to-handle", [&](auto& f, auto& v) { o.signals_to_handle = parse_signals(f, v); }},
   };
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -205,11 +227,13 @@ std::string launch_usage() {
          "  --role NAME                ROLE_NAME (default default)\n"
          "  --rdzv-conf timeout=S      how long nodes wait for each other (default 600 s)\n"
          "  --grace-period S           SIGTERM to SIGKILL when stopping workers (default 30 s)\n"
+         "  --signals-to-handle LIST   signals forwarded to the workers (default\n"
+         "                             SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1; SIGUSR2 also allowed)\n"
          "  --no-python                accepted for torchrun compatibility (PROGRAM is always run directly)\n"
          "Rank 0 writes to the console as is; other ranks' lines are prefixed [rank N]. If a worker fails,\n"
          "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n"
-         "SIGINT/SIGTERM/SIGHUP are forwarded to the workers; SIGUSR1 too (a scheduler's time limit ahead: they\n"
-         "checkpoint and exit 75, and so does ddprun, without a restart, for a requeue).\n";
+         "A handled signal is forwarded to the workers and ends the job; SIGUSR1 (a scheduler's time limit ahead)\n"
+         "makes ddptrain checkpoint and exit 75, and ddprun exit 75 without a restart, for a requeue.\n";
 }
 
 }  // namespace ddp

@@ -1,6 +1,7 @@
 // ddprun command line: torchrun's flags (dashes or underscores, --flag=value or --flag value) into LaunchOptions.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +39,8 @@ struct LaunchOptions {
   double grace_period_s = 30;       // SIGTERM to SIGKILL when stopping workers (torchrun's default)
   bool help = false;
   std::vector<std::string> program;  // PROGRAM ARGS...
+  // --signals-to-handle: what ddprun catches and forwards to its workers (torchrun's default list, and SIGUSR1)
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
 };
 
 // A usage problem: ddprun prints "error: <what>" and exits 2.

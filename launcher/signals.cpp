@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <stdexcept>
+#include <vector>
 
 namespace ddp {
 namespace {
@@ -30,14 +31,16 @@ void on_launcher_signal(int sig) {
 
 }  // namespace
 
-void install_launcher_signal_handlers() {
+void install_launcher_signal_handlers(const std::vector<int>& forwarded) {
   if (wake_pipe[0] >= 0) return;
   if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
   struct sigaction sa {};
   sa.sa_handler = on_launcher_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD}) {
+  std::vector<int> handled = forwarded;
+  handled.push_back(SIGCHLD);
+  for (int sig : handled) {
     // An inherited SIG_IGN (nohup; a background job of a shell without job control) stays, as in torchrun.
     struct sigaction old {};
     if ((sig == SIGINT || sig == SIGHUP) && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

@@ -87,7 +87,7 @@ TEST(LauncherFailureTest, WorkerKilledBySignalIsNamed) {
 }
 
 // Each worker records the signal it gets, then exits; ddprun is signalled once both are running.
-void expect_signal_forwarded(const std::string& signal, int expected_exit) {
+void expect_signal_forwarded(const std::string& signal, int expected_exit, const std::string& flags = "") {
   Job job;
   const std::string script = worker_script(
       job.dir, "trap 'echo " + signal + " > " + job.dir.path() + "/got_$RANK; exit 1' " + signal +
@@ -95,8 +95,8 @@ void expect_signal_forwarded(const std::string& signal, int expected_exit) {
   const std::string wait_started = "for i in $(seq 200); do [ -f " + job.dir / "pid_1_0" + " ] && [ -f " +
                                    job.dir / "pid_0_0" + " ] && break; sleep 0.05; done; sleep 0.2\n";
   // Job control on (set -m): otherwise bash starts background commands with SIGINT ignored.
-  auto r = run_timed("set -m\n" + job.run("--nproc-per-node=2", script) + " &\nP=$!\n" + wait_started + "kill -" + signal +
-                     " $P\nwait $P\necho \"ddprun exit $?\"\n");
+  auto r = run_timed("set -m\n" + job.run("--nproc-per-node=2" + flags, script) + " &\nP=$!\n" + wait_started +
+                     "kill -" + signal + " $P\nwait $P\necho \"ddprun exit $?\"\n");
   EXPECT_NE(r.result.output.find("ddprun exit " + std::to_string(expected_exit)), std::string::npos)
       << r.result.output;
   EXPECT_LT(r.seconds, 8.0);
@@ -108,6 +108,10 @@ void expect_signal_forwarded(const std::string& signal, int expected_exit) {
 
 TEST(LauncherFailureTest, SigtermToDdprunIsForwarded) { expect_signal_forwarded("TERM", 128 + 15); }
 TEST(LauncherFailureTest, SigintToDdprunIsForwarded) { expect_signal_forwarded("INT", 128 + 2); }
+TEST(LauncherFailureTest, SigquitToDdprunIsForwarded) { expect_signal_forwarded("QUIT", 128 + 3); }  // torchrun's list
+TEST(LauncherFailureTest, SignalsToHandleAddsOneToForward) {
+  expect_signal_forwarded("USR2", 128 + 12, " --signals-to-handle=SIGTERM,SIGUSR2");
+}
 
 TEST(LauncherFailureTest, WorkerIgnoringSigtermGetsSigkillAfterGracePeriod) {
   Job job;

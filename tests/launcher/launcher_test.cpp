@@ -191,6 +191,7 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
                               "r",
                               "--rdzv_conf=timeout=12",
                               "--grace_period=1.5",
+                              "--signals_to_handle=SIGUSR2,term",
                               "--no-python",
                               "prog",
                               "--nnodes=9",
@@ -211,6 +212,10 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
   EXPECT_EQ(o.role, "r");
   EXPECT_EQ(o.rdzv_timeout_s, 12);
   EXPECT_EQ(o.grace_period_s, 1.5);
+  EXPECT_EQ(o.signals_to_handle, (std::vector<int>{SIGUSR2, SIGTERM}));
+  // torchrun's default list, and SIGUSR1 (a scheduler's time limit ahead)
+  EXPECT_EQ(parse_launch_args({"prog"}).signals_to_handle,
+            (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1}));
   EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "--nnodes=9", "a"}));
   EXPECT_FALSE(parse_launch_args({"prog"}).standalone);
   EXPECT_TRUE(parse_launch_args({"--standalone", "--", "prog"}).standalone);
@@ -260,7 +265,9 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"-r", "0:1,x", "--log-dir=/tmp", "p"},
       {"--rdzv-conf=join_timeout=5", "p"},
       {"--grace-period=-1", "p"},
-      {"--grace-period=inf", "p"},  // durations are bounded: a week at most
+      {"--grace-period=inf", "p"},           // durations are bounded: a week at most
+      {"--signals-to-handle=SIGKILL", "p"},  // cannot be caught
+      {"--signals-to-handle=", "p"},
       {"--rdzv-conf=timeout=1e300", "p"},
       {"--standalone=1", "p"},
       {"--nproc-per-node=2"},
@@ -281,8 +288,9 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
   }
   auto help = run_command(ddprun_path() + " --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port",
-                           "--standalone", "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id"})
+  for (const char* flag :
+       {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port", "--standalone",
+        "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id", "--signals-to-handle"})
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
 }
 
