@@ -144,7 +144,8 @@ void DistributedDataParallel::rebuild_buckets() {
   }
   buckets_rebuilt_ = reducer_->rebuild_buckets();
   TORCH_CHECK(buckets_rebuilt_, "DDP: the Reducer did not rebuild its buckets when due");
-  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_sizes().size()));
+  // (the buckets' own gradient views: asking for zero tensors would allocate every gradient once more)
+  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(reducer_->get_grad_buckets(false).size()));
 }
 
 void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {
