@@ -46,6 +46,15 @@ std::vector<int> parse_signals(const std::string& flag, const std::string& v) {
   return out;
 }
 
+// "0,2": local ranks, as torchrun's --local-ranks-filter takes them.
+std::vector<int64_t> parse_rank_list(const std::string& flag, const std::string& v) {
+  std::vector<int64_t> out;
+  std::stringstream in(v);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_integer(flag, item, 0, 1 << 20));
+  if (out.empty()) throw LaunchUsageError(flag + "=" + v + ": names no local rank");
+  return out;
+}
+
 double parse_seconds(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
@@ -170,6 +179,7 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
       {"rdzv-conf", [&](auto&, auto& v) { o.rdzv_timeout_s = parse_rdzv_conf(v, o.rdzv_timeout_s); }},
       {"grace-period", [&](auto& f, auto& v) { o.grace_period_s = parse_seconds(f, v); }},
       {"signals-to-handle", [&](auto& f, auto& v) { o.signals_to_handle = parse_signals(f, v); }},
+      {"local-ranks-filter", [&](auto& f, auto& v) { o.local_ranks_filter = parse_rank_list(f, v); }},
   };
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -229,6 +239,7 @@ std::string launch_usage() {
          "  --grace-period S           SIGTERM to SIGKILL when stopping workers (default 30 s)\n"
          "  --signals-to-handle LIST   signals forwarded to the workers (default\n"
          "                             SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1; SIGUSR2 also allowed)\n"
+         "  --local-ranks-filter LIST  only these local ranks' output on the console (log files keep all)\n"
          "  --no-python                accepted for torchrun compatibility (PROGRAM is always run directly)\n"
          "Rank 0 writes to the console as is; other ranks' lines are prefixed [rank N]. If a worker fails,\n"
          "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n"

@@ -41,6 +41,8 @@ struct LaunchOptions {
   std::vector<std::string> program;  // PROGRAM ARGS...
   // --signals-to-handle: what ddprun catches and forwards to its workers (torchrun's default list, and SIGUSR1)
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
+  // --local-ranks-filter: the local ranks whose output reaches the console (empty: all); log files keep every rank's
+  std::vector<int64_t> local_ranks_filter;
 };
 
 // A usage problem: ddprun prints "error: <what>" and exits 2.

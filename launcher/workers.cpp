@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -29,9 +30,10 @@ WorkerGroup::WorkerGroup(const LaunchOptions& o, int64_t restart_count, const st
       w.rank = o.node_rank * o.nproc_per_node + local_rank;
       const int redirected = o.redirects.for_local_rank(local_rank);
       const int to_file = o.streams_chosen ? (redirected | o.tee.for_local_rank(local_rank)) : (kStdout | kStderr);
-      w.output = std::make_unique<RankOutput>(
-          w.rank, (kStdout | kStderr) & ~redirected, to_file,
-          o.log_dir.empty() ? "" : rank_log_path(o.log_dir, restart_count, w.rank));
+      const bool shown = o.local_ranks_filter.empty() ||
+                         std::count(o.local_ranks_filter.begin(), o.local_ranks_filter.end(), local_rank) > 0;
+      w.output = std::make_unique<RankOutput>(w.rank, shown ? (kStdout | kStderr) & ~redirected : 0, to_file,
+                                              o.log_dir.empty() ? "" : rank_log_path(o.log_dir, restart_count, w.rank));
       w.process = spawn_worker(program_path, o.program, worker_env(base_env, o, local_rank, restart_count));
       workers_.push_back(std::move(w));
     }

@@ -49,6 +49,22 @@ TEST(LauncherOutputTest, RankZeroAsIsOthersPrefixed) {
   EXPECT_EQ(only_stdout.output.find("[ddprun]"), std::string::npos) << only_stdout.output;
 }
 
+// --local-ranks-filter (torchrun's): only the listed local ranks reach the console; every rank's log file is whole.
+TEST(LauncherOutputTest, LocalRanksFilterShowsOnlyThoseRanksOnTheConsole) {
+  TempDir dir;
+  const std::string script = talker(dir);
+  auto r = run_command(ddprun_path() + " --nproc-per-node=3 --local-ranks-filter=1 --log-dir=" + dir / "logs" + " " +
+                       script);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has_line(r.output, "[rank 1] out from 1")) << r.output;
+  EXPECT_TRUE(has_line(r.output, "[rank 1] err from 1")) << r.output;
+  EXPECT_EQ(r.output.find("from 0"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("from 2"), std::string::npos) << r.output;
+  for (int rank : {0, 2})
+    EXPECT_TRUE(has_line(read_file(dir / ("logs/attempt_0/rank_" + std::to_string(rank) + ".log")),
+                         "out from " + std::to_string(rank)));
+}
+
 TEST(LauncherOutputTest, LogDirWritesPerRankFiles) {
   TempDir dir;
   const std::string script = talker(dir);

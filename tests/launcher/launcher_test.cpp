@@ -192,6 +192,7 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
                               "--rdzv_conf=timeout=12",
                               "--grace_period=1.5",
                               "--signals_to_handle=SIGUSR2,term",
+                              "--local_ranks_filter=0,2",
                               "--no-python",
                               "prog",
                               "--nnodes=9",
@@ -213,6 +214,8 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
   EXPECT_EQ(o.rdzv_timeout_s, 12);
   EXPECT_EQ(o.grace_period_s, 1.5);
   EXPECT_EQ(o.signals_to_handle, (std::vector<int>{SIGUSR2, SIGTERM}));
+  EXPECT_EQ(o.local_ranks_filter, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(parse_launch_args({"prog"}).local_ranks_filter.empty());
   // torchrun's default list, and SIGUSR1 (a scheduler's time limit ahead)
   EXPECT_EQ(parse_launch_args({"prog"}).signals_to_handle,
             (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1}));
@@ -268,6 +271,8 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"--grace-period=inf", "p"},           // durations are bounded: a week at most
       {"--signals-to-handle=SIGKILL", "p"},  // cannot be caught
       {"--signals-to-handle=", "p"},
+      {"--local-ranks-filter=-1", "p"},
+      {"--local-ranks-filter=a", "p"},
       {"--rdzv-conf=timeout=1e300", "p"},
       {"--standalone=1", "p"},
       {"--nproc-per-node=2"},
@@ -288,9 +293,9 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
   }
   auto help = run_command(ddprun_path() + " --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* flag :
-       {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port", "--standalone",
-        "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id", "--signals-to-handle"})
+  for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port",
+                           "--standalone", "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id",
+                           "--signals-to-handle", "--local-ranks-filter"})
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
 }
 
