@@ -144,8 +144,7 @@ void DistributedDataParallel::rebuild_buckets() {
   }
   buckets_rebuilt_ = reducer_->rebuild_buckets();
   TORCH_CHECK(buckets_rebuilt_, "DDP: the Reducer did not rebuild its buckets when due");
-  // (the buckets' own gradient views: asking for zero tensors would allocate every gradient once more)
-  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(reducer_->get_grad_buckets(false).size()));
+  ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_sizes().size()));
 }
 
 void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {
@@ -175,7 +174,8 @@ std::optional<std::chrono::steady_clock::time_point> DistributedDataParallel::gr
 
 std::vector<size_t> DistributedDataParallel::bucket_sizes() const {
   std::vector<size_t> sizes;
-  for (const auto& b : reducer_->get_grad_buckets(/*return_zero_tensors=*/true))
+  // The buckets' own gradient views: asking for zero tensors would allocate every gradient once more.
+  for (const auto& b : reducer_->get_grad_buckets(/*return_zero_tensors=*/false))
     sizes.push_back(b.getParameters().size());
   return sizes;
 }
