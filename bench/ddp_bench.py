@@ -2,6 +2,7 @@
 #
 # Run with the project venv's Python (.venv/bin/python: torch 2.11, torchvision 0.26). See bench/README.md.
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -10,6 +11,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -17,6 +19,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 import launch  # noqa: E402
+import netns  # noqa: E402
 import report  # noqa: E402
 sys.path.insert(0, os.path.join(BENCH_DIR, "..", "reference"))
 from torch_reference import build_model  # noqa: E402
@@ -49,10 +52,22 @@ STANDARD_SUITE = [
          warmup_steps=2, reps=3, ddptrain_allreduce="gloo"),
 ]
 
+# Two nodes over a slow link: the two ranks in two network namespaces joined by a shaped veth pair, with and without
+# fp16 gradient compression; the one-host row and the sync-off row (two independent one-rank processes: the
+# scaling efficiency's 2 x one-rank samples/s) measured in the same run.
+_RESNET18_2_RANKS = dict(model="resnet18", precision="fp32", world=2, data="synthetic", steps=20, log_every=1,
+                         warmup_steps=2, reps=3)
+# ddptrain's dist.skip_zero_gradients beside each (Python DDP has no such option: its side runs unchanged).
+LINK_SUITE = [dict(_RESNET18_2_RANKS, sync="off")] + [
+    dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression=compression, ddptrain_skip_zero=skip)
+    for rate, compression in ((None, "none"), ("1gbit", "none"), ("1gbit", "fp16"), ("10gbit", "none"))
+    for skip in (False, True)]
+SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE}
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description="ddptrain vs PyTorch DDP (Python) on the same workload")
-    p.add_argument("--suite", choices=["standard"], help="run the preset configurations instead of one")
+    p.add_argument("--suite", choices=sorted(SUITES), help="run the preset configurations instead of one")
     p.add_argument("--model", choices=["net", "resnet18"], default="net")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--world", type=int, choices=[1, 2], default=2)
@@ -62,6 +77,16 @@ def parse_args(argv):
                         "padding-only kernel taps skipped for resnet18)")
     p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
                    help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
+    p.add_argument("--grad-compression", choices=["none", "fp16"], default="none",
+                   help="fp16: gradients all-reduced in float16 (ddptrain dist.grad_compression, Python DDP's "
+                        "fp16_compress_hook)")
+    p.add_argument("--ddptrain-skip-zero", action="store_true",
+                   help="ddptrain's dist.skip_zero_gradients: all-reduce only the gradient elements not zero on "
+                        "every rank")
+    p.add_argument("--link", help="run the two ranks in two network namespaces joined by a veth pair shaped to "
+                                  "this rate (e.g. 1gbit, 10gbit; needs root); ddptrain's all-reduce goes over Gloo")
+    p.add_argument("--link-delay-ms", type=float, default=0.2,
+                   help="delay each way on --link (tc netem; left out, and said so, where the kernel lacks it)")
     p.add_argument("--data", choices=["fashion-mnist", "synthetic"], default="fashion-mnist")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default net 300, resnet18 40)")
@@ -90,8 +115,8 @@ def parse_args(argv):
 
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
-            "python_kernels", "ddptrain_allreduce")
-    entries = STANDARD_SUITE if args.suite else [{k: getattr(args, k) for k in keys}]
+            "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero")
+    entries = SUITES[args.suite] if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
         c = dict(entry)
@@ -100,6 +125,18 @@ def configs_from(args):
         c["warmup_steps"] = c.get("warmup_steps") or c["log_every"]
         c["python_kernels"] = c.get("python_kernels") or "plain"
         c["ddptrain_allreduce"] = c.get("ddptrain_allreduce") or "auto"
+        c["grad_compression"] = c.get("grad_compression") or "none"
+        c["ddptrain_skip_zero"] = bool(c.get("ddptrain_skip_zero"))
+        c["link"] = c.get("link")
+        if c["link"]:
+            netns.rate_bits_per_s(c["link"])  # a bad rate fails here, before any run
+            if c["world"] != 2 or c["sync"] != "on":
+                raise SystemExit("--link needs --world 2 --sync on (one rank in each namespace)")
+            # Shared memory would bypass the link: the namespaces share this machine's memory.
+            if c["ddptrain_allreduce"] == "shm":
+                raise SystemExit("--link runs ddptrain's all-reduce over Gloo (shared memory would bypass the link)")
+            c["ddptrain_allreduce"] = "gloo"
+        c["link_delay_ms"] = args.link_delay_ms
         c["reps"] = args.reps or c.get("reps") or 3
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
         for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers"):
@@ -115,7 +152,10 @@ def label_of(c):
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
-            + (f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
+            + (f", fp16 gradient compression" if c["grad_compression"] == "fp16" else "")
+            + (", ddptrain skip_zero_gradients" if c["ddptrain_skip_zero"] else "")
+            + (f", two network namespaces over a {c['link']} link" if c["link"]
+               else f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
 
 
 def write_init(c, path):
@@ -125,6 +165,9 @@ def write_init(c, path):
 
 def ddptrain_toml(c, init_path):
     data_dir = f'dir = "{c["data_dir"]}"\n' if c["data"] != "synthetic" else ""
+    # Only keys away from their defaults, so that a ddptrain from before they existed still reads the rest.
+    dist_extra = (f'grad_compression = "{c["grad_compression"]}"\n' if c["grad_compression"] != "none" else "") + (
+        "skip_zero_gradients = true\n" if c["ddptrain_skip_zero"] else "")
     return f"""[job]
 out_dir = "out"
 seed = {c['seed']}
@@ -162,14 +205,23 @@ resume = "never"
 
 [dist]
 allreduce = "{c['ddptrain_allreduce']}"
-
+{dist_extra}
 [metrics]
 log_every_steps = {c['log_every']}
 progress = "plain"
 """
 
 
-def ddptrain_launch(c, args, toml_path, run_dir, probe):
+def on_link(link, argvs, envs):
+    """Each rank in its own namespace, the rendezvous at rank 0's address, Gloo on the link's interface."""
+    if link is None:
+        return argvs, envs
+    for env in envs:
+        env.update(MASTER_ADDR=link.master_addr(), GLOO_SOCKET_IFNAME=netns.IFNAME)
+    return [link.wrap(rank, argv) for rank, argv in enumerate(argvs)], envs
+
+
+def ddptrain_launch(c, args, toml_path, run_dir, probe, link=None):
     extra = ["--training.max_steps=1", "--metrics.log_every_steps=1"] if probe else []
     argvs, envs, port = [], [], launch.free_port()
     for rank in range(c["world"]):
@@ -178,13 +230,14 @@ def ddptrain_launch(c, args, toml_path, run_dir, probe):
         # sync off: ddptrain has no switch for it, so each rank runs as an independent world of one.
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port) if c["sync"] == "on"
                     else launch.rank_env(c["threads"]))
-    return argvs, envs
+    return on_link(link, argvs, envs)
 
 
-def python_launch(c, init_path, run_dir, probe):
+def python_launch(c, init_path, run_dir, probe, link=None):
     argvs, envs, port = [], [], launch.free_port()
     for rank in range(c["world"]):
         argvs.append([sys.executable, os.path.join(BENCH_DIR, "torch_worker.py"), "--model", c["model"],
+                      "--grad-compression", c["grad_compression"],
                       "--data", c["data"], "--data-dir", c["data_dir"], "--init", init_path,
                       "--precision", c["precision"], "--sync", c["sync"],
                       "--steps", "1" if probe else str(c["steps"]),
@@ -194,7 +247,7 @@ def python_launch(c, init_path, run_dir, probe):
                       "--synthetic-size", str(c["synthetic_size"]), "--kernels", c["python_kernels"],
                       "--result", os.path.join(run_dir, f"result.rank{rank}.json")])
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
-    return argvs, envs
+    return on_link(link, argvs, envs)
 
 
 def timed_rate(intervals, warmup_steps):
@@ -205,28 +258,53 @@ def timed_rate(intervals, warmup_steps):
     return sum(n for n, _ in timed) / sum(s for _, s in timed)
 
 
+def timed_phases(intervals, phases, warmup_steps):
+    """phases: {name: [seconds per interval]}, parallel to intervals. Seconds per step after the warm-up."""
+    steps, previous = [], 0
+    for step, _, _ in intervals:
+        steps.append(step - previous)
+        previous = step
+    timed = [i for i, (step, _, _) in enumerate(intervals) if step > warmup_steps]
+    counted = sum(steps[i] for i in timed)
+    return {name: sum(values[i] for i in timed) / counted for name, values in phases.items()}
+
+
+# ddptrain's phases (metrics.jsonl time_<phase>_s, each the ranks' mean over an interval).
+DDPTRAIN_PHASES = ("data", "compute", "comm", "optimizer")
+
+
 def ddptrain_intervals(path):
+    """The train records' [step, samples, seconds] and their phase times."""
     with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return [[r["step"], r["samples"], r["samples"] / r["samples_per_s"]] for r in records if r["kind"] == "train"]
+        records = [json.loads(line) for line in f if line.strip() and json.loads(line)["kind"] == "train"]
+    intervals = [[r["step"], r["samples"], r["samples"] / r["samples_per_s"]] for r in records]
+    return intervals, {name: [r[f"time_{name}_s"] for r in records] for name in DDPTRAIN_PHASES}
+
+
+def python_intervals(path):
+    with open(path) as f:
+        result = json.load(f)
+    names, per_interval = result["phases"]["names"], result["phases"]["intervals"]
+    return result["intervals"], {name: [p[i] for p in per_interval] for i, name in enumerate(names)}
 
 
 def side_rate(side, c, run_dir):
-    """Samples/s of the whole job: rank 0's all-reduced intervals (sync on), the sum over processes (sync off)."""
+    """Samples/s of the whole job: rank 0's all-reduced intervals (sync on), the sum over processes (sync off);
+    and seconds per step in each phase (rank 0's; sync off: the processes' mean)."""
     ranks = range(c["world"]) if c["sync"] == "off" else [0]
-    rates = []
+    rates, phases = [], []
     for rank in ranks:
         if side == "ddptrain":
             out = "out" if c["sync"] == "on" else f"out.rank{rank}"
-            intervals = ddptrain_intervals(os.path.join(run_dir, out, "metrics.jsonl"))
+            intervals, times = ddptrain_intervals(os.path.join(run_dir, out, "metrics.jsonl"))
         else:
-            with open(os.path.join(run_dir, f"result.rank{rank}.json")) as f:
-                intervals = json.load(f)["intervals"]
+            intervals, times = python_intervals(os.path.join(run_dir, f"result.rank{rank}.json"))
         rates.append(timed_rate(intervals, c["warmup_steps"]))
-    return sum(rates)
+        phases.append(timed_phases(intervals, times, c["warmup_steps"]))
+    return sum(rates), {name: sum(p[name] for p in phases) / len(phases) for name in phases[0]}
 
 
-def run_side(side, c, args, work, rep, commands):
+def run_side(side, c, args, work, rep, commands, link):
     init_path = os.path.join(work, "init.pt")
     toml_path = os.path.join(work, "ddptrain.toml")
     results = {}
@@ -234,14 +312,14 @@ def run_side(side, c, args, work, rep, commands):
     for probe in probes:
         run_dir = os.path.join(work, f"{side}.rep{rep}" + (".probe" if probe else ""))
         os.makedirs(run_dir)
-        argvs, envs = (ddptrain_launch(c, args, toml_path, run_dir, probe) if side == "ddptrain"
-                       else python_launch(c, init_path, run_dir, probe))
+        argvs, envs = (ddptrain_launch(c, args, toml_path, run_dir, probe, link) if side == "ddptrain"
+                       else python_launch(c, init_path, run_dir, probe, link))
         commands.setdefault((side, probe), command_text(argvs[0], envs[0]))
         r = launch.run_ranks(argvs, envs, run_dir, args.timeout, stop_after_first_step=probe)
         if probe:
             results["first_step"] = r["first_step_s"]
         else:
-            results["rate"] = side_rate(side, c, run_dir)
+            results["rate"], results["phases"] = side_rate(side, c, run_dir)
             results["rss"] = r["rss_mib"]
             results["first_step"] = r["first_step_s"] if c["log_every"] == 1 else None
     return results
@@ -258,21 +336,76 @@ def run_config(c, args, work_root, index):
     write_init(c, os.path.join(work, "init.pt"))
     with open(os.path.join(work, "ddptrain.toml"), "w") as f:
         f.write(ddptrain_toml(c, os.path.join(work, "init.pt")))
-    results = {side: {"rates": [], "first_step": [], "rss": []} for side in ("ddptrain", "python")}
+    results = {side: {"rates": [], "first_step": [], "rss": [], "phases": []} for side in ("ddptrain", "python")}
     commands = {}
-    for rep in range(c["reps"]):
-        order = ("ddptrain", "python") if rep % 2 == 0 else ("python", "ddptrain")
-        for side in order:
-            r = run_side(side, c, args, work, rep, commands)
-            results[side]["rates"].append(r["rate"])
-            results[side]["first_step"].append(r["first_step"])
-            results[side]["rss"].append(r["rss"])
-            print(f"  rep {rep + 1}/{c['reps']} {side:8s}: {r['rate']:8.1f} samples/s, first step "
-                  f"{report.fmt(r['first_step'], '.2f')} s, peak RSS/rank "
-                  f"{' / '.join(report.fmt(x) for x in r['rss'])} MiB", flush=True)
+    with contextlib.ExitStack() as stack:
+        link = stack.enter_context(netns.ShapedLink(c["link"], c["link_delay_ms"])) if c["link"] else None
+        if link:
+            c["link_description"] = link.description()
+            c["link_bytes_per_s"] = link.measured_bytes_per_s
+            print(f"  link: {c['link_description']}", flush=True)
+        for rep in range(c["reps"]):
+            run_rep(c, args, work, rep, commands, link, results)
     with open(os.path.join(work, "ddptrain.toml")) as f:
         toml_text = f.read()
     return results, commands, toml_text
+
+
+def run_rep(c, args, work, rep, commands, link, results):
+    order = ("ddptrain", "python") if rep % 2 == 0 else ("python", "ddptrain")
+    for side in order:
+        r = run_side(side, c, args, work, rep, commands, link)
+        for key, name in (("rates", "rate"), ("first_step", "first_step"), ("rss", "rss"), ("phases", "phases")):
+            results[side][key].append(r[name])
+        print(f"  rep {rep + 1}/{c['reps']} {side:8s}: {r['rate']:8.1f} samples/s, first step "
+              f"{report.fmt(r['first_step'], '.2f')} s, peak RSS/rank "
+              f"{' / '.join(report.fmt(x) for x in r['rss'])} MiB; ms/step "
+              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in r["phases"].items()), flush=True)
+
+
+def copy_bandwidth():
+    """Bytes per second one thread copies (torch copy_ of 256 MiB of float32 into another tensor, best of 5)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    src = torch.ones(64 << 20)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    torch.set_num_threads(threads)
+    return src.numel() * src.element_size() / best
+
+
+def sync_floor(c, copy_bytes_per_s):
+    """(seconds, how) the gradient all-reduce of one step cannot beat: over a link, the bytes each rank must send
+    (2 (n - 1) / n of the gradients, halved by fp16 compression) at the measured link rate; on one host, one copy of
+    the gradients at this machine's copy bandwidth."""
+    params = sum(p.numel() for p in build_model(c["model"], c["dropout"]).parameters())
+    wire = params * (2 if c["grad_compression"] == "fp16" else 4)
+    if c["link"]:
+        sent = wire * 2 * (c["world"] - 1) / c["world"]
+        rate = c["link_bytes_per_s"]
+        return sent / rate, (f"{sent / 1e6:.1f} MB sent by each rank ({params / 1e6:.2f} M gradients, "
+                             f"{wire // params} bytes each, ring all-reduce 2 (n - 1) / n) at the link's measured "
+                             f"{rate * 8 / 1e9:.2f} Gbit/s ({c['link_description']})")
+    return wire / copy_bytes_per_s, (f"one copy of the {wire / 1e6:.1f} MB of gradients at this machine's "
+                                     f"{copy_bytes_per_s / 1e9:.1f} GB/s (one thread, torch copy_ of 256 MiB)")
+
+
+def sync_pairs(done, copy_bytes_per_s):
+    """Each sync-on configuration with the sync-off one of the same model, data, ranks and Python kernels."""
+    def base(c):
+        return tuple(c[k] for k in ("model", "precision", "world", "data", "python_kernels", "threads", "batch"))
+    off = {base(c): results for c, _, results in done if c["sync"] == "off"}
+    pairs = []
+    for c, label, results in done:
+        if c["sync"] == "on" and c["world"] > 1 and base(c) in off:
+            floor_s, floor_what = sync_floor(c, copy_bytes_per_s)
+            pairs.append(dict(label=label, global_batch=c["world"] * c["batch"], on=results, off=off[base(c)],
+                              floor_s=floor_s, floor_what=floor_what))
+    return pairs
 
 
 def freeze_binary(path, work_root):
@@ -309,17 +442,15 @@ def main(argv):
     work_root = args.work_dir or tempfile.mkdtemp(prefix="ddp_bench.")
     os.makedirs(work_root, exist_ok=True)
     args.ddptrain, binary_sha = freeze_binary(args.ddptrain, work_root)
-    body, rows, rows_by_key, command_lines = [], [], {}, []
+    body, rows, done, command_lines = [], [], [], []
     for i, c in enumerate(configs):
         label = label_of(c)
         print(f"[{i + 1}/{len(configs)}] {label}", flush=True)
         results, commands, toml_text = run_config(c, args, work_root, i)
         lines, row = report.config_table(label, results)
-        body += lines
+        body += lines + ([f"Link: {c['link_description']}.", ""] if c["link"] else [])
         rows.append((label, row))
-        # The sync-cost table pairs each side's defaults (ddptrain's all-reduce included) with its sync-off row.
-        if c["python_kernels"] == "plain" and c["ddptrain_allreduce"] == "auto":
-            rows_by_key[(c["model"], c["precision"], f"world {c['world']}", c["data"], c["sync"])] = row
+        done.append((c, label, results))
         command_lines += [f"- {label}:", "  ```sh"] + [f"  {cmd}" for _, cmd in sorted(commands.items())]
         command_lines += ["  ```", "  ddptrain.toml:", "  ```toml"] + ["  " + l for l in toml_text.splitlines()]
         command_lines += ["  ```"]
@@ -335,7 +466,7 @@ def main(argv):
          "**Noise:** this machine is shared with other agents building and running tests while the benchmark runs; "
          "the numbers are noisy (compare the per-repetition values) and only the two sides' ratio, measured "
          "alternately in the same window, is meaningful.", ""]
-        + report.summary_table(rows) + report.sync_overhead_lines(rows_by_key) + body
+        + report.summary_table(rows) + report.sync_cost_lines(sync_pairs(done, copy_bandwidth())) + body
         + ["<details><summary>Exact commands (rank 0; other ranks differ only in RANK/LOCAL_RANK and output "
            "paths; ddptrain is a copy of build/ddptrain taken at the start; the startup probe adds the step-1 "
            "overrides)</summary>", ""] + command_lines + ["", "</details>"])

@@ -38,12 +38,14 @@ def rate_of(binary, c, args, work, name):
     args.ddptrain = binary
     argvs, envs = ddp_bench.ddptrain_launch(c, args, os.path.join(work, "ddptrain.toml"), run_dir, probe=False)
     launch.run_ranks(argvs, envs, run_dir, args.timeout)
-    return ddp_bench.side_rate("ddptrain", c, run_dir)
+    return ddp_bench.side_rate("ddptrain", c, run_dir)[0]
 
 
 def main(argv):
     baseline, rest = split_baseline(argv)
     args = ddp_bench.parse_args(rest)
+    if args.link or args.suite == "link":
+        raise SystemExit("overhead_bench.py runs both binaries on one host; --link is ddp_bench.py's")
     work_root = args.work_dir or tempfile.mkdtemp(prefix="overhead_bench.")
     os.makedirs(work_root, exist_ok=True)
     binaries = {}

@@ -113,21 +113,60 @@ def summary_table(rows):
     return lines + [""]
 
 
-def sync_overhead_lines(rows_by_key):
-    """For each (model, precision, world, data) run both with sync on and off: throughput on / off per side."""
-    lines = []
-    for key, on in rows_by_key.items():
-        if key[-1] != "on":
-            continue
-        off = rows_by_key.get(key[:-1] + ("off",))
-        if off is None:
-            continue
-        lines.append(f"| {' '.join(str(k) for k in key[:-1])} | {fmt(on[0])} / {fmt(off[0])} = {ratio(on[0], off[0])} "
-                     f"| {fmt(on[1])} / {fmt(off[1])} = {ratio(on[1], off[1])} |")
-    if not lines:
+def sync_cost_per_step(global_batch, rate_on, rate_off):
+    """Seconds per step that gradient sync adds: the step time with sync on less the one without."""
+    if not rate_on or not rate_off:
+        return None
+    return global_batch * (1 / rate_on - 1 / rate_off)
+
+
+def median_phases(per_rep):
+    """[{phase: seconds per step}] per repetition -> {phase: median}."""
+    return {name: median([rep[name] for rep in per_rep]) for name in per_rep[0]} if per_rep else {}
+
+
+def ms(seconds):
+    return fmt(None if seconds is None else seconds * 1e3)
+
+
+def multiple(a, b):
+    return "n/a" if a is None or not b else f"{a / b:.1f}x"
+
+
+def sync_cost_lines(pairs):
+    """pairs: dicts with label, global_batch, on and off (side -> results of config_table's input), floor_s and
+    floor_what. Sync cost per step beside its floor, and where each side's step time goes."""
+    if not pairs:
         return []
-    return ["Gradient sync cost (samples/s with sync on / sync off, same per-rank batch):", "",
-            "| model precision world data | ddptrain | Python |", "| --- | ---: | ---: |"] + lines + [""]
+    cost = ["Gradient sync cost per optimizer step (the step time with sync on less the one with sync off, from the "
+            "medians; sync off = the same ranks as independent processes, so on / off is also the scaling "
+            "efficiency: job samples/s / (ranks x one-rank samples/s)) and its floor:", "",
+            "| configuration | ddptrain on / off | Python on / off | ddptrain sync ms | Python sync ms "
+            "| floor ms | ddptrain / floor | Python / floor | ddptrain / Python sync |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    phases = ["Where a step goes (ms per step, medians; ddptrain's own phase times, the ranks' mean; Python's rank 0 "
+              "timed around forward + loss, backward - which with DDP ends when its all-reduces are done - and the "
+              "optimizer step). \"hidden\": the part of the floor's transfer not left waiting after backward, "
+              "1 - wait / floor.", "",
+              "| configuration | ddptrain data / compute / all-reduce wait / optimizer | hidden | Python forward / "
+              "backward with all-reduce / optimizer | Python sync off forward / backward / optimizer |",
+              "| --- | --- | ---: | --- | --- |"]
+    floors = []
+    for p in pairs:
+        rates = {side: (median(p["on"][side]["rates"]), median(p["off"][side]["rates"])) for side in p["on"]}
+        sync = {side: sync_cost_per_step(p["global_batch"], *rates[side]) for side in rates}
+        cost.append(f"| {p['label']} | {ratio(*rates['ddptrain'])} | {ratio(*rates['python'])} "
+                    f"| {ms(sync['ddptrain'])} | {ms(sync['python'])} | {ms(p['floor_s'])} "
+                    f"| {multiple(sync['ddptrain'], p['floor_s'])} | {multiple(sync['python'], p['floor_s'])} "
+                    f"| {ratio(sync['ddptrain'], sync['python'])} |")
+        d, py, py_off = (median_phases(p["on"]["ddptrain"]["phases"]), median_phases(p["on"]["python"]["phases"]),
+                         median_phases(p["off"]["python"]["phases"]))
+        wait = d.get("comm")
+        hidden = "n/a" if wait is None or not p["floor_s"] else f"{max(0.0, 1 - wait / p['floor_s']) * 100:.0f}%"
+        phases.append(f"| {p['label']} | {' / '.join(ms(v) for v in d.values())} | {hidden} "
+                      f"| {' / '.join(ms(v) for v in py.values())} | {' / '.join(ms(v) for v in py_off.values())} |")
+        floors.append(f"- {p['label']}: {p['floor_what']}")
+    return cost + [""] + phases + ["", "Floors:", ""] + floors + [""]
 
 
 def update_results_file(path, key, block):

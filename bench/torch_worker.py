@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -100,6 +101,8 @@ def parse_args():
     add_arguments(p, [("batch", int, 64), ("lr", float, 0.01), ("momentum", float, 0.9), ("dropout", float, 0.5),
                       ("seed", int, 0), ("mean", float, 0.2860), ("std", float, 0.3530)])
     p.add_argument("--synthetic-size", type=int, default=6000)
+    p.add_argument("--grad-compression", choices=["none", "fp16"], default="none",
+                   help="fp16: DDP's fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks.default_hooks)")
     p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
                    help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")
     p.add_argument("--result", required=True, help="JSON file this rank writes its intervals to")
@@ -141,6 +144,8 @@ def train(args, rank, world, device, sync):
         model.to(memory_format=torch.channels_last)
     model.train()
     trained = (DDP(model, device_ids=[device.index]) if cuda else DDP(model)) if sync else model
+    if sync and args.grad_compression == "fp16":
+        trained.register_comm_hook(None, default_hooks.fp16_compress_hook)
     dataset = load_train_set(args)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     if cuda:
@@ -152,7 +157,10 @@ def train(args, rank, world, device, sync):
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     log_probs = args.model == "net"
-    step, epoch, intervals = 0, 0, []
+    step, epoch, intervals, phases = 0, 0, [], []
+    # Seconds per interval in forward (and the loss), backward (with DDP: until its all-reduces are done) and the
+    # optimizer step; timed on CPU only (CUDA work is asynchronous).
+    phase = [0.0, 0.0, 0.0]
     loss_sum = correct = samples = 0.0
     if cuda:
         loss_sum, correct = torch.zeros((), device=device, dtype=torch.float64), torch.zeros((), device=device)
@@ -165,13 +173,20 @@ def train(args, rank, world, device, sync):
             if args.channels_last:
                 xb = xb.contiguous(memory_format=memory_format)
             opt.zero_grad()
+            t0 = time.perf_counter()
             with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
                 out = trained(xb)
             out = out.float()
             loss = F.nll_loss(out, yb) if log_probs else F.cross_entropy(out, yb)
+            t1 = time.perf_counter()
             scaler.scale(loss).backward()
+            t2 = time.perf_counter()
             scaler.step(opt)
             scaler.update()
+            if not cuda:
+                t3 = time.perf_counter()
+                for i, seconds in enumerate((t1 - t0, t2 - t1, t3 - t2)):
+                    phase[i] += seconds
             step += 1
             if cuda:  # no synchronisation until the interval ends
                 loss_sum += loss.detach() * len(yb)
@@ -195,6 +210,8 @@ def train(args, rank, world, device, sync):
                         dist.all_reduce(totals)
                 elapsed = time.perf_counter() - interval_start
                 intervals.append([step, totals[2].item(), elapsed])
+                phases.append(phase)
+                phase = [0.0, 0.0, 0.0]
                 if rank == 0:
                     print(f"step {step}/{args.steps} loss {totals[0].item() / totals[2].item():.4f} "
                           f"samples/s {totals[2].item() / elapsed:.0f}", flush=True)
@@ -205,7 +222,8 @@ def train(args, rank, world, device, sync):
             if last:
                 break
         epoch += 1
-    result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals}
+    result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals,
+              "phases": {"names": ["forward", "backward", "optimizer"], "intervals": phases}}
     if cuda:
         result["gpu_mem_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
         result["gpu_name"] = torch.cuda.get_device_name(device)

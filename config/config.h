@@ -300,6 +300,7 @@ struct DistConfig {
   double bucket_cap_mb = 25.0;
   bool broadcast_buffers = true;
   GradCompression grad_compression = GradCompression::None;
+  bool skip_zero_gradients = false;
   bool find_unused_parameters = false;
   // PyTorch's default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
   bool gradient_as_bucket_view = true;
@@ -321,6 +322,10 @@ struct DistConfig {
     key(s.broadcast_buffers,
         Key("broadcast_buffers", "broadcast buffers (BatchNorm statistics) from rank 0 before each synced forward"));
     key(s.grad_compression, Key("grad_compression", "fp16: DDP's fp16 compress hook on gradient buckets"));
+    key(s.skip_zero_gradients,
+        Key("skip_zero_gradients",
+            "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "
+            "the sync; CPU)"));
     key(s.find_unused_parameters, Key("find_unused_parameters", "DDP's search for parameters the forward did not use"));
     key(s.gradient_as_bucket_view,
         Key("gradient_as_bucket_view", "gradients are views into DDP's buckets (one copy less)"));

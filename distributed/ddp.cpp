@@ -2,6 +2,7 @@
 #include "distributed/ddp.h"
 
 #include "base/foreach.h"
+#include "distributed/skip_zero_hook.h"
 
 #include <ATen/ops/_foreach_zero.h>
 #include <torch/csrc/autograd/engine.h>
@@ -10,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <climits>
+#include <cstdio>
 
 namespace ddp {
 namespace {
@@ -80,8 +82,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
   logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);
-  if (cfg_.grad_compression == GradCompression::Fp16)
+  const bool fp16 = cfg_.grad_compression == GradCompression::Fp16;
+  if (cfg_.skip_zero_gradients) {
+    if (!ctx_.device.is_cpu())
+      throw std::runtime_error("dist.skip_zero_gradients works on CPU gradients, and this rank trains on " +
+                               ctx_.device.str() + "; set it to false");
+    auto hook = std::make_unique<SkipZeroGradientsHook>(ctx_.group, fp16);
+    skip_zero_hook_ = hook.get();
+    reducer_->register_comm_hook(std::move(hook));
+  } else if (fp16) {
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  }
   ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_indices.size()));
 }
 
@@ -170,6 +181,22 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
 
 std::optional<std::chrono::steady_clock::time_point> DistributedDataParallel::gradients_computed_at() const {
   return gradients_computed_at_;
+}
+
+std::optional<SkipZeroStats> DistributedDataParallel::skip_zero_stats() const {
+  if (!skip_zero_hook_) return std::nullopt;
+  return skip_zero_hook_->stats();
+}
+
+std::string DistributedDataParallel::summary() const {
+  const auto s = skip_zero_stats();
+  if (!s || s->elements == 0) return "";
+  char percent[16];
+  std::snprintf(percent, sizeof percent, "%.1f%%", 100.0 * static_cast<double>(s->elements_sent) / s->elements);
+  return "dist.skip_zero_gradients: all-reduces sent " + std::string(percent) + " of the gradient elements (" +
+         std::to_string(s->gathered_buckets) + " bucket all-reduces of the non-zero positions, " +
+         std::to_string(s->whole_buckets) + " of whole buckets, " + std::to_string(s->repeats) +
+         " of them repeats after a rank had non-zeros elsewhere)";
 }
 
 std::vector<size_t> DistributedDataParallel::bucket_sizes() const {

@@ -5,6 +5,7 @@
 #include "distributed/c10d_fwd.h"
 #include "distributed/context.h"
 #include "distributed/gradient_sync.h"
+#include "distributed/skip_zero_hook.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -31,11 +32,14 @@ class DistributedDataParallel : public GradientSync {
   void post_forward(bool sync, const torch::Tensor& output) override;
   void sync_buffers() override;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const override;
+  std::string summary() const override;
 
   c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).
   std::vector<size_t> bucket_sizes() const;
   bool buckets_rebuilt() const { return buckets_rebuilt_; }
+  // What dist.skip_zero_gradients left out so far; none when it is off.
+  std::optional<SkipZeroStats> skip_zero_stats() const;
 
  private:
   class Reducer;
@@ -48,6 +52,7 @@ class DistributedDataParallel : public GradientSync {
   std::vector<torch::Tensor> buffers_;
   std::shared_ptr<Reducer> reducer_;
   std::shared_ptr<c10d::Logger> logger_;
+  SkipZeroGradientsHook* skip_zero_hook_ = nullptr;  // owned by the Reducer
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at_;

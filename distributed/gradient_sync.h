@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace ddp {
 
@@ -26,6 +27,8 @@ class GradientSync {
   // When the last synchronised backward had computed every gradient: from then until backward returns, it waited
   // for the gradient all-reduce. None here: nothing is waited for.
   virtual std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const { return std::nullopt; }
+  // A line for the end of the run about what the synchronisation saved; empty when there is nothing to say.
+  virtual std::string summary() const { return ""; }
 };
 
 // DistributedDataParallel (distributed/ddp.h) for a world of more than one, else the no-op GradientSync.

@@ -8,6 +8,7 @@
 #include "checkpoint/state_dict.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
+#include "distributed/gradient_sync.h"
 #include "distributed/rank_zero.h"
 #include "optim/optimizer.h"
 #include "train/preemption.h"
@@ -174,6 +175,7 @@ void Trainer::finish(bool evaluated) {
                       std::to_string(state_.global_step) + "): no trace written");
   dataset_.train.release_images();  // training is over: the final evaluation needs only the test split
   if (!evaluated) evaluate_and_report("(final)");
+  if (const std::string saved = gradient_sync_->summary(); !saved.empty()) reporter_.message(saved);
   // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
   if (checkpointer_->enabled() && !checkpointer_->holds(state_.global_step)) save_checkpoint(last_eval_accuracy_);
   write_model();

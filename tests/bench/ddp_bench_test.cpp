@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <regex>
 
@@ -72,6 +74,59 @@ TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 0 exit 3: error: injected failure"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(results), "untouched\n");
+}
+
+// --link: the two ranks in two network namespaces joined by a shaped veth pair. Both sides train over it (their
+// commands run in the namespaces, Gloo on the link's interface), the block names the link and its measured rate
+// (near the 1 Gbit/s it was shaped to: an unshaped veth moves several times more), and no namespace is left.
+TEST(DdpBench, LinkModeRunsBothSidesBetweenTwoShapedNamespacesAndRemovesThem) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (geteuid() != 0 || run_command("command -v ip && command -v tc").exit_code != 0)
+    GTEST_SKIP() << "the link needs root and iproute2";
+  TempDir dir;
+  const std::string results = dir / "RESULTS.md";
+  const auto r = run_command(bench_command(kQuickArgs + " --link 1gbit --grad-compression fp16 --ddptrain-skip-zero" +
+                                           " --results " + shell_quote(results)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_file(results);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(tbf 1gbit each way, [^
+]*measured ([0-9.]+) Gbit/s one way)")))
+      << text;
+  EXPECT_GT(std::stod(m[1]), 0.5) << m[0];
+  EXPECT_LT(std::stod(m[1]), 1.1) << m[0];
+  const std::regex row(R"(\| net fp32, world 2, sync on, synthetic[^|]*over a 1gbit link \| (\d+) \| (\d+) \|)");
+  ASSERT_TRUE(std::regex_search(text, m, row)) << text;
+  EXPECT_GT(std::stoi(m[1]), 0);
+  EXPECT_GT(std::stoi(m[2]), 0);
+  for (const std::string said : {"ip netns exec ddpbench", "GLOO_SOCKET_IFNAME=bench0", "skip_zero_gradients = true",
+                                 "grad_compression = \"fp16\"", "--grad-compression fp16"})
+    EXPECT_NE(text.find(said), std::string::npos) << said << "\n" << text;
+  EXPECT_EQ(run_command("ip netns list").output.find("ddpbench"), std::string::npos);
+}
+
+// The sync-cost table's arithmetic: cost per step = global batch x (1 / rate on - 1 / rate off), beside the floor.
+TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  const std::string side = "{'rates': [%s], 'phases': [{'data': 0.001, 'comm': 0.01}]}";
+  auto results = [&](const std::string& d, const std::string& p) {
+    std::string s = "{'ddptrain': " + side + ", 'python': " + side + "}";
+    s.replace(s.find("%s"), 2, d);
+    s.replace(s.find("%s"), 2, p);
+    return s;
+  };
+  const std::string pair =
+      "dict(label='L', global_batch=128, floor_s=0.004, floor_what='one copy', on=" + results("640", "320") +
+      ", off=" + results("800", "400") + ")";
+  const auto r = run_command("cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
+                             " -c \"import report; print('\\n'.join(report.sync_cost_lines([" + pair + "])))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // ddptrain: 128 x (1/640 - 1/800) = 40 ms, 10x the 4 ms floor; Python 128 x (1/320 - 1/400) = 80 ms.
+  EXPECT_NE(r.output.find("| L | 0.80x | 0.80x | 40.0 | 80.0 | 4.00 | 10.0x | 20.0x | 0.50x |"), std::string::npos)
+      << r.output;
+  // The all-reduce wait of 10 ms leaves 0% of the 4 ms floor hidden.
+  EXPECT_NE(r.output.find("| L | 1.00 / 10.0 | 0% |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("- L: one copy"), std::string::npos) << r.output;
 }
 
 // bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every

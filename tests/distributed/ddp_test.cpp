@@ -4,6 +4,7 @@
 // agreement with PyTorch's own DDP, sharded evaluation equals single-process evaluation.
 #include "distributed/process_group.h"
 #include "distributed/reduce.h"
+#include "tests/support/in_process_rank.h"
 #include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
@@ -55,13 +56,7 @@ TEST(DdpTest, ReplicaCheckDetectsDivergence) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::string errors[2];
   auto rank = [&](int r, float nudge) {
-    DistContext ctx;
-    ctx.rank = r;
-    ctx.world_size = 2;
-    ctx.backend = "gloo";
-    ctx.group = make_process_group(
-        store, r, 2,
-        {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, r, 2, std::chrono::seconds(30), {"lo"})}});
+    DistContext ctx = in_process_rank(store, r, 2);
     std::vector<torch::Tensor> params{torch::linspace(-1, 1, 12).view({4, 3}), torch::linspace(0, 2, 5)};
     check_replicas_identical(ctx, params, 1);  // identical: passes
     params[0].view(-1)[0].add_(nudge);

@@ -1,0 +1,122 @@
+// dist.skip_zero_gradients: the same parameters as all-reducing whole buckets after every step (fp32 and fp16
+// compression), fewer elements sent, and the whole-bucket repeat when one rank has non-zeros where the others had
+// none.
+#include "distributed/ddp.h"
+#include "tests/support/in_process_rank.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/torch.h>
+
+#include <thread>
+
+namespace ddp::test {
+namespace {
+
+constexpr int kSteps = 8;
+constexpr int kFeatures = 64;
+constexpr int kUsedFeatures = 24;  // the first layer's weight columns past these get no gradient
+
+struct TrainedRun {
+  std::vector<std::vector<torch::Tensor>> params;  // rank 0's, after each step
+  std::vector<torch::Tensor> rank1_final;
+  SkipZeroStats stats;
+};
+
+// Two ranks of one process (Gloo over a HashStore) train the same MLP on inputs whose features past kUsedFeatures
+// are zero, except feature 40 on rank 1 at `stray_step` (-1: never).
+TrainedRun train(bool skip_zero, bool fp16, int stray_step) {
+  std::vector<std::vector<torch::Tensor>> inputs(2);
+  std::shared_ptr<torch::nn::SequentialImpl> models[2];
+  for (int r = 0; r < 2; ++r) {
+    torch::manual_seed(5);
+    models[r] = std::make_shared<torch::nn::SequentialImpl>(torch::nn::Linear(kFeatures, 32), torch::nn::Tanh(),
+                                                            torch::nn::Linear(32, 4));
+    torch::manual_seed(100 + r);
+    for (int step = 0; step < kSteps; ++step) {
+      auto x = torch::zeros({8, kFeatures});
+      x.narrow(1, 0, kUsedFeatures).copy_(torch::randn({8, kUsedFeatures}));
+      if (r == 1 && step == stray_step) x.select(1, 40).fill_(0.5);
+      inputs[static_cast<size_t>(r)].push_back(x);
+    }
+  }
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  TrainedRun run;
+  auto rank = [&](int r) {
+    DistContext ctx = in_process_rank(store, r, 2);
+    DistConfig cfg;
+    cfg.skip_zero_gradients = skip_zero;
+    cfg.grad_compression = fp16 ? GradCompression::Fp16 : GradCompression::None;
+    auto& model = models[r];
+    DistributedDataParallel ddp(model, ctx, cfg);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    for (int step = 0; step < kSteps; ++step) {
+      zero_grad_in_place(sgd);
+      ddp.pre_forward(true);
+      torch::Tensor out = model->forward(inputs[static_cast<size_t>(r)][static_cast<size_t>(step)]);
+      ddp.post_forward(true, out);
+      out.pow(2).mean().backward();
+      sgd.step();
+      if (r == 0) {
+        run.params.emplace_back();
+        for (const auto& p : model->parameters()) run.params.back().push_back(p.detach().clone());
+      }
+    }
+    if (r == 1)
+      for (const auto& p : model->parameters()) run.rank1_final.push_back(p.detach().clone());
+    if (r == 0 && skip_zero) run.stats = *ddp.skip_zero_stats();
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  return run;
+}
+
+void expect_same_parameters(const TrainedRun& a, const TrainedRun& b) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t step = 0; step < a.params.size(); ++step)
+    for (size_t i = 0; i < a.params[step].size(); ++i)
+      EXPECT_TRUE(torch::equal(a.params[step][i], b.params[step][i])) << "step " << step + 1 << ", parameter " << i;
+  for (size_t i = 0; i < a.rank1_final.size(); ++i)
+    EXPECT_TRUE(torch::equal(a.rank1_final[i], a.params.back()[i])) << "rank 1 differs from rank 0, parameter " << i;
+}
+
+TEST(SkipZeroGradients, SameParametersAsWholeBucketsAndFewerElementsSent) {
+  const TrainedRun whole = train(false, false, -1), skipped = train(true, false, -1);
+  expect_same_parameters(skipped, whole);
+  const SkipZeroStats& s = skipped.stats;
+  // Step 1 (one bucket) and step 2 (the rebuilt bucket, its parameters in gradient-ready order) send whole buckets;
+  // the rest only the positions step 2 left non-zero and the flag.
+  EXPECT_EQ(s.repeats, 0);
+  EXPECT_EQ(s.gathered_buckets, kSteps - 2);
+  // The first layer's weight columns past kUsedFeatures, 32 x 40 of the 2212 elements, never leave a rank.
+  const int64_t total = 32 * kFeatures + 32 + 32 * 4 + 4;
+  EXPECT_EQ(s.elements, total * kSteps);
+  EXPECT_LE(s.elements_sent, total * 2 + (total - 32 * (kFeatures - kUsedFeatures) + 1) * (kSteps - 2));
+  EXPECT_LT(s.elements_sent, s.elements * 6 / 10);
+}
+
+TEST(SkipZeroGradients, ARankWithNonZerosElsewhereMakesEveryRankRepeatTheWholeBucket) {
+  const TrainedRun whole = train(false, false, /*stray_step=*/4), skipped = train(true, false, 4);
+  expect_same_parameters(skipped, whole);
+  EXPECT_EQ(skipped.stats.repeats, 1);
+  // The repeat adds column 40 to the positions sent; the other unused columns stay out.
+  EXPECT_EQ(skipped.stats.gathered_buckets, kSteps - 2);
+  EXPECT_LT(skipped.stats.elements_sent, skipped.stats.elements * 7 / 10);
+}
+
+// With fp16 compression the values sent are float16 and divided, the positions are learnt from the float gradients
+// (a gradient that rounds to zero in float16 on one step is not taken for one that is always zero).
+TEST(SkipZeroGradients, Float16CompressionGivesTheBuiltInHooksParameters) {
+  for (int stray_step : {-1, 4}) {
+    SCOPED_TRACE("stray step " + std::to_string(stray_step));
+    const TrainedRun whole = train(false, true, stray_step), skipped = train(true, true, stray_step);
+    expect_same_parameters(skipped, whole);
+    EXPECT_EQ(skipped.stats.repeats, stray_step < 0 ? 0 : 1);
+    EXPECT_EQ(skipped.stats.gathered_buckets, kSteps - 2);
+    EXPECT_LT(skipped.stats.elements_sent, skipped.stats.elements * 7 / 10);
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
