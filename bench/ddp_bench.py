@@ -62,7 +62,9 @@ LINK_SUITE = [dict(_RESNET18_2_RANKS, sync="off")] + [
     dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression=compression, ddptrain_skip_zero=skip)
     for rate, compression in ((None, "none"), ("1gbit", "none"), ("1gbit", "fp16"), ("10gbit", "none"))
     for skip in (False, True)]
-SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE}
+# The one-host sync cost of both models: each with sync on and off, in one run.
+SYNC_SUITE = [entry for entry in STANDARD_SUITE[:6] if entry["world"] == 2]
+SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE, "sync": SYNC_SUITE}
 
 
 def parse_args(argv):

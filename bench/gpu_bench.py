@@ -180,7 +180,7 @@ def run_side(side, c, args, work, rep, commands):
         with open(os.path.join(run_dir, "out", "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         peaks = [x["gpu_mem_peak_mib"] for x in records if x.get("kind") == "train" and "gpu_mem_peak_mib" in x]
-        intervals = ddptrain_intervals(os.path.join(run_dir, "out", "metrics.jsonl"))
+        intervals, _ = ddptrain_intervals(os.path.join(run_dir, "out", "metrics.jsonl"))
         peak = max(peaks) if peaks else None
     else:
         with open(os.path.join(run_dir, "result.rank0.json")) as f:

@@ -195,8 +195,8 @@ std::string DistributedDataParallel::summary() const {
   std::snprintf(percent, sizeof percent, "%.1f%%", 100.0 * static_cast<double>(s->elements_sent) / s->elements);
   return "dist.skip_zero_gradients: all-reduces sent " + std::string(percent) + " of the gradient elements (" +
          std::to_string(s->gathered_buckets) + " bucket all-reduces of the non-zero positions, " +
-         std::to_string(s->whole_buckets) + " of whole buckets, " + std::to_string(s->repeats) +
-         " of them repeats after a rank had non-zeros elsewhere)";
+         std::to_string(s->whole_buckets) + " of whole buckets; " + std::to_string(s->repeats) +
+         " times a rank had non-zeros elsewhere and their positions were learnt and sent)";
 }
 
 std::vector<size_t> DistributedDataParallel::bucket_sizes() const {

@@ -9,8 +9,9 @@
 namespace ddp {
 namespace {
 
-// A gathered all-reduce that needs a repeat costs its own bytes and the whole bucket's: once more than half of a
-// bucket's gathered all-reduces (after its first eight) needed one, sending it whole every time is cheaper.
+// A gathered all-reduce after which a rank had non-zeros elsewhere costs a byte per element more and two more
+// round trips: once more than half of a bucket's (after its first eight) did, its zeros move from step to step and
+// it is sent whole.
 constexpr int kGatheredBeforeJudging = 8;
 
 bool worth_gathering(const std::pair<int, int>& gathered_and_repeats) {
@@ -91,20 +92,34 @@ struct SkipZeroGradientsHook::Live {
     }
   }
 
-  // The inverse of gather: the live elements from `in`, +0 everywhere else.
+  // The inverse of gather: the live elements from `in`, the others +0 (zero_rest) or left as they are.
   template <typename Bits>
-  void scatter(const Bits* in, Bits* out) const {
+  void scatter(const Bits* in, Bits* out, bool zero_rest) const {
     for (int64_t w = 0; w * 64 < numel; ++w) {
-      const uint64_t m = words[static_cast<size_t>(w)];
+      uint64_t m = words[static_cast<size_t>(w)];
       const int64_t n = std::min<int64_t>(64, numel - w * 64);
       Bits* x = out + w * 64;
       if (n == 64 && m == ~uint64_t{0}) {
         std::memcpy(x, in, 64 * sizeof(Bits));
         in += 64;
-      } else {
+      } else if (zero_rest) {
         for (int64_t i = 0; i < n; ++i) x[i] = ((m >> i) & 1) ? *in++ : Bits{0};
+      } else {
+        for (; m != 0; m &= m - 1) x[__builtin_ctzll(m)] = *in++;
       }
     }
+  }
+
+  // The positions here and not in `other`.
+  Live minus(const Live& other) const {
+    Live rest;
+    rest.numel = numel;
+    rest.words.resize(words.size());
+    for (size_t w = 0; w < words.size(); ++w) {
+      rest.words[w] = words[w] & ~other.words[w];
+      rest.count += __builtin_popcountll(rest.words[w]);
+    }
+    return rest;
   }
 };
 
@@ -155,8 +170,8 @@ c10::intrusive_ptr<c10::ivalue::Future> SkipZeroGradientsHook::runHook(c10d::Gra
   Pending p;
   p.index = index;
   p.buffer = buffer;
-  const bool learning = worth_gathering(counts_[index]);
-  p.live = learning ? live_[index] : nullptr;
+  const bool gathering = worth_gathering(counts_[index]);
+  p.live = gathering ? live_[index] : nullptr;
   // This rank's gradients as computed: a position left out must be zero here on every rank.
   bool stray = false;
   if (p.live)
@@ -164,8 +179,8 @@ c10::intrusive_ptr<c10::ivalue::Future> SkipZeroGradientsHook::runHook(c10d::Gra
       using Bits = decltype(bits);
       return p.live->any_outside(static_cast<const Bits*>(buffer.const_data_ptr()));
     });
-  else if (learning)
-    p.presence = presence_of(buffer);
+  else if (gathering)
+    p.presence = presence_of(buffer);  // positions are learnt from this whole all-reduce
   // allreduce_hook divides the bucket in place; fp16_compress_hook casts it to float16, then divides.
   p.whole = fp16_ ? buffer.to(at::kHalf) : buffer;
   p.whole.div_(group_->getSize());
@@ -190,12 +205,14 @@ c10::intrusive_ptr<c10::ivalue::Future> SkipZeroGradientsHook::runHook(c10d::Gra
   if (p.presence.defined()) p.presence_done = any_rank(p.presence);
   p.done = reduced->then(
       [p](c10::ivalue::Future&) {
-        // A set flag: finish_backward all-reduces the whole bucket; until then it keeps this rank's gradients.
+        // A set flag: finish_backward learns and sends the new positions; until then the bucket keeps this rank's
+        // gradients.
         if (p.live && p.flag_set()) return c10::IValue(p.buffer);
         if (p.live)
           with_bits(p.whole, [&](auto bits) {
             using Bits = decltype(bits);
-            p.live->scatter(static_cast<const Bits*>(p.sent.const_data_ptr()), static_cast<Bits*>(p.whole.data_ptr()));
+            p.live->scatter(static_cast<const Bits*>(p.sent.const_data_ptr()), static_cast<Bits*>(p.whole.data_ptr()),
+                            /*zero_rest=*/true);
             return 0;
           });
         p.finish();
@@ -214,27 +231,43 @@ void SkipZeroGradientsHook::finish_backward() {
   for (Pending& p : pending_) {
     p.done->wait();
     if (p.done->hasError()) return;  // the Reducer reports it
-    if (p.live) {
-      if (!p.flag_set()) continue;
-      ++counts_[p.index].second;
-      ++stats_.repeats;
-      ++stats_.whole_buckets;
-      stats_.elements_sent += p.whole.numel();
-      if (worth_gathering(counts_[p.index])) {
-        p.presence = presence_of(p.buffer);  // with fp16 compression the float gradients, else divided ones
-        p.presence_done = any_rank(p.presence);
-      }
-      std::vector<at::Tensor> tensors{p.whole};
-      group_->allreduce(tensors)->wait();
-      p.finish();
+    if (p.live && p.flag_set()) {
+      repeat(p);
+      continue;
     }
     if (!p.presence.defined()) continue;
     p.presence_done->wait();
-    // Where any rank had a gradient other than zero, added to the positions sent before: a position that was
-    // non-zero once (a unit that was not dead for one batch) is likely to be so again.
-    live_[p.index] = Live::of(p.presence, p.live.get());
+    live_[p.index] = Live::of(p.presence, nullptr);
   }
   pending_.clear();
+}
+
+// Some rank has gradients outside the positions sent. Every rank learns where (a MAX all-reduce of presence) and
+// all-reduces its values at the new positions; the gathered sums stay, and the new positions join the others: a
+// position that was non-zero once (a unit that was not dead for one batch) is likely to be so again.
+void SkipZeroGradientsHook::repeat(Pending& p) {
+  ++counts_[p.index].second;
+  ++stats_.repeats;
+  at::Tensor presence = presence_of(p.buffer);  // with fp16 compression the float gradients, else divided ones
+  any_rank(presence)->wait();
+  auto grown = Live::of(presence, p.live.get());
+  const Live fresh = grown->minus(*p.live);
+  at::Tensor values = at::empty({fresh.count}, p.whole.options());
+  with_bits(p.whole, [&](auto bits) {
+    using Bits = decltype(bits);
+    auto* whole = static_cast<Bits*>(p.whole.data_ptr());
+    fresh.gather(whole, static_cast<Bits*>(values.mutable_data_ptr()));  // this rank's, before the sums land
+    p.live->scatter(static_cast<const Bits*>(p.sent.const_data_ptr()), whole, /*zero_rest=*/true);
+    if (fresh.count > 0) {
+      std::vector<at::Tensor> tensors{values};
+      group_->allreduce(tensors)->wait();
+    }
+    fresh.scatter(static_cast<const Bits*>(values.const_data_ptr()), whole, /*zero_rest=*/false);
+    return 0;
+  });
+  stats_.elements_sent += fresh.count;
+  p.finish();
+  live_[p.index] = std::move(grown);
 }
 
 c10::intrusive_ptr<c10d::Work> SkipZeroGradientsHook::any_rank(at::Tensor& presence) {

@@ -8,10 +8,10 @@
 // only those (gathered into one tensor) plus one flag: whether this rank has a gradient other than zero anywhere
 // else. When every flag is clear, the positions left out are zero on every rank, so their sum is zero as well (+0
 // here; -0 from a whole all-reduce only where every rank had -0) and the gathered sum is the whole result;
-// otherwise every rank all-reduces the bucket whole once more (each sees the same flags), on the thread that ran
-// backward, in bucket order, before the Reducer finishes, and the positions learnt from it join the others. A
-// bucket that needs this for more than half of its gathered all-reduces (judged after eight) is all-reduced whole
-// from then on.
+// otherwise, once backward has computed every gradient and before the Reducer finishes, on the thread that ran
+// backward and in bucket order, every rank (each sees the same flags) learns where any rank has a non-zero (the MAX
+// all-reduce again) and all-reduces the values at those new positions, which join the others. A bucket that needs
+// this for more than half of its gathered all-reduces (judged after eight) is all-reduced whole from then on.
 //
 // Averaging and compression are those of PyTorch's built-in hooks: gradients divided by the world size before the
 // sum (allreduce_hook), or cast to float16 and then divided (fp16_compress_hook); for two ranks the result is bit
@@ -34,8 +34,8 @@ struct SkipZeroStats {
   int64_t elements = 0;          // gradient elements the buckets held, summed over all-reduces
   int64_t elements_sent = 0;     // of those, sent (whole buckets count in full)
   int64_t gathered_buckets = 0;  // all-reduces of gathered positions
-  int64_t whole_buckets = 0;     // all-reduces of whole buckets, the repeats after a set flag included
-  int64_t repeats = 0;           // whole all-reduces after a flag was set
+  int64_t whole_buckets = 0;     // all-reduces of whole buckets
+  int64_t repeats = 0;           // gathered all-reduces after which a flag was set: new positions learnt and sent
 };
 
 class SkipZeroGradientsHook : public c10d::CommHookInterface {
@@ -52,6 +52,7 @@ class SkipZeroGradientsHook : public c10d::CommHookInterface {
   struct Live;
   struct Pending;
   void finish_backward();
+  void repeat(Pending& p);
   // MAX over ranks of a presence byte per element, started.
   c10::intrusive_ptr<c10d::Work> any_rank(at::Tensor& presence);
 
