@@ -271,16 +271,17 @@ def timed_phases(intervals, phases, warmup_steps):
     return {name: sum(values[i] for i in timed) / counted for name, values in phases.items()}
 
 
-# ddptrain's phases (metrics.jsonl time_<phase>_s, each the ranks' mean over an interval).
+# ddptrain's phases (metrics.jsonl time_<phase>_s: seconds per step of an interval, the ranks' mean).
 DDPTRAIN_PHASES = ("data", "compute", "comm", "optimizer")
 
 
 def ddptrain_intervals(path):
-    """The train records' [step, samples, seconds] and their phase times."""
+    """The train records' [step, samples, seconds] and the seconds of each interval in each phase."""
     with open(path) as f:
         records = [json.loads(line) for line in f if line.strip() and json.loads(line)["kind"] == "train"]
     intervals = [[r["step"], r["samples"], r["samples"] / r["samples_per_s"]] for r in records]
-    return intervals, {name: [r[f"time_{name}_s"] for r in records] for name in DDPTRAIN_PHASES}
+    steps = [r["step"] - previous for r, previous in zip(records, [0] + [r["step"] for r in records])]
+    return intervals, {name: [r[f"time_{name}_s"] * n for r, n in zip(records, steps)] for name in DDPTRAIN_PHASES}
 
 
 def python_intervals(path):

@@ -129,6 +129,24 @@ TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
   EXPECT_NE(r.output.find("- L: one copy"), std::string::npos) << r.output;
 }
 
+// ddptrain's metrics.jsonl gives seconds per step of each interval; the harness weighs them by the interval's steps
+// and leaves out the warm-up: 20 steps at 5 ms and 10 at 2 ms after a first interval of 20 at 50 ms give 4 ms.
+TEST(DdpBench, DdptrainPhaseTimesAreAveragedPerStepOverTheTimedIntervals) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  std::string jsonl;
+  for (const auto& [step, compute] : std::vector<std::pair<int, double>>{{20, 0.05}, {40, 0.005}, {50, 0.002}})
+    jsonl += "{\"kind\":\"train\",\"step\":" + std::to_string(step) +
+             ",\"samples\":128,\"samples_per_s\":1000,\"time_data_s\":0,\"time_compute_s\":" + std::to_string(compute) +
+             ",\"time_comm_s\":0,\"time_optimizer_s\":0}\n";
+  write_file(dir / "metrics.jsonl", jsonl);
+  const auto r = run_command("cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
+                             " -c \"import ddp_bench as d; i, p = d.ddptrain_intervals('" + dir / "metrics.jsonl" +
+                             "'); print('compute %.6f' % d.timed_phases(i, p, 20)['compute'])\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("compute 0.004000"), std::string::npos) << r.output;
+}
+
 // bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every
 // repetition; without --baseline it refuses to run.
 TEST(OverheadBench, SameBinaryOnBothSidesGivesBothMediansAndTheirRatio) {
