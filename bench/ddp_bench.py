@@ -260,12 +260,15 @@ def timed_rate(intervals, warmup_steps):
     return sum(n for n, _ in timed) / sum(s for _, s in timed)
 
 
+def interval_steps(intervals):
+    """The optimizer steps each interval ([step at its end, ...]) holds."""
+    ends = [step for step, _, _ in intervals]
+    return [end - start for start, end in zip([0] + ends, ends)]
+
+
 def timed_phases(intervals, phases, warmup_steps):
     """phases: {name: [seconds per interval]}, parallel to intervals. Seconds per step after the warm-up."""
-    steps, previous = [], 0
-    for step, _, _ in intervals:
-        steps.append(step - previous)
-        previous = step
+    steps = interval_steps(intervals)
     timed = [i for i, (step, _, _) in enumerate(intervals) if step > warmup_steps]
     counted = sum(steps[i] for i in timed)
     return {name: sum(values[i] for i in timed) / counted for name, values in phases.items()}
@@ -278,9 +281,9 @@ DDPTRAIN_PHASES = ("data", "compute", "comm", "optimizer")
 def ddptrain_intervals(path):
     """The train records' [step, samples, seconds] and the seconds of each interval in each phase."""
     with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip() and json.loads(line)["kind"] == "train"]
+        records = [r for r in (json.loads(line) for line in f if line.strip()) if r["kind"] == "train"]
     intervals = [[r["step"], r["samples"], r["samples"] / r["samples_per_s"]] for r in records]
-    steps = [r["step"] - previous for r, previous in zip(records, [0] + [r["step"] for r in records])]
+    steps = interval_steps(intervals)
     return intervals, {name: [r[f"time_{name}_s"] * n for r, n in zip(records, steps)] for name in DDPTRAIN_PHASES}
 
 

@@ -1,4 +1,4 @@
-// SkipZeroGradientsHook: gathering the live positions of a bucket, their all-reduce, and the whole-bucket repeat.
+// SkipZeroGradientsHook: gathering the live positions of a bucket, their all-reduce, and learning new positions.
 #include "distributed/skip_zero_hook.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -194,8 +194,8 @@ c10::intrusive_ptr<c10::ivalue::Future> SkipZeroGradientsHook::runHook(c10d::Gra
       return 0;
     });
     p.sent.narrow(0, k, 1).fill_(stray ? 1 : 0);
+    ++counts_[index].first;
   }
-  if (p.live) ++counts_[index].first;
   stats_.elements += buffer.numel();
   stats_.elements_sent += p.sent.numel();
   ++(p.live ? stats_.gathered_buckets : stats_.whole_buckets);
