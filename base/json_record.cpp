@@ -43,6 +43,12 @@ JsonRecord& JsonRecord::add(const std::string& key, int64_t value) {
   fields_.emplace_back(key, std::to_string(value));
   return *this;
 }
+JsonRecord& JsonRecord::add(const std::string& key, const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  fields_.emplace_back(key, text + "]");
+  return *this;
+}
 JsonRecord& JsonRecord::add(const std::string& key, bool value) {
   fields_.emplace_back(key, value ? "true" : "false");
   return *this;

@@ -17,6 +17,7 @@ class JsonRecord {
   JsonRecord& add(const std::string& key, int64_t value);
   JsonRecord& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
   JsonRecord& add(const std::string& key, bool value);
+  JsonRecord& add(const std::string& key, const std::vector<int64_t>& values);  // a JSON array
   std::string str() const;
 
  private:

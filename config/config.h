@@ -380,6 +380,7 @@ struct MetricsConfig {
   int64_t log_every_steps = 50;
   ProgressMode progress = ProgressMode::Auto;
   bool tensorboard = false;
+  bool sample_ids = false;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -390,6 +391,10 @@ struct MetricsConfig {
     key(s.progress, Key("progress", "auto = a live bar on a terminal, plain lines otherwise").resume_may_differ());
     key(s.tensorboard,
         Key("tensorboard", "also write TensorBoard event files to job.out_dir/tensorboard").resume_may_differ());
+    key(s.sample_ids, Key("sample_ids",
+                          "every rank writes the dataset indices of each step's samples to "
+                          "job.out_dir/samples/rank-R.jsonl (appended on resume)")
+                          .resume_may_differ());
   }
 };
 

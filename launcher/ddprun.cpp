@@ -4,7 +4,9 @@
 #include "base/exit_codes.h"
 #include "base/c10_logging.h"
 
+#include "launcher/elastic_rendezvous.h"
 #include "launcher/env.h"
+#include "launcher/host_address.h"
 #include "launcher/options.h"
 #include "launcher/process.h"
 #include "launcher/round.h"
@@ -30,19 +32,6 @@
 
 namespace ddp {
 namespace {
-
-int free_loopback_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) close(fd);
-  if (!ok) throw std::runtime_error("--standalone: could not find a free port on 127.0.0.1");
-  return ntohs(addr.sin_port);
-}
 
 std::string random_run_id() {
   std::random_device rd;
@@ -81,12 +70,50 @@ RoundResult exit_barrier(JobStore& store, int64_t round) {
   return result;
 }
 
-// Restart rounds until the job succeeds, fails for good or is stopped; returns ddprun's exit code.
+// "node 1 of 2: ranks 2..3 of 4, MASTER_ADDR=... MASTER_PORT=..." (+ `where`).
+void log_node(const LaunchOptions& o, const std::string& prefix, const std::string& suffix) {
+  const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
+  launcher_log(prefix + "node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +
+               (first == last ? "rank " + std::to_string(first)
+                              : "ranks " + std::to_string(first) + ".." + std::to_string(last)) +
+               " of " + std::to_string(o.nnodes * o.nproc_per_node) + ", MASTER_ADDR=" + o.master_addr +
+               " MASTER_PORT=" + std::to_string(o.master_port) + suffix);
+}
+
+// The options one round's workers see: the node rank, node count and master address agreed at the rendezvous.
+LaunchOptions with_membership(LaunchOptions o, const Membership& m) {
+  o.node_rank = m.node_rank;
+  o.nnodes = m.nnodes();
+  o.master_addr = m.master_addr;
+  o.master_port = m.master_port;
+  return o;
+}
+
+// Rounds until the job succeeds, fails for good or is stopped; returns ddprun's exit code. A round after a failure
+// is a restart (TORCHELASTIC_RESTART_COUNT, --max-restarts); with c10d a round that made room for waiting nodes is not.
 int run_rounds(const LaunchOptions& o, const std::string& program_path, const std::map<std::string, std::string>& env,
-               JobStore* store) {
-  for (int64_t restart = 0;; ++restart) {
-    if (store) {
-      const std::string why = store->join_round(restart, interrupted);
+               JobStore* store, ElasticRendezvous* rendezvous) {
+  int64_t restarts = 0;
+  for (int64_t round = 0;; ++round) {
+    LaunchOptions ro = o;
+    if (rendezvous) {
+      std::string why;
+      const auto m = rendezvous->join(round, interrupted, &why);
+      if (!m && !interrupted()) {
+        const bool finished = why.rfind("the job finished", 0) == 0;
+        launcher_log(finished ? why : "error: " + why);
+        return finished ? 0 : 1;
+      }
+      if (m) {
+        round = m->round;
+        ro = with_membership(o, *m);
+        store->set_membership(m->nnodes(), m->node_rank);
+        std::string members;
+        for (const auto& n : m->nodes) members += (members.empty() ? "" : ", ") + n;
+        log_node(ro, "rendezvous round " + std::to_string(round) + ": ", " (nodes: " + members + ")");
+      }
+    } else if (store) {
+      const std::string why = store->join_round(round, interrupted);
       if (!why.empty() && !interrupted()) {
         launcher_log("error: the job was stopped: " + why);
         return 1;
@@ -94,16 +121,21 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
     }
     if (interrupted()) {
       launcher_log("stopped by " + signal_name(received_stop_signal()) + " before the workers started");
-      if (store) store->report_stopped("node " + std::to_string(o.node_rank) + "'s ddprun was interrupted");
+      if (store) store->report_stopped("node " + std::to_string(ro.node_rank) + "'s ddprun was interrupted");
       return 128 + received_stop_signal();
     }
-    RoundResult r = run_round(o, restart, program_path, env, store);
+    RoundResult r = run_round(ro, restarts, round, program_path, env, store, rendezvous);
+    if (rendezvous && r.signal == 0 &&
+        (r.end == RoundEnd::kNodesChanged || (r.requeued && rendezvous->scale_up_decided()))) {
+      launcher_log("the nodes meet again (" + rendezvous->scale_up_decided().value_or(r.reason) + ")");
+      continue;
+    }
     if (r.end == RoundEnd::kSucceeded && r.requeued) {
       launcher_log("the workers checkpointed before a time limit (SIGUSR1): exit " + std::to_string(kRequeueExitCode) +
                    "; run the same command again to resume");
       return kRequeueExitCode;
     }
-    if (store && r.end == RoundEnd::kSucceeded && r.signal == 0) r = exit_barrier(*store, restart);
+    if (store && r.end == RoundEnd::kSucceeded && r.signal == 0) r = exit_barrier(*store, round);
     if (r.signal == SIGUSR1 && r.end == RoundEnd::kSucceeded) return 0;  // the workers finished first
     if (r.signal != 0) {
       launcher_log("stopped by " + signal_name(r.signal));
@@ -111,6 +143,7 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
     }
     switch (r.end) {
       case RoundEnd::kSucceeded:
+        if (rendezvous) rendezvous->mark_finished();
         return 0;
       case RoundEnd::kPeerStopped:
         launcher_log("error: the job was stopped: " + r.reason);
@@ -120,12 +153,15 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
         return 1;
       case RoundEnd::kWorkerFailed:
       case RoundEnd::kPeerFailed:
+      case RoundEnd::kNodesChanged:
         break;
     }
-    if (restart < o.max_restarts) {
+    if (restarts < o.max_restarts) {
+      ++restarts;
       launcher_log("restarting all " + std::to_string(o.nproc_per_node) + " local worker(s): restart " +
-                   std::to_string(restart + 1) + " of --max-restarts " + std::to_string(o.max_restarts) +
-                   " (TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart + 1) + ")");
+                   std::to_string(restarts) + " of --max-restarts " + std::to_string(o.max_restarts) +
+                   " (TORCHELASTIC_RESTART_COUNT=" + std::to_string(restarts) + ")" +
+                   (rendezvous ? " after the nodes meet again" : ""));
       continue;
     }
     launcher_log("error: the job failed: " + r.reason +
@@ -136,13 +172,18 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
   }
 }
 
-// Node 0 serves the store, so it stays until the other nodes are done with it; they say goodbye.
-void leave_store(const LaunchOptions& o, JobStore& store) {
+// The serving ddprun (static: node 0) stays until the others are done with its store; they say goodbye.
+void leave_store(const LaunchOptions& o, JobStore& store, ElasticRendezvous* rendezvous) {
   try {
-    if (o.node_rank == 0)
-      store.wait_for_others_to_leave(o.grace_period_s + 10, interrupted);
-    else
+    if (!store.serves()) {
       store.leave();
+    } else if (rendezvous) {
+      store.wait_for_others_to_leave(rendezvous->agents_to_wait_for(), o.rdzv_conf.close_timeout, interrupted);
+    } else {
+      std::vector<int64_t> nodes;
+      for (int64_t n = 1; n < o.nnodes; ++n) nodes.push_back(n);
+      store.wait_for_others_to_leave(nodes, o.grace_period_s + 10, interrupted);
+    }
   } catch (const std::exception&) {
   }
 }
@@ -150,7 +191,7 @@ void leave_store(const LaunchOptions& o, JobStore& store) {
 int launch(LaunchOptions o, const std::string& program_path) {
   if (o.standalone) {
     o.master_addr = "127.0.0.1";
-    o.master_port = free_loopback_port();
+    o.master_port = free_port("127.0.0.1");
     o.run_id = random_run_id();
     launcher_log("standalone: MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(o.master_port) +
                  " TORCHELASTIC_RUN_ID=" + o.run_id);
@@ -170,39 +211,47 @@ int launch(LaunchOptions o, const std::string& program_path) {
     throw LaunchUsageError("DDPTRAIN_JOB_SECRET " + problem);
   if (secret.empty() && o.nnodes == 1) secret = make_job_secret();
   if (secret.empty())
-    launcher_log("warning: DDPTRAIN_JOB_SECRET is not set: whoever reaches " + o.master_addr + " ports " +
-                 std::to_string(o.master_port) + "-" + std::to_string(o.master_port + 1) +
-                 " can read and write this job's rendezvous; export one secret (openssl rand -hex 32) to every "
-                 "node's ddprun");
+    launcher_log(
+        "warning: DDPTRAIN_JOB_SECRET is not set: whoever reaches " +
+        (elastic(o)
+             ? "the rendezvous at " + o.rdzv_host + ":" + std::to_string(o.rdzv_port) + " or rank 0's MASTER_PORT"
+             : o.master_addr + " ports " + std::to_string(o.master_port) + "-" + std::to_string(o.master_port + 1)) +
+        " can read and write this job's rendezvous; export one secret (openssl rand -hex 32) to every "
+        "node's ddprun");
   else
     env["DDPTRAIN_JOB_SECRET"] = secret;
   std::unique_ptr<JobStore> store;
-  if (o.nnodes > 1) store = std::make_unique<JobStore>(o, secret);
+  std::unique_ptr<ElasticRendezvous> rendezvous;
+  if (elastic(o)) {
+    store = JobStore::at_endpoint(o, secret);
+    rendezvous = std::make_unique<ElasticRendezvous>(o, *store);
+  } else if (o.nnodes > 1) {
+    store = std::make_unique<JobStore>(o, secret);
+  }
   int code = 1;
   try {
     if (store) store->check_same_job(o);
     // Until here a signal ends ddprun at once (no workers yet; connecting to node 0 may take a while).
     install_launcher_signal_handlers(o.signals_to_handle);
     become_child_subreaper();
-    const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
-    launcher_log("node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +
-                 (first == last ? "rank " + std::to_string(first)
-                                : "ranks " + std::to_string(first) + ".." + std::to_string(last)) +
-                 " of " + std::to_string(o.nnodes * o.nproc_per_node) + ", MASTER_ADDR=" + o.master_addr +
-                 " MASTER_PORT=" + std::to_string(o.master_port) +
-                 (store ? ", launchers meet at " + store->address() : ""));
-    code = run_rounds(o, program_path, env, store.get());
+    if (rendezvous)
+      launcher_log("joining rendezvous '" + o.run_id + "' at " + store->address() + " as " + rendezvous->local_addr() +
+                   (store->serves() ? " (this ddprun serves it)" : "") + ", --nnodes " + std::to_string(o.min_nodes) +
+                   ":" + std::to_string(o.nnodes));
+    else
+      log_node(o, "", store ? ", launchers meet at " + store->address() : "");
+    code = run_rounds(o, program_path, env, store.get(), rendezvous.get());
   } catch (const std::exception& e) {
     if (store) {
       try {
-        store->report_stopped("node " + std::to_string(o.node_rank) + ": " + first_line(e.what()));
+        store->report_stopped("node " + std::to_string(store->node_rank()) + ": " + first_line(e.what()));
       } catch (const std::exception&) {
       }
-      leave_store(o, *store);
+      leave_store(o, *store, rendezvous.get());
     }
     throw;
   }
-  if (store) leave_store(o, *store);
+  if (store) leave_store(o, *store, rendezvous.get());
   return code;
 }
 

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 namespace ddp {
 namespace {
@@ -65,13 +67,34 @@ double parse_seconds(const std::string& flag, const std::string& v) {
   throw LaunchUsageError(flag + "=" + v + ": expected a number of seconds >= 0 and <= 604800 (a week)");
 }
 
-int64_t parse_nnodes(const std::string& v) {
+// "N" or torchrun's elastic "MIN:MAX" into o.min_nodes and o.nnodes.
+void parse_nnodes(const std::string& v, LaunchOptions& o) {
   const size_t colon = v.find(':');
-  if (colon == std::string::npos) return parse_integer("--nnodes", v, 1, 1 << 20);
-  const int64_t lo = parse_integer("--nnodes", v.substr(0, colon), 1, 1 << 20);
-  const int64_t hi = parse_integer("--nnodes", v.substr(colon + 1), 1, 1 << 20);
-  if (lo != hi) throw LaunchUsageError("--nnodes=" + v + ": elastic node ranges are not supported; give one count");
-  return lo;
+  o.min_nodes = parse_integer("--nnodes", v.substr(0, colon), 1, 1 << 20);
+  o.nnodes = colon == std::string::npos ? o.min_nodes : parse_integer("--nnodes", v.substr(colon + 1), 1, 1 << 20);
+  if (o.min_nodes > o.nnodes) throw LaunchUsageError("--nnodes=" + v + ": MIN is larger than MAX");
+}
+
+// "HOST[:PORT]" ("[v6]:PORT" too); the port defaults to `default_port`.
+std::pair<std::string, int> parse_endpoint(const std::string& flag, const std::string& v, int default_port) {
+  std::string host = v;
+  int port = default_port;
+  const size_t colon = v.rfind(':');
+  const bool bracketed = !v.empty() && v[0] == '[';
+  if (colon != std::string::npos && (bracketed ? v[colon - 1] == ']' : v.find(':') == colon)) {
+    host = v.substr(0, colon);
+    port = static_cast<int>(parse_integer(flag + " port", v.substr(colon + 1), 1, 65535));
+  }
+  if (bracketed && host.size() >= 2 && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) throw LaunchUsageError(flag + "=" + v + ": expected HOST[:PORT]");
+  return {host, port};
+}
+
+bool parse_bool(const std::string& flag, std::string v) {
+  for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "1" || v == "true" || v == "yes" || v == "y") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "n") return false;
+  throw LaunchUsageError(flag + "=" + v + ": expected true or false");
 }
 
 // torch.distributed.run's determine_local_world_size, with the CPUs this process may use for os.cpu_count().
@@ -109,18 +132,37 @@ StreamSelection parse_streams(const std::string& flag, const std::string& v) {
   return s;
 }
 
-double parse_rdzv_conf(const std::string& v, double current) {
+// torchrun's --rdzv-conf "key=value,..." (timeout is the static rendezvous' name for join_timeout).
+void parse_rdzv_conf(const std::string& v, RendezvousConf& conf) {
+  const std::map<std::string, double*> seconds = {{"timeout", &conf.join_timeout},
+                                                  {"join_timeout", &conf.join_timeout},
+                                                  {"last_call_timeout", &conf.last_call_timeout},
+                                                  {"close_timeout", &conf.close_timeout},
+                                                  {"read_timeout", &conf.read_timeout},
+                                                  {"keep_alive_interval", &conf.keep_alive_interval}};
   std::stringstream items(v);
   std::string item;
   while (std::getline(items, item, ',')) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
-    if (eq == std::string::npos || key != "timeout")
-      throw LaunchUsageError("--rdzv-conf=" + v + ": only timeout=SECONDS is supported");
-    current = parse_seconds("--rdzv-conf timeout", item.substr(eq + 1));
+    const std::string flag = "--rdzv-conf " + key;
+    if (eq == std::string::npos) throw LaunchUsageError("--rdzv-conf=" + v + ": expected key=value pairs");
+    const std::string value = item.substr(eq + 1);
+    if (auto it = seconds.find(key); it != seconds.end()) {
+      *it->second = parse_seconds(flag, value);
+    } else if (key == "keep_alive_max_attempt") {
+      conf.keep_alive_max_attempt = parse_integer(flag, value, 1, 1000);
+    } else if (key == "is_host") {
+      conf.is_host = parse_bool(flag, value) ? 1 : 0;
+    } else {
+      throw LaunchUsageError("--rdzv-conf=" + v + ": unknown key " + key +
+                             " (known: join_timeout, timeout, last_call_timeout, close_timeout, read_timeout, "
+                             "keep_alive_interval, keep_alive_max_attempt, is_host)");
+    }
   }
-  return current;
+  if (conf.read_timeout <= 0 || conf.keep_alive_interval <= 0)
+    throw LaunchUsageError("--rdzv-conf=" + v + ": read_timeout and keep_alive_interval must be > 0");
 }
 
 // Flag name without leading dashes, '_' spelled '-'.
@@ -138,6 +180,16 @@ void validate(const LaunchOptions& o) {
   if (o.standalone && o.nnodes > 1)
     throw LaunchUsageError("--standalone runs one node; it cannot be combined with --nnodes=" +
                            std::to_string(o.nnodes));
+  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d")
+    throw LaunchUsageError("--rdzv-backend=" + o.rdzv_backend + ": expected static or c10d");
+  if (elastic(o) && o.rdzv_host.empty())
+    throw LaunchUsageError("--rdzv-backend=c10d needs --rdzv-endpoint HOST[:PORT] (the host whose ddprun serves the "
+                           "rendezvous)");
+  if (elastic(o) && o.standalone) throw LaunchUsageError("--standalone makes its own rendezvous; drop --rdzv-backend");
+  if (!elastic(o) && o.min_nodes != o.nnodes)
+    throw LaunchUsageError("--nnodes=" + std::to_string(o.min_nodes) + ":" + std::to_string(o.nnodes) +
+                           ": a node range needs --rdzv-backend=c10d --rdzv-endpoint HOST[:PORT]");
+  if (elastic(o)) return;  // node ranks and the master address are agreed at the rendezvous
   if (o.node_rank >= o.nnodes)
     throw LaunchUsageError("--node-rank=" + std::to_string(o.node_rank) + " is out of range for --nnodes=" +
                            std::to_string(o.nnodes));
@@ -162,11 +214,12 @@ NodeCounts this_node() {
 
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node) {
   LaunchOptions o;
+  std::string endpoint;  // --rdzv-endpoint as written (static: node 0's MASTER_ADDR:MASTER_PORT, as in torchrun)
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const std::map<std::string, Setter> valued = {
-      {"nnodes", [&](auto&, auto& v) { o.nnodes = parse_nnodes(v); }},
+      {"nnodes", [&](auto&, auto& v) { parse_nnodes(v, o); }},
       {"nproc-per-node", [&](auto&, auto& v) { o.nproc_per_node = parse_nproc(v, node); }},
-      {"node-rank", [&](auto& f, auto& v) { o.node_rank = parse_integer(f, v, 0, 1 << 20); }},
+      {"node-rank", [&](auto& f, auto& v) { o.node_rank = parse_integer(f, v, 0, 1 << 20), o.node_rank_given = true; }},
       {"master-addr", [&](auto&, auto& v) { o.master_addr = v; }},
       {"master-port", [&](auto& f, auto& v) { o.master_port = static_cast<int>(parse_integer(f, v, 1, 65535)); }},
       {"max-restarts", [&](auto& f, auto& v) { o.max_restarts = parse_integer(f, v, 0, 1 << 30); }},
@@ -176,7 +229,12 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
       {"run-id", [&](auto&, auto& v) { o.run_id = v; }},
       {"rdzv-id", [&](auto&, auto& v) { o.run_id = v; }},
       {"role", [&](auto&, auto& v) { o.role = v; }},
-      {"rdzv-conf", [&](auto&, auto& v) { o.rdzv_timeout_s = parse_rdzv_conf(v, o.rdzv_timeout_s); }},
+      {"rdzv-conf", [&](auto&, auto& v) { parse_rdzv_conf(v, o.rdzv_conf); }},
+      {"rdzv-backend", [&](auto&, auto& v) { o.rdzv_backend = v; }},
+      {"rdzv-endpoint",
+       [&](auto& f, auto& v) { endpoint = v, std::tie(o.rdzv_host, o.rdzv_port) = parse_endpoint(f, v, 29400); }},
+      {"local-addr", [&](auto&, auto& v) { o.local_addr = v; }},
+      {"monitor-interval", [&](auto& f, auto& v) { o.monitor_interval_s = parse_seconds(f, v); }},
       {"grace-period", [&](auto& f, auto& v) { o.grace_period_s = parse_seconds(f, v); }},
       {"signals-to-handle", [&](auto& f, auto& v) { o.signals_to_handle = parse_signals(f, v); }},
       {"local-ranks-filter", [&](auto& f, auto& v) { o.local_ranks_filter = parse_rank_list(f, v); }},
@@ -210,6 +268,9 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
     it->second(written, value);
   }
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (!elastic(o) && !endpoint.empty())
+    std::tie(o.master_addr, o.master_port) = parse_endpoint("--rdzv-endpoint", endpoint, o.master_port);
+  if (o.monitor_interval_s <= 0) throw LaunchUsageError("--monitor-interval must be > 0 seconds");
   validate(o);
   return o;
 }
@@ -218,12 +279,13 @@ std::string launch_usage() {
   return "usage: ddprun [flags] [--] PROGRAM [ARGS...]\n"
          "  Starts --nproc-per-node copies of PROGRAM with torchrun's worker environment (RANK, LOCAL_RANK,\n"
          "  WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*).\n"
-         "  Flags take --flag=value or --flag value; '-' and '_' are interchangeable.\n"
-         "  --nnodes N                 nodes in the job (default 1)\n"
+         "  Flags take --flag=value or --flag value; '-' and '_' are interchangeable. Each flag is torchrun's flag of\n"
+         "  the same name with torchrun's meaning; a torchrun flag ddprun lacks is an error.\n"
+         "  --nnodes N|MIN:MAX         nodes in the job (default 1); a range needs --rdzv-backend c10d\n"
          "  --nproc-per-node N|gpu|cpu|auto\n"
          "                             workers on this node (default 1): gpu = its CUDA devices, cpu = its CPUs,\n"
          "                             auto = GPUs when it has any, else CPUs (torchrun's meaning)\n"
-         "  --node-rank R              this node's rank, 0..nnodes-1 (default 0)\n"
+         "  --node-rank R              this node's rank, 0..nnodes-1 (default 0; c10d assigns it)\n"
          "  --master-addr HOST         node 0's address (default 127.0.0.1)\n"
          "  --master-port P            rank 0's store port (default 29500); with --nnodes > 1 node 0's\n"
          "                             ddprun also serves P+1 to coordinate failures and restarts\n"
@@ -233,9 +295,20 @@ std::string launch_usage() {
          "  --redirects S, -r S        streams that go only to the log files (0 none, 1 stdout, 2 stderr,\n"
          "                             3 both; or per local rank: 0:3,1:2)\n"
          "  --tee S, -t S              streams written to the log files and the console\n"
-         "  --run-id ID, --rdzv-id ID  TORCHELASTIC_RUN_ID (default none)\n"
+         "  --rdzv-backend static|c10d static (default): --node-rank and --master-addr on every node; c10d: every\n"
+         "                             node runs the same command, meets at --rdzv-endpoint and gets its rank there\n"
+         "  --rdzv-endpoint HOST[:PORT] c10d: the host whose ddprun serves the rendezvous (port 29400 by default);\n"
+         "                             static: node 0's MASTER_ADDR[:MASTER_PORT]\n"
+         "  --run-id ID, --rdzv-id ID  TORCHELASTIC_RUN_ID; c10d: nodes of one job must name the same (default none)\n"
          "  --role NAME                ROLE_NAME (default default)\n"
-         "  --rdzv-conf timeout=S      how long nodes wait for each other (default 600 s)\n"
+         "  --rdzv-conf K=V,...        join_timeout (or timeout; default 600 s): how long nodes wait for each\n"
+         "                             other; c10d also: last_call_timeout (30 s: a round with MIN nodes waits this\n"
+         "                             long for more), close_timeout (30 s), read_timeout (60 s), keep_alive_interval\n"
+         "                             (5 s), keep_alive_max_attempt (3: keep-alives missed before a node is lost),\n"
+         "                             is_host (serve the endpoint's store here or not; default: when HOST is here)\n"
+         "  --local-addr ADDR          c10d: how the other nodes reach this one (default: the address that routes to\n"
+         "                             the endpoint); rank 0's node is MASTER_ADDR\n"
+         "  --monitor-interval S       how often ddprun checks its workers and the other nodes (default 0.1 s)\n"
          "  --grace-period S           SIGTERM to SIGKILL when stopping workers (default 30 s)\n"
          "  --signals-to-handle LIST   signals forwarded to the workers (default\n"
          "                             SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1; SIGUSR2 also allowed)\n"
@@ -244,7 +317,11 @@ std::string launch_usage() {
          "Rank 0 writes to the console as is; other ranks' lines are prefixed [rank N]. If a worker fails,\n"
          "ddprun stops the others (SIGTERM, then SIGKILL), names the rank and shows its last lines.\n"
          "A handled signal is forwarded to the workers and ends the job; SIGUSR1 (a scheduler's time limit ahead)\n"
-         "makes ddptrain checkpoint and exit 75, and ddprun exit 75 without a restart, for a requeue.\n";
+         "makes ddptrain checkpoint and exit 75, and ddprun exit 75 without a restart, for a requeue.\n"
+         "With --nnodes MIN:MAX (c10d) a lost node makes the others stop their workers and meet again; with at\n"
+         "least MIN nodes the workers restart at the new world size (a failure: counts against --max-restarts).\n"
+         "A node that arrives while the job runs waits; if there is room (MAX), the workers checkpoint at the next\n"
+         "step (SIGUSR1) and restart with it (not a failure).\n";
 }
 
 }  // namespace ddp

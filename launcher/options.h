@@ -21,8 +21,20 @@ struct StreamSelection {
 constexpr int kStdout = 1;
 constexpr int kStderr = 2;
 
+// --rdzv-conf's keys (torchrun's names and defaults), in seconds.
+struct RendezvousConf {
+  double join_timeout = 600;      // how long nodes wait for each other (static: the whole job's nodes; c10d: --nnodes MIN)
+  double last_call_timeout = 30;  // c10d: after MIN nodes joined, how long a round stays open for more (up to MAX)
+  double close_timeout = 30;      // c10d: how long the endpoint's ddprun waits for the others to leave at the end
+  double read_timeout = 60;       // c10d: how long one request to the endpoint's store may take
+  double keep_alive_interval = 5;     // c10d: each node's keep-alive period while its workers run
+  int64_t keep_alive_max_attempt = 3;  // c10d: keep-alives missed before a node counts as lost
+  int is_host = -1;                    // c10d: 1 = serve the endpoint's store, 0 = never, -1 = when the host is this one
+};
+
 struct LaunchOptions {
-  int64_t nnodes = 1;
+  int64_t nnodes = 1;     // static: the nodes of the job; c10d: at most this many (--nnodes MIN:MAX's MAX)
+  int64_t min_nodes = 1;  // c10d: a round starts with at least this many nodes (MIN)
   int64_t nproc_per_node = 1;
   int64_t node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -35,7 +47,13 @@ struct LaunchOptions {
   bool streams_chosen = false;      // --redirects or --tee given (else --log-dir keeps every stream)
   std::string run_id = "none";      // TORCHELASTIC_RUN_ID
   std::string role = "default";     // ROLE_NAME
-  double rdzv_timeout_s = 600;      // how long nodes wait for each other (torchrun's static rendezvous default)
+  std::string rdzv_backend = "static";  // "static": --node-rank and --master-addr given; "c10d": nodes meet at an endpoint
+  std::string rdzv_host;                 // c10d: --rdzv-endpoint's host (its ddprun serves the rendezvous store)
+  int rdzv_port = 29400;                 // c10d: --rdzv-endpoint's port (torchrun's default)
+  RendezvousConf rdzv_conf;
+  bool node_rank_given = false;
+  std::string local_addr;           // how other nodes reach this one ("" = the address that routes to the endpoint)
+  double monitor_interval_s = 0.1;  // how often ddprun looks at its workers and the other nodes (torchrun's default)
   double grace_period_s = 30;       // SIGTERM to SIGKILL when stopping workers (torchrun's default)
   bool help = false;
   std::vector<std::string> program;  // PROGRAM ARGS...
@@ -44,6 +62,9 @@ struct LaunchOptions {
   // --local-ranks-filter: the local ranks whose output reaches the console (empty: all); log files keep every rank's
   std::vector<int64_t> local_ranks_filter;
 };
+
+// Whether nodes meet at a --rdzv-endpoint (torchrun's c10d rendezvous) rather than at --master-addr with --node-rank.
+inline bool elastic(const LaunchOptions& o) { return o.rdzv_backend == "c10d"; }
 
 // A usage problem: ddprun prints "error: <what>" and exits 2.
 struct LaunchUsageError : std::runtime_error {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -60,11 +61,12 @@ struct Stop {
 // workers, the other nodes' news (through the job store) and the grace period, in that order.
 class Round {
  public:
-  Round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
-        const std::map<std::string, std::string>& base_env, JobStore* store)
+  Round(const LaunchOptions& o, int64_t restart_count, int64_t round, const std::string& program_path,
+        const std::map<std::string, std::string>& base_env, JobStore* store, ElasticRendezvous* rendezvous)
       : o_(o),
-        restart_count_(restart_count),
+        round_(round),
         store_(store),
+        rendezvous_(rendezvous),
         group_(o, restart_count, program_path, base_env),
         grace_(std::chrono::milliseconds(static_cast<int64_t>(o.grace_period_s * 1000))) {
     std::ostringstream os;
@@ -74,7 +76,7 @@ class Round {
 
   RoundResult run() {
     while (true) {
-      group_.pump(100);
+      group_.pump(static_cast<int>(std::min<int64_t>(1000, monitor_interval_.count())));
       on_signals();
       on_exited_workers();
       poll_store();
@@ -155,27 +157,43 @@ class Round {
       launcher_log(result_.reason);
       log_last_lines(*w);
       if (const std::string said = worker_error(*w); !said.empty()) result_.reason += ": " + said;
-      tell_store([&] { store_->report_failure(restart_count_, result_.reason); });
+      tell_store([&] { store_->report_failure(round_, result_.reason); });
       begin_stop(SIGTERM, "rank " + std::to_string(w->rank) + " failed");
     }
   }
 
-  // Every 100 ms while nothing stops: whether another node stopped or failed, or node 0's ddprun is gone.
+  // Every --monitor-interval while nothing stops: whether another node stopped or failed, or the store's ddprun is
+  // gone; with c10d also keep-alives and nodes waiting to join.
   void poll_store() {
-    if (!store_ || stop_.started || Clock::now() - last_store_poll_ < std::chrono::milliseconds(100)) return;
+    if (!store_ || stop_.started || Clock::now() - last_store_poll_ < monitor_interval_) return;
     last_store_poll_ = Clock::now();
     try {
       if (auto why = store_->stopped()) {
         result_ = {RoundEnd::kPeerStopped, *why, 0};
         begin_stop(SIGTERM, "the job was stopped (" + *why + ")");
-      } else if (auto failed = store_->failure(restart_count_)) {
+      } else if (auto failed = store_->failure(round_)) {
         result_ = {RoundEnd::kPeerFailed, *failed, 0};
         begin_stop(SIGTERM, "another node failed (" + *failed + ")");
+      } else if (rendezvous_) {
+        poll_rendezvous();
       }
     } catch (const std::exception& e) {
       result_ = {RoundEnd::kStoreLost,
-                 "lost contact with node 0's ddprun at " + store_->address() + ": " + first_line(e.what()), 0};
+                 "lost contact with " + std::string(rendezvous_ ? "the rendezvous" : "node 0's ddprun") + " at " +
+                     store_->address() + ": " + first_line(e.what()),
+                 0};
       begin_stop(SIGTERM, result_.reason);
+    }
+  }
+
+  void poll_rendezvous() {
+    if (const std::string lost = rendezvous_->lost_member(); !lost.empty()) {
+      result_ = {RoundEnd::kPeerFailed, lost, 0};
+      store_->report_failure(round_, lost);
+      begin_stop(SIGTERM, lost);
+    } else if (auto why = rendezvous_->scale_up()) {
+      result_ = {RoundEnd::kNodesChanged, *why, 0};
+      begin_stop(SIGUSR1, *why + ": the workers checkpoint at the next step and restart with them");
     }
   }
 
@@ -199,8 +217,9 @@ class Round {
   }
 
   const LaunchOptions& o_;
-  int64_t restart_count_;
+  int64_t round_;
   JobStore* store_;
+  ElasticRendezvous* rendezvous_;
   WorkerGroup group_;
   std::chrono::milliseconds grace_;
   std::string grace_text_;
@@ -208,15 +227,17 @@ class Round {
   Stop stop_;
   int signals_seen_ = 0;
   Clock::time_point last_store_poll_ = Clock::now();
+  std::chrono::milliseconds monitor_interval_{std::max<int64_t>(1, static_cast<int64_t>(o_.monitor_interval_s * 1000))};
 };
 
 }  // namespace
 
 void launcher_log(const std::string& message) { write_fully(STDERR_FILENO, "[ddprun] " + message + "\n"); }
 
-RoundResult run_round(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
-                      const std::map<std::string, std::string>& base_env, JobStore* store) {
-  return Round(o, restart_count, program_path, base_env, store).run();
+RoundResult run_round(const LaunchOptions& o, int64_t restart_count, int64_t round, const std::string& program_path,
+                      const std::map<std::string, std::string>& base_env, JobStore* store,
+                      ElasticRendezvous* rendezvous) {
+  return Round(o, restart_count, round, program_path, base_env, store, rendezvous).run();
 }
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #include "base/first_line.h"
 #include "distributed/sealed_store/sealed_store.h"
 #include "distributed/tcp_probe.h"
+#include "launcher/host_address.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -18,14 +19,20 @@ std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s
 std::string text(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
 
 std::string job_signature(const LaunchOptions& o) {
-  return "--nnodes=" + std::to_string(o.nnodes) + " --nproc-per-node=" + std::to_string(o.nproc_per_node) +
+  const std::string nodes =
+      std::to_string(o.min_nodes) + (o.min_nodes == o.nnodes ? "" : ":" + std::to_string(o.nnodes));
+  return "--nnodes=" + nodes + " --nproc-per-node=" + std::to_string(o.nproc_per_node) +
          " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
 }
 
 }  // namespace
 
 JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
-    : nnodes_(o.nnodes), node_rank_(o.node_rank), timeout_s_(o.rdzv_timeout_s) {
+    : nnodes_(o.nnodes),
+      node_rank_(o.node_rank),
+      agent_id_(o.node_rank),
+      timeout_s_(o.rdzv_conf.join_timeout),
+      serves_(o.node_rank == 0) {
   const int port = o.master_port + 1;
   address_ = o.master_addr + ":" + std::to_string(port);
   c10d::TCPStoreOptions opts;
@@ -33,10 +40,10 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
   opts.isServer = o.node_rank == 0;
   opts.numWorkers = static_cast<size_t>(o.nnodes);
   opts.waitWorkers = false;
-  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
+  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.join_timeout * 1000));
   auto unreachable = [&](const std::string& why) {
     return std::runtime_error("node " + std::to_string(o.node_rank) + " could not reach node 0's ddprun at " +
-                              address_ + " within " + std::to_string(static_cast<int64_t>(o.rdzv_timeout_s)) +
+                              address_ + " within " + std::to_string(static_cast<int64_t>(o.rdzv_conf.join_timeout)) +
                               " s: " + why);
   };
   if (!opts.isServer && !wait_for_listener(o.master_addr, port, opts.timeout))
@@ -54,16 +61,77 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
   }
 }
 
+std::unique_ptr<JobStore> JobStore::at_endpoint(const LaunchOptions& o, const std::string& secret) {
+  std::unique_ptr<JobStore> s(new JobStore());
+  s->nnodes_ = o.min_nodes;
+  s->timeout_s_ = o.rdzv_conf.join_timeout;
+  s->address_ = o.rdzv_host + ":" + std::to_string(o.rdzv_port);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(o.rdzv_port);
+  opts.waitWorkers = false;
+  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.read_timeout * 1000));
+  const bool here = o.rdzv_conf.is_host == 1 || (o.rdzv_conf.is_host == -1 && is_this_host(o.rdzv_host));
+  if (here) {
+    try {
+      opts.masterListenFd = listen_on(o.rdzv_host, o.rdzv_port);
+      opts.isServer = true;
+    } catch (const std::exception& e) {
+      // Another ddprun of this machine serves it (torchrun's c10d backend tries the same way), unless told to serve.
+      if (o.rdzv_conf.is_host == 1)
+        throw std::runtime_error("cannot serve the rendezvous at " + s->address_ + ": " + first_line(e.what()));
+    }
+  }
+  if (!opts.isServer &&
+      !wait_for_listener(o.rdzv_host, o.rdzv_port,
+                         std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.join_timeout * 1000))))
+    throw std::runtime_error("could not reach the rendezvous at " + s->address_ + " within " +
+                             std::to_string(static_cast<int64_t>(o.rdzv_conf.join_timeout)) +
+                             " s (--rdzv-conf join_timeout): nothing accepted connections there");
+  try {
+    s->store_ = c10::make_intrusive<c10d::TCPStore>(o.rdzv_host, opts);
+    if (!secret.empty()) s->store_ = c10::make_intrusive<SealedStore>(secret, s->store_, s->address_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot " + std::string(opts.isServer ? "serve" : "reach") + " the rendezvous at " +
+                             s->address_ + ": " + first_line(e.what()));
+  }
+  s->serves_ = opts.isServer;
+  s->agent_id_ = s->add("agents", 1) - 1;
+  s->set("joined/" + std::to_string(s->agent_id_), "1");
+  return s;
+}
+
 JobStore::~JobStore() = default;
 
 std::string JobStore::address() const { return address_; }
+
+void JobStore::set_membership(int64_t nnodes, int64_t node_rank) {
+  nnodes_ = nnodes;
+  node_rank_ = node_rank;
+}
+
+int64_t JobStore::add(const std::string& name, int64_t delta) { return store_->add(key(name), delta); }
+
+void JobStore::set(const std::string& name, const std::string& value) { store_->set(key(name), bytes(value)); }
 
 std::optional<std::string> JobStore::get_if_set(const std::string& name) {
   if (!store_->check({key(name)})) return std::nullopt;
   return text(store_->get(key(name)));
 }
 
+std::string JobStore::get(const std::string& name) { return text(store_->get(key(name))); }
+
+std::string JobStore::set_once(const std::string& name, const std::string& value) {
+  return text(store_->compareSet(key(name), {}, bytes(value)));
+}
+
 void JobStore::check_same_job(const LaunchOptions& o) {
+  if (elastic(o)) {
+    const std::string expected = set_once("job", job_signature(o));
+    if (expected != job_signature(o))
+      throw LaunchUsageError("this node was started with " + job_signature(o) + " but the job at " + address_ +
+                             " with " + expected);
+    return;
+  }
   const std::string node = std::to_string(node_rank_);
   if (store_->add(key("joined/" + node), 1) > 1) {
     throw LaunchUsageError("a second ddprun joined as --node-rank=" + node);
@@ -127,14 +195,16 @@ void JobStore::report_done(int64_t round) {
 
 bool JobStore::all_done(int64_t round) { return all_nodes_have("round/" + std::to_string(round) + "/done/", 0); }
 
-void JobStore::leave() { store_->set(key("left/" + std::to_string(node_rank_)), bytes("1")); }
+void JobStore::leave() { store_->set(key("left/" + std::to_string(agent_id_)), bytes("1")); }
 
-void JobStore::wait_for_others_to_leave(double timeout_s, const std::function<bool()>& interrupted) {
+void JobStore::wait_for_others_to_leave(const std::vector<int64_t>& agents, double timeout_s,
+                                        const std::function<bool()>& interrupted) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   auto someone_still_here = [&] {
-    for (int64_t n = 1; n < nnodes_; ++n)
-      if (store_->check({key("joined/" + std::to_string(n))}) && !store_->check({key("left/" + std::to_string(n))}))
+    for (const int64_t a : agents)
+      if (a != agent_id_ && store_->check({key("joined/" + std::to_string(a))}) &&
+          !store_->check({key("left/" + std::to_string(a))}))
         return true;
     return false;
   };

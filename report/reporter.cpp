@@ -280,6 +280,7 @@ std::string Reporter::summary(const RunEnd& end) {
   if (e.correct_top5 >= 0) row("final eval top-5", report_fmt("%.4f", e.accuracy_top5));
   if (!std::isnan(e.accuracy_ema)) row("final eval EMA", report_fmt("%.4f", e.accuracy_ema));
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
+  if (!end.world_sizes.empty()) row("world sizes", end.world_sizes);
   row("wall time", report_fmt("%.1f s", wall_s));
   const double mean_samples_per_s = total_samples_ / std::max(wall_s, 1e-9);
   row("mean samples/s", report_fmt("%.0f", mean_samples_per_s));

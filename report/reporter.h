@@ -75,6 +75,7 @@ struct RunEnd {
   int64_t nonfinite_skips = -1;  // steps skipped for non-finite gradients in this run; -1: they stop the run
   int64_t checkpoints_written = 0;
   std::string model_path;
+  std::string world_sizes;  // which steps ran on how many ranks, when that changed on a resume ("" otherwise)
 };
 
 // Which rank a Reporter runs on, of how many, and where ranks run ("host h, pid 123", by rank; may be shorter than the

@@ -42,8 +42,7 @@ void Trainer::resume() {
 
 void Trainer::train() {
   const int64_t epochs = cfg_.training.epochs;
-  if (__builtin_mul_overflow(epochs, steps_per_epoch(), &total_steps_))
-    total_steps_ = std::numeric_limits<int64_t>::max();
+  total_steps_ = planned_steps(epochs);
   if (cfg_.training.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.training.max_steps);
   dataset_.train.ensure_images();
   reporter_.start();
@@ -69,6 +68,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     check_training_batches(static_cast<int64_t>(indices.size()), " in epoch " + std::to_string(position.epoch + 1) +
                                                                      " resumed from sample " +
                                                                      std::to_string(position.sample_offset));
+  const std::vector<int64_t> epoch_samples = indices;  // batch b holds [b x batch_size, (b + 1) x batch_size)
   BatchLoader loader(dataset_.train, std::move(indices), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
                      position.batch_in_epoch);
   const int64_t num_batches = loader.num_batches();
@@ -94,6 +94,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     const double lr = scheduled_lr(cfg_.lr_scheduler, base_lr_, state_.global_step, total_steps_);
     set_lr(*optimizer_, lr);
     StepRecord s = train_step(group);
+    log_samples(epoch_samples, position.batch_in_epoch - static_cast<int64_t>(group.size()), position.batch_in_epoch);
     group.clear();
     s.lr = lr;
     s.time.data = std::exchange(data_s, 0.0);
@@ -109,6 +110,13 @@ Trainer::EpochEnd Trainer::train_epoch() {
   }
   reporter_.end_epoch();
   return position.batch_in_epoch < num_batches ? EpochEnd::kCut : EpochEnd::kFinished;
+}
+
+void Trainer::log_samples(const std::vector<int64_t>& epoch_samples, int64_t first_batch, int64_t end_batch) {
+  const auto b = cfg_.data.batch_size, n = static_cast<int64_t>(epoch_samples.size());
+  sample_log_->step(state_.global_step, state_.position.epoch + 1,
+                    std::vector<int64_t>(epoch_samples.begin() + std::min(first_batch * b, n),
+                                         epoch_samples.begin() + std::min(end_batch * b, n)));
 }
 
 void Trainer::place(StepRecord& s, int64_t num_batches) const {
@@ -185,6 +193,7 @@ void Trainer::write_model() {
   RunEnd end;
   end.steps = state_.global_step;
   end.epochs_done = state_.position.epoch;
+  end.world_sizes = state_.world_sizes_text(state_.global_step);
   end.best_accuracy = state_.best_accuracy;
   end.skipped_steps = scaler_->skipped_steps();
   end.bad_samples = bad_samples();

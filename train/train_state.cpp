@@ -20,6 +20,15 @@ int64_t ranged_entry(const c10::impl::GenericDict& d, const std::string& key, in
   return x;
 }
 
+// A list of ints (as written, or read back from a pickle as a generic list).
+std::vector<int64_t> int_list_entry(const c10::IValue& v, const std::string& key) {
+  if (v.isIntList()) return v.toIntVector();
+  if (!v.isList()) ckpt_wrong_entry_type(key, v, "a list of ints");
+  std::vector<int64_t> out;
+  for (const c10::IValue& x : v.toListRef()) out.push_back(ckpt_int_entry(x, key));
+  return out;
+}
+
 // Bounds no honest checkpoint comes near; they keep every product below int64's range.
 constexpr int64_t kMaxStepEntry = int64_t{1} << 53;
 constexpr int64_t kMaxWorldEntry = int64_t{1} << 20;
@@ -35,6 +44,18 @@ void TrainState::state_dict(c10::impl::GenericDict& out) const {
   out.insert("batch_size", batch_size);
   out.insert("world_size", world_size);
   out.insert("best_accuracy", best_accuracy);
+  out.insert("world_size_history", c10::List<int64_t>(world_sizes));
+}
+
+std::string TrainState::world_sizes_text(int64_t last_step) const {
+  if (world_sizes.size() <= 2) return "";
+  std::string text;
+  for (size_t i = 0; i + 1 < world_sizes.size(); i += 2) {
+    const int64_t first = world_sizes[i], last = i + 2 < world_sizes.size() ? world_sizes[i + 2] - 1 : last_step;
+    text += (text.empty() ? "steps " : ", ") + std::to_string(first) + "-" + std::to_string(last) + ": " +
+            std::to_string(world_sizes[i + 1]) + (world_sizes[i + 1] == 1 ? " rank" : " ranks");
+  }
+  return text;
 }
 
 void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t train_size) {
@@ -55,6 +76,16 @@ void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t t
         "checkpoint entries \"epoch_sample_offset\" + \"batch_in_epoch\" x \"batch_size\" x "
         "\"world_size\" = " +
         std::to_string(at) + " lie beyond the epoch's " + std::to_string(train_size) + " samples");
+  if (const c10::IValue* history = ckpt_optional_entry(state, "world_size_history")) {
+    const auto h = int_list_entry(*history, "world_size_history");
+    bool ok = !h.empty() && h.size() % 2 == 0;
+    for (size_t i = 0; ok && i < h.size(); i += 2)
+      ok = h[i] >= 1 && h[i] <= step + 1 && (i == 0 || h[i] > h[i - 2]) && h[i + 1] >= 1 && h[i + 1] <= kMaxWorldEntry;
+    if (!ok)
+      throw std::runtime_error(
+          "checkpoint entry \"world_size_history\" is not (first step, world size) pairs with ascending steps in [1, " +
+          std::to_string(step + 1) + "] and world sizes in [1, " + std::to_string(kMaxWorldEntry) + "]");
+  }
   if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy")) {
     if (!best->isDouble() && !best->isInt()) ckpt_wrong_entry_type("best_accuracy", *best, "a float");
     const double b = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
@@ -83,6 +114,13 @@ std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, int
   const c10::IValue* batch_entry = ckpt_optional_entry(state, "batch_size");
   const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : world_size;
   const int64_t saved_batch = batch_entry ? ckpt_int_entry(*batch_entry, "batch_size") : batch_size;
+  const c10::IValue* history = ckpt_optional_entry(state, "world_size_history");
+  world_sizes = history ? int_list_entry(*history, "world_size_history") : std::vector<int64_t>{1, saved_world};
+  if (world_sizes.back() != world_size) {
+    if (world_sizes[world_sizes.size() - 2] == global_step + 1) world_sizes.resize(world_sizes.size() - 2);
+    if (world_sizes.empty() || world_sizes.back() != world_size)
+      world_sizes.insert(world_sizes.end(), {global_step + 1, world_size});
+  }
   if (saved_world == world_size && saved_batch == batch_size) return "";
   position.reshard(saved_world, saved_batch);
   return "checkpoint was written by " + std::to_string(saved_world) + " rank(s) x batch " +

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -17,8 +18,15 @@ struct TrainState {
   double best_accuracy = 0;
   // This run's sharding: written beside the position, which a run of another world or batch size re-shards.
   int64_t batch_size = 1, world_size = 1;
+  // Which steps ran on how many ranks: (first step, world size) pairs, flat, oldest first; a resume at another world
+  // size adds one.
+  std::vector<int64_t> world_sizes = {1, 1};
 
-  // Adds global_step, epoch, batch_in_epoch, epoch_sample_offset, batch_size, world_size, best_accuracy, in order.
+  // "steps 1-10: 3 ranks, 11-55: 2 ranks" up to `last_step`; "" when every step ran at one world size.
+  std::string world_sizes_text(int64_t last_step) const;
+
+  // Adds global_step, epoch, batch_in_epoch, epoch_sample_offset, batch_size, world_size, best_accuracy,
+  // world_size_history, in order.
   void state_dict(c10::impl::GenericDict& out) const;
   // Range checks of those entries for a training split of train_size samples (a crafted or damaged checkpoint must
   // not index outside the epoch): throws naming the entry and its allowed range; global_step must be there.

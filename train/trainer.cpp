@@ -21,6 +21,9 @@
 
 #include <ATen/ops/_foreach_norm.h>
 
+#include <algorithm>
+#include <limits>
+
 namespace ddp {
 
 Trainer::Trainer(Config cfg, DistContext ctx)
@@ -34,6 +37,7 @@ Trainer::Trainer(Config cfg, DistContext ctx)
       generators_(ctx_, cfg_.job.seed) {
   state_.batch_size = cfg_.data.batch_size;
   state_.world_size = ctx_.world_size;
+  state_.world_sizes = {1, ctx_.world_size};
 }
 Trainer::~Trainer() = default;
 
@@ -79,6 +83,7 @@ void Trainer::setup() {
   checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_, message,
                                                  [this](const std::string& line) { reporter_.warning(line); });
   profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
+  sample_log_ = std::make_unique<SampleLog>(cfg_.metrics.sample_ids, cfg_.job.out_dir, ctx_.rank, ctx_.world_size);
   reporter_.banner(run_facts());
   if (profiler_->memory_snapshot_unavailable())
     reporter_.warning("profile.memory_snapshot records the CUDA caching allocator, and this run is on " +
@@ -162,6 +167,22 @@ RunFacts Trainer::run_facts() const {
 int64_t Trainer::steps_per_epoch() const {
   const int64_t batches = batches_in(train_sampler().num_samples(), cfg_.data.batch_size, cfg_.data.drop_last);
   return steps_in(batches, cfg_.training.grad_accum_steps);
+}
+
+int64_t Trainer::planned_steps(int64_t epochs) const {
+  const EpochPosition& p = state_.position;
+  if (p.epoch >= epochs) return state_.global_step;
+  DistributedSampler sampler = train_sampler();
+  sampler.set_epoch(p.epoch);
+  const int64_t samples_left = static_cast<int64_t>(sampler.indices_from(p.sample_offset).size());
+  const int64_t batches_left =
+      std::max<int64_t>(0, batches_in(samples_left, cfg_.data.batch_size, cfg_.data.drop_last) - p.batch_in_epoch);
+  int64_t later = 0, total = 0;
+  if (__builtin_mul_overflow(epochs - p.epoch - 1, steps_per_epoch(), &later) ||
+      __builtin_add_overflow(later, state_.global_step + steps_in(batches_left, cfg_.training.grad_accum_steps),
+                             &total))
+    return std::numeric_limits<int64_t>::max();
+  return total;
 }
 
 void Trainer::check_training_batches(int64_t samples_per_rank, const std::string& where) const {

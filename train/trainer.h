@@ -9,6 +9,7 @@
 #include "models/classifier.h"
 #include "report/profiler.h"
 #include "report/reporter.h"
+#include "report/sample_log.h"
 #include "train/averaged_model.h"
 #include "train/preemption.h"
 #include "train/rank_generators.h"
@@ -78,6 +79,9 @@ class Trainer {
  private:
   // Optimizer steps in one epoch for this world size.
   int64_t steps_per_epoch() const;
+  // Optimizer steps the run will have taken when it has trained `epochs`: those done, the rest of the epoch in progress
+  // and the epochs after it at this run's world and batch size (epochs x steps_per_epoch unless a resume re-sharded).
+  int64_t planned_steps(int64_t epochs) const;
   enum class EpochEnd { kFinished, kCut, kPreempted };  // every batch done | max_steps inside it | a signal
 
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
@@ -107,6 +111,8 @@ class Trainer {
   EpochEnd train_epoch();
   // Where a step of an epoch of num_batches micro-batches stands, for the Reporter.
   void place(StepRecord& s, int64_t num_batches) const;
+  // metrics.sample_ids: the step's samples, batches [first_batch, end_batch) of the epoch's indices.
+  void log_samples(const std::vector<int64_t>& epoch_samples, int64_t first_batch, int64_t end_batch);
   // After a finished epoch: its evaluation (training.eval_every_epochs) and checkpoint (checkpoint.every_epochs).
   // Returns whether it evaluated.
   bool end_epoch();
@@ -136,6 +142,7 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;           // disabled (a no-op) when loss scaling is off
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<StepProfiler> profiler_;  // profile.steps; traces nothing at 0
+  std::unique_ptr<SampleLog> sample_log_;   // metrics.sample_ids; writes nothing when off
   bool flops_counted_ = false;              // the first micro-batch's FLOPs per sample went to the Reporter
   RankGenerators generators_;
   TrainState state_;

@@ -211,7 +211,7 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
   EXPECT_TRUE(o.streams_chosen);
   EXPECT_EQ(o.run_id, "abc");
   EXPECT_EQ(o.role, "r");
-  EXPECT_EQ(o.rdzv_timeout_s, 12);
+  EXPECT_EQ(o.rdzv_conf.join_timeout, 12);
   EXPECT_EQ(o.grace_period_s, 1.5);
   EXPECT_EQ(o.signals_to_handle, (std::vector<int>{SIGUSR2, SIGTERM}));
   EXPECT_EQ(o.local_ranks_filter, (std::vector<int64_t>{0, 2}));
@@ -223,6 +223,42 @@ TEST(LauncherFlagsTest, ParsesEveryFlagInEverySpelling) {
   EXPECT_FALSE(parse_launch_args({"prog"}).standalone);
   EXPECT_TRUE(parse_launch_args({"--standalone", "--", "prog"}).standalone);
   EXPECT_EQ(parse_launch_args({"--nproc-per-node=auto", "prog"}).nproc_per_node, cpus());
+}
+
+// torchrun's c10d rendezvous flags: an endpoint (default port 29400), a node range, its --rdzv-conf keys.
+TEST(LauncherFlagsTest, C10dRendezvousFlagsTakeTorchrunsFormsAndDefaults) {
+  const auto o = parse_launch_args({"--rdzv-backend=c10d", "--rdzv-endpoint=node0.cluster", "--rdzv-id=job7",
+                                    "--nnodes=2:4", "--local-addr=10.1.2.3", "--monitor-interval=0.5",
+                                    "--rdzv-conf=join_timeout=20,last_call_timeout=2,close_timeout=3,read_timeout=4,"
+                                    "keep_alive_interval=1.5,keep_alive_max_attempt=2,is_host=false",
+                                    "prog"});
+  EXPECT_TRUE(elastic(o));
+  EXPECT_EQ(o.rdzv_host, "node0.cluster");
+  EXPECT_EQ(o.rdzv_port, 29400);
+  EXPECT_EQ(o.run_id, "job7");
+  EXPECT_EQ(o.min_nodes, 2);
+  EXPECT_EQ(o.nnodes, 4);
+  EXPECT_EQ(o.local_addr, "10.1.2.3");
+  EXPECT_EQ(o.monitor_interval_s, 0.5);
+  EXPECT_EQ(o.rdzv_conf.join_timeout, 20);
+  EXPECT_EQ(o.rdzv_conf.last_call_timeout, 2);
+  EXPECT_EQ(o.rdzv_conf.close_timeout, 3);
+  EXPECT_EQ(o.rdzv_conf.read_timeout, 4);
+  EXPECT_EQ(o.rdzv_conf.keep_alive_interval, 1.5);
+  EXPECT_EQ(o.rdzv_conf.keep_alive_max_attempt, 2);
+  EXPECT_EQ(o.rdzv_conf.is_host, 0);
+  const auto v6 = parse_launch_args({"--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1]:1234", "prog"});
+  EXPECT_EQ(v6.rdzv_host, "::1");
+  EXPECT_EQ(v6.rdzv_port, 1234);
+  EXPECT_EQ(v6.min_nodes, 1);
+  EXPECT_EQ(v6.rdzv_conf.last_call_timeout, 30);  // torchrun's defaults
+  EXPECT_EQ(v6.rdzv_conf.keep_alive_max_attempt, 3);
+  EXPECT_EQ(v6.monitor_interval_s, 0.1);
+  // The static backend takes the endpoint as node 0's MASTER_ADDR:MASTER_PORT, as torchrun does.
+  const auto st = parse_launch_args({"--rdzv-endpoint=10.0.0.9:2222", "--nnodes=2", "--node-rank=1", "prog"});
+  EXPECT_FALSE(elastic(st));
+  EXPECT_EQ(st.master_addr, "10.0.0.9");
+  EXPECT_EQ(st.master_port, 2222);
 }
 
 // --nproc-per-node's words as torchrun's determine_local_world_size counts them, on nodes the test describes.
@@ -266,7 +302,15 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"--redirects=3", "p"},
       {"--tee=5", "--log-dir=/tmp", "p"},
       {"-r", "0:1,x", "--log-dir=/tmp", "p"},
-      {"--rdzv-conf=join_timeout=5", "p"},
+      {"--rdzv-conf=bogus=5", "p"},
+      {"--rdzv-conf=keep_alive_max_attempt=0", "p"},
+      {"--rdzv-conf=is_host=maybe", "p"},
+      {"--rdzv-backend=etcd", "--rdzv-endpoint=h", "p"},
+      {"--rdzv-backend=c10d", "p"},  // no endpoint
+      {"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--nnodes=3:2", "p"},
+      {"--rdzv-backend=c10d", "--rdzv-endpoint=h:0", "p"},
+      {"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--standalone", "p"},
+      {"--monitor-interval=0", "p"},
       {"--grace-period=-1", "p"},
       {"--grace-period=inf", "p"},           // durations are bounded: a week at most
       {"--signals-to-handle=SIGKILL", "p"},  // cannot be caught
@@ -293,9 +337,26 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
   }
   auto help = run_command(ddprun_path() + " --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* flag : {"--nnodes", "--nproc-per-node", "--node-rank", "--master-addr", "--master-port",
-                           "--standalone", "--max-restarts", "--log-dir", "--tee", "--redirects", "--run-id",
-                           "--signals-to-handle", "--local-ranks-filter"})
+  for (const char* flag : {"--nnodes",
+                           "--nproc-per-node",
+                           "--node-rank",
+                           "--master-addr",
+                           "--master-port",
+                           "--standalone",
+                           "--max-restarts",
+                           "--log-dir",
+                           "--tee",
+                           "--redirects",
+                           "--run-id",
+                           "--signals-to-handle",
+                           "--local-ranks-filter",
+                           "--rdzv-backend",
+                           "--rdzv-endpoint",
+                           "--rdzv-id",
+                           "--rdzv-conf",
+                           "--local-addr",
+                           "--monitor-interval",
+                           "MIN:MAX"})
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
 }
 
