@@ -95,14 +95,14 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
         return std::nullopt;
       }
       const int64_t joined = count(round);
-      if (joined >= o_.nnodes) {
+      if (round_running(round - 1)) {
+        waiting_since = Clock::now();  // the job runs without this node: it waits for the next round, however long
+      } else if (joined >= o_.nnodes) {
         store_.set_once(r_key(round, "closed"), std::to_string(o_.nnodes));
-      } else if (joined >= o_.min_nodes) {
+      } else if (joined >= needed(round, waiting_since)) {
         if (!min_since) min_since = Clock::now();
         if (seconds_since(*min_since) >= o_.rdzv_conf.last_call_timeout)
           store_.set_once(r_key(round, "closed"), std::to_string(joined));
-      } else if (round_running(round - 1)) {
-        waiting_since = Clock::now();  // the job runs without this node: it waits for the next round, however long
       } else if (seconds_since(waiting_since) > o_.rdzv_conf.join_timeout) {
         std::string names;
         for (int64_t i = 1; i <= joined; ++i)
@@ -117,6 +117,16 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
       std::this_thread::sleep_for(poll);
     }
   }
+}
+
+// Nodes `round` waits for before its last call: MIN; after a round that made room for waiting nodes also all of that
+// round's members and one more (they are on their way; up to MAX), unless join_timeout passed since it ended.
+int64_t ElasticRendezvous::needed(int64_t round, Clock::time_point waiting_since) {
+  if (round == 0 || seconds_since(waiting_since) > o_.rdzv_conf.join_timeout ||
+      !store_.get_if_set(round_key(round - 1, "scale_up")))
+    return o_.min_nodes;
+  const auto members = store_.get_if_set(r_key(round - 1, "closed"));
+  return std::max<int64_t>(o_.min_nodes, std::min<int64_t>(o_.nnodes, (members ? std::stoll(*members) : 0) + 1));
 }
 
 Membership ElasticRendezvous::assemble(int64_t round, int64_t members, int64_t my_index) {

@@ -57,8 +57,10 @@ class ElasticRendezvous {
   const std::string& local_addr() const { return local_addr_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   Membership assemble(int64_t round, int64_t members, int64_t my_index);
   bool round_running(int64_t round);
+  int64_t needed(int64_t round, Clock::time_point waiting_since);
   std::string count_key(int64_t round) const;
   int64_t count(int64_t round);
 
@@ -67,7 +69,6 @@ class ElasticRendezvous {
   std::string local_addr_;
   Membership current_;
   bool has_round_ = false;
-  using Clock = std::chrono::steady_clock;
   Clock::time_point next_keep_alive_;
   std::map<int64_t, std::pair<std::string, Clock::time_point>> last_keep_alive_;  // node rank -> value, when it changed
 };

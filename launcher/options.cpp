@@ -165,6 +165,20 @@ void parse_rdzv_conf(const std::string& v, RendezvousConf& conf) {
     throw LaunchUsageError("--rdzv-conf=" + v + ": read_timeout and keep_alive_interval must be > 0");
 }
 
+// torchrun 2.11's flags that ddprun does not take, and why.
+const std::map<std::string, std::string> kTorchrunOnly = {
+    {"start-method", "each worker is PROGRAM run as a new process (fork + exec); no interpreter to spawn or fork"},
+    {"module", "ddprun runs programs, not Python modules: give the program's path"},
+    {"m", "ddprun runs programs, not Python modules: give the program's path"},
+    {"run-path", "ddprun runs programs, not Python files: give the program's path"},
+    {"logs-specs", "--log-dir, --redirects and --tee choose where the workers' output goes"},
+    {"event-log-handler", "ddprun writes its events as [ddprun] lines on stderr"},
+    {"numa-binding", "bind in PROGRAM's command line (numactl --cpunodebind=N PROGRAM ...)"},
+    {"virtual-local-rank", "each worker's LOCAL_RANK is its own"},
+    {"duplicate-stdout-filters", "--tee and --local-ranks-filter choose what reaches the console"},
+    {"duplicate-stderr-filters", "--tee and --local-ranks-filter choose what reaches the console"},
+};
+
 // Flag name without leading dashes, '_' spelled '-'.
 std::string canonical(std::string name) {
   std::replace(name.begin(), name.end(), '_', '-');
@@ -257,7 +271,11 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
       continue;  // --no-python: ddprun always runs PROGRAM itself
     }
     auto it = valued.find(name);
-    if (it == valued.end()) throw LaunchUsageError(written + ": unknown flag (ddprun --help lists them)");
+    if (it == valued.end()) {
+      if (const auto why = kTorchrunOnly.find(name); why != kTorchrunOnly.end())
+        throw LaunchUsageError(written + ": torchrun's flag, not supported by ddprun: " + why->second);
+      throw LaunchUsageError(written + ": unknown flag (ddprun --help lists them)");
+    }
     std::string value;
     if (eq != std::string::npos) {
       value = a.substr(eq + 1);
@@ -280,7 +298,9 @@ std::string launch_usage() {
          "  Starts --nproc-per-node copies of PROGRAM with torchrun's worker environment (RANK, LOCAL_RANK,\n"
          "  WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*).\n"
          "  Flags take --flag=value or --flag value; '-' and '_' are interchangeable. Each flag is torchrun's flag of\n"
-         "  the same name with torchrun's meaning; a torchrun flag ddprun lacks is an error.\n"
+         "  the same name with torchrun's meaning; a torchrun flag ddprun lacks (--start-method, --module/-m,\n"
+         "  --run-path, --logs-specs, --event-log-handler, --numa-binding, --virtual-local-rank,\n"
+         "  --duplicate-stdout/stderr-filters) is an error saying what to do instead.\n"
          "  --nnodes N|MIN:MAX         nodes in the job (default 1); a range needs --rdzv-backend c10d\n"
          "  --nproc-per-node N|gpu|cpu|auto\n"
          "                             workers on this node (default 1): gpu = its CUDA devices, cpu = its CPUs,\n"

@@ -12,10 +12,10 @@
 namespace ddp::test {
 namespace {
 
-// The same ddprun command line for every node, meeting at 127.0.0.1:port.
-std::string elastic_command(int port, const std::string& nnodes, const std::string& extra) {
+// The same ddprun command line for every node, meeting at host:port.
+std::string elastic_command(const std::string& host, int port, const std::string& nnodes, const std::string& extra) {
   return "env DDPTRAIN_JOB_SECRET=" + std::string(64, 'e') + " OMP_NUM_THREADS=1 " + ddprun_path() +
-         " --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:" + std::to_string(port) +
+         " --rdzv-backend=c10d --rdzv-endpoint=" + host + ":" + std::to_string(port) +
          " --rdzv-id=elastic-test --nnodes=" + nnodes + " --nproc-per-node=1 --grace-period=3 " +
          "--rdzv-conf=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3 " + extra;
 }
@@ -24,8 +24,10 @@ std::string elastic_command(int port, const std::string& nnodes, const std::stri
 // its ddprun's pid in $node<i>.
 std::string start_node(const TempDir& dir, int i, const std::string& command) {
   const std::string n = std::to_string(i);
-  return "(" + command + " > " + dir / ("node" + n + ".out") + " 2>&1; echo $? > " + dir / ("node" + n + ".rc") +
-         ") &\nsleep 0.2; node" + n + "=$(pgrep -n -f 'rdzv-id=elastic-test' )\n";
+  const std::string pid_file = dir / ("node" + n + ".pid");
+  return "(" + command + " > " + dir / ("node" + n + ".out") + " 2>&1 & echo $! > " + pid_file +
+         "; wait $!; echo $? > " + dir / ("node" + n + ".rc") + ") &\nwhile [ ! -s " + pid_file +
+         " ]; do sleep 0.01; done; node" + n + "=$(cat " + pid_file + ")\n";
 }
 
 // Shell lines that wait (up to 60 s) until `file` has a line matching the grep pattern.
@@ -48,9 +50,9 @@ CommandResult node_result(const TempDir& dir, int i) {
 }
 
 // Every node's output, for a failure message.
-std::string node_logs(const TempDir& dir) {
+std::string node_logs(const TempDir& dir, int nodes = 3) {
   std::string logs;
-  for (int i = 0; i < 3; ++i) logs += "--- node " + std::to_string(i) + ":\n" + node_result(dir, i).output;
+  for (int i = 0; i < nodes; ++i) logs += "--- node " + std::to_string(i) + ":\n" + node_result(dir, i).output;
   return logs;
 }
 
@@ -87,21 +89,9 @@ std::map<int64_t, std::vector<int64_t>> samples_in_weights(const std::string& ou
   return by_epoch;
 }
 
-TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckpoint) {
-  TempDir dir;
-  const std::string cfg = tiny_elastic_job(dir);
-  const int port = free_port();
-  const std::string out = dir / "elastic";
-  const std::string cmd =
-      elastic_command(port, "2:3", "--max-restarts=1") + " -- " + ddptrain_path() + " " + cfg + " --job.out_dir=" + out;
-  std::string script;
-  for (int i = 0; i < 3; ++i) script += start_node(dir, i, cmd);
-  // At step 8 of the world of 3 (a checkpoint at 5), kill -9 a node that does not serve the rendezvous: its ddprun
-  // and its worker, as a machine that lost power.
-  script += wait_for(out + "/metrics.jsonl", "\"step\":8,");
-  script += signal_a_node_not_serving(dir, "-9") + "wait\n";
-  const auto run = run_command(script);
-  const int victim = std::stoi(read_file(dir / "victim"));
+// After 3 nodes of `--nnodes 2:3` lost node `victim` mid-epoch: the others ended on 2 nodes, with the model a plain
+// world of 2 trains from the same checkpoint, the summary's world sizes, and each sample of each epoch once.
+void expect_the_job_ended_on_two_nodes(const TempDir& dir, const std::string& cfg, const std::string& out, int victim) {
   const std::string logs = node_logs(dir);
   for (int i = 0; i < 3; ++i) {
     if (i == victim) continue;
@@ -118,7 +108,8 @@ TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckp
   std::smatch m;
   const std::regex resumed("resumed from (\\S+) at step (\\d+)");
   ASSERT_TRUE(std::regex_search(logs, m, resumed)) << logs;
-  EXPECT_GE(std::stoi(m[2]), 5) << logs;
+  const int resumed_at = std::stoi(m[2]);
+  EXPECT_GE(resumed_at, 5) << logs;
   const std::string checkpoint = dir / "from.pt";
   std::filesystem::copy_file(m[1].str(), checkpoint);
   // (The elastic run wrote later checkpoints into the same folder; the copy was taken from the path it named, which
@@ -129,7 +120,6 @@ TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckp
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   EXPECT_EQ(read_file(out + "/model.pt"), read_file(dir / "reference/model.pt")) << logs << ref.output;
   // The summary says which steps ran at which world size: the rest of epoch 1 and epoch 2 at 2 x 16 a step.
-  const int resumed_at = std::stoi(m[2]);
   EXPECT_NE(logs.find("world sizes            steps 1-" + std::to_string(resumed_at) + ": 3 ranks, " +
                       std::to_string(resumed_at + 1) + "-" +
                       std::to_string(resumed_at + (960 - 48 * resumed_at + 31) / 32 + 30) + ": 2 ranks"),
@@ -137,7 +127,7 @@ TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckp
       << logs;
   // Every sample of every epoch trained exactly once in the final weights: the world of 3's steps up to the
   // checkpoint, then the world of 2's (the steps between the checkpoint and the kill were rolled back).
-  const auto by_epoch = samples_in_weights(out, 3, std::stoi(m[2]), 2);
+  const auto by_epoch = samples_in_weights(out, 3, resumed_at, 2);
   ASSERT_EQ(by_epoch.size(), 2u);
   for (auto [epoch, ids] : by_epoch) {
     std::sort(ids.begin(), ids.end());
@@ -147,14 +137,51 @@ TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckp
   }
 }
 
+TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckpoint) {
+  TempDir dir;
+  const std::string cfg = tiny_elastic_job(dir);
+  const std::string out = dir / "elastic";
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "2:3", "--max-restarts=1") + " -- " +
+                          ddptrain_path() + " " + cfg + " --job.out_dir=" + out;
+  std::string script;
+  for (int i = 0; i < 3; ++i) script += start_node(dir, i, cmd);
+  // At step 8 of the world of 3 (a checkpoint at 5), kill -9 a node that does not serve the rendezvous: its ddprun
+  // and its worker, as a machine that lost power.
+  script += wait_for(out + "/metrics.jsonl", "\"step\":8,");
+  script += signal_a_node_not_serving(dir, "-9") + "wait\n";
+  run_command(script);
+  expect_the_job_ended_on_two_nodes(dir, cfg, out, std::stoi(read_file(dir / "victim")));
+}
+
+// The same across three network namespaces joined by a bridge, each node's ddprun and worker in its own, Gloo over
+// the links: the endpoint on node 0, one identical ddprun command line, node 2's namespace emptied by kill -9.
+TEST(LauncherElasticTest, LostNodeInThreeNetworkNamespacesIsSurvived) {
+  NodeNamespaces net(3);
+  if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string cfg = tiny_elastic_job(dir);
+  const std::string out = dir / "elastic";
+  const std::string cmd = elastic_command(NodeNamespaces::address(0), 29400, "2:3", "--max-restarts=1") + " -- " +
+                          ddptrain_path() + " " + cfg + " --job.out_dir=" + out + " --dist.allreduce=gloo";
+  std::string script;
+  for (int i = 0; i < 3; ++i) script += start_node(dir, i, net.exec(i) + "env GLOO_SOCKET_IFNAME=veth0 " + cmd);
+  script += wait_for(out + "/metrics.jsonl", "\"step\":8,");
+  script += net.kill_all(2) + "\nwait\n";
+  run_command(script);
+  EXPECT_NE(node_result(dir, 0).output.find("(this ddprun serves it)"), std::string::npos) << node_logs(dir);
+  expect_the_job_ended_on_two_nodes(dir, cfg, out, 2);
+  EXPECT_EQ(net.pids(0), "");
+  EXPECT_EQ(net.pids(1), "");
+}
+
 // A node that arrives while a 2-node job runs (MAX 3) is taken in: the workers checkpoint at the next step (SIGUSR1)
 // and restart on 3 nodes from it; not a failure (--max-restarts 0 suffices).
 TEST(LauncherElasticTest, NodeJoiningARunningJobIsTakenInAtTheNextCheckpointWithoutARestart) {
   TempDir dir;
   const std::string cfg = tiny_elastic_job(dir);
   const std::string out = dir / "grown";
-  const std::string cmd = elastic_command(free_port(), "2:3", "--max-restarts=0") + " -- " + ddptrain_path() + " " +
-                          cfg + " --job.out_dir=" + out + " --training.epochs=30";
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "2:3", "--max-restarts=0") + " -- " +
+                          ddptrain_path() + " " + cfg + " --job.out_dir=" + out + " --training.epochs=30";
   const auto run = run_command(start_node(dir, 0, cmd) + start_node(dir, 1, cmd) +
                                wait_for(out + "/metrics.jsonl", "\"step\":5,") + start_node(dir, 2, cmd) + "wait\n");
   const std::string logs = node_logs(dir);
@@ -185,7 +212,8 @@ TEST(LauncherElasticTest, NodeJoiningARunningJobIsTakenInAtTheNextCheckpointWith
 // Fewer nodes than MIN: after join_timeout, one error line says how many joined, who, and how many are missing.
 TEST(LauncherElasticTest, JobBelowMinWaitsJoinTimeoutAndSaysWhatIsMissing) {
   TempDir dir;
-  const auto r = run_timed(elastic_command(free_port(), "2:3", "--rdzv-conf=join_timeout=2") + " -- /bin/true 2>&1");
+  const auto r =
+      run_timed(elastic_command("127.0.0.1", free_port(), "2:3", "--rdzv-conf=join_timeout=2") + " -- /bin/true 2>&1");
   EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
   EXPECT_GE(r.seconds, 2.0);
   EXPECT_LT(r.seconds, 20.0);
@@ -200,7 +228,7 @@ TEST(LauncherElasticTest, JobBelowMinWaitsJoinTimeoutAndSaysWhatIsMissing) {
 TEST(LauncherElasticTest, NodeBeyondMaxWaitsAndLeavesWhenTheJobFinishes) {
   TempDir dir;
   const std::string worker = write_script(dir, "worker.sh", "echo \"rank $RANK of $WORLD_SIZE\"; sleep 2\n");
-  const std::string cmd = elastic_command(free_port(), "1:2", "") + " -- " + worker;
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "1:2", "") + " -- " + worker;
   run_command(start_node(dir, 0, cmd) + start_node(dir, 1, cmd) + "sleep 1\n" + start_node(dir, 2, cmd) + "wait\n");
   const std::string logs = node_logs(dir);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(node_result(dir, i).exit_code, 0) << logs;
@@ -217,7 +245,7 @@ TEST(LauncherElasticTest, NodeThatStopsAnsweringIsLostByItsKeepAlives) {
   TempDir dir;
   const std::string worker =
       write_script(dir, "worker.sh", "echo \"rank $RANK of $WORLD_SIZE\"; if [ $WORLD_SIZE = 3 ]; then sleep 60; fi\n");
-  const std::string cmd = elastic_command(free_port(), "2:3", "--max-restarts=1") + " -- " + worker;
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "2:3", "--max-restarts=1") + " -- " + worker;
   std::string script;
   for (int i = 0; i < 3; ++i) script += start_node(dir, i, cmd);
   script += wait_for(dir / "node0.out", "of 3: rank");
@@ -237,6 +265,36 @@ TEST(LauncherElasticTest, NodeThatStopsAnsweringIsLostByItsKeepAlives) {
     EXPECT_NE(r.output.find(" of 2\n"), std::string::npos) << logs;  // the worker's line in the world of 2
   }
   EXPECT_LT(t.seconds, 40.0) << logs;
+}
+
+// torchrun 2.11 and ddprun launch the same elastic job (c10d rendezvous, --nnodes 2:3, the same line on two nodes)
+// to the same world and the same model.pt.
+TEST(LauncherElasticTest, TorchrunAndDdprunLaunchTheSameElasticJobToTheSameModel) {
+  if (!python_can_import("torch.distributed.run")) GTEST_SKIP() << python() << " cannot import torch.distributed.run";
+  TempDir dir, torchrun_dir;
+  const std::string cfg = tiny_elastic_job(dir) + " --training.epochs=1";
+  const std::string ours = elastic_command("127.0.0.1", free_port(), "2:3", "") + " -- " + ddptrain_path() + " " + cfg +
+                           " --job.out_dir=" + dir / "ddprun";
+  run_command(start_node(dir, 0, ours) + start_node(dir, 1, ours) + "wait\n");
+  const std::string theirs = "env OMP_NUM_THREADS=1 " + python() +
+                             " -m torch.distributed.run --nnodes=2:3 --nproc-per-node=1 --rdzv-backend=c10d "
+                             "--rdzv-endpoint=127.0.0.1:" +
+                             std::to_string(free_port()) +
+                             " --rdzv-id=torchrun-test --rdzv-conf=last_call_timeout=1 --monitor-interval=0.1 "
+                             "--no-python " +
+                             ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "torchrun";
+  run_command(start_node(torchrun_dir, 0, theirs) + start_node(torchrun_dir, 1, theirs) + "wait\n");
+  const std::string logs = node_logs(dir, 2) + "--- torchrun:\n" + node_logs(torchrun_dir, 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(node_result(dir, i).exit_code, 0) << logs;
+    EXPECT_EQ(node_result(torchrun_dir, i).exit_code, 0) << logs;
+  }
+  const std::string ddprun_rank0 = node_result(dir, 0).output + node_result(dir, 1).output;
+  const std::string torchrun_rank0 = node_result(torchrun_dir, 0).output + node_result(torchrun_dir, 1).output;
+  EXPECT_NE(ddprun_rank0.find("world 2"), std::string::npos) << logs;
+  EXPECT_NE(torchrun_rank0.find("world 2"), std::string::npos) << logs;
+  ASSERT_TRUE(std::filesystem::exists(dir / "torchrun/model.pt")) << logs;
+  EXPECT_EQ(read_file(dir / "ddprun/model.pt"), read_file(dir / "torchrun/model.pt")) << logs;
 }
 
 }  // namespace

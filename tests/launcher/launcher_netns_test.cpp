@@ -8,50 +8,6 @@
 namespace ddp::test {
 namespace {
 
-// Two fresh network namespaces (each its own network stack: every port is free, nothing else is reachable)
-// joined by a veth pair whose ends are both called veth0; node n has address 10.213.0.(n + 1)/24.
-// The destructor kills whatever still runs inside them and deletes them (the veth pair goes with them).
-class VethNamespaces {
- public:
-  VethNamespaces() {
-    const std::string stem = "ddptest_" + std::to_string(getpid()) + "_";
-    names_[0] = stem + "0";
-    names_[1] = stem + "1";
-  }
-  ~VethNamespaces() {
-    for (const auto& name : names_)
-      run_command("ip netns pids " + name + " 2>/dev/null | xargs -r kill -KILL; ip netns del " + name +
-                  " 2>/dev/null");
-  }
-  VethNamespaces(const VethNamespaces&) = delete;
-  VethNamespaces& operator=(const VethNamespaces&) = delete;
-
-  // Empty when both namespaces are up and connected, else why they could not be made.
-  std::string create() {
-    if (geteuid() != 0)
-      return "creating network namespaces needs root (this test runs as uid " + std::to_string(geteuid()) + ")";
-    std::string script = "set -e\nip netns add " + names_[0] + "\nip netns add " + names_[1] + "\n" +
-                         "ip link add veth0 netns " + names_[0] + " type veth peer name veth0 netns " + names_[1] +
-                         "\n";
-    for (int n = 0; n < 2; ++n)
-      script += "ip -n " + names_[n] + " addr add " + address(n) + "/24 dev veth0\nip -n " + names_[n] +
-                " link set lo up\nip -n " + names_[n] + " link set veth0 up\n";
-    const auto r = run_command(script);
-    if (r.exit_code != 0)
-      return "cannot create network namespaces with iproute2 (exit " + std::to_string(r.exit_code) + "): " + r.output;
-    return "";
-  }
-
-  static std::string address(int node) { return "10.213.0." + std::to_string(node + 1); }
-  // Prefix that runs a command inside node's namespace.
-  std::string exec(int node) const { return "ip netns exec " + names_[node] + " "; }
-  // Pids of the processes still inside node's namespace.
-  std::string pids(int node) const { return run_command("ip netns pids " + names_[node]).output; }
-
- private:
-  std::string names_[2];
-};
-
 std::string veth_job_config(const TempDir& dir) {
   return write_tiny_job(dir, 128, 32, 4,
                         {"job.seed=3", "data.batch_size=16", "model.name=net", "training.epochs=2",
@@ -59,7 +15,7 @@ std::string veth_job_config(const TempDir& dir) {
 }
 
 TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo) {
-  VethNamespaces net;
+  NodeNamespaces net(2);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::string cfg = veth_job_config(dir);
@@ -68,7 +24,7 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
   auto node = [&](int n) {
     return net.exec(n) + "env GLOO_SOCKET_IFNAME=veth0 OMP_NUM_THREADS=1 " + ddprun_path() +
            " --nnodes 2 --node-rank " + std::to_string(n) + " --nproc-per-node 1 --master-addr " +
-           VethNamespaces::address(0) + " --master-port 29500 --rdzv-conf timeout=20 -- " + ddptrain_path() + " " +
+           NodeNamespaces::address(0) + " --master-port 29500 --rdzv-conf timeout=20 -- " + ddptrain_path() + " " +
            cfg + " --job.out_dir=" + dir / "two_namespaces";
   };
   const auto r = run_two_nodes(dir, node(0), node(1));
@@ -92,13 +48,13 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
 // waiting 5 x dist.timeout_s (76 s for 15 s); both now end within seconds, each with one error line: the refused
 // rank's with the GLOO_SOCKET_IFNAME hint, the other naming it.
 TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
-  VethNamespaces net;
+  NodeNamespaces net(2);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::string cfg = veth_job_config(dir);
   auto rank = [&](int n) {
     return net.exec(n) + "env -u GLOO_SOCKET_IFNAME RANK=" + std::to_string(n) +
-           " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + VethNamespaces::address(0) + " MASTER_PORT=29500 " +
+           " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + NodeNamespaces::address(0) + " MASTER_PORT=29500 " +
            ddptrain_path() + " " + cfg + " --dist.timeout_s=30 --job.out_dir=" + dir / "out";
   };
   const auto r = run_two_nodes(dir, rank(0), rank(1));

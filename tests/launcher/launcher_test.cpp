@@ -327,6 +327,12 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
     for (const auto& a : args) joined += a + " ";
     EXPECT_THROW(parse_launch_args(args), LaunchUsageError) << joined;
   }
+  // torchrun's flags that ddprun lacks are named as such, with what to do instead.
+  for (const char* flag : {"--start-method=spawn", "--start_method=fork", "-m", "--run-path=x", "--logs-specs=x",
+                           "--numa-binding=node", "--virtual-local-rank", "--event-log-handler=null"}) {
+    const std::string error = error_of([&] { parse_launch_args({flag, "p"}); });
+    EXPECT_NE(error.find(": torchrun's flag, not supported by ddprun: "), std::string::npos) << flag << ": " << error;
+  }
   // The binary: exit 2 and a single "error:" line, for a parse error and for a PROGRAM that does not exist.
   TempDir dir;
   for (const std::string& args : {std::string("--nnodes=1:4 /bin/true"), "--nproc-per-node=1 " + dir / "missing.sh"}) {

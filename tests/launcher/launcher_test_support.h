@@ -123,14 +123,68 @@ struct TwoNodeResult {
 
 inline TwoNodeResult run_two_nodes(const TempDir& dir, const std::string& node0_command,
                                    const std::string& node1_command) {
-  const std::string script = "(" + node1_command + " > " + dir / "node1.out" + " 2>&1; echo $? > " +
-                             dir / "node1.rc" + ") &\n" + node0_command + " > " + dir / "node0.out" +
-                             " 2>&1; echo $? > " + dir / "node0.rc" + "\nwait\n";
+  const std::string script = "(" + node1_command + " > " + dir / "node1.out" + " 2>&1; echo $? > " + dir / "node1.rc" +
+                             ") &\n" + node0_command + " > " + dir / "node0.out" + " 2>&1; echo $? > " +
+                             dir / "node0.rc" + "\nwait\n";
   TwoNodeResult r;
   r.seconds = run_timed(script).seconds;
   r.node0 = {std::stoi(read_file(dir / "node0.rc")), read_file(dir / "node0.out")};
   r.node1 = {std::stoi(read_file(dir / "node1.rc")), read_file(dir / "node1.out")};
   return r;
 }
+
+// Fresh network namespaces, one per node (each its own network stack: every port is free, nothing else is
+// reachable), each with an interface veth0 plugged into a bridge in one more namespace; node n has address
+// 10.213.0.(n + 1)/24. The destructor kills whatever still runs inside them and deletes them (the veth pairs and the
+// bridge go with them).
+class NodeNamespaces {
+ public:
+  explicit NodeNamespaces(int nodes) {
+    const std::string stem = "ddptest_" + std::to_string(getpid()) + "_";
+    for (int n = 0; n < nodes; ++n) names_.push_back(stem + std::to_string(n));
+    switch_ = stem + "switch";
+  }
+  ~NodeNamespaces() {
+    for (const auto& name : names_)
+      run_command("ip netns pids " + name + " 2>/dev/null | xargs -r kill -KILL; ip netns del " + name +
+                  " 2>/dev/null");
+    run_command("ip netns del " + switch_ + " 2>/dev/null");
+  }
+  NodeNamespaces(const NodeNamespaces&) = delete;
+  NodeNamespaces& operator=(const NodeNamespaces&) = delete;
+
+  // Empty when every namespace is up and connected, else why they could not be made.
+  std::string create() {
+    if (geteuid() != 0)
+      return "creating network namespaces needs root (this test runs as uid " + std::to_string(geteuid()) + ")";
+    std::string script = "set -e\nip netns add " + switch_ + "\nip -n " + switch_ + " link add br0 type bridge\n" +
+                         "ip -n " + switch_ + " link set br0 up\n";
+    for (size_t n = 0; n < names_.size(); ++n) {
+      const std::string port = "port" + std::to_string(n);
+      script += "ip netns add " + names_[n] + "\nip link add veth0 netns " + names_[n] + " type veth peer name " +
+                port + " netns " + switch_ + "\nip -n " + switch_ + " link set " + port + " master br0 up\n" +
+                "ip -n " + names_[n] + " addr add " + address(static_cast<int>(n)) + "/24 dev veth0\nip -n " +
+                names_[n] + " link set lo up\nip -n " + names_[n] + " link set veth0 up\n";
+    }
+    const auto r = run_command(script);
+    if (r.exit_code != 0)
+      return "cannot create network namespaces with iproute2 (exit " + std::to_string(r.exit_code) + "): " + r.output;
+    return "";
+  }
+
+  static std::string address(int node) { return "10.213.0." + std::to_string(node + 1); }
+  // Prefix that runs a command inside node's namespace.
+  std::string exec(int node) const { return "ip netns exec " + names_[static_cast<size_t>(node)] + " "; }
+  // Shell line that kills (SIGKILL) every process inside node's namespace, as a machine that lost power.
+  std::string kill_all(int node) const {
+    return "ip netns pids " + names_[static_cast<size_t>(node)] + " | xargs -r kill -KILL";
+  }
+  // Pids of the processes still inside node's namespace.
+  std::string pids(int node) const { return run_command("ip netns pids " + names_[static_cast<size_t>(node)]).output; }
+
+ private:
+  std::vector<std::string> names_;
+  std::string switch_;
+};
 
 }  // namespace ddp::test
