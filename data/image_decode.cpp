@@ -41,7 +41,10 @@ struct JpegJob {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool created = false;
-  uint8_t* out = nullptr;  // output_height rows of output_width * 3 bytes
+  // The region: rows [top, top + rows) of the scaled image, columns [left, left + width) once jpeg_crop_scanline
+  // widened them to whole iMCUs (width 0: every column).
+  JDIMENSION top = 0, rows = 0, left = 0, width = 0;
+  uint8_t* out = nullptr;  // `rows` rows of output_width * 3 bytes
 };
 
 constexpr char kJpegTruncated[] = "truncated JPEG (premature end of data)";
@@ -89,21 +92,31 @@ void cmyk_row_to_rgb(const uint8_t* in, uint8_t* out, size_t width) {
   }
 }
 
-void jpeg_read_rows(JpegJob& job) {
+// Starts the decompression and moves to the region: its columns (widened to whole iMCUs) and its first row.
+void jpeg_start(JpegJob& job) {
   jpeg_decompress_struct& cinfo = job.cinfo;
   jpeg_start_decompress(&cinfo);
+  if (job.width > 0 && job.width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &job.left, &job.width);
+  if (job.top > 0) jpeg_skip_scanlines(&cinfo, job.top);
+}
+
+void jpeg_read_rows(JpegJob& job) {
+  jpeg_decompress_struct& cinfo = job.cinfo;
   const size_t width = cinfo.output_width, stride = width * 3;
+  const JDIMENSION end = job.top + job.rows;
   JSAMPARRAY cmyk = nullptr;  // a row from libjpeg's pool, freed by jpeg_destroy_decompress
   if (cinfo.out_color_space == JCS_CMYK) {
     cmyk = (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
                                       static_cast<JDIMENSION>(width * 4), 1);
   }
-  while (cinfo.output_scanline < cinfo.output_height) {
-    uint8_t* row = job.out + cinfo.output_scanline * stride;
+  while (cinfo.output_scanline < end) {
+    uint8_t* row = job.out + (cinfo.output_scanline - job.top) * stride;
     JSAMPROW target = cmyk ? cmyk[0] : row;
     if (jpeg_read_scanlines(&cinfo, &target, 1) != 1) break;  // (a memory source never suspends)
     if (cmyk) cmyk_row_to_rgb(cmyk[0], row, width);
   }
+  // The rows after the region: entropy-decoded only, so that data missing there is still an error.
+  if (cinfo.output_scanline == end && end < cinfo.output_height) jpeg_skip_scanlines(&cinfo, cinfo.output_height - end);
   // No jpeg_finish_decompress: once every row is out Pillow reads no further (libImaging/JpegDecode.c accepts a
   // jpeg_finish_decompress that runs out of data), so a missing EOI marker after the last row is no error.
   if (cinfo.output_scanline < cinfo.output_height) ERREXIT(&cinfo, JERR_TOO_LITTLE_DATA);
@@ -148,12 +161,40 @@ DecodedImage decode_jpeg(const uint8_t* bytes, size_t size, const DecodeOptions&
   // (scale, 0): no draft flag, so no JDCT_FASTEST / no fancy-upsampling switch-off).
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
+  DecodeRegion region;
+  if (options.plan) {
+    region = options.plan(cinfo.image_height, cinfo.image_width);
+    if (region.scale != 1 && region.scale != 2 && region.scale != 4 && region.scale != 8)
+      fail("JPEG scale 1/" + std::to_string(region.scale) + " asked for: 1, 2, 4 or 8 only");
+  } else {
+    region.scale = jpeg_scale_denominator(cinfo.image_width, cinfo.image_height, options.min_side);
+  }
   cinfo.scale_num = 1;
-  cinfo.scale_denom = jpeg_scale_denominator(cinfo.image_width, cinfo.image_height, options.min_side);
+  cinfo.scale_denom = region.scale;
   jpeg_calc_output_dimensions(&cinfo);  // no allocation; the sizes jpeg_start_decompress will use
+  const int64_t full_height = cinfo.output_height, full_width = cinfo.output_width;
+  if (region.height > 0) {
+    region.top = std::clamp<int64_t>(region.top, 0, full_height - 1);
+    region.left = std::clamp<int64_t>(region.left, 0, full_width - 1);
+    region.height = std::min(region.height, full_height - region.top);
+    region.width = std::min(region.width, full_width - region.left);
+  } else {
+    region = {region.scale, 0, 0, full_height, full_width};
+  }
+  job->top = static_cast<JDIMENSION>(region.top);
+  job->rows = static_cast<JDIMENSION>(region.height);
+  // Two more columns each side: fancy upsampling of a column reads its neighbours' chroma, which the decoded columns'
+  // edges lack; so the region's own columns come out as in a whole decode.
+  const int64_t left = std::max<int64_t>(0, region.left - 2);
+  job->left = static_cast<JDIMENSION>(left);
+  job->width = static_cast<JDIMENSION>(std::min(full_width, region.left + region.width + 2) - left);
+  if (!jpeg_step(*job, jpeg_start)) error();
   DecodedImage image;
-  image.width = cinfo.output_width;
-  image.height = cinfo.output_height;
+  image.scale = region.scale;
+  image.top = region.top;
+  image.left = job->width < static_cast<JDIMENSION>(full_width) ? job->left : 0;
+  image.width = cinfo.output_width;  // the region's iMCU columns after jpeg_crop_scanline
+  image.height = region.height;
   image.rgb.resize(static_cast<size_t>(image.width * image.height * 3));
   job->out = image.rgb.data();
   if (!jpeg_step(*job, jpeg_read_rows)) error();
@@ -284,6 +325,7 @@ DecodedImage decode_png(const uint8_t* bytes, size_t size, const DecodeOptions& 
   job->width = png_get_image_width(job->png, job->info);
   job->height = png_get_image_height(job->png, job->info);
   check_image_size(job->width, job->height, options);
+  if (options.plan) options.plan(static_cast<int64_t>(job->height), static_cast<int64_t>(job->width));
   job->color = png_get_color_type(job->png, job->info);
   job->depth = png_get_bit_depth(job->png, job->info);
   job->interlaced = png_get_interlace_type(job->png, job->info) != PNG_INTERLACE_NONE;

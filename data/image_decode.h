@@ -3,10 +3,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace ddp {
+
+// What part of a JPEG to decode: its 1/scale size (1, 2, 4 or 8), and in that the region of rows [top, top + height)
+// and columns [left, left + width) (height 0: the whole image).
+struct DecodeRegion {
+  unsigned scale = 1;
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
 
 struct DecodeOptions {
   // PIL's Image.MAX_IMAGE_PIXELS: a header announcing more pixels (width * height) is refused before any pixel
@@ -16,11 +24,19 @@ struct DecodeOptions {
   // smallest scale whose shorter side is still >= min_side; 0 = always full size. Each side of a 1/d decode is
   // ceil(side / d), as Pillow's im.draft("RGB", ...) gives it.
   int64_t min_side = 0;
+  // Called once the header is read, with the image's full size, before any pixel is decoded (a training crop is
+  // drawn from it). For a JPEG its answer replaces min_side's choice of scale and may name the only region needed:
+  // then only the rows of the region go through the inverse DCT and colour conversion, and only the columns of the
+  // iMCUs it touches (libjpeg-turbo's jpeg_skip_scanlines and jpeg_crop_scanline); the rows after it are still
+  // entropy-decoded, so a truncated file is an error wherever it is cut. A PNG is decoded whole, at full size.
+  std::function<DecodeRegion(int64_t height, int64_t width)> plan;
 };
 
 struct DecodedImage {
   int64_t height = 0, width = 0;
-  std::vector<uint8_t> rgb;  // height * width * 3 bytes, rows top to bottom, R G B per pixel
+  std::vector<uint8_t> rgb;   // height * width * 3 bytes, rows top to bottom, R G B per pixel
+  unsigned scale = 1;         // decoded at 1/scale of the full size (JPEG's DCT scaling)
+  int64_t top = 0, left = 0;  // where these pixels lie in the 1/scale image (a region decoded alone), else 0, 0
 };
 
 // Decodes a JPEG or PNG image (recognised by its first bytes, never by a file name). Throws std::runtime_error with a

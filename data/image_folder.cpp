@@ -125,7 +125,7 @@ class ImageFolderSamples : public SampleSource {
     for (int64_t tries = 0; tries < n; ++tries) {
       const int64_t i = (index + tries) % n;
       try {
-        return {transform(read_image(paths_[static_cast<size_t>(i)], decode_), seed), i};
+        return {load(paths_[static_cast<size_t>(i)], seed), i};
       } catch (const std::exception&) {
         if (!skip_bad_) throw;
         bad_.fetch_add(1);
@@ -137,19 +137,37 @@ class ImageFolderSamples : public SampleSource {
   int64_t bad_samples() const override { return bad_.load(); }
 
  private:
-  torch::Tensor transform(const DecodedImage& decoded, uint64_t seed) const {
-    // PILToTensor's layout: the HWC pixels viewed as [C, H, W].
-    const torch::Tensor image =
-        torch::from_blob(const_cast<uint8_t*>(decoded.rgb.data()), {decoded.height, decoded.width, 3}, torch::kUInt8)
-            .permute({2, 0, 1});
-    if (!augment_) return center_crop(resize_shorter_side(image, resize_size_), image_size_).clone();
+  // PILToTensor's layout: the HWC pixels viewed as [C, H, W].
+  static torch::Tensor chw(const DecodedImage& decoded) {
+    return torch::from_blob(const_cast<uint8_t*>(decoded.rgb.data()), {decoded.height, decoded.width, 3}, torch::kUInt8)
+        .permute({2, 0, 1});
+  }
+
+  // The file read and transformed; the copy returned owns its pixels (a crop is a view of the decoded image).
+  torch::Tensor load(const std::string& path, uint64_t seed) const {
+    if (!augment_)
+      return center_crop(resize_shorter_side(chw(read_image(path, decode_)), resize_size_), image_size_).clone();
+    // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much
+    // larger than the output at 1/2, 1/4 or 1/8 scale, libjpeg's DCT scaling, so that the output is still a downscale
+    // of at least its own size): fewer pixels through the inverse DCT, colour conversion and resize.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const CropBox box = random_resized_crop_box(decoded.height, decoded.width, CropRanges{}, gen);
+    CropBox box;
+    DecodeOptions options = decode_;
+    options.plan = [&](int64_t height, int64_t width) {
+      box = random_resized_crop_box(height, width, CropRanges{}, gen);
+      const unsigned scale = training_crop_scale(box, image_size_);
+      const CropBox region = scaled_box(box, scale, (height + scale - 1) / scale, (width + scale - 1) / scale);
+      return DecodeRegion{scale, region.top, region.left, region.height, region.width};
+    };
+    const DecodedImage decoded = read_image(path, options);
+    CropBox at = scaled_box(box, decoded.scale, decoded.top + decoded.height, decoded.left + decoded.width);
+    at.top -= decoded.top;
+    at.left -= decoded.left;
     torch::Tensor out =
-        resize_to(image.slice(1, box.top, box.top + box.height).slice(2, box.left, box.left + box.width), image_size_,
+        resize_to(chw(decoded).slice(1, at.top, at.top + at.height).slice(2, at.left, at.left + at.width), image_size_,
                   image_size_);
     if (random_flip(gen)) out = out.flip(-1);
-    return out.clone();  // owns its pixels (a crop of the full image's size is still a view of `decoded`)
+    return out.clone();
   }
 
   std::string root_;

@@ -5,6 +5,7 @@
 #include <ATen/Version.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -83,6 +84,20 @@ CropBox random_resized_crop_box(int64_t height, int64_t width, const CropRanges&
   else if (in_ratio > ranges.ratio_max)
     w = round_half_even(static_cast<double>(h) * ranges.ratio_max);
   return {(height - h) / 2, (width - w) / 2, h, w};
+}
+
+unsigned training_crop_scale(const CropBox& box, int64_t size) {
+  for (unsigned d : {8u, 4u, 2u})
+    if (std::min(box.height, box.width) / d >= size) return d;
+  return 1;
+}
+
+CropBox scaled_box(const CropBox& box, unsigned scale, int64_t height, int64_t width) {
+  const int64_t d = scale;
+  const int64_t top = std::min(box.top / d, height - 1), left = std::min(box.left / d, width - 1);
+  const int64_t bottom = std::clamp((box.top + box.height + d - 1) / d, top + 1, height);
+  const int64_t right = std::clamp((box.left + box.width + d - 1) / d, left + 1, width);
+  return {top, left, bottom - top, right - left};
 }
 
 bool random_flip(at::Generator& gen) { return torch::rand({1}, gen, torch::kFloat32).item<float>() < 0.5f; }

@@ -38,6 +38,14 @@ torch::Tensor center_crop(const torch::Tensor& image, int64_t size);
 // global generator (ten tries, then the central crop).
 CropBox random_resized_crop_box(int64_t height, int64_t width, const CropRanges& ranges, at::Generator& gen);
 
+// The JPEG DCT scale denominator (1, 2, 4 or 8) a training crop may be decoded at: the largest whose scaled box is
+// still at least `size` on both sides.
+unsigned training_crop_scale(const CropBox& box, int64_t size);
+
+// `box` (in full-size pixels) in an image decoded at 1/scale, height x width: its edges divided by `scale`, rounded
+// outwards, within the image.
+CropBox scaled_box(const CropBox& box, unsigned scale, int64_t height, int64_t width);
+
 // RandomHorizontalFlip(p = 0.5)'s draw: torch.rand(1) < 0.5, from `gen`.
 bool random_flip(at::Generator& gen);
 

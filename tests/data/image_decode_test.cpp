@@ -107,6 +107,54 @@ TEST(ImageDecode, MinSidePicksTheSmallestJpegScaleThatKeepsTheShorterSide) {
   EXPECT_EQ(image_decode_bytes(image_decode_corpus("rgb_9x7.png"), options).width, 9);
 }
 
+// A planned region decodes only its rows and the iMCU columns around it, to the same pixels as the whole image decoded
+// at the same scale (JPEG: baseline 4:2:0, progressive, grayscale, CMYK); a PNG is decoded whole.
+TEST(ImageDecode, PlannedRegionGivesThePixelsOfTheWholeDecode) {
+  struct Case {
+    std::string file;
+    DecodeRegion region;
+  };
+  const std::vector<Case> cases = {
+      {"rgb_40x30.jpg", {1, 3, 17, 20, 9}},       {"rgb_40x30.jpg", {1, 0, 0, 30, 40}},
+      {"rgb_40x30.jpg", {2, 5, 9, 7, 6}},         {"rgb_40x30.jpg", {1, 29, 39, 1, 1}},
+      {"progressive_16x16.jpg", {1, 4, 9, 5, 5}}, {"gray_9x7.jpg", {1, 2, 3, 4, 5}},
+      {"cmyk_8x8.jpg", {1, 1, 2, 3, 4}},
+  };
+  for (const auto& c : cases) {
+    const std::string bytes = image_decode_corpus(c.file);
+    int64_t asked_h = 0, asked_w = 0;
+    DecodeOptions options;
+    options.plan = [&](int64_t h, int64_t w) { return asked_h = h, asked_w = w, c.region; };
+    const DecodedImage part = image_decode_bytes(bytes, options);
+    DecodeOptions whole_options;
+    whole_options.plan = [&](int64_t, int64_t) { return DecodeRegion{c.region.scale}; };
+    const DecodedImage whole = image_decode_bytes(bytes, whole_options);
+    const std::string what = c.file + " rows " + std::to_string(c.region.top) + "+" + std::to_string(c.region.height) +
+                             " columns " + std::to_string(c.region.left) + "+" + std::to_string(c.region.width);
+    EXPECT_GT(asked_h, 0) << what;  // the full size, from the header
+    EXPECT_EQ(part.scale, c.region.scale) << what;
+    EXPECT_EQ(part.top, c.region.top) << what;
+    EXPECT_EQ(part.height, c.region.height) << what;
+    EXPECT_LE(part.left, c.region.left) << what;
+    EXPECT_GE(part.left + part.width, c.region.left + c.region.width) << what;
+    auto view = [](const DecodedImage& d) {
+      return torch::from_blob(const_cast<uint8_t*>(d.rgb.data()), {d.height, d.width, 3}, torch::kUInt8);
+    };
+    const auto& r = c.region;
+    const torch::Tensor expected = view(whole).slice(0, r.top, r.top + r.height).slice(1, r.left, r.left + r.width);
+    const torch::Tensor got = view(part).slice(1, r.left - part.left, r.left - part.left + r.width);
+    EXPECT_TRUE(torch::equal(got, expected))
+        << what << ": max |difference| " << (got.to(torch::kInt) - expected.to(torch::kInt)).abs().max().item<int>();
+  }
+  DecodeOptions options;
+  bool asked = false;
+  options.plan = [&](int64_t, int64_t) { return asked = true, DecodeRegion{1, 1, 1, 2, 2}; };
+  const DecodedImage png = image_decode_bytes(image_decode_corpus("rgb_9x7.png"), options);
+  EXPECT_TRUE(asked);
+  EXPECT_EQ(png.width, 9);
+  EXPECT_EQ(png.top, 0);
+}
+
 TEST(ImageDecode, TruncatedFilesAreErrors) {
   TempDir dir;
   const std::string jpeg = image_decode_corpus("rgb_40x30.jpg"), png = image_decode_corpus("rgb_9x7.png");
@@ -116,6 +164,11 @@ TEST(ImageDecode, TruncatedFilesAreErrors) {
   EXPECT_EQ(image_decode_error(dir, "no_eoi.jpg", jpeg.substr(0, jpeg.size() - 2)),
             "truncated JPEG (premature end of data)");
   EXPECT_EQ(image_decode_error(dir, "soi.jpg", "\xFF\xD8\xFF"), "truncated JPEG (premature end of data)");
+  // A region above the cut: the rows after it are still read, so the file is an error all the same.
+  DecodeOptions top_rows;
+  top_rows.plan = [](int64_t, int64_t) { return DecodeRegion{1, 0, 0, 2, 8}; };
+  EXPECT_EQ(image_decode_error(dir, "half_region.jpg", jpeg.substr(0, jpeg.size() / 2), top_rows),
+            "truncated JPEG (premature end of data)");
   const std::string progressive = image_decode_corpus("progressive_16x16.jpg");
   EXPECT_EQ(image_decode_error(dir, "half_progressive.jpg", progressive.substr(0, progressive.size() / 2)),
             "truncated JPEG (premature end of data)");
