@@ -40,7 +40,7 @@ class StreamFeed final : public DeviceFeed {
     batch.images.record_stream(current);
     batch.labels.record_stream(current);
     const LoaderOptions& o = loader_.options();
-    if (!o.normalize) batch.images = normalize_images(batch.images, o.mean, o.std, o.device_memory_format);
+    if (!o.normalize) batch.images = normalize_images(batch.images, o.mean, o.std, o.memory_format);
     start_copy();  // overlaps the step that uses `batch`
     return batch;
   }

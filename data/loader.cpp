@@ -49,7 +49,8 @@ Batch BatchLoader::assemble(int64_t batch_index) const {
   } else {
     batch.images = split_.images.index_select(0, idx);
   }
-  if (options_.normalize) batch.images = normalize_images(batch.images, options_.mean, options_.std);
+  if (options_.normalize)
+    batch.images = normalize_images(batch.images, options_.mean, options_.std, options_.memory_format);
   batch.labels = split_.labels.index_select(0, idx);
   if (options_.finish) options_.finish(batch);
   return batch;

@@ -26,10 +26,12 @@ struct LoaderOptions {
   int64_t prefetch = 4;    // batches ready ahead of the consumer
   PerChannel mean{0.0};    // one value for all channels, or one per channel
   PerChannel std{1.0};
-  // false: batches leave the loader as uint8 and the DeviceFeed normalises them on the device after the copy, in
-  // device_memory_format (a quarter of the bytes to copy and to hold ahead; no layout copy in the first layer).
+  // false: batches leave the loader as uint8 and the DeviceFeed normalises them on the device after the copy (a
+  // quarter of the bytes to copy and to hold ahead).
   bool normalize = true;
-  torch::MemoryFormat device_memory_format = torch::MemoryFormat::Contiguous;
+  // The layout the model takes: batches are normalised straight into it, here or on the device (no layout copy in
+  // the first layer).
+  torch::MemoryFormat memory_format = torch::MemoryFormat::Contiguous;
   // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, sample index).
   uint64_t seed = 0;
   int64_t epoch = 0;

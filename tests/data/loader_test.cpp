@@ -214,6 +214,28 @@ TEST(BatchLoader, Uint8BatchesNormaliseLikeTheLoaderInAnyLayout) {
   EXPECT_EQ(n, 3);
 }
 
+// A model that takes channels_last gets its batches normalised straight into that layout on the host too: the same
+// values, no layout copy left for the first layer.
+TEST(BatchLoader, NormalisedBatchesComeInTheModelsLayout) {
+  Dataset ds = synthetic(5, 3);
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < 40; ++i) order.push_back((i * 7) % 300);
+  const LoaderOptions o = rgb_options();
+  LoaderOptions nhwc = o;
+  nhwc.memory_format = torch::MemoryFormat::ChannelsLast;
+  BatchLoader plain(ds.train, order, o), channels_last(ds.train, order, nhwc);
+  int64_t n = 0;
+  while (auto expected = plain.next()) {
+    auto got = channels_last.next();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_FALSE(expected->images.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(got->images.is_contiguous(torch::MemoryFormat::ChannelsLast)) << n;
+    EXPECT_TRUE(torch::equal(got->images, expected->images)) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
 // On a GPU (CTest label gpu): uint8 batches copied ahead and normalised on the device equal the loader's own
 // normalised batches, channels_last where asked.
 TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
@@ -224,7 +246,7 @@ TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
   const LoaderOptions o = rgb_options();
   LoaderOptions raw = o;
   raw.normalize = false;
-  raw.device_memory_format = torch::MemoryFormat::ChannelsLast;
+  raw.memory_format = torch::MemoryFormat::ChannelsLast;
   raw.finish = pin_batch_memory();
   BatchLoader plain(ds.train, order, o), fed(ds.train, order, raw);
   auto feed = make_device_feed(fed, torch::Device(torch::kCUDA, 0));
