@@ -70,7 +70,7 @@ RoundResult exit_barrier(JobStore& store, int64_t round) {
   return result;
 }
 
-// "node 1 of 2: ranks 2..3 of 4, MASTER_ADDR=... MASTER_PORT=..." (+ `where`).
+// prefix + "node 1 of 2: ranks 2..3 of 4, MASTER_ADDR=... MASTER_PORT=..." + suffix.
 void log_node(const LaunchOptions& o, const std::string& prefix, const std::string& suffix) {
   const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
   launcher_log(prefix + "node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +
@@ -89,6 +89,33 @@ LaunchOptions with_membership(LaunchOptions o, const Membership& m) {
   return o;
 }
 
+// Meets the other nodes for round *round (c10d: the next round that forms, written back, with the node rank, count and
+// master address agreed there, into *ro). Returns ddprun's exit code when the job ended before the round.
+std::optional<int> meet(JobStore* store, ElasticRendezvous* rendezvous, int64_t* round, LaunchOptions* ro) {
+  if (rendezvous) {
+    NoRound none;
+    const auto m = rendezvous->join(*round, interrupted, &none);
+    if (!m) {
+      if (interrupted()) return std::nullopt;  // the caller says so
+      launcher_log(none.job_finished ? none.why : "error: " + none.why);
+      return none.job_finished ? 0 : 1;
+    }
+    *round = m->round;
+    *ro = with_membership(*ro, *m);
+    store->set_membership(m->nnodes(), m->node_rank);
+    std::string members;
+    for (const auto& n : m->nodes) members += (members.empty() ? "" : ", ") + n;
+    log_node(*ro, "rendezvous round " + std::to_string(*round) + ": ", " (nodes: " + members + ")");
+  } else if (store) {
+    const std::string why = store->join_round(*round, interrupted);
+    if (!why.empty() && !interrupted()) {
+      launcher_log("error: the job was stopped: " + why);
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
 // Rounds until the job succeeds, fails for good or is stopped; returns ddprun's exit code. A round after a failure
 // is a restart (TORCHELASTIC_RESTART_COUNT, --max-restarts); with c10d a round that made room for waiting nodes is not.
 int run_rounds(const LaunchOptions& o, const std::string& program_path, const std::map<std::string, std::string>& env,
@@ -96,29 +123,7 @@ int run_rounds(const LaunchOptions& o, const std::string& program_path, const st
   int64_t restarts = 0;
   for (int64_t round = 0;; ++round) {
     LaunchOptions ro = o;
-    if (rendezvous) {
-      std::string why;
-      const auto m = rendezvous->join(round, interrupted, &why);
-      if (!m && !interrupted()) {
-        const bool finished = why.rfind("the job finished", 0) == 0;
-        launcher_log(finished ? why : "error: " + why);
-        return finished ? 0 : 1;
-      }
-      if (m) {
-        round = m->round;
-        ro = with_membership(o, *m);
-        store->set_membership(m->nnodes(), m->node_rank);
-        std::string members;
-        for (const auto& n : m->nodes) members += (members.empty() ? "" : ", ") + n;
-        log_node(ro, "rendezvous round " + std::to_string(round) + ": ", " (nodes: " + members + ")");
-      }
-    } else if (store) {
-      const std::string why = store->join_round(round, interrupted);
-      if (!why.empty() && !interrupted()) {
-        launcher_log("error: the job was stopped: " + why);
-        return 1;
-      }
-    }
+    if (const auto code = meet(store, rendezvous, &round, &ro)) return *code;
     if (interrupted()) {
       launcher_log("stopped by " + signal_name(received_stop_signal()) + " before the workers started");
       if (store) store->report_stopped("node " + std::to_string(ro.node_rank) + "'s ddprun was interrupted");

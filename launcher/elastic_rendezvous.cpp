@@ -65,7 +65,7 @@ bool ElasticRendezvous::round_running(int64_t round) {
 }
 
 std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std::function<bool()>& interrupted,
-                                                  std::string* why) {
+                                                  NoRound* none) {
   const auto forming = store_.get_if_set("rdzv/forming");
   int64_t round = std::max<int64_t>(from_round, forming ? std::stoll(*forming) : 0);
   const std::string me = local_addr_ + " " + std::to_string(getpid()) + " " + std::to_string(store_.agent_id());
@@ -83,15 +83,15 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
         break;  // it started without this node: wait for the next round
       }
       if (auto stopped = store_.stopped()) {
-        *why = "the job was stopped: " + *stopped;
+        *none = {false, "the job was stopped: " + *stopped};
         return std::nullopt;
       }
       if (store_.get_if_set("finished")) {
-        *why = "the job finished before this node could join it";
+        *none = {true, "the job finished before this node could join it"};
         return std::nullopt;
       }
       if (interrupted()) {
-        *why = "interrupted";
+        *none = {false, "interrupted"};
         return std::nullopt;
       }
       const int64_t joined = count(round);
@@ -195,7 +195,8 @@ void ElasticRendezvous::mark_finished() { store_.set("finished", "1"); }
 std::vector<int64_t> ElasticRendezvous::agents_to_wait_for() {
   std::vector<int64_t> agents;
   if (!has_round_) {
-    const int64_t all = store_.get_if_set("agents") ? std::stoll(*store_.get_if_set("agents")) : 0;
+    const auto joined = store_.get_if_set("agents");
+    const int64_t all = joined ? std::stoll(*joined) : 0;
     for (int64_t a = 0; a < all; ++a) agents.push_back(a);
     return agents;
   }

@@ -26,6 +26,12 @@ struct Membership {
   int64_t nnodes() const { return static_cast<int64_t>(nodes.size()); }
 };
 
+// Why join() gave no round: the job finished (a node that waited for room), or it was stopped or interrupted.
+struct NoRound {
+  bool job_finished = false;
+  std::string why;
+};
+
 class ElasticRendezvous {
  public:
   // `store` is the endpoint's (JobStore::at_endpoint). This node's address is --local-addr, else the local address
@@ -36,9 +42,9 @@ class ElasticRendezvous {
   // at once, at MIN or more once --rdzv-conf last_call_timeout passed without reaching MAX. Node ranks follow the
   // members' (address, pid), as torchrun's DynamicRendezvousHandler sorts them. A node that arrives while a round
   // runs waits for the next one. Returns nullopt when the job finished or was stopped meanwhile, or `interrupted`
-  // said so (*why says which). Throws std::runtime_error naming what is missing when fewer than MIN nodes are
+  // said so (*none says which). Throws std::runtime_error naming what is missing when fewer than MIN nodes are
   // there within join_timeout (while no round runs).
-  std::optional<Membership> join(int64_t from_round, const std::function<bool()>& interrupted, std::string* why);
+  std::optional<Membership> join(int64_t from_round, const std::function<bool()>& interrupted, NoRound* none);
   const Membership& current() const { return current_; }
 
   // While the current round runs, called every --monitor-interval: sends this node's keep-alive when it is due, and

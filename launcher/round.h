@@ -16,7 +16,8 @@ enum class RoundEnd {
   kPeerFailed,    // another node reported a failed worker in this round
   kPeerStopped,   // another node stopped the job (a signal, a flag mismatch)
   kStoreLost,     // node 0's ddprun can no longer be reached
-  kNodesChanged,  // c10d: a node was lost or nodes wait to join; the nodes meet again (a lost node is also a failure)
+  kNodesChanged,  // c10d: nodes wait to join and there is room: the workers checkpointed (SIGUSR1), the nodes meet
+                  // again
 };
 
 struct RoundResult {
