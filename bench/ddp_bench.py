@@ -89,8 +89,14 @@ def parse_args(argv):
                                   "this rate (e.g. 1gbit, 10gbit; needs root); ddptrain's all-reduce goes over Gloo")
     p.add_argument("--link-delay-ms", type=float, default=0.2,
                    help="delay each way on --link (tc netem; left out, and said so, where the kernel lacks it)")
-    p.add_argument("--data", choices=["fashion-mnist", "synthetic"], default="fashion-mnist")
-    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--data", choices=["fashion-mnist", "synthetic", "image_folder"], default="fashion-mnist")
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist",
+                   help="image_folder: a folder with train/ and val/ (bench/data_bench.py makes one)")
+    p.add_argument("--image-size", type=int, default=112,
+                   help="image_folder: RandomResizedCrop's size on both sides (3-channel images)")
+    p.add_argument("--data-workers", type=int, default=1,
+                   help="image_folder: decode workers per rank on both sides (ddptrain data.workers threads, "
+                        "DataLoader(num_workers=N) processes)")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default net 300, resnet18 40)")
     p.add_argument("--log-every", type=int, help="steps per timed interval (default net 20, resnet18 5)")
     p.add_argument("--warmup-steps", type=int, help="intervals ending at or before this step are not timed "
@@ -141,8 +147,18 @@ def configs_from(args):
         c["link_delay_ms"] = args.link_delay_ms
         c["reps"] = args.reps or c.get("reps") or 3
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
-        for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers"):
+        for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers",
+                  "image_size", "data_workers"):
             c[k] = getattr(args, k)
+        if c["data"] == "image_folder":
+            if c["model"] == "net":
+                raise SystemExit("--data image_folder trains a ResNet (3-channel images)")
+            c["in_channels"] = 3
+            c["num_classes"] = len([d for d in os.listdir(os.path.join(c["data_dir"], "train"))
+                                    if os.path.isdir(os.path.join(c["data_dir"], "train", d))])
+            c["ddptrain_workers"] = c["data_workers"]
+        else:
+            c["in_channels"], c["num_classes"] = 1, 10
         if c["warmup_steps"] >= c["steps"]:
             raise SystemExit(f"warm-up ({c['warmup_steps']} steps) leaves no timed interval of {c['steps']} steps")
         configs.append(c)
@@ -150,7 +166,9 @@ def configs_from(args):
 
 
 def label_of(c):
-    return (f"{c['model']} {c['precision']}, world {c['world']}, sync {c['sync']}, {c['data']}, "
+    data = (f"image_folder {c['data_dir']} at {c['image_size']} px, {c['data_workers']} decode worker(s)/rank"
+            if c["data"] == "image_folder" else c["data"])
+    return (f"{c['model']} {c['precision']}, world {c['world']}, sync {c['sync']}, {data}, "
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
@@ -162,11 +180,14 @@ def label_of(c):
 
 def write_init(c, path):
     torch.manual_seed(c["seed"])
-    torch.save(dict(build_model(c["model"], c["dropout"]).state_dict()), path)
+    model = build_model(c["model"], c["dropout"], c.get("in_channels", 1), c.get("num_classes", 10))
+    torch.save(dict(model.state_dict()), path)
 
 
 def ddptrain_toml(c, init_path):
     data_dir = f'dir = "{c["data_dir"]}"\n' if c["data"] != "synthetic" else ""
+    if c["data"] == "image_folder":
+        data_dir += f'image_size = {c["image_size"]}\n'
     # Only keys away from their defaults, so that a ddptrain from before they existed still reads the rest.
     dist_extra = (f'grad_compression = "{c["grad_compression"]}"\n' if c["grad_compression"] != "none" else "") + (
         "skip_zero_gradients = true\n" if c["ddptrain_skip_zero"] else "")
@@ -247,6 +268,9 @@ def python_launch(c, init_path, run_dir, probe, link=None):
                       "--batch", str(c["batch"]), "--threads", str(c["threads"]), "--lr", str(c["lr"]),
                       "--momentum", str(c["momentum"]), "--dropout", str(c["dropout"]), "--seed", str(c["seed"]),
                       "--synthetic-size", str(c["synthetic_size"]), "--kernels", c["python_kernels"],
+                      "--in-channels", str(c.get("in_channels", 1)), "--num-classes", str(c.get("num_classes", 10)),
+                      "--image-size", str(c["image_size"] if c["data"] == "image_folder" else 28),
+                      "--workers", str(c.get("data_workers", 0)),
                       "--result", os.path.join(run_dir, f"result.rank{rank}.json")])
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
     return on_link(link, argvs, envs)

@@ -65,8 +65,20 @@ def use_ddptrain_kernels(model, name):
     return model
 
 
+# torchvision's ImageNet statistics: ddptrain's data.mean / data.std for image folders.
+IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
 def load_train_set(args):
-    """uint8 images [N, C, S, S] and int64 labels; like ddptrain, batches are normalised as they are used."""
+    """uint8 images [N, C, S, S] and int64 labels; like ddptrain, batches are normalised as they are used. An image
+    folder: torchvision's ImageFolder(DIR/train) with the v2 training transform on uint8 tensors (PILToTensor,
+    RandomResizedCrop(image_size), RandomHorizontalFlip), decoded by the DataLoader's workers."""
+    if args.data == "image_folder":
+        from torchvision.datasets import ImageFolder
+        from torchvision.transforms import v2
+        transform = v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(args.image_size, antialias=True),
+                                v2.RandomHorizontalFlip()])
+        return ImageFolder(os.path.join(args.data_dir, "train"), transform=transform)
     if args.data == "synthetic":
         gen = torch.Generator().manual_seed(args.seed)
         shape = (args.synthetic_size, args.in_channels, args.image_size, args.image_size)
@@ -81,7 +93,7 @@ def load_train_set(args):
 def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["net", "resnet18", "resnet50"], required=True)
-    p.add_argument("--data", choices=["fashion-mnist", "synthetic"], required=True)
+    p.add_argument("--data", choices=["fashion-mnist", "synthetic", "image_folder"], required=True)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--init", required=True, help="state dict (torch.save) both sides start from")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
@@ -89,10 +101,11 @@ def parse_args():
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--channels-last", action="store_true", help="model and inputs in torch.channels_last")
     p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
-    p.add_argument("--workers", type=int, default=4, help="DataLoader workers with --device cuda")
+    p.add_argument("--workers", type=int, default=4,
+                   help="DataLoader workers with --device cuda or --data image_folder")
     p.add_argument("--in-channels", type=int, default=1)
     p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--image-size", type=int, default=28, help="synthetic images' side")
+    p.add_argument("--image-size", type=int, default=28, help="synthetic images' side; image_folder: the crop's")
     p.add_argument("--sync", choices=["on", "off"], default="on")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log-every", type=int, required=True)
@@ -151,8 +164,16 @@ def train(args, rank, world, device, sync):
     if cuda:
         loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                             pin_memory=True, persistent_workers=args.workers > 0)
+    elif args.data == "image_folder":
+        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
+                            persistent_workers=args.workers > 0)
     else:
         loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=0)
+    if args.data == "image_folder":
+        mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+        std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    else:
+        mean, std = args.mean, args.std
     opt = torch.optim.SGD(trained.parameters(), lr=args.lr, momentum=args.momentum)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
@@ -169,7 +190,7 @@ def train(args, rank, world, device, sync):
         sampler.set_epoch(epoch)
         for batch_index, (xb, yb) in enumerate(loader, start=1):
             xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-            xb = xb.to(torch.float32).div_(255).sub_(args.mean).div_(args.std)
+            xb = xb.to(torch.float32).div_(255).sub_(mean).div_(std)
             if args.channels_last:
                 xb = xb.contiguous(memory_format=memory_format)
             opt.zero_grad()

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <regex>
 
 namespace ddp::test {
@@ -145,6 +146,29 @@ TEST(DdpBench, DdptrainPhaseTimesAreAveragedPerStepOverTheTimedIntervals) {
                              "'); print('compute %.6f' % d.timed_phases(i, p, 20)['compute'])\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("compute 0.004000"), std::string::npos) << r.output;
+}
+
+// --data image_folder: both sides get the folder, 3 channels, its class count, the crop size and the decode workers
+// (ddptrain's data.workers threads, DataLoader's worker processes).
+TEST(DdpBench, ImageFolderGivesBothSidesTheFolderCropSizeAndDecodeWorkers) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  for (const char* k : {"a", "b", "c"}) std::filesystem::create_directories(dir / ("f/train/" + std::string(k)));
+  const auto r = run_command(
+      "cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
+      " -c \"import ddp_bench as d\n"
+      "a = d.parse_args(['--model', 'resnet18', '--data', 'image_folder', '--data-dir', '" +
+      dir / "f" +
+      "', '--world', '2', '--image-size', '64', '--data-workers', '2'])\n"
+      "c = d.configs_from(a)[0]\n"
+      "t = d.ddptrain_toml(c, 'init.pt')\n"
+      "v = d.python_launch(c, 'init.pt', 'run', False)[0][0]\n"
+      "print(c['in_channels'], c['num_classes'], 'dataset = \\\"image_folder\\\"' in t, 'image_size = 64' in t, "
+      "'workers = 2' in t, v[v.index('--workers') + 1], v[v.index('--image-size') + 1], v[v.index('--num-classes') + "
+      "1])"
+      "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 3 True True True 2 64 3"), std::string::npos) << r.output;
 }
 
 // bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every
