@@ -14,6 +14,8 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+# Where README's recipe for bench/requirements-dali.txt puts its venv.
+DALI_PYTHON = os.path.expanduser("~/.cache/ddptrain/dali-venv/bin/python")
 
 
 def make_folder(root, count, classes, width, height, quality, seed=0):
@@ -63,6 +65,35 @@ def dataloader_side(args):
     images = 0
     for x, _ in it:
         images += x.shape[0]
+    seconds = time.perf_counter() - start
+    print(json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds}))
+
+
+def dali_side(args):
+    """Runs inside its own process, with a Python that has NVIDIA DALI (bench/requirements-dali.txt): DALI's CPU
+    pipeline (device_id=None) doing the same work with `workers` threads - file reader, decoders.image_random_crop
+    (RandomResizedCrop's area and ratio ranges), resize, crop_mirror_normalize with a coin-flip mirror - prints the
+    JSON line the harness reads."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=args.batch, num_threads=args.workers, device_id=None, seed=0)
+    def pipeline():
+        jpegs, labels = fn.readers.file(file_root=os.path.join(args.root, "train"), random_shuffle=True)
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB)
+        images = fn.resize(images, resize_x=args.size, resize_y=args.size)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          mean=[255 * m for m in IMAGENET_MEAN], std=[255 * s for s in IMAGENET_STD],
+                                          mirror=fn.random.coin_flip())
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.run()  # the threads' start-up, as ddptrain's first batch
+    start = time.perf_counter()
+    images = 0
+    for _ in range(args.batches):
+        out, _ = pipe.run()
+        images += len(out)
     seconds = time.perf_counter() - start
     print(json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds}))
 
@@ -122,11 +153,14 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--transforms", default="pil,tensor", help="DataLoader recipes to run: pil, tensor")
-    p.add_argument("--side", choices=["dataloader"], help=argparse.SUPPRESS)
+    p.add_argument("--dali-python", default=DALI_PYTHON,
+                   help="a Python with NVIDIA DALI (bench/requirements-dali.txt) for the DALI CPU side; left out when "
+                        "it does not exist")
+    p.add_argument("--side", choices=["dataloader", "dali"], help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.side == "dataloader":
+    if args.side:
         args.workers = int(args.workers)
-        return dataloader_side(args)
+        return dataloader_side(args) if args.side == "dataloader" else dali_side(args)
 
     make_folder(args.root, args.images, args.classes, args.width, args.height, args.quality)
     native = os.path.join(REPO, "build", "ddp_data_pipeline")
@@ -139,6 +173,9 @@ def main():
             sides[f"DataLoader ({recipe})"] = [sys.executable, os.path.abspath(__file__), "--side", "dataloader",
                                                "--root", args.root, "--workers", str(workers),
                                                "--transforms", recipe] + common
+        if os.path.exists(args.dali_python):
+            sides["DALI CPU"] = [args.dali_python, os.path.abspath(__file__), "--side", "dali", "--root", args.root,
+                                 "--workers", str(workers)] + common
         runs = {name: [] for name in sides}
         for _ in range(args.reps):  # alternating, so drift in the machine's load hits every side alike
             for name, cmd in sides.items():
@@ -151,15 +188,20 @@ def main():
     print(f"{args.images} JPEGs {args.width}x{args.height} q{args.quality}, {args.classes} classes; "
           f"RandomResizedCrop({args.size}) + flip + normalize, batch {args.batch}, {args.batches} batches timed "
           f"after the first, {args.threads} intra-op thread(s), {args.reps} alternating repetitions, medians")
-    print("| workers | side | images/s (reps) | median | vs best DataLoader | peak RSS MiB (whole side) | RSS vs DataLoader |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    if not os.path.exists(args.dali_python):
+        print(f"(no DALI side: {args.dali_python} does not exist; see bench/README.md)")
+    print("| workers | side | images/s (reps) | median | vs best DataLoader | vs DALI CPU | peak RSS MiB (whole side) "
+          "| RSS vs DataLoader |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        peers = [r for r in rows if r["workers"] == row["workers"] and r["side"] != "ddptrain"]
+        peers = [r for r in rows if r["workers"] == row["workers"] and r["side"].startswith("DataLoader")]
         best = max(peers, key=lambda r: r["rate"]) if peers else None
+        dali = next((r for r in rows if r["workers"] == row["workers"] and r["side"] == "DALI CPU"), None)
         ratio = f"{row['rate'] / best['rate']:.2f}x" if best else ""
+        vs_dali = f"{row['rate'] / dali['rate']:.2f}x" if dali else ""
         rss = f"{row['rss'] / best['rss']:.2f}x" if best else ""
         print(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | "
-              f"{row['rate']:.0f} | {ratio} | {row['rss']:.0f} | {rss} |")
+              f"{row['rate']:.0f} | {ratio} | {vs_dali} | {row['rss']:.0f} | {rss} |")
 
 
 if __name__ == "__main__":
