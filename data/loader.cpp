@@ -23,36 +23,38 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
-std::function<void(Batch&)> pin_batch_memory() {
-  return [](Batch& b) {
-    b.images = b.images.pin_memory();
-    b.labels = b.labels.pin_memory();
-  };
-}
-
 Batch BatchLoader::assemble(int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t end = std::min<int64_t>(begin + options_.batch_size, static_cast<int64_t>(indices_.size()));
   torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + begin, {end - begin}, torch::kInt64);
+  const int64_t n = end - begin;
+  // The batch's tensors, allocated once (page-locked when asked) and filled in place.
+  const auto allocate = [&](const torch::Tensor& like, c10::IntArrayRef item_sizes) {
+    std::vector<int64_t> sizes = {n};
+    sizes.insert(sizes.end(), item_sizes.begin(), item_sizes.end());
+    return torch::empty(sizes, torch::TensorOptions().dtype(like.dtype()).pinned_memory(options_.pin_memory));
+  };
   Batch batch;
   if (split_.source) {
-    // Read sample by sample; a replaced sample brings its own label.
-    std::vector<torch::Tensor> images;
+    // Read sample by sample, each copied into the batch at once; a replaced sample brings its own label.
     std::vector<int64_t> read;
     for (const int64_t index : c10::ArrayRef<int64_t>(idx.data_ptr<int64_t>(), idx.numel())) {
       SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, options_.epoch, index));
-      images.push_back(std::move(s.image));
+      if (!batch.images.defined()) batch.images = allocate(s.image, s.image.sizes());
+      TORCH_CHECK(s.image.sizes() == batch.images.sizes().slice(1), "sample ", s.index, " is ", s.image.sizes(),
+                  ", the batch's first ", batch.images.sizes().slice(1));
+      batch.images[static_cast<int64_t>(read.size())].copy_(s.image);
       read.push_back(s.index);
     }
-    batch.images = torch::stack(images);
     idx = torch::tensor(read, torch::kInt64);
   } else {
-    batch.images = split_.images.index_select(0, idx);
+    batch.images = allocate(split_.images, split_.images.sizes().slice(1));
+    at::index_select_out(batch.images, split_.images, 0, idx);
   }
   if (options_.normalize)
     batch.images = normalize_images(batch.images, options_.mean, options_.std, options_.memory_format);
-  batch.labels = split_.labels.index_select(0, idx);
-  if (options_.finish) options_.finish(batch);
+  batch.labels = allocate(split_.labels, split_.labels.sizes().slice(1));
+  at::index_select_out(batch.labels, split_.labels, 0, idx);
   return batch;
 }
 

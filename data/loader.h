@@ -35,13 +35,10 @@ struct LoaderOptions {
   // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, sample index).
   uint64_t seed = 0;
   int64_t epoch = 0;
-  // Runs on the thread that assembled the batch, before the consumer can take it (e.g. copying it into pinned host
-  // memory, as DataLoader(pin_memory=True) does); empty = nothing.
-  std::function<void(Batch&)> finish;
+  // Batches assembled straight into page-locked host memory, for an asynchronous copy to a CUDA device
+  // (DataLoader(pin_memory=True) without its second copy of the batch; needs a CUDA build with a visible GPU).
+  bool pin_memory = false;
 };
-
-// The finish step that moves a batch into page-locked host memory (needs a CUDA build with a visible GPU).
-std::function<void(Batch&)> pin_batch_memory();
 
 class BatchLoader {
  public:

@@ -52,7 +52,7 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   o.seed = static_cast<uint64_t>(cfg_.job.seed);
   o.epoch = state_.position.epoch;
   // Page-locked host batches make the device copy asynchronous (DataLoader's pin_memory=True).
-  if (ctx_.device.is_cuda() && cfg_.data.pin_memory) o.finish = pin_batch_memory();
+  o.pin_memory = ctx_.device.is_cuda() && cfg_.data.pin_memory;
   // On an accelerator the uint8 images are copied and normalised there; either way into the layout the model takes.
   o.normalize = ctx_.device.is_cpu();
   if (model_config().memory_format == MemoryFormat::ChannelsLast) o.memory_format = torch::MemoryFormat::ChannelsLast;

@@ -9,10 +9,7 @@
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
-#include <mutex>
 #include <regex>
-#include <set>
-#include <thread>
 
 namespace ddp::test {
 namespace {
@@ -123,40 +120,6 @@ TEST(BatchLoader, WorkerErrorsReachTheConsumer) {
       std::exception);
 }
 
-// The finish step (pinning on CUDA) runs once per batch on the thread that assembled it, before the consumer sees the
-// batch; with workers = 0 that is the consumer's own thread.
-TEST(BatchLoader, FinishStepRunsOnTheAssemblingThreadBeforeHandOver) {
-  Dataset ds = synthetic(6);
-  std::vector<int64_t> order(100);
-  for (int64_t i = 0; i < 100; ++i) order[i] = i;
-  for (int64_t workers : {0, 2}) {
-    std::mutex mu;
-    std::set<std::thread::id> threads;
-    int calls = 0;
-    LoaderOptions o;
-    o.batch_size = 16;
-    o.workers = workers;
-    o.finish = [&](Batch& b) {
-      b.labels = b.labels + 1000;  // visible to the consumer only if it ran before the hand-over
-      std::lock_guard<std::mutex> lock(mu);
-      threads.insert(std::this_thread::get_id());
-      ++calls;
-    };
-    BatchLoader loader(ds.train, order, o);
-    int64_t batches = 0;
-    while (auto b = loader.next()) {
-      EXPECT_GE(b->labels.min().item<int64_t>(), 1000) << "batch " << batches << " handed over unfinished";
-      ++batches;
-    }
-    EXPECT_EQ(batches, 7);
-    EXPECT_EQ(calls, 7) << workers;
-    if (workers == 0)
-      EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
-    else
-      EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u) << "finished on the consumer's thread";
-  }
-}
-
 // On CPU the device feed hands the loader's batches over unchanged, in order, and ends with it.
 TEST(DeviceFeed, CpuFeedIsTheLoadersBatchesInOrder) {
   Dataset ds = synthetic(7);
@@ -247,7 +210,7 @@ TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
   LoaderOptions raw = o;
   raw.normalize = false;
   raw.memory_format = torch::MemoryFormat::ChannelsLast;
-  raw.finish = pin_batch_memory();
+  raw.pin_memory = true;
   BatchLoader plain(ds.train, order, o), fed(ds.train, order, raw);
   auto feed = make_device_feed(fed, torch::Device(torch::kCUDA, 0));
   int64_t n = 0;
