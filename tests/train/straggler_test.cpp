@@ -89,14 +89,22 @@ TEST(Straggler, SlowRankIsNamedWithPhaseComputeAndSaidOnTheConsole) {
       << ranks[0].output;
 }
 
+// A process of the machine's other users can take one of the two cores for a moment and make its rank a true
+// straggler of that run; up to three runs, and one of them must say nothing (a false line from balanced ranks, the
+// fault this guards against, is in every run).
 TEST(Straggler, RanksOnACoreEachGetNoStragglerLine) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores";
-  TempDir dir;
-  const auto ranks = run_pinned(dir);
-  ASSERT_EQ(ranks.size(), 2u);
-  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(train_records(dir / "out/metrics.jsonl").size(), 8u);
-  EXPECT_EQ(ranks[0].output.find("straggler"), std::string::npos) << ranks[0].output;
+  std::string said;
+  for (int run = 0; run < 3; ++run) {
+    TempDir dir;
+    const auto ranks = run_pinned(dir);
+    ASSERT_EQ(ranks.size(), 2u);
+    for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(train_records(dir / "out/metrics.jsonl").size(), 8u);
+    if (ranks[0].output.find("straggler") == std::string::npos) return;
+    said += "--- run " + std::to_string(run + 1) + ":\n" + ranks[0].output;
+  }
+  ADD_FAILURE() << "every run of balanced ranks said straggler:\n" << said;
 }
 
 }  // namespace
