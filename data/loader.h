@@ -49,6 +49,8 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   int64_t num_batches() const { return num_batches_; }
+  // This rank's samples in order: batch b holds [b x batch_size, (b + 1) x batch_size).
+  const std::vector<int64_t>& indices() const { return indices_; }
   const LoaderOptions& options() const { return options_; }
   // Next batch in order, or nullopt at the end. Rethrows a worker's error.
   std::optional<Batch> next();

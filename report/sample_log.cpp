@@ -10,14 +10,14 @@ SampleLog::SampleLog(bool enabled, const std::string& out_dir, int64_t rank, int
   if (enabled) out_ = JsonlWriter(out_dir + "/samples/rank-" + std::to_string(rank) + ".jsonl");
 }
 
-void SampleLog::step(int64_t step, int64_t epoch, const std::vector<int64_t>& samples) {
-  if (!out_.is_open()) return;
+void SampleLog::step(int64_t step, int64_t epoch, c10::ArrayRef<int64_t> samples) {
+  if (!out_.is_open()) return;  // off: no copy of the step's samples is made
   out_.write(JsonRecord()
                  .add("step", step)
                  .add("epoch", epoch)
                  .add("rank", rank_)
                  .add("world_size", world_size_)
-                 .add("samples", samples));
+                 .add("samples", samples.vec()));
 }
 
 }  // namespace ddp

@@ -3,6 +3,8 @@
 
 #include "report/jsonl_writer.h"
 
+#include <c10/util/ArrayRef.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@ namespace ddp {
 class SampleLog {
  public:
   SampleLog(bool enabled, const std::string& out_dir, int64_t rank, int64_t world_size);
-  void step(int64_t step, int64_t epoch, const std::vector<int64_t>& samples);
+  void step(int64_t step, int64_t epoch, c10::ArrayRef<int64_t> samples);
 
  private:
   JsonlWriter out_;

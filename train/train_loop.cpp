@@ -68,7 +68,6 @@ Trainer::EpochEnd Trainer::train_epoch() {
     check_training_batches(static_cast<int64_t>(indices.size()), " in epoch " + std::to_string(position.epoch + 1) +
                                                                      " resumed from sample " +
                                                                      std::to_string(position.sample_offset));
-  const std::vector<int64_t> epoch_samples = indices;  // batch b holds [b x batch_size, (b + 1) x batch_size)
   BatchLoader loader(dataset_.train, std::move(indices), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
                      position.batch_in_epoch);
   const int64_t num_batches = loader.num_batches();
@@ -94,7 +93,8 @@ Trainer::EpochEnd Trainer::train_epoch() {
     const double lr = scheduled_lr(cfg_.lr_scheduler, base_lr_, state_.global_step, total_steps_);
     set_lr(*optimizer_, lr);
     StepRecord s = train_step(group);
-    log_samples(epoch_samples, position.batch_in_epoch - static_cast<int64_t>(group.size()), position.batch_in_epoch);
+    log_samples(loader.indices(), position.batch_in_epoch - static_cast<int64_t>(group.size()),
+                position.batch_in_epoch);
     group.clear();
     s.lr = lr;
     s.time.data = std::exchange(data_s, 0.0);
@@ -113,10 +113,11 @@ Trainer::EpochEnd Trainer::train_epoch() {
 }
 
 void Trainer::log_samples(const std::vector<int64_t>& epoch_samples, int64_t first_batch, int64_t end_batch) {
-  const auto b = cfg_.data.batch_size, n = static_cast<int64_t>(epoch_samples.size());
-  sample_log_->step(state_.global_step, state_.position.epoch + 1,
-                    std::vector<int64_t>(epoch_samples.begin() + std::min(first_batch * b, n),
-                                         epoch_samples.begin() + std::min(end_batch * b, n)));
+  const int64_t b = cfg_.data.batch_size, n = static_cast<int64_t>(epoch_samples.size());
+  const int64_t begin = std::min(first_batch * b, n), end = std::min(end_batch * b, n);
+  sample_log_->step(
+      state_.global_step, state_.position.epoch + 1,
+      c10::ArrayRef<int64_t>(epoch_samples).slice(static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
 }
 
 void Trainer::place(StepRecord& s, int64_t num_batches) const {
