@@ -1,4 +1,5 @@
-// wait_for_listener (polls a TCP address until something accepts) and listen_on (a socket bound to one address).
+// wait_for_listener (polls a TCP address until something accepts), listen_on (a socket bound to one address), and
+// the address helpers they share with the launcher (resolve_address, numeric_address).
 #include "distributed/tcp_probe.h"
 
 #include <fcntl.h>
@@ -20,13 +21,14 @@ namespace {
 
 // One non-blocking connect attempt to any of the host's addresses, bounded by `budget`.
 bool try_connect(const std::string& host, int port, std::chrono::milliseconds budget) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  AddressList found(nullptr, freeaddrinfo);
+  try {
+    found = resolve_address(host, port, SOCK_STREAM);
+  } catch (const std::runtime_error&) {
+    return false;
+  }
   bool ok = false;
-  for (addrinfo* a = found; a && !ok; a = a->ai_next) {
+  for (addrinfo* a = found.get(); a && !ok; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     int rc = connect(fd, a->ai_addr, a->ai_addrlen);
@@ -42,28 +44,32 @@ bool try_connect(const std::string& host, int port, std::chrono::milliseconds bu
     }
     close(fd);
   }
-  freeaddrinfo(found);
   return ok;
 }
 
-std::string tcp_probe_numeric(const sockaddr* a, socklen_t len) {
+}  // namespace
+
+AddressList resolve_address(const std::string& host, int port, int socktype) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = socktype;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    throw std::runtime_error("cannot resolve " + host + ": " + gai_strerror(rc));
+  return AddressList(found, freeaddrinfo);
+}
+
+std::string numeric_address(const sockaddr* a, socklen_t len) {
   char host[NI_MAXHOST] = "?";
   getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
   return host;
 }
 
-}  // namespace
-
 int listen_on(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    throw std::runtime_error("cannot resolve " + host + ": " + gai_strerror(rc));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(found, freeaddrinfo);
-  const std::string where = host + " (" + tcp_probe_numeric(found->ai_addr, found->ai_addrlen) + ") port " +
-                            std::to_string(port);
+  const AddressList list = resolve_address(host, port, SOCK_STREAM);
+  const addrinfo* found = list.get();
+  const std::string where =
+      host + " (" + numeric_address(found->ai_addr, found->ai_addrlen) + ") port " + std::to_string(port);
   int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
   if (fd < 0) throw std::runtime_error("cannot make a socket for " + where + ": " + std::strerror(errno));
   int one = 1;

@@ -1,6 +1,8 @@
 // Addresses of this machine: is_this_host, local_address_towards and free_port.
 #include "launcher/host_address.h"
 
+#include "distributed/tcp_probe.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -17,25 +19,7 @@
 namespace ddp {
 namespace {
 
-std::string numeric(const sockaddr* a, socklen_t len) {
-  char host[NI_MAXHOST] = {};
-  if (getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "";
-  return host;
-}
-
 socklen_t length_of(const sockaddr* a) { return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in); }
-
-using AddrInfo = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
-
-AddrInfo resolve(const std::string& host, int port, int socktype) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = socktype;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    throw std::runtime_error("cannot resolve " + host + ": " + gai_strerror(rc));
-  return AddrInfo(found, freeaddrinfo);
-}
 
 }  // namespace
 
@@ -48,12 +32,12 @@ bool is_this_host(const std::string& host) {
   if (getifaddrs(&list) != 0) return false;
   for (ifaddrs* i = list; i; i = i->ifa_next)
     if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
-      mine.insert(numeric(i->ifa_addr, length_of(i->ifa_addr)));
+      mine.insert(numeric_address(i->ifa_addr, length_of(i->ifa_addr)));
   freeifaddrs(list);
   try {
-    const AddrInfo found = resolve(host, 0, SOCK_STREAM);
+    const AddressList found = resolve_address(host, 0, SOCK_STREAM);
     for (addrinfo* a = found.get(); a; a = a->ai_next) {
-      const std::string addr = numeric(a->ai_addr, a->ai_addrlen);
+      const std::string addr = numeric_address(a->ai_addr, a->ai_addrlen);
       if (mine.count(addr) || addr.rfind("127.", 0) == 0 || addr == "::1") return true;
     }
   } catch (const std::exception&) {
@@ -62,7 +46,7 @@ bool is_this_host(const std::string& host) {
 }
 
 std::string local_address_towards(const std::string& host, int port) {
-  const AddrInfo found = resolve(host, port, SOCK_DGRAM);
+  const AddressList found = resolve_address(host, port, SOCK_DGRAM);
   for (addrinfo* a = found.get(); a; a = a->ai_next) {
     const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
@@ -71,13 +55,13 @@ std::string local_address_towards(const std::string& host, int port) {
     const bool ok =
         connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
     close(fd);
-    if (ok) return numeric(reinterpret_cast<sockaddr*>(&local), len);
+    if (ok) return numeric_address(reinterpret_cast<sockaddr*>(&local), len);
   }
   throw std::runtime_error("no route from this machine to " + host);
 }
 
 int free_port(const std::string& addr) {
-  const AddrInfo found = resolve(addr, 0, SOCK_STREAM);
+  const AddressList found = resolve_address(addr, 0, SOCK_STREAM);
   const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
