@@ -6,6 +6,8 @@
 
 #include <ATen/ops/_foreach_zero.h>
 #include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
@@ -74,6 +76,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   auto bucket_indices = std::get<0>(c10d::compute_bucket_assignment_by_size(params_, limits, expect_sparse));
   std::reverse(bucket_indices.begin(), bucket_indices.end());
 
+  watch_gradients();  // before the Reducer: these hooks run before its own on each gradient
   reducer_ = std::make_shared<Reducer>(params_, bucket_indices, ctx_.group, expect_sparse, bucket_bytes_cap,
                                        cfg_.find_unused_parameters, cfg_.gradient_as_bucket_view,
                                        std::unordered_map<size_t, std::string>{}, kFirstBucketBytes,
@@ -96,7 +99,31 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_indices.size()));
 }
 
-DistributedDataParallel::~DistributedDataParallel() = default;
+DistributedDataParallel::~DistributedDataParallel() {
+  for (auto& [accumulator, key] : gradient_hooks_) accumulator->del_post_hook(key);
+}
+
+// The moment the last gradient of a synchronising backward is computed is when the Reducer launches the last
+// bucket's all-reduce, from its own hook on that gradient, which may run the all-reduce there and then (a small
+// one on the calling thread): a hook of ours on every gradient, registered first, counts them down to that moment.
+void DistributedDataParallel::watch_gradients() {
+  for (auto& p : params_) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(p);
+    TORCH_CHECK(accumulator, "DDP: a parameter without a gradient accumulator");
+    const uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          gradient_computed();
+          return outputs;
+        }));
+    gradient_hooks_.emplace_back(std::move(accumulator), key);
+  }
+}
+
+void DistributedDataParallel::gradient_computed() {
+  if (gradients_pending_ == 0 || --gradients_pending_ != 0) return;
+  gradients_computed_at_ = std::chrono::steady_clock::now();
+  ctx_.activity->enter(Phase::kGradientAllReduce);
+}
 
 c10d::Reducer& DistributedDataParallel::reducer() { return *reducer_; }
 
@@ -164,18 +191,22 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
     reducer_->prepare_for_backward(cfg_.find_unused_parameters ? std::vector<at::Tensor>{output}
                                                                : std::vector<at::Tensor>{});
     gradients_computed_at_.reset();
+    gradients_pending_ = params_.size();
     if (!output.requires_grad()) return;
-    // The output's gradient is among backward's first; from its hook, a final callback of the autograd engine that
-    // is queued before the Reducer's finalize_backward (queued once the last bucket is ready), so it runs first:
-    // when every gradient is computed and only the wait for their all-reduce is left.
+    // Where some parameter gets no gradient (find_unused_parameters) the count never ends: then the moment is a
+    // final callback of the autograd engine queued from the output's hook (among backward's first), so queued
+    // before the Reducer's finalize_backward and run first: when only the wait for the all-reduces is left.
     output.register_hook([this](const torch::Tensor&) {
       torch::autograd::Engine::get_default_engine().queue_callback([this] {
+        if (gradients_computed_at_) return;
+        gradients_pending_ = 0;
         gradients_computed_at_ = std::chrono::steady_clock::now();
         ctx_.activity->enter(Phase::kGradientAllReduce);
       });
     });
   } else {
     require_forward_param_sync_ = false;
+    gradients_pending_ = 0;
   }
 }
 

@@ -7,10 +7,12 @@
 #include "distributed/gradient_sync.h"
 #include "distributed/skip_zero_hook.h"
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace ddp {
@@ -44,6 +46,8 @@ class DistributedDataParallel : public GradientSync {
  private:
   class Reducer;
   void rebuild_buckets();
+  void watch_gradients();
+  void gradient_computed();
 
   std::shared_ptr<torch::nn::Module> module_;
   DistContext ctx_;
@@ -56,6 +60,9 @@ class DistributedDataParallel : public GradientSync {
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at_;
+  // Each parameter's gradient accumulator with the key of the hook that counts it (run before the Reducer's).
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> gradient_hooks_;
+  size_t gradients_pending_ = 0;  // of this synchronising backward
 };
 
 }  // namespace ddp

@@ -56,6 +56,8 @@ void AsyncAllReduceMax::start(double value) {
   tensors_ = {torch::tensor({value}, torch::kFloat64).to(ctx_.device)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::MAX;
+  // A backend may run a small all-reduce before it returns (shared memory does when idle): waiting for the peers.
+  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
   work_ = ctx_.group->allreduce(tensors_, opts);
 }
 

@@ -23,8 +23,8 @@ namespace {
 
 using c10d::ReduceOp;
 
-// out[i] = out2[i] = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of the inputs: each
-// block is read in full before it is written.
+// out[i] (and out2[i] unless null) = ((in[0][i] op in[1][i]) op in[2][i]) ..., in rank order. `out` may be one of
+// the inputs: each block is read in full before it is written.
 template <typename T, typename Op>
 void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, Op op) {
   constexpr size_t kBlock = 2048;
@@ -39,7 +39,7 @@ void reduce_ranks(T* out, T* out2, const std::vector<const T*>& in, size_t n, Op
       for (size_t i = 0; i < m; ++i) acc[i] = op(acc[i], c[i]);
     }
     std::memcpy(out + at, acc, m * sizeof(T));
-    std::memcpy(out2 + at, acc, m * sizeof(T));
+    if (out2) std::memcpy(out2 + at, acc, m * sizeof(T));
   }
 }
 
@@ -122,17 +122,38 @@ class ShmAllreduceBackend : public ForwardingBackend {
 
   const std::string getBackendName() const override { return "gloo+shm"; }
 
+  // A small all-reduce finds the worker idle most of the time (the stop vote, a bucket of a small model at the end of
+  // backward): it then runs on the calling thread, which saves the worker's wake-up and the caller's, two context
+  // switches on each rank. Anything else waits its turn on the worker, so every rank runs them in issue order.
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     if (tensors.size() != 1 || !eligible(tensors[0], opts.reduceOp)) return inner_->allreduce(tensors, opts);
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     started_.fetch_add(1, std::memory_order_relaxed);
+    Pending p{tensors[0], opts.reduceOp.op_, future};
+    bool here = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({tensors[0], opts.reduceOp.op_, future});
-      last_ = future;
+      here = small(p.tensor) && queue_.empty() && !running_;
+      if (here) {
+        running_ = true;
+      } else {
+        queue_.push_back(std::move(p));
+        last_ = future;
+      }
     }
-    wake_.notify_one();
+    if (!here) {
+      wake_.notify_one();
+      return c10::make_intrusive<ShmWork>(future);
+    }
+    run_or_fail(p, kCallerSpin);
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+      queued = !queue_.empty() || stopping_;
+    }
+    if (queued) wake_.notify_one();  // a waiting worker woken for nothing would cost a context switch
     return c10::make_intrusive<ShmWork>(future);
   }
 
@@ -168,13 +189,22 @@ class ShmAllreduceBackend : public ForwardingBackend {
            supported(op.op_);
   }
 
+  // Up to this many bytes an all-reduce is small: every rank copies all of it into its slot and reduces all of it
+  // itself, behind one barrier instead of two (each rank makes the same choice: the sizes are the same).
+  static constexpr size_t kSmallBytes = 256u << 10;
+  // A caller waits for a peer's training thread, which is on a core of its own: spinning this long before sleeping
+  // catches it without a context switch. The worker does not spin: it shares a core with a training thread.
+  static constexpr std::chrono::microseconds kCallerSpin{50};
+
+  bool small(const at::Tensor& t) const { return t.nbytes() <= std::min(kSmallBytes, segment_->slot_bytes()); }
+
   void work() {
     name_this_thread("ddp-allreduce");
     for (;;) {
       Pending p;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        wake_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
         if (queue_.empty()) {
           worker_done_ = true;
           done_.notify_all();
@@ -182,21 +212,29 @@ class ShmAllreduceBackend : public ForwardingBackend {
         }
         p = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
-      if (broken_) {
-        p.future->setError(broken_);
-        continue;
-      }
-      try {
-        run(p.tensor, p.op);
-      } catch (...) {
-        broken_ = std::current_exception();
-        segment_->abort();
-        p.future->setError(broken_);
-        continue;
-      }
-      p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
+      run_or_fail(p, std::chrono::microseconds(0));
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
     }
+  }
+
+  // Runs one all-reduce (the thread that set running_ only) and completes its future.
+  void run_or_fail(Pending& p, std::chrono::microseconds spin) {
+    if (broken_) {
+      p.future->setError(broken_);
+      return;
+    }
+    try {
+      run(p.tensor, p.op, spin);
+    } catch (...) {
+      broken_ = std::current_exception();
+      segment_->abort();
+      p.future->setError(broken_);
+      return;
+    }
+    p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
   }
 
   // One all-reduce, in pieces of up to slot_bytes. A piece is cut into one share per rank. Each rank copies the
@@ -205,12 +243,24 @@ class ShmAllreduceBackend : public ForwardingBackend {
   // ranks' reduced shares out of their slots. Its own share never goes through the segment on the way in.
   // Pieces alternate between two buffers, so a piece's slots are rewritten only after every rank passed the next
   // piece's second barrier, which it reaches only after copying this piece out.
-  void run(at::Tensor& t, ReduceOp::RedOpType op) {
+  void run(at::Tensor& t, ReduceOp::RedOpType op, std::chrono::microseconds spin) {
     const int world = segment_->world();
     const int rank = segment_->rank();
     AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "shm_allreduce", [&] {
       scalar_t* data = t.data_ptr<scalar_t>();
       const size_t n = static_cast<size_t>(t.numel());
+      if (small(t)) {
+        // Its slots are rewritten two pieces later, after every rank passed the next piece's barrier, which it
+        // reaches only after reducing this one.
+        const int buffer = static_cast<int>(pieces_++ & 1);
+        std::memcpy(segment_->slot(buffer, rank), data, n * sizeof(scalar_t));
+        segment_->barrier(timeout_, spin);
+        std::vector<const scalar_t*> in(static_cast<size_t>(world));
+        for (int r = 0; r < world; ++r)
+          in[static_cast<size_t>(r)] = r == rank ? data : reinterpret_cast<const scalar_t*>(segment_->slot(buffer, r));
+        reduce_ranks<scalar_t>(data, nullptr, in, n, op);
+        return;
+      }
       const size_t per_piece = segment_->slot_bytes() / sizeof(scalar_t);
       std::vector<const scalar_t*> in(static_cast<size_t>(world));
       for (size_t off = 0; off < n; off += per_piece) {
@@ -224,10 +274,10 @@ class ShmAllreduceBackend : public ForwardingBackend {
         scalar_t* piece = data + off;
         for (int r = 0; r < world; ++r)
           if (r != rank) std::memcpy(slot(rank) + lo(r), piece + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
-        segment_->barrier(timeout_);
+        segment_->barrier(timeout_, spin);
         for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = (r == rank ? piece : slot(r)) + lo(rank);
         reduce_ranks(slot(rank) + lo(rank), piece + lo(rank), in, hi(rank) - lo(rank), op);
-        segment_->barrier(timeout_);
+        segment_->barrier(timeout_, spin);
         for (int r = 0; r < world; ++r)
           if (r != rank) std::memcpy(piece + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
       }
@@ -236,14 +286,15 @@ class ShmAllreduceBackend : public ForwardingBackend {
 
   std::unique_ptr<ShmSegment> segment_;
   std::chrono::milliseconds timeout_;
-  uint64_t pieces_ = 0;        // worker thread only
-  std::exception_ptr broken_;  // worker thread only: after a failure every later all-reduce fails too
+  uint64_t pieces_ = 0;        // the running thread only (running_)
+  std::exception_ptr broken_;  // the running thread only: after a failure every later all-reduce fails too
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
   std::deque<Pending> queue_;
   std::atomic<uint64_t> started_{0};  // all-reduces taken on here
   c10::intrusive_ptr<c10::ivalue::Future> last_;
+  bool running_ = false;  // an all-reduce is running, on the worker or on a caller
   bool stopping_ = false;
   bool worker_done_ = false;
   std::thread worker_;  // last: starts once everything above exists

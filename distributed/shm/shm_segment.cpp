@@ -21,12 +21,13 @@
 namespace ddp {
 namespace {
 
-constexpr uint64_t kSegmentMagic = 0x314d485354504444ull;  // "DDPTSHM1"
+constexpr uint64_t kSegmentMagic = 0x324d485354504444ull;  // "DDPTSHM2" (a rank cell with its sleepers)
 constexpr size_t kLine = 64;
 constexpr size_t kSegmentPage = 4096;
 
 struct alignas(kLine) RankCell {
   std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> sleepers;  // peers asleep on `arrived`: only then does an arrival need a futex wake
   int32_t pid;
   uint64_t start_time;
 };
@@ -196,20 +197,32 @@ void ShmSegment::abort() {
   segment_header(base_)->abort.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
 }
 
-void ShmSegment::barrier(std::chrono::milliseconds timeout) {
+void ShmSegment::barrier(std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   const uint32_t target = ++arrivals_;
   RankCell* me = cell_of(base_, rank_);
-  me->arrived.store(target, std::memory_order_release);
-  futex_wake(&me->arrived);
+  // Sequentially consistent with the sleepers' count (a sleeper counts itself, then re-reads `arrived` in the
+  // kernel's futex wait): either the arrival sees the sleeper, or the sleeper sees the arrival.
+  me->arrived.store(target, std::memory_order_seq_cst);
+  if (me->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me->arrived);
   for (int j = 0; j < world_; ++j)
-    if (j != rank_) wait_for(j, target, timeout);
+    if (j != rank_) wait_for(j, target, timeout, spin);
+  // A peer that arrived and then gave up (its wait for another rank timed out) has not done its part after the
+  // barrier: every rank learns it here, not only those still waiting.
+  if (uint32_t who = segment_header(base_)->abort.load(std::memory_order_acquire); who != 0) {
+    if (aborted_here_) throw std::runtime_error("shared-memory all-reduce: aborted on this rank");
+    fail("rank " + std::to_string(who - 1) + " gave up (see its error)");
+  }
 }
 
-void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds timeout) {
+void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds timeout,
+                          std::chrono::microseconds spin) {
   constexpr int kSpins = 256;
   constexpr long kNap = 20'000'000;  // 20 ms: how soon an abort or a dead peer is noticed
-  std::atomic<uint32_t>& word = cell_of(base_, peer)->arrived;
+  RankCell* cell = cell_of(base_, peer);
+  std::atomic<uint32_t>& word = cell->arrived;
   const auto start = std::chrono::steady_clock::now();
+  const auto spin_until = start + spin;
+  bool spinning = spin.count() > 0;
   auto next_check = start + std::chrono::milliseconds(100);
   for (int spins = 0;; ++spins) {
     const uint32_t seen = word.load(std::memory_order_acquire);
@@ -218,10 +231,19 @@ void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds t
       cpu_relax();
       continue;
     }
+    if (spinning) {
+      if ((spins & 63) != 0 || std::chrono::steady_clock::now() < spin_until) {
+        cpu_relax();
+        continue;
+      }
+      spinning = false;
+    }
     if (aborted_here_) throw std::runtime_error("shared-memory all-reduce: aborted on this rank");
     if (uint32_t who = segment_header(base_)->abort.load(std::memory_order_acquire); who != 0)
       fail("rank " + std::to_string(who - 1) + " gave up (see its error)");
+    cell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(&word, seen, kNap);
+    cell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
       if (peer_gone(peer))

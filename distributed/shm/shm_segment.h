@@ -1,9 +1,9 @@
 // ShmSegment: a shared-memory file mapped by every rank of one host, with per-rank data slots and a barrier.
 //
-// Layout: a header (magic, token, world, slot size, abort word, one cache line per rank: barrier counter, pid,
-// process start time), then two buffers of `world` slots of `slot_bytes` each. The barrier is a counter per
-// rank waited on with futexes; a wait gives up when the abort word is set, the peer's process is gone, or the
-// timeout passes, and throws naming that rank.
+// Layout: a header (magic, token, world, slot size, abort word, one cache line per rank: barrier counter, count of
+// peers asleep on it, pid, process start time), then two buffers of `world` slots of `slot_bytes` each. The barrier
+// is a counter per rank waited on with futexes (woken only when someone sleeps); a wait gives up when the abort word
+// is set, the peer's process is gone, or the timeout passes, and throws naming that rank.
 #pragma once
 
 #include <atomic>
@@ -42,8 +42,9 @@ class ShmSegment {
   // Slot `rank` of buffer `buffer` (0 or 1).
   char* slot(int buffer, int rank) const;
 
-  // Every rank arrives, then waits for all others to arrive at the same count.
-  void barrier(std::chrono::milliseconds timeout);
+  // Every rank arrives, then waits for all others to arrive at the same count: spinning for up to `spin` first (for
+  // a caller whose peers run on cores of their own), then sleeping on a futex.
+  void barrier(std::chrono::milliseconds timeout, std::chrono::microseconds spin = std::chrono::microseconds(0));
   // Marks the segment broken (others' waits then fail naming this rank) and makes this rank's waits fail within
   // 20 ms. Callable from any thread.
   void abort();
@@ -52,7 +53,7 @@ class ShmSegment {
   ShmSegment() = default;
   void map(int fd, size_t bytes);
   void register_self();  // this rank's pid and start time into its cell
-  void wait_for(int peer, uint32_t target, std::chrono::milliseconds timeout);
+  void wait_for(int peer, uint32_t target, std::chrono::milliseconds timeout, std::chrono::microseconds spin);
   [[noreturn]] void fail(const std::string& why);
   bool peer_gone(int peer) const;
 

@@ -23,6 +23,16 @@
 #include <stdexcept>
 
 namespace ddp::test {
+namespace {
+
+// PyTorch's c10d FlightRecorder (on by default: TORCH_FR_BUFFER_SIZE 2000) adds a process group to a map before it
+// takes its lock (FlightRecorderDetail.hpp, recordWithResetEnabled), so ranks that are threads of one process (the
+// in-process tests) can corrupt that map with their first collectives. This process turns it off before any
+// collective (an environment already setting it wins); the ddptrain processes it starts inherit that, and nothing
+// they print or write depends on it.
+const bool kFlightRecorderOff = [] { return setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0) == 0; }();
+
+}  // namespace
 
 std::string source_dir() { return DDP_SOURCE_DIR; }
 std::string binary_dir() { return DDP_BINARY_DIR; }

@@ -67,13 +67,17 @@ struct Case {
   ReduceOp::RedOpType op;
 };
 
-// 1 MiB slots hold 262144 floats: sizes around that cross piece boundaries; 17 leaves ranks without a share.
+// 1 MiB slots hold 262144 floats: sizes around that cross piece boundaries; 17 leaves ranks without a share. Up to
+// 256 KiB (65536 floats) an all-reduce is small (one barrier, every rank reduces all of it): every type and
+// reduction goes both ways.
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int64_t n : {0, 1, 15, 17, 1000, 262144, 262145, 600001}) out.push_back({at::kFloat, n, ReduceOp::SUM});
+  for (int64_t n : {0, 1, 15, 17, 1000, 65536, 65537, 262144, 262145, 600001})
+    out.push_back({at::kFloat, n, ReduceOp::SUM});
   for (auto t : {at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kByte})
-    out.push_back({t, 300007, ReduceOp::SUM});
-  for (auto op : {ReduceOp::MAX, ReduceOp::MIN, ReduceOp::PRODUCT}) out.push_back({at::kFloat, 70001, op});
+    for (int64_t n : {1001, 300007}) out.push_back({t, n, ReduceOp::SUM});
+  for (auto op : {ReduceOp::MAX, ReduceOp::MIN, ReduceOp::PRODUCT})
+    for (int64_t n : {1001, 70001}) out.push_back({at::kFloat, n, op});
   return out;
 }
 
@@ -175,6 +179,31 @@ TEST(ShmAllreduce, QueuedAllreducesCompleteInIssueOrder) {
       const size_t c = i % all.size();
       EXPECT_TRUE(same_bits(tensors[i], rank_order(2, c, all[c]))) << "op " << i;
     }
+  }));
+}
+
+// With nothing queued, a small all-reduce runs on the caller's thread: its Work is complete when allreduce() returns.
+// A large one goes to the worker, and a small one issued behind it waits its turn there (issue order).
+TEST(ShmAllreduce, SmallAllreduceRunsOnTheCallersThreadWhenNothingIsQueued) {
+  const int port = free_port();
+  expect_no_errors(on_ranks(2, [&](int rank) {
+    DistContext ctx = join(rank, 2, port, "shm");
+    auto issue = [&](at::Tensor t) {
+      std::vector<at::Tensor> v{std::move(t)};
+      return ctx.group->allreduce(v, c10d::AllreduceOptions());
+    };
+    at::Tensor small = at::full({1000}, static_cast<float>(rank + 1));
+    auto done_here = issue(small);
+    EXPECT_TRUE(done_here->isCompleted());
+    EXPECT_TRUE(at::equal(small, at::full({1000}, 3.0f)));
+    at::Tensor large = at::full({4 << 20}, static_cast<float>(rank + 1));
+    at::Tensor behind = at::full({1000}, static_cast<float>(10 * (rank + 1)));
+    auto queued = issue(large);
+    auto after = issue(behind);
+    after->wait();
+    EXPECT_TRUE(queued->isCompleted());  // the worker ran it before the small one behind it
+    EXPECT_TRUE(at::equal(large, at::full({4 << 20}, 3.0f)));
+    EXPECT_TRUE(at::equal(behind, at::full({1000}, 30.0f)));
   }));
 }
 
