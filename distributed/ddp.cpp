@@ -2,6 +2,7 @@
 #include "distributed/ddp.h"
 
 #include "base/foreach.h"
+#include "base/number_text.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <ATen/ops/_foreach_zero.h>
@@ -13,7 +14,6 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <climits>
-#include <cstdio>
 
 namespace ddp {
 namespace {
@@ -222,12 +222,11 @@ std::optional<SkipZeroStats> DistributedDataParallel::skip_zero_stats() const {
 std::string DistributedDataParallel::summary() const {
   const auto s = skip_zero_stats();
   if (!s || s->elements == 0) return "";
-  char percent[16];
-  std::snprintf(percent, sizeof percent, "%.1f%%", 100.0 * static_cast<double>(s->elements_sent) / s->elements);
-  return "dist.skip_zero_gradients: all-reduces sent " + std::string(percent) + " of the gradient elements (" +
-         std::to_string(s->gathered_buckets) + " bucket all-reduces of the non-zero positions, " +
-         std::to_string(s->whole_buckets) + " of whole buckets; " + std::to_string(s->repeats) +
-         " times a rank had non-zeros elsewhere and their positions were learnt and sent)";
+  const double percent = 100.0 * static_cast<double>(s->elements_sent) / static_cast<double>(s->elements);
+  return "dist.skip_zero_gradients: all-reduces sent " + number_text("%.1f%%", percent) +
+         " of the gradient elements (" + std::to_string(s->gathered_buckets) +
+         " bucket all-reduces of the non-zero positions, " + std::to_string(s->whole_buckets) + " of whole buckets; " +
+         std::to_string(s->repeats) + " times a rank had non-zeros elsewhere and their positions were learnt and sent)";
 }
 
 std::vector<size_t> DistributedDataParallel::bucket_sizes() const {

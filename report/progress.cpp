@@ -1,6 +1,7 @@
 // Progress display: tqdm-like bar redrawn in place with \r on a TTY; plain log lines when piped or under mpirun.
 #include "report/progress.h"
 
+#include "base/number_text.h"
 #include "base/process_env.h"
 
 #include <unistd.h>
@@ -41,12 +42,7 @@ std::string Progress::render_bar(const StepRecord& s, double eta_s, int width) {
   const int filled = static_cast<int>(frac * width);
   std::string bar(static_cast<size_t>(filled), '#');
   bar += std::string(static_cast<size_t>(width - filled), '.');
-  auto num = [](const char* f, double v) {
-    if (!std::isfinite(v)) return std::string("-");
-    char b[32];
-    std::snprintf(b, sizeof b, f, v);
-    return std::string(b);
-  };
+  auto num = [](const char* f, double v) { return std::isfinite(v) ? number_text(f, v) : std::string("-"); };
   char buf[256];
   std::snprintf(buf, sizeof buf, "epoch %lld/%lld [%s] %lld/%lld loss %s acc %s lr %.3g scale %.3g %s samples/s ETA %s",
                 static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), bar.c_str(),

@@ -3,6 +3,7 @@
 
 #include "base/atomic_file.h"
 #include "base/json_record.h"
+#include "base/number_text.h"
 #include "report/gpu_memory.h"
 #include "report/jsonl_writer.h"
 #include "report/progress.h"
@@ -16,12 +17,6 @@
 
 namespace ddp {
 namespace {
-
-std::string report_fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string banner_text(const RunFacts& f) {
   std::string out = "ddptrain: job " + f.job + " | world " + std::to_string(f.world_size) + " | backend " + f.backend +
@@ -45,12 +40,12 @@ std::string banner_text(const RunFacts& f) {
 // "eval LABEL: loss ... accuracy ... (correct/total) [top-5 ...]"
 std::string eval_text(const EvalRecord& e, const std::string& label) {
   const std::string top5 = e.correct_top5 >= 0
-                               ? " top-5 " + report_fmt("%.4f", e.accuracy_top5) + " (" +
+                               ? " top-5 " + number_text("%.4f", e.accuracy_top5) + " (" +
                                      std::to_string(e.correct_top5) + "/" + std::to_string(e.total) + ")"
                                : "";
-  return "eval " + label + ": loss " + report_fmt("%.4f", e.loss) + " accuracy " + report_fmt("%.4f", e.accuracy) +
+  return "eval " + label + ": loss " + number_text("%.4f", e.loss) + " accuracy " + number_text("%.4f", e.accuracy) +
          " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5 +
-         (std::isnan(e.accuracy_ema) ? "" : " | EMA accuracy " + report_fmt("%.4f", e.accuracy_ema));
+         (std::isnan(e.accuracy_ema) ? "" : " | EMA accuracy " + number_text("%.4f", e.accuracy_ema));
 }
 
 // The fields every metrics.jsonl record starts with, in README's order.
@@ -155,9 +150,9 @@ IntervalSplit Reporter::split_of(const std::vector<RankInterval>& ranks) {
   last_split_ = split;
   if (straggler_watch_.observe(split.slowest)) {
     const Straggler& st = *split.slowest;
-    warning("straggler: " + rank_place(st.rank) + " has been " + report_fmt("%.0f", (st.ratio - 1) * 100) +
+    warning("straggler: " + rank_place(st.rank) + " has been " + number_text("%.0f", (st.ratio - 1) * 100) +
             "% slower than the median rank for " + std::to_string(StragglerWatch::kIntervals) +
-            " log intervals in a row, most in " + st.phase + " (+" + report_fmt("%.3g", st.excess_s) +
+            " log intervals in a row, most in " + st.phase + " (+" + number_text("%.3g", st.excess_s) +
             " s per step; the other ranks wait for it in the gradient all-reduce)");
   }
   return split;
@@ -172,7 +167,7 @@ void Reporter::end_epoch() { progress_->end_epoch(); }
 
 void Reporter::set_flops_per_sample(double flops) {
   flops_per_sample_ = flops;
-  progress_->message("FLOPs: " + report_fmt("%.6g", flops / 1e9) +
+  progress_->message("FLOPs: " + number_text("%.6g", flops / 1e9) +
                      " GFLOP per training sample (forward and backward, counted as "
                      "torch.utils.flop_counter.FlopCounterMode counts them)");
 }
@@ -187,7 +182,7 @@ void Reporter::set_device_peak(const std::string& gpu_name, MathPrecision precis
   }
   peak_tflops_ = peak->tflops;
   progress_->message("MFU against the " + peak->device + "'s dense " + precision_name(precision) + " peak of " +
-                     report_fmt("%.6g", peak->tflops) + " TFLOP/s per GPU");
+                     number_text("%.6g", peak->tflops) + " TFLOP/s per GPU");
 }
 
 std::optional<double> Reporter::mfu(double samples_per_s) const {
@@ -276,23 +271,24 @@ std::string Reporter::summary(const RunEnd& end) {
     out += std::string("\n") + buf;
   };
   const EvalRecord& e = last_eval_;
-  row("final eval accuracy", report_fmt("%.4f", e.accuracy) + " (best " + report_fmt("%.4f", end.best_accuracy) + ")");
-  if (e.correct_top5 >= 0) row("final eval top-5", report_fmt("%.4f", e.accuracy_top5));
-  if (!std::isnan(e.accuracy_ema)) row("final eval EMA", report_fmt("%.4f", e.accuracy_ema));
+  row("final eval accuracy",
+      number_text("%.4f", e.accuracy) + " (best " + number_text("%.4f", end.best_accuracy) + ")");
+  if (e.correct_top5 >= 0) row("final eval top-5", number_text("%.4f", e.accuracy_top5));
+  if (!std::isnan(e.accuracy_ema)) row("final eval EMA", number_text("%.4f", e.accuracy_ema));
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
   if (!end.world_sizes.empty()) row("world sizes", end.world_sizes);
-  row("wall time", report_fmt("%.1f s", wall_s));
+  row("wall time", number_text("%.1f s", wall_s));
   const double mean_samples_per_s = total_samples_ / std::max(wall_s, 1e-9);
-  row("mean samples/s", report_fmt("%.0f", mean_samples_per_s));
-  if (flops_per_sample_ > 0) row("mean TFLOP/s", report_fmt("%.4g", tflops(mean_samples_per_s)));
-  if (const auto m = mfu(mean_samples_per_s)) row("mean MFU", report_fmt("%.3f", *m));
+  row("mean samples/s", number_text("%.0f", mean_samples_per_s));
+  if (flops_per_sample_ > 0) row("mean TFLOP/s", number_text("%.4g", tflops(mean_samples_per_s)));
+  if (const auto m = mfu(mean_samples_per_s)) row("mean MFU", number_text("%.3f", *m));
   row("skipped AMP steps", std::to_string(end.skipped_steps));
   if (end.nonfinite_skips >= 0) row("skipped non-finite", std::to_string(end.nonfinite_skips));
   if (end.bad_samples >= 0)  // the same on every rank, so every rank takes part in the sum
-    row("bad samples replaced", report_fmt("%.0f", sum_({static_cast<double>(end.bad_samples)})[0]));
-  if (gpu_mib) row("peak GPU memory", report_fmt("%.0f MiB (max over ranks)", *gpu_mib));
+    row("bad samples replaced", number_text("%.0f", sum_({static_cast<double>(end.bad_samples)})[0]));
+  if (gpu_mib) row("peak GPU memory", number_text("%.0f MiB (max over ranks)", *gpu_mib));
   if (last_split_)
-    row("peak RSS", report_fmt("%.0f MiB", last_split_->rss_peak_mib) + " (max over ranks: rank " +
+    row("peak RSS", number_text("%.0f MiB", last_split_->rss_peak_mib) + " (max over ranks: rank " +
                         std::to_string(last_split_->rss_peak_rank) + ")");
   row("checkpoints written", std::to_string(end.checkpoints_written));
   row("model", end.model_path);
