@@ -28,7 +28,7 @@ HangReport report(int64_t rank, Phase phase, int64_t step, double seconds, uint6
   s.seconds = seconds;
   s.collectives = collectives;
   s.buckets = buckets;
-  return {rank, s, {}};
+  return {rank, s, {}, {}};
 }
 
 TEST(HangVerdict, GroupsTheWaitingRanksAndNamesTheOthersWithHostAndPid) {
