@@ -27,6 +27,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+# torchvision's ImageNet statistics (ddptrain's data.mean / data.std for image folders), as the pipeline bench has them
+# (bench/ is this script's directory).
+from data_bench import IMAGENET_MEAN, IMAGENET_STD
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 from torch_reference import add_arguments, build_model, find, leave_process_group, read_idx  # noqa: E402
 
@@ -63,10 +67,6 @@ def use_ddptrain_kernels(model, name):
         if isinstance(m, nn.Conv2d) and isinstance(m.padding, tuple) and m.padding_mode == "zeros":
             m.forward = cropped_forward(m)
     return model
-
-
-# torchvision's ImageNet statistics: ddptrain's data.mean / data.std for image folders.
-IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
 def load_train_set(args):

@@ -7,7 +7,6 @@
 
 #include <ATen/ops/_foreach_zero.h>
 #include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
@@ -120,7 +119,11 @@ void DistributedDataParallel::watch_gradients() {
 }
 
 void DistributedDataParallel::gradient_computed() {
-  if (gradients_pending_ == 0 || --gradients_pending_ != 0) return;
+  if (gradients_pending_ != 0 && --gradients_pending_ == 0) all_gradients_computed();
+}
+
+void DistributedDataParallel::all_gradients_computed() {
+  gradients_pending_ = 0;
   gradients_computed_at_ = std::chrono::steady_clock::now();
   ctx_.activity->enter(Phase::kGradientAllReduce);
 }
@@ -198,10 +201,7 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
     // before the Reducer's finalize_backward and run first: when only the wait for the all-reduces is left.
     output.register_hook([this](const torch::Tensor&) {
       torch::autograd::Engine::get_default_engine().queue_callback([this] {
-        if (gradients_computed_at_) return;
-        gradients_pending_ = 0;
-        gradients_computed_at_ = std::chrono::steady_clock::now();
-        ctx_.activity->enter(Phase::kGradientAllReduce);
+        if (!gradients_computed_at_) all_gradients_computed();
       });
     });
   } else {

@@ -48,6 +48,7 @@ class DistributedDataParallel : public GradientSync {
   void rebuild_buckets();
   void watch_gradients();
   void gradient_computed();
+  void all_gradients_computed();
 
   std::shared_ptr<torch::nn::Module> module_;
   DistContext ctx_;
