@@ -4,6 +4,7 @@
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 
@@ -20,14 +21,16 @@ void torchscript_python(const std::string& args) {
 // 20 steps of the scripted module on 2 ranks against Python DDP on its eager twin, in float32, under bfloat16
 // autocast ("bf16": torch.autocast("cpu", torch.bfloat16) in Python, amp.dtype = "bfloat16" here) or under float16
 // autocast with dynamic loss scaling ("fp16": torch.amp.GradScaler("cpu") there); returns the largest difference of
-// the trained weights.
-double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp) {
+// the trained weights. With spare_head, the module has a head its forward never uses, and both sides search for
+// unused parameters (DDP's find_unused_parameters=True, dist.find_unused_parameters = true).
+double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp, bool spare_head = false) {
   write_tiny_mnist(dir / "data", 400, 32, 5);
-  torchscript_python("make " + dir / "net.pt" + " --seed 11");
-  const CommandResult ref = run_python_ranks(2, torchscript_script() + " train --data " + dir / "data" + " --init " +
-                                                    dir / "net.pt" + " --out " + dir / "python.pt" +
-                                                    " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3" +
-                                                    (amp.empty() ? "" : " --amp " + amp));
+  const std::string kind = spare_head ? " --kind spare" : "";
+  torchscript_python("make " + dir / "net.pt" + " --seed 11" + kind);
+  const CommandResult ref = run_python_ranks(
+      2, torchscript_script() + " train --data " + dir / "data" + " --init " + dir / "net.pt" + " --out " +
+             dir / "python.pt" + " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3" +
+             (amp.empty() ? "" : " --amp " + amp) + (spare_head ? kind + " --find-unused 1" : ""));
   EXPECT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   std::vector<std::string> keys = {"model.name=torchscript",
                                    "model.path=" + dir / "net.pt",
@@ -42,6 +45,7 @@ double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp) {
                                    "metrics.progress=off"};
   if (amp == "bf16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=bfloat16"});
   if (amp == "fp16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=float16"});  // loss scaling: auto
+  if (spare_head) keys.push_back("dist.find_unused_parameters=true");
   for (const auto& r : run_ranks(2, write_mnist_job(dir, dir / "data", keys))) EXPECT_EQ(r.exit_code, 0) << r.output;
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
   std::cout << "[ measured ] max |ddptrain - Python DDP| after 20 steps" << (amp.empty() ? "" : " (" + amp + ")")
@@ -69,6 +73,32 @@ TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
       dir / "out/model_scripted.pt " + dir / "out/model.pt");
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("(3, 10)"), std::string::npos) << check.output;
+}
+
+// The head the forward never uses gets no gradient, so neither side moves it, and the Reducer marks it ready itself.
+// Each synchronising step's wait for the all-reduce still starts where every gradient there will be is computed:
+// the spare head's never come, so that moment is taken at the end of backward's graph, and time_comm_s stays above 0.
+TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  EXPECT_LE(torchscript_vs_python_ddp(dir, "", /*spare_head=*/true), 1e-5);  // measured: 0
+  const CommandResult spare =
+      run_command(python() +
+                  " -c \"import sys, torch; a = torch.jit.load(sys.argv[1]).state_dict(); b = torch.load(sys.argv[2]); "
+                  "assert set(a) == set(b), (set(a) ^ set(b)); "
+                  "assert all(torch.equal(a[k], b[k]) == k.startswith('spare.') for k in a if k.endswith('weight')); "
+                  "print('spare head untouched')\" " +
+                  dir / "net.pt " + dir / "out/model.pt");
+  EXPECT_EQ(spare.exit_code, 0) << spare.output;
+  EXPECT_NE(spare.output.find("spare head untouched"), std::string::npos) << spare.output;
+  int records = 0;
+  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("kind") != "train") continue;
+    ++records;
+    EXPECT_GT(j.at("time_comm_s").get<double>(), 0) << line;
+  }
+  EXPECT_GT(records, 0);
 }
 
 TEST(TorchScript, TwoRanksMatchPythonDdpUnderBf16Autocast) {

@@ -1,7 +1,9 @@
 # A model of the user's own, for ddptrain's model.name = "torchscript" (oracle for tests):
-#   make PATH [--seed S] [--kind K]  torch.jit.script of ResidualNet (or Pair) initialised under manual_seed(S), saved
-#   train --data DIR --init PATH ...  Python DDP on the eager ResidualNet with the scripted file's weights
-#                                     (a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
+#   make PATH [--seed S] [--kind K]  torch.jit.script of ResidualNet (or SpareHeadNet, Pair) initialised under
+#                                     manual_seed(S), saved
+#   train --data DIR --init PATH ...  Python DDP on the eager ResidualNet (or SpareHeadNet: --kind spare) with the
+#                                     scripted file's weights (a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR,
+#                                     MASTER_PORT set); --find-unused 1: DDP(find_unused_parameters=True)
 import argparse
 import os
 import sys
@@ -33,6 +35,14 @@ class ResidualNet(nn.Module):
         return self.fc(self.drop(torch.flatten(x, 1)))
 
 
+class SpareHeadNet(ResidualNet):
+    """ResidualNet with a second head its forward never uses: DDP trains it only with find_unused_parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.spare = nn.Linear(8 * 7 * 7, 10)
+
+
 class Pair(nn.Module):
     """A module whose forward returns a tuple: not logits."""
 
@@ -45,9 +55,12 @@ class Pair(nn.Module):
         return y, y
 
 
+MODELS = {"residual": ResidualNet, "spare": SpareHeadNet, "pair": Pair}
+
+
 def make(args):
     torch.manual_seed(args.seed)
-    model = {"residual": ResidualNet, "pair": Pair}[args.kind]()
+    model = MODELS[args.kind]()
     torch.jit.script(model).save(args.path)
 
 
@@ -55,7 +68,7 @@ def train(args):
     import torch.distributed as dist
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
-    model = ResidualNet()
+    model = MODELS[args.kind]()
     model.load_state_dict(torch.jit.load(args.init).state_dict())
     images = read_idx(find(args.data, "train-images-idx3-ubyte"))
     labels = read_idx(find(args.data, "train-labels-idx1-ubyte")).long()
@@ -72,7 +85,8 @@ def main():
     p.add_argument("--kind", default="residual")
     p = sub.add_parser("train")
     extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-             ("ema_decay", float, 0.0), ("ema_out", str, None), ("amp", str, "")]
+             ("ema_decay", float, 0.0), ("ema_out", str, None), ("amp", str, ""), ("kind", str, "residual"),
+             ("find_unused", int, 0)]
     add_arguments(p, {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS + extra}.values())
     args = parser.parse_args()
     {"make": make, "train": train}[args.command](args)

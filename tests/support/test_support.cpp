@@ -115,6 +115,16 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+std::string warnings_besides_stragglers(const std::string& output) {
+  std::string kept;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("warning") != std::string::npos && line.find("warning: straggler: ") == std::string::npos)
+      kept += line + "\n";
+  return kept;
+}
+
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

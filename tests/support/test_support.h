@@ -48,6 +48,11 @@ void write_file(const std::string& path, const std::string& text);
 // Lines of a text file.
 std::vector<std::string> read_lines(const std::string& path);
 
+// The lines of a run's output that hold "warning", each with its newline, less the straggler verdicts
+// ("warning: straggler: ..."): those follow the machine's load, not what a test checks, as any rank of a multi-rank
+// run on a busy machine can fall 20% behind the others for three log intervals.
+std::string warnings_besides_stragglers(const std::string& output);
+
 // A free TCP port on 127.0.0.1.
 int free_port();
 
