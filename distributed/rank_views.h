@@ -35,8 +35,9 @@ RankView own_view(int64_t world_size, const std::string& config_digest);
 struct JoinPlace {
   int64_t rank = 0;
   int64_t world_size = 1;
-  int64_t local_world_size = 1;  // ranks per node (torchrun numbering: node = rank / local_world_size)
-  std::string address;           // the store's host:port, for messages
+  // Ranks per node (torchrun numbering: node = rank / local_world_size); 0: nodes differ, no node is named.
+  int64_t local_world_size = 1;
+  std::string address;  // the store's host:port, for messages
 };
 
 // Publishes `mine`, then waits until every rank of the world published a view. Throws std::runtime_error with one

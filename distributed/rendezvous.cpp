@@ -114,6 +114,7 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
     info.local_world_size =
         has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1, kMaxWorldSize) : info.world_size;
     info.group_rank = has(env, "GROUP_RANK") ? parse_int(env, "GROUP_RANK") : 0;
+    info.group_world_size = has(env, "GROUP_WORLD_SIZE") ? parse_int(env, "GROUP_WORLD_SIZE", 1, kMaxWorldSize) : 0;
   } else if (const SchedulerVariables* vars = scheduler_of(env)) {
     info.source = vars->source;
     info.rank = parse_int(env, vars->rank);
@@ -290,7 +291,11 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   JoinPlace place;
   place.rank = info.rank;
   place.world_size = info.world_size;
-  place.local_world_size = info.local_world_size;
+  // Nodes may run different numbers of ranks (torchrun numbers each node's after the nodes before it); a rank's node is
+  // rank / LOCAL_WORLD_SIZE only when every node runs as many as this one, as far as the node count tells.
+  const bool nodes_alike =
+      info.group_world_size == 0 || info.group_world_size * info.local_world_size == info.world_size;
+  place.local_world_size = nodes_alike ? info.local_world_size : 0;
   place.address = address;
   const auto views = join_ranks(*store, place, own_view(info.world_size, info.config_digest), timeout);
   ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {

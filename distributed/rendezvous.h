@@ -13,6 +13,7 @@ struct RendezvousInfo {
   bool present = false;         // false: no variables set, a world of one
   std::string source = "none";  // torchrun | slurm | openmpi | none
   int64_t rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, group_rank = 0;
+  int64_t group_world_size = 0;  // nodes (torchrun's GROUP_WORLD_SIZE); 0: not told
   std::string master_addr;
   int master_port = 0;
   bool agent_store = false;   // TORCHELASTIC_USE_AGENT_STORE=True: every rank is a store client

@@ -72,25 +72,26 @@ RoundResult exit_barrier(JobStore& store, int64_t round) {
 
 // prefix + "node 1 of 2: ranks 2..3 of 4, MASTER_ADDR=... MASTER_PORT=..." + suffix.
 void log_node(const LaunchOptions& o, const std::string& prefix, const std::string& suffix) {
-  const int64_t first = o.node_rank * o.nproc_per_node, last = first + o.nproc_per_node - 1;
+  const int64_t first = o.first_rank, last = first + o.nproc_per_node - 1;
   launcher_log(prefix + "node " + std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ": " +
                (first == last ? "rank " + std::to_string(first)
                               : "ranks " + std::to_string(first) + ".." + std::to_string(last)) +
-               " of " + std::to_string(o.nnodes * o.nproc_per_node) + ", MASTER_ADDR=" + o.master_addr +
+               " of " + std::to_string(o.world_size) + ", MASTER_ADDR=" + o.master_addr +
                " MASTER_PORT=" + std::to_string(o.master_port) + suffix);
 }
 
-// The options one round's workers see: the node rank, node count and master address agreed at the rendezvous.
+// The options one round's workers see: the node rank, node count, ranks and master address agreed at the rendezvous.
 LaunchOptions with_membership(LaunchOptions o, const Membership& m) {
   o.node_rank = m.node_rank;
   o.nnodes = m.nnodes();
   o.master_addr = m.master_addr;
   o.master_port = m.master_port;
-  return o;
+  return with_ranks(o, m.local_world_sizes);
 }
 
 // Meets the other nodes for round *round (c10d: the next round that forms, written back, with the node rank, count and
-// master address agreed there, into *ro). Returns ddprun's exit code when the job ended before the round.
+// master address agreed there, into *ro; every backend: this node's ranks among the round's, into *ro). Returns
+// ddprun's exit code when the job ended before the round.
 std::optional<int> meet(JobStore* store, ElasticRendezvous* rendezvous, int64_t* round, LaunchOptions* ro) {
   if (rendezvous) {
     NoRound none;
@@ -112,6 +113,11 @@ std::optional<int> meet(JobStore* store, ElasticRendezvous* rendezvous, int64_t*
       launcher_log("error: the job was stopped: " + why);
       return 1;
     }
+    if (!why.empty()) return std::nullopt;
+    *ro = with_ranks(*ro, store->local_world_sizes(*round));
+    if (*round == 0) log_node(*ro, "", ", launchers meet at " + store->address());
+  } else {
+    *ro = with_ranks(*ro, {ro->nproc_per_node});
   }
   return std::nullopt;
 }
@@ -243,8 +249,8 @@ int launch(LaunchOptions o, const std::string& program_path) {
       launcher_log("joining rendezvous '" + o.run_id + "' at " + store->address() + " as " + rendezvous->local_addr() +
                    (store->serves() ? " (this ddprun serves it)" : "") + ", --nnodes " + std::to_string(o.min_nodes) +
                    ":" + std::to_string(o.nnodes));
-    else
-      log_node(o, "", store ? ", launchers meet at " + store->address() : "");
+    else if (!store)
+      log_node(with_ranks(o, {o.nproc_per_node}), "", "");
     code = run_rounds(o, program_path, env, store.get(), rendezvous.get());
   } catch (const std::exception& e) {
     if (store) {

@@ -26,10 +26,10 @@ std::string seconds_text(double s) {
   return os.str();
 }
 
-// A member as the store holds it: "ADDR PID AGENT".
+// A member as the store holds it: "ADDR PID AGENT WORKERS".
 struct Node {
   std::string addr;
-  int64_t pid = 0, agent = 0;
+  int64_t pid = 0, agent = 0, workers = 1;
   bool operator<(const Node& other) const {
     return std::tie(addr, pid, agent) < std::tie(other.addr, other.pid, other.agent);
   }
@@ -39,7 +39,7 @@ struct Node {
 Node parse_node(const std::string& s) {
   Node n;
   std::istringstream in(s);
-  in >> n.addr >> n.pid >> n.agent;
+  in >> n.addr >> n.pid >> n.agent >> n.workers;
   return n;
 }
 
@@ -68,7 +68,8 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
                                                   NoRound* none) {
   const auto forming = store_.get_if_set("rdzv/forming");
   int64_t round = std::max<int64_t>(from_round, forming ? std::stoll(*forming) : 0);
-  const std::string me = local_addr_ + " " + std::to_string(getpid()) + " " + std::to_string(store_.agent_id());
+  const std::string me = local_addr_ + " " + std::to_string(getpid()) + " " + std::to_string(store_.agent_id()) + " " +
+                         std::to_string(o_.nproc_per_node);
   const auto poll =
       std::chrono::milliseconds(std::clamp<int64_t>(static_cast<int64_t>(o_.monitor_interval_s * 1000), 10, 100));
   for (;; ++round) {
@@ -141,6 +142,7 @@ Membership ElasticRendezvous::assemble(int64_t round, int64_t members, int64_t m
     if (nodes[r].agent == me.agent) m.node_rank = static_cast<int64_t>(r);
     m.nodes.push_back(nodes[r].text());
     m.agents.push_back(nodes[r].agent);
+    m.local_world_sizes.push_back(nodes[r].workers);
   }
   store_.set("rdzv/forming", std::to_string(round + 1));
   if (m.node_rank == 0) store_.set(r_key(round, "master"), local_addr_ + " " + std::to_string(free_port(local_addr_)));

@@ -19,9 +19,10 @@ namespace ddp {
 struct Membership {
   int64_t round = 0;
   int64_t node_rank = 0;
-  std::vector<std::string> nodes;  // "ADDR (pid P)" of each member
-  std::vector<int64_t> agents;     // each member's JobStore agent id
-  std::string master_addr;         // rank 0's node
+  std::vector<std::string> nodes;          // "ADDR (pid P)" of each member
+  std::vector<int64_t> agents;             // each member's JobStore agent id
+  std::vector<int64_t> local_world_sizes;  // each member's --nproc-per-node
+  std::string master_addr;                 // rank 0's node
   int master_port = 0;
   int64_t nnodes() const { return static_cast<int64_t>(nodes.size()); }
 };

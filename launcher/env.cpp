@@ -20,8 +20,8 @@ int64_t default_omp_threads(int64_t local_workers) {
 
 std::map<std::string, std::string> worker_env(std::map<std::string, std::string> env, const LaunchOptions& o,
                                               int64_t local_rank, int64_t restart_count) {
-  const int64_t world_size = o.nnodes * o.nproc_per_node;
-  const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  const int64_t world_size = o.world_size;
+  const std::string rank = std::to_string(o.first_rank + local_rank);
   env["LOCAL_RANK"] = std::to_string(local_rank);
   env["RANK"] = rank;
   env["GROUP_RANK"] = std::to_string(o.node_rank);

@@ -215,6 +215,16 @@ void validate(const LaunchOptions& o) {
 
 }  // namespace
 
+LaunchOptions with_ranks(LaunchOptions o, const std::vector<int64_t>& local_world_sizes) {
+  o.first_rank = 0;
+  o.world_size = 0;
+  for (size_t n = 0; n < local_world_sizes.size(); ++n) {
+    if (static_cast<int64_t>(n) < o.node_rank) o.first_rank += local_world_sizes[n];
+    o.world_size += local_world_sizes[n];
+  }
+  return o;
+}
+
 int StreamSelection::for_local_rank(int64_t local_rank) const {
   if (by_local_rank.empty()) return all;
   auto it = by_local_rank.find(local_rank);

@@ -61,7 +61,16 @@ struct LaunchOptions {
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
   // --local-ranks-filter: the local ranks whose output reaches the console (empty: all); log files keep every rank's
   std::vector<int64_t> local_ranks_filter;
+  // Where this node's workers sit among the job's ranks in the current round (set when the nodes meet, by with_ranks):
+  // the global rank of its local rank 0, and the number of ranks of the whole job.
+  int64_t first_rank = 0;
+  int64_t world_size = 1;
 };
+
+// `o` with first_rank and world_size for node o.node_rank of nodes that run local_world_sizes[n] workers each
+// (node-rank order), as torchrun's agent assigns ranks (_assign_worker_ranks): each node's ranks follow those of the
+// nodes before it, so nodes may run different numbers of workers.
+LaunchOptions with_ranks(LaunchOptions o, const std::vector<int64_t>& local_world_sizes);
 
 // Whether nodes meet at a --rdzv-endpoint (torchrun's c10d rendezvous) rather than at --master-addr with --node-rank.
 inline bool elastic(const LaunchOptions& o) { return o.rdzv_backend == "c10d"; }

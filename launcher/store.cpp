@@ -21,8 +21,7 @@ std::string text(const std::vector<uint8_t>& b) { return std::string(b.begin(), 
 std::string job_signature(const LaunchOptions& o) {
   const std::string nodes =
       std::to_string(o.min_nodes) + (o.min_nodes == o.nnodes ? "" : ":" + std::to_string(o.nnodes));
-  return "--nnodes=" + nodes + " --nproc-per-node=" + std::to_string(o.nproc_per_node) +
-         " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
+  return "--nnodes=" + nodes + " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
 }
 
 }  // namespace
@@ -31,6 +30,7 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
     : nnodes_(o.nnodes),
       node_rank_(o.node_rank),
       agent_id_(o.node_rank),
+      local_world_size_(o.nproc_per_node),
       timeout_s_(o.rdzv_conf.join_timeout),
       serves_(o.node_rank == 0) {
   const int port = o.master_port + 1;
@@ -64,6 +64,7 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
 std::unique_ptr<JobStore> JobStore::at_endpoint(const LaunchOptions& o, const std::string& secret) {
   std::unique_ptr<JobStore> s(new JobStore());
   s->nnodes_ = o.min_nodes;
+  s->local_world_size_ = o.nproc_per_node;
   s->timeout_s_ = o.rdzv_conf.join_timeout;
   s->address_ = o.rdzv_host + ":" + std::to_string(o.rdzv_port);
   c10d::TCPStoreOptions opts;
@@ -154,7 +155,7 @@ bool JobStore::all_nodes_have(const std::string& name_prefix, int64_t first_node
 
 std::string JobStore::join_round(int64_t round, const std::function<bool()>& interrupted) {
   const std::string prefix = "round/" + std::to_string(round) + "/ready/";
-  store_->set(key(prefix + std::to_string(node_rank_)), bytes("1"));
+  store_->set(key(prefix + std::to_string(node_rank_)), bytes(std::to_string(local_world_size_)));
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   while (!all_nodes_have(prefix, 0)) {
@@ -172,6 +173,13 @@ std::string JobStore::join_round(int64_t round, const std::function<bool()>& int
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return "";
+}
+
+std::vector<int64_t> JobStore::local_world_sizes(int64_t round) {
+  std::vector<int64_t> sizes;
+  for (int64_t n = 0; n < nnodes_; ++n)
+    sizes.push_back(std::stoll(get("round/" + std::to_string(round) + "/ready/" + std::to_string(n))));
+  return sizes;
 }
 
 std::optional<std::string> JobStore::failure(int64_t round) {

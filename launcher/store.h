@@ -52,6 +52,8 @@ class JobStore {
   // Waits until every node has arrived at `round` (0 = first start, K = K-th restart). Returns "" when all are
   // there, or why it gave up: another node stopped the job, or `interrupted()` said so. Throws on timeout.
   std::string join_round(int64_t round, const std::function<bool()>& interrupted);
+  // After join_round(round) returned "": each node's --nproc-per-node, in node-rank order.
+  std::vector<int64_t> local_world_sizes(int64_t round);
 
   // What some node reported as failing `round` (empty: nothing yet).
   std::optional<std::string> failure(int64_t round);
@@ -75,6 +77,7 @@ class JobStore {
 
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t nnodes_ = 1, node_rank_ = 0, agent_id_ = 0;
+  int64_t local_world_size_ = 1;  // this node's --nproc-per-node
   double timeout_s_ = 600;
   bool serves_ = false;
   std::string address_;

@@ -27,7 +27,7 @@ WorkerGroup::WorkerGroup(const LaunchOptions& o, int64_t restart_count, const st
     for (int64_t local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
       Worker w;
       w.local_rank = local_rank;
-      w.rank = o.node_rank * o.nproc_per_node + local_rank;
+      w.rank = o.first_rank + local_rank;
       const int redirected = o.redirects.for_local_rank(local_rank);
       const int to_file = o.streams_chosen ? (redirected | o.tee.for_local_rank(local_rank)) : (kStdout | kStderr);
       const bool shown = o.local_ranks_filter.empty() ||

@@ -112,6 +112,23 @@ TEST(RankViews, ARankThatNeverJoinsIsNamedByEveryPeer) {
   EXPECT_EQ(r1.find("Broken pipe"), std::string::npos) << r1;
 }
 
+// A missing rank's node is named as torchrun numbers nodes (rank / LOCAL_WORLD_SIZE) only where every node runs as many
+// ranks as far as GROUP_WORLD_SIZE tells: nodes of 1 and 2 ranks (rank 2 on node 1) name no node, where rank / 1 would
+// name a node 2 that is not there.
+TEST(RankViews, AMissingRanksNodeIsNamedOnlyWhenEveryNodeRunsAsManyRanks) {
+  TempDir dir;
+  const std::string cfg = views_job(dir);
+  auto rank = [&](int r, int local_world_size, int nodes) {
+    return "RANK=" + std::to_string(r) + " WORLD_SIZE=3 LOCAL_RANK=0 LOCAL_WORLD_SIZE=" +
+           std::to_string(local_world_size) + " GROUP_RANK=" + std::to_string(r) +
+           " GROUP_WORLD_SIZE=" + std::to_string(nodes) + " timeout -s KILL 30 " + ddptrain_path() + " " + cfg;
+  };
+  auto [alike, alike1] = views_two_ranks(dir, rank(0, 1, 3), rank(1, 1, 3));
+  EXPECT_NE(alike.output.find("waiting for rank(s) 2 (node 2) of 3 to join"), std::string::npos) << alike.output;
+  auto [mixed, mixed1] = views_two_ranks(dir, rank(0, 1, 2), rank(1, 2, 2));
+  EXPECT_NE(mixed.output.find("waiting for rank(s) 2 of 3 to join"), std::string::npos) << mixed.output;
+}
+
 // Seen: a rank dying during start-up left survivors printing a Gloo line that named no rank. Rank 1 is killed (-9)
 // at several points after it joined; rank 0's one error line names it by number, host and pid.
 TEST(RankViews, ARankKilledDuringStartUpIsNamedBySurvivors) {

@@ -267,6 +267,36 @@ TEST(LauncherElasticTest, NodeThatStopsAnsweringIsLostByItsKeepAlives) {
   EXPECT_LT(t.seconds, 40.0) << logs;
 }
 
+// Nodes may run different numbers of workers: one of --nproc-per-node 1 and one of 2 meet at the endpoint and train as
+// one world of 3, the ranks of node rank 1 after those of node rank 0 (which node is which follows (address, pid)); the
+// model is the one a single ddprun of 3 workers trains.
+TEST(LauncherElasticTest, NodesWithDifferentWorkerCountsTrainAsOneWorldOfTheirSum) {
+  TempDir dir;
+  const std::string cfg = tiny_elastic_job(dir) + " --training.epochs=1";
+  const int port = free_port();
+  auto node = [&](int workers) {
+    return elastic_command("127.0.0.1", port, "2", "--nproc-per-node=" + std::to_string(workers)) + " -- " +
+           ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "mixed";
+  };
+  run_command(start_node(dir, 0, node(1)) + start_node(dir, 1, node(2)) + "wait\n");
+  const std::string logs = node_logs(dir, 2);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(node_result(dir, i).exit_code, 0) << logs;
+  const std::string one = node_result(dir, 0).output, two = node_result(dir, 1).output;
+  const bool one_first = one.find(": node 0 of 2: rank 0 of 3,") != std::string::npos;
+  EXPECT_NE(one.find(one_first ? ": node 0 of 2: rank 0 of 3," : ": node 1 of 2: rank 2 of 3,"), std::string::npos)
+      << logs;
+  EXPECT_NE(two.find(one_first ? ": node 1 of 2: ranks 1..2 of 3," : ": node 0 of 2: ranks 0..1 of 3,"),
+            std::string::npos)
+      << logs;
+  EXPECT_NE((one + two).find("world 3"), std::string::npos) << logs;
+  const CommandResult single =
+      run_command("env OMP_NUM_THREADS=1 " + ddprun_path() + " --standalone --nproc-per-node=3 -- " + ddptrain_path() +
+                  " " + cfg + " --job.out_dir=" + dir / "single");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  ASSERT_TRUE(std::filesystem::exists(dir / "mixed/model.pt")) << logs;
+  EXPECT_EQ(read_file(dir / "mixed/model.pt"), read_file(dir / "single/model.pt")) << logs;
+}
+
 // torchrun 2.11 and ddprun launch the same elastic job (c10d rendezvous, --nnodes 2:3, the same line on two nodes)
 // to the same world and the same model.pt.
 TEST(LauncherElasticTest, TorchrunAndDdprunLaunchTheSameElasticJobToTheSameModel) {

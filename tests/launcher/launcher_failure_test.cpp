@@ -201,14 +201,15 @@ TEST(LauncherFailureTest, NodesWithDifferentFlagsRefuseToStart) {
   Job job;
   const std::string script = worker_script(job.dir, "kill %1\n");
   const std::string port = std::to_string(free_port_pair());
-  auto node = [&](int n, int nproc) {
-    return job.run("--nnodes=2 --node-rank=" + std::to_string(n) + " --nproc-per-node=" + std::to_string(nproc) +
-                   " --master-port=" + port, script);
+  auto node = [&](int n, int max_restarts) {
+    return job.run("--nnodes=2 --node-rank=" + std::to_string(n) + " --nproc-per-node=2 --max-restarts=" +
+                       std::to_string(max_restarts) + " --master-port=" + port,
+                   script);
   };
-  auto r = run_two_nodes(job.dir, node(0, 2), node(1, 1));
+  auto r = run_two_nodes(job.dir, node(0, 0), node(1, 1));
   EXPECT_NE(r.node0.exit_code, 0) << r.node0.output;
   EXPECT_EQ(r.node1.exit_code, 2) << r.node1.output;
-  EXPECT_NE(r.node1.output.find("node 1 was started with --nnodes=2 --nproc-per-node=1"), std::string::npos)
+  EXPECT_NE(r.node1.output.find("node 1 was started with --nnodes=2 --max-restarts=1"), std::string::npos)
       << r.node1.output;
   EXPECT_TRUE(processes_with_env(job.tag).empty());
 }

@@ -8,6 +8,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 namespace ddp::test {
 namespace {
@@ -31,6 +33,24 @@ const std::vector<std::string> kTorchrunVariables = {"RANK",
 // A PROGRAM that dumps its environment to DIR/env_<TAG>_<RANK>.
 std::string env_dump_script(const TempDir& dir) {
   return write_script(dir, "dump.sh", "env > " + dir.path() + "/env_${TAG}_$RANK\n");
+}
+
+// Ranks 0..ranks-1 saw the same torchrun variables under ddprun (dir/env_ddprun_R) as under torchrun (env_torchrun_R),
+// but MASTER_PORT: each launch had its own, torchrun's `torchrun_port`.
+void expect_env_like_torchrun(const TempDir& dir, int ranks, int torchrun_port) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    auto ours = parse_env_file(dir / ("env_ddprun_" + std::to_string(rank)));
+    auto theirs = parse_env_file(dir / ("env_torchrun_" + std::to_string(rank)));
+    for (const auto& name : kTorchrunVariables) {
+      ASSERT_TRUE(theirs.count(name)) << "torchrun did not set " << name;
+      ASSERT_TRUE(ours.count(name)) << "ddprun did not set " << name;
+      if (name == "MASTER_PORT") {
+        EXPECT_EQ(theirs.at(name), std::to_string(torchrun_port));
+        continue;
+      }
+      EXPECT_EQ(ours.at(name), theirs.at(name)) << name << " of rank " << rank;
+    }
+  }
 }
 
 int cpus() {
@@ -121,19 +141,51 @@ TEST(LauncherEnvTest, TwoNodesOfTwoMatchTorchrun) {
   auto t = run_two_nodes(torchrun_dir, torchrun(0), torchrun(1));
   ASSERT_EQ(t.node0.exit_code, 0) << t.node0.output;
   ASSERT_EQ(t.node1.exit_code, 0) << t.node1.output;
-  for (int rank = 0; rank < 4; ++rank) {
-    auto ours = parse_env_file(dir / ("env_ddprun_" + std::to_string(rank)));
-    auto theirs = parse_env_file(dir / ("env_torchrun_" + std::to_string(rank)));
-    for (const auto& name : kTorchrunVariables) {
-      ASSERT_TRUE(theirs.count(name)) << "torchrun did not set " << name;
-      ASSERT_TRUE(ours.count(name)) << "ddprun did not set " << name;
-      if (name == "MASTER_PORT") {
-        EXPECT_EQ(theirs.at(name), std::to_string(torchrun_port));
-        continue;
-      }
-      EXPECT_EQ(ours.at(name), theirs.at(name)) << name << " of rank " << rank;
-    }
+  expect_env_like_torchrun(dir, 4, torchrun_port);
+}
+
+// Nodes may run different numbers of workers: node 0 with one and node 1 with two get ranks 0 and 1..2 of 3, each node
+// its own LOCAL_WORLD_SIZE, as torchrun 2.11 assigns them (its agent's _assign_worker_ranks).
+TEST(LauncherEnvTest, NodesOfOneAndTwoWorkersMatchTorchrun) {
+  TempDir dir;
+  const std::string script = env_dump_script(dir);
+  auto launch = [&](const std::string& launcher, const std::string& tag, int port) {
+    return [=](int node_rank) {
+      return "TAG=" + tag + " " + launcher + " --nnodes=2 --node-rank=" + std::to_string(node_rank) +
+             " --nproc-per-node=" + std::to_string(node_rank + 1) +
+             " --master-addr=127.0.0.1 --master-port=" + std::to_string(port) + " --rdzv-id=mixed " + script;
+    };
+  };
+  const int port = free_port_pair();
+  auto ddprun = launch(ddprun_path(), "ddprun", port);
+  auto r = run_two_nodes(dir, ddprun(0), ddprun(1));
+  ASSERT_EQ(r.node0.exit_code, 0) << r.node0.output;
+  ASSERT_EQ(r.node1.exit_code, 0) << r.node1.output;
+  EXPECT_NE(r.node0.output.find("node 0 of 2: rank 0 of 3,"), std::string::npos) << r.node0.output;
+  EXPECT_NE(r.node1.output.find("node 1 of 2: ranks 1..2 of 3,"), std::string::npos) << r.node1.output;
+  const std::map<std::string, std::string> expected[] = {
+      {{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}},
+      {{"RANK", "1"}, {"LOCAL_RANK", "0"}, {"GROUP_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}},
+      {{"RANK", "2"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}}};
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto env = parse_env_file(dir / ("env_ddprun_" + std::to_string(rank)));
+    for (const auto& [name, value] : expected[rank]) EXPECT_EQ(env.at(name), value) << name << " of rank " << rank;
+    for (const char* name : {"WORLD_SIZE", "ROLE_WORLD_SIZE"}) EXPECT_EQ(env.at(name), "3") << name;
+    EXPECT_EQ(env.at("ROLE_RANK"), std::to_string(rank));
+    EXPECT_EQ(env.at("GROUP_WORLD_SIZE"), "2");
   }
+  EXPECT_FALSE(std::filesystem::exists(dir / "env_ddprun_3"));
+
+  if (!python_can_import("torch.distributed.run"))
+    GTEST_SKIP() << python() << " cannot import torch.distributed.run; compared with the spec only";
+  const int torchrun_port = free_port();
+  auto torchrun =
+      launch(python() + " -m torch.distributed.run --monitor-interval=0.1 --no-python", "torchrun", torchrun_port);
+  TempDir torchrun_dir;
+  auto t = run_two_nodes(torchrun_dir, torchrun(0), torchrun(1));
+  ASSERT_EQ(t.node0.exit_code, 0) << t.node0.output;
+  ASSERT_EQ(t.node1.exit_code, 0) << t.node1.output;
+  expect_env_like_torchrun(dir, 3, torchrun_port);
 }
 
 TEST(LauncherFlagsTest, DashesUnderscoresEqualsAndSpaceAllWork) {
