@@ -19,6 +19,7 @@ namespace {
 
 constexpr size_t kBroadcastBucketBytes = 250u * 1024 * 1024;  // DDP's broadcast_bucket_size
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;            // dist._DEFAULT_FIRST_BUCKET_BYTES
+constexpr size_t kNamedUnused = 8;  // parameters named in the error for gradients that never came
 
 // True when every element is +0 (bit pattern all zero; -0 and NaN are not).
 bool all_bits_zero(const at::Tensor& t) {
@@ -49,8 +50,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  const DistConfig& cfg)
     : module_(std::move(module)), ctx_(ctx), cfg_(cfg) {
   TORCH_CHECK(ctx_.distributed(), "DistributedDataParallel needs a process group");
-  for (auto& p : module_->parameters())
-    if (p.requires_grad()) params_.push_back(p);
+  for (auto& named : module_->named_parameters())
+    if (named.value().requires_grad()) {
+      params_.push_back(named.value());
+      param_names_.push_back(named.key());
+    }
   buffers_ = module_->buffers();
 
   PhaseScope waiting(*ctx_.activity, Phase::kCollective);
@@ -106,20 +110,22 @@ DistributedDataParallel::~DistributedDataParallel() {
 // bucket's all-reduce, from its own hook on that gradient, which may run the all-reduce there and then (a small
 // one on the calling thread): a hook of ours on every gradient, registered first, counts them down to that moment.
 void DistributedDataParallel::watch_gradients() {
-  for (auto& p : params_) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(p);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
     TORCH_CHECK(accumulator, "DDP: a parameter without a gradient accumulator");
     const uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          gradient_computed();
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          gradient_computed(i);
           return outputs;
         }));
     gradient_hooks_.emplace_back(std::move(accumulator), key);
   }
 }
 
-void DistributedDataParallel::gradient_computed() {
-  if (gradients_pending_ != 0 && --gradients_pending_ == 0) all_gradients_computed();
+void DistributedDataParallel::gradient_computed(size_t index) {
+  if (gradients_pending_ == 0 || computed_[index]) return;
+  computed_[index] = true;
+  if (--gradients_pending_ == 0) all_gradients_computed();
 }
 
 void DistributedDataParallel::all_gradients_computed() {
@@ -162,10 +168,25 @@ void DistributedDataParallel::sync_buffers() {
   c10d::broadcast_coalesced(ctx_.group, bufs, kBroadcastBucketBytes, 0);
 }
 
+// The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
+// (PyTorch: "Expected to have finished reduction in the prior iteration ..."): said here with the parameters' names.
 void DistributedDataParallel::pre_forward(bool sync) {
   const bool grad = torch::GradMode::is_enabled();
-  if (grad && sync) reducer_->prepare_for_forward();
-  if (grad && !buckets_rebuilt_) rebuild_buckets();
+  try {
+    if (grad && sync) reducer_->prepare_for_forward();
+    if (grad && !buckets_rebuilt_) rebuild_buckets();
+  } catch (const c10::Error& e) {
+    std::vector<std::string> unused;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!computed_.empty() && !computed_[i]) unused.push_back(param_names_[i]);
+    if (cfg_.find_unused_parameters || unused.empty()) throw;
+    std::string names;
+    for (size_t i = 0; i < unused.size() && i < kNamedUnused; ++i) names += (i ? ", " : "") + unused[i];
+    if (unused.size() > kNamedUnused) names += ", ... (" + std::to_string(unused.size()) + " in all)";
+    throw std::runtime_error("DDP: the last synchronised backward computed no gradient for " + names +
+                             " (the forward did not use them), so their buckets were never all-reduced; set "
+                             "dist.find_unused_parameters = true (PyTorch DDP's find_unused_parameters=True)");
+  }
   if (require_forward_param_sync_ && cfg_.broadcast_buffers && !buffers_.empty()) sync_buffers();
 }
 
@@ -195,6 +216,7 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
                                                                : std::vector<at::Tensor>{});
     gradients_computed_at_.reset();
     gradients_pending_ = params_.size();
+    computed_.assign(params_.size(), false);
     if (!output.requires_grad()) return;
     // Where some parameter gets no gradient (find_unused_parameters) the count never ends: then the moment is a
     // final callback of the autograd engine queued from the output's hook (among backward's first), so queued

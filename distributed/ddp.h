@@ -47,13 +47,14 @@ class DistributedDataParallel : public GradientSync {
   class Reducer;
   void rebuild_buckets();
   void watch_gradients();
-  void gradient_computed();
+  void gradient_computed(size_t index);
   void all_gradients_computed();
 
   std::shared_ptr<torch::nn::Module> module_;
   DistContext ctx_;
   DistConfig cfg_;
   std::vector<torch::Tensor> params_;
+  std::vector<std::string> param_names_;  // params_' names in the module
   std::vector<torch::Tensor> buffers_;
   std::shared_ptr<Reducer> reducer_;
   std::shared_ptr<c10d::Logger> logger_;
@@ -64,6 +65,7 @@ class DistributedDataParallel : public GradientSync {
   // Each parameter's gradient accumulator with the key of the hook that counts it (run before the Reducer's).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> gradient_hooks_;
   size_t gradients_pending_ = 0;  // of this synchronising backward
+  std::vector<bool> computed_;    // which of params_' gradients the last synchronising backward computed
 };
 
 }  // namespace ddp

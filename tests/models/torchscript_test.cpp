@@ -101,6 +101,28 @@ TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
   EXPECT_GT(records, 0);
 }
 
+// Without dist.find_unused_parameters the Reducer refuses the next forward (the spare head's bucket never filled);
+// every rank stops with one line naming the parameters and the key, where PyTorch names indices and its own keyword.
+TEST(TorchScript, UnusedHeadWithoutFindUnusedParametersIsOneErrorNamingThemAndTheKey) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 1);
+  torchscript_python("make " + dir / "net.pt" + " --kind spare");
+  const std::string cfg =
+      write_mnist_job(dir, dir / "data",
+                      {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=8",
+                       "training.max_steps=3", "job.out_dir=" + dir / "out", "metrics.progress=off"});
+  const std::string line =
+      "error: DDP: the last synchronised backward computed no gradient for spare.weight, spare.bias (the forward did "
+      "not use them), so their buckets were never all-reduced; set dist.find_unused_parameters = true (PyTorch DDP's "
+      "find_unused_parameters=True)\n";
+  for (const auto& r : run_ranks(2, cfg)) {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(line), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("error:"), r.output.rfind("error:")) << r.output;
+  }
+}
+
 TEST(TorchScript, TwoRanksMatchPythonDdpUnderBf16Autocast) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
