@@ -593,6 +593,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"dist.allreduce", "dist.backend", "dist.device"},
          "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
          "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
+  if (dist.static_graph && cfg.training.grad_accum_steps > 1)
+    fail({"dist.static_graph", "training.grad_accum_steps"},
+         "dist.static_graph takes the graph from DDP's first backward, which under training.grad_accum_steps > 1 "
+         "is a no_sync one: PyTorch's Reducer cannot take it from there (DDP(static_graph=True) fails its "
+         "expect_autograd_hooks_ assert); use dist.find_unused_parameters = true with accumulation");
 }
 
 // ---- Texts ------------------------------------------------------------------------------------------------------

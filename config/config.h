@@ -302,6 +302,7 @@ struct DistConfig {
   GradCompression grad_compression = GradCompression::None;
   bool skip_zero_gradients = false;
   bool find_unused_parameters = false;
+  bool static_graph = false;
   // PyTorch's default is false; ddptrain's training loop never replaces a gradient tensor, so true is safe here.
   bool gradient_as_bucket_view = true;
   AllreducePath allreduce = AllreducePath::Auto;
@@ -327,6 +328,10 @@ struct DistConfig {
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "
             "the sync; CPU)"));
     key(s.find_unused_parameters, Key("find_unused_parameters", "DDP's search for parameters the forward did not use"));
+    key(s.static_graph, Key("static_graph",
+                            "DDP's static_graph: every step uses the same parameters; the unused ones are found once, "
+                            "in the first step, instead of by a search every step")
+                            .resume_may_differ());
     key(s.gradient_as_bucket_view,
         Key("gradient_as_bucket_view", "gradients are views into DDP's buckets (one copy less)"));
     key(s.allreduce, Key("allreduce", "gloo backend: auto = shared memory when every rank is on this host"));

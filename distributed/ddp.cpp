@@ -73,9 +73,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // As _ddp_init_helper with bucket_cap_mb left at its default: without find_unused_parameters the first iteration
   // uses one bucket; the Reducer rebuilds buckets (first 1 MiB, then bucket_bytes_cap) in gradient-ready order after
   // it. (The per-bucket limits compute_bucket_assignment_by_size returns are no longer the Reducer's to take.)
-  std::vector<size_t> limits = cfg_.find_unused_parameters ? std::vector<size_t>{static_cast<size_t>(kFirstBucketBytes),
-                                                                                 static_cast<size_t>(bucket_bytes_cap)}
-                                                           : std::vector<size_t>{static_cast<size_t>(LONG_MAX)};
+  std::vector<size_t> limits =
+      searches_unused_parameters()
+          ? std::vector<size_t>{static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(bucket_bytes_cap)}
+          : std::vector<size_t>{static_cast<size_t>(LONG_MAX)};
   auto bucket_indices = std::get<0>(c10d::compute_bucket_assignment_by_size(params_, limits, expect_sparse));
   std::reverse(bucket_indices.begin(), bucket_indices.end());
 
@@ -87,7 +88,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                        /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
-  logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, false);
+  logger_->set_construction_data_and_log("ddptrain", {}, -1, cfg_.broadcast_buffers, false, cfg_.static_graph);
+  if (cfg_.static_graph) {  // DDP's _set_static_graph
+    reducer_->set_static_graph();
+    logger_->set_static_graph();
+  }
   const bool fp16 = cfg_.grad_compression == GradCompression::Fp16;
   if (cfg_.skip_zero_gradients) {
     if (!ctx_.device.is_cpu())
@@ -212,8 +217,8 @@ void DistributedDataParallel::rebuild_buckets() {
 void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {
   if (torch::GradMode::is_enabled() && sync) {
     require_forward_param_sync_ = true;
-    reducer_->prepare_for_backward(cfg_.find_unused_parameters ? std::vector<at::Tensor>{output}
-                                                               : std::vector<at::Tensor>{});
+    reducer_->prepare_for_backward(searches_unused_parameters() ? std::vector<at::Tensor>{output}
+                                                                : std::vector<at::Tensor>{});
     gradients_computed_at_.reset();
     gradients_pending_ = params_.size();
     computed_.assign(params_.size(), false);
@@ -221,10 +226,16 @@ void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& outpu
     // Where some parameter gets no gradient (find_unused_parameters) the count never ends: then the moment is a
     // final callback of the autograd engine queued from the output's hook (among backward's first), so queued
     // before the Reducer's finalize_backward and run first: when only the wait for the all-reduces is left.
-    output.register_hook([this](const torch::Tensor&) {
-      torch::autograd::Engine::get_default_engine().queue_callback([this] {
+    // With static_graph the first backward (the config rules out a no_sync one) all-reduces every bucket at its end,
+    // from a callback queued as DDP's _DDPSink queues Reducer::delay_all_reduce.
+    const bool delay_all_reduce = cfg_.static_graph && !delay_all_reduce_queued_;
+    delay_all_reduce_queued_ = delay_all_reduce_queued_ || delay_all_reduce;
+    output.register_hook([this, delay_all_reduce](const torch::Tensor&) {
+      auto& engine = torch::autograd::Engine::get_default_engine();
+      engine.queue_callback([this] {
         if (!gradients_computed_at_) all_gradients_computed();
       });
+      if (delay_all_reduce) engine.queue_callback([this] { reducer_->delay_all_reduce(); });
     });
   } else {
     require_forward_param_sync_ = false;

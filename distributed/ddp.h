@@ -46,6 +46,8 @@ class DistributedDataParallel : public GradientSync {
  private:
   class Reducer;
   void rebuild_buckets();
+  // find_unused_parameters' graph walk after each forward; static_graph finds them once instead (as DDP).
+  bool searches_unused_parameters() const { return cfg_.find_unused_parameters && !cfg_.static_graph; }
   void watch_gradients();
   void gradient_computed(size_t index);
   void all_gradients_computed();
@@ -61,6 +63,7 @@ class DistributedDataParallel : public GradientSync {
   SkipZeroGradientsHook* skip_zero_hook_ = nullptr;  // owned by the Reducer
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
+  bool delay_all_reduce_queued_ = false;  // static_graph: the first backward's
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at_;
   // Each parameter's gradient accumulator with the key of the hook that counts it (run before the Reducer's).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> gradient_hooks_;

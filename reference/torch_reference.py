@@ -86,14 +86,16 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     dict saved to args.ema_out. With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
     bfloat16 or float16) and the loss in float32, as ddptrain's amp.dtype; float16 with torch.amp.GradScaler("cpu")
     (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16. DDP searches
-    for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters)."""
+    for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
+    graph as static when args has static_graph set (dist.static_graph)."""
     import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
     from torch.utils.data.distributed import DistributedSampler
 
-    ddp = DDP(model, find_unused_parameters=bool(getattr(args, "find_unused", 0)))
+    ddp = DDP(model, find_unused_parameters=bool(getattr(args, "find_unused", 0)),
+              static_graph=bool(getattr(args, "static_graph", 0)))
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)

@@ -21,16 +21,19 @@ void torchscript_python(const std::string& args) {
 // 20 steps of the scripted module on 2 ranks against Python DDP on its eager twin, in float32, under bfloat16
 // autocast ("bf16": torch.autocast("cpu", torch.bfloat16) in Python, amp.dtype = "bfloat16" here) or under float16
 // autocast with dynamic loss scaling ("fp16": torch.amp.GradScaler("cpu") there); returns the largest difference of
-// the trained weights. With spare_head, the module has a head its forward never uses, and both sides search for
-// unused parameters (DDP's find_unused_parameters=True, dist.find_unused_parameters = true).
-double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp, bool spare_head = false) {
+// the trained weights. With `unused` ("find_unused" or "static_graph"), the module has a head its forward never uses,
+// and both sides search for unused parameters every step (DDP's find_unused_parameters=True,
+// dist.find_unused_parameters = true) or take the graph as static (static_graph=True, dist.static_graph = true).
+double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp, const std::string& unused = "") {
   write_tiny_mnist(dir / "data", 400, 32, 5);
+  const bool spare_head = !unused.empty();
   const std::string kind = spare_head ? " --kind spare" : "";
+  const std::string python_unused = unused == "find_unused" ? " --find-unused 1" : " --static-graph 1";
   torchscript_python("make " + dir / "net.pt" + " --seed 11" + kind);
   const CommandResult ref = run_python_ranks(
       2, torchscript_script() + " train --data " + dir / "data" + " --init " + dir / "net.pt" + " --out " +
              dir / "python.pt" + " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3" +
-             (amp.empty() ? "" : " --amp " + amp) + (spare_head ? kind + " --find-unused 1" : ""));
+             (amp.empty() ? "" : " --amp " + amp) + (spare_head ? kind + python_unused : ""));
   EXPECT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   std::vector<std::string> keys = {"model.name=torchscript",
                                    "model.path=" + dir / "net.pt",
@@ -45,7 +48,8 @@ double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp, boo
                                    "metrics.progress=off"};
   if (amp == "bf16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=bfloat16"});
   if (amp == "fp16") keys.insert(keys.end(), {"amp.enabled=true", "amp.dtype=float16"});  // loss scaling: auto
-  if (spare_head) keys.push_back("dist.find_unused_parameters=true");
+  if (spare_head)
+    keys.push_back(unused == "find_unused" ? "dist.find_unused_parameters=true" : "dist.static_graph=true");
   for (const auto& r : run_ranks(2, write_mnist_job(dir, dir / "data", keys))) EXPECT_EQ(r.exit_code, 0) << r.output;
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
   std::cout << "[ measured ] max |ddptrain - Python DDP| after 20 steps" << (amp.empty() ? "" : " (" + amp + ")")
@@ -81,7 +85,7 @@ TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
 TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
-  EXPECT_LE(torchscript_vs_python_ddp(dir, "", /*spare_head=*/true), 1e-5);  // measured: 0
+  EXPECT_LE(torchscript_vs_python_ddp(dir, "", "find_unused"), 1e-5);  // measured: 0
   const CommandResult spare =
       run_command(python() +
                   " -c \"import sys, torch; a = torch.jit.load(sys.argv[1]).state_dict(); b = torch.load(sys.argv[2]); "
@@ -99,6 +103,14 @@ TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
     EXPECT_GT(j.at("time_comm_s").get<double>(), 0) << line;
   }
   EXPECT_GT(records, 0);
+}
+
+// dist.static_graph = true trains the module with the spare head as DDP(static_graph=True) does: the unused parameters
+// found in the first step, none searched for after it.
+TEST(TorchScript, StaticGraphTrainsAsPythonDdp) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  EXPECT_LE(torchscript_vs_python_ddp(dir, "", "static_graph"), 1e-5);  // measured: 0
 }
 
 // Without dist.find_unused_parameters the Reducer refuses the next forward (the spare head's bucket never filled);

@@ -3,7 +3,8 @@
 #                                     manual_seed(S), saved
 #   train --data DIR --init PATH ...  Python DDP on the eager ResidualNet (or SpareHeadNet: --kind spare) with the
 #                                     scripted file's weights (a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR,
-#                                     MASTER_PORT set); --find-unused 1: DDP(find_unused_parameters=True)
+#                                     MASTER_PORT set); --find-unused 1: DDP(find_unused_parameters=True),
+#                                     --static-graph 1: DDP(static_graph=True)
 import argparse
 import os
 import sys
@@ -86,7 +87,7 @@ def main():
     p = sub.add_parser("train")
     extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
              ("ema_decay", float, 0.0), ("ema_out", str, None), ("amp", str, ""), ("kind", str, "residual"),
-             ("find_unused", int, 0)]
+             ("find_unused", int, 0), ("static_graph", int, 0)]
     add_arguments(p, {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS + extra}.values())
     args = parser.parse_args()
     {"make": make, "train": train}[args.command](args)
