@@ -60,8 +60,8 @@ AddressList resolve_address(const std::string& host, int port, int socktype) {
 }
 
 std::string numeric_address(const sockaddr* a, socklen_t len) {
-  char host[NI_MAXHOST] = "?";
-  getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+  char host[NI_MAXHOST] = {};
+  if (getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return kNoAddress;
   return host;
 }
 

@@ -17,7 +17,9 @@ namespace ddp {
 using AddressList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
 AddressList resolve_address(const std::string& host, int port, int socktype);
 
-// An address in numeric form ("10.0.0.1", "::1"); "?" when it has none.
+// What numeric_address gives for a socket address that has no numeric form.
+inline constexpr char kNoAddress[] = "?";
+// An address in numeric form ("10.0.0.1", "::1"); kNoAddress when it has none.
 std::string numeric_address(const sockaddr* a, socklen_t len);
 
 // True once a connection to host:port succeeds; false when `timeout` passes first. Tries every ~10 ms. (c10d's TCPStore

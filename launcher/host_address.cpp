@@ -33,6 +33,7 @@ bool is_this_host(const std::string& host) {
   for (ifaddrs* i = list; i; i = i->ifa_next)
     if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
       mine.insert(numeric_address(i->ifa_addr, length_of(i->ifa_addr)));
+  mine.erase(kNoAddress);
   freeifaddrs(list);
   try {
     const AddressList found = resolve_address(host, 0, SOCK_STREAM);
@@ -55,7 +56,8 @@ std::string local_address_towards(const std::string& host, int port) {
     const bool ok =
         connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
     close(fd);
-    if (ok) return numeric_address(reinterpret_cast<sockaddr*>(&local), len);
+    const std::string addr = ok ? numeric_address(reinterpret_cast<sockaddr*>(&local), len) : kNoAddress;
+    if (addr != kNoAddress) return addr;
   }
   throw std::runtime_error("no route from this machine to " + host);
 }
