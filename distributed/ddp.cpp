@@ -180,7 +180,7 @@ void DistributedDataParallel::pre_forward(bool sync) {
   try {
     if (grad && sync) reducer_->prepare_for_forward();
     if (grad && !buckets_rebuilt_) rebuild_buckets();
-  } catch (const c10::Error& e) {
+  } catch (const c10::Error&) {
     std::vector<std::string> unused;
     for (size_t i = 0; i < params_.size(); ++i)
       if (!computed_.empty() && !computed_[i]) unused.push_back(param_names_[i]);
