@@ -1,8 +1,8 @@
 // Exact resume from checkpoints, retention, fallbacks and preemption.
 //
 // (run to N) == (run to k, stop, resume to N) bit for bit, mid-epoch and at an epoch boundary, on 1 and 2 ranks,
-// with dropout and gradient accumulation; corrupt newest checkpoint falls back; retention; a failed write keeps
-// earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
+// with dropout, gradient accumulation and DDP's static_graph; corrupt newest checkpoint falls back; retention; a failed
+// write keeps earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
 #include "checkpoint/checkpoint_store.h"
 #include "tests/checkpoint/resume_job.h"
 
@@ -23,7 +23,8 @@ struct Case {
   int world;
   int stop_at;  // optimizer steps of the interrupted run
   int accum;
-  bool amp = false;  // bf16 autocast + dynamic loss scaling (scaler state must resume too)
+  bool amp = false;           // bf16 autocast + dynamic loss scaling (scaler state must resume too)
+  bool static_graph = false;  // DDP's static_graph: the resumed run's first step all-reduces at the end of backward
 };
 
 class ExactResume : public ::testing::TestWithParam<Case> {};
@@ -33,6 +34,7 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   TempDir dir;
   std::string cfg = ckpt_job_config(dir);
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
+  if (c.static_graph) common += " --dist.static_graph=true";
   // A non-power-of-two growth factor makes unscaling round, so the weights depend on the exact scale and
   // growth tracker being restored; fp16 autocast with a scale that grows every 3 steps overflows again and again
   // (skipped steps and backoffs before and after the stop point).
@@ -79,11 +81,12 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
 // 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5). Mid-epoch and epoch-boundary stops.
 INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
                          ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1},
-                                           Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true}),
+                                           Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true},
+                                           Case{2, 7, 1, false, true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_stop" +
                                   std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum) +
-                                  (info.param.amp ? "_amp" : "");
+                                  (info.param.amp ? "_amp" : "") + (info.param.static_graph ? "_static_graph" : "");
                          });
 
 TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) {
