@@ -90,8 +90,8 @@ LaunchOptions with_membership(LaunchOptions o, const Membership& m) {
 }
 
 // Meets the other nodes for round *round (c10d: the next round that forms, written back, with the node rank, count and
-// master address agreed there, into *ro; every backend: this node's ranks among the round's, into *ro). Returns
-// ddprun's exit code when the job ended before the round.
+// master address agreed there, into *ro; every backend: this node's ranks among the round's, into *ro, and said at
+// the first round). Returns ddprun's exit code when the job ended before the round.
 std::optional<int> meet(JobStore* store, ElasticRendezvous* rendezvous, int64_t* round, LaunchOptions* ro) {
   if (rendezvous) {
     NoRound none;
@@ -118,6 +118,7 @@ std::optional<int> meet(JobStore* store, ElasticRendezvous* rendezvous, int64_t*
     if (*round == 0) log_node(*ro, "", ", launchers meet at " + store->address());
   } else {
     *ro = with_ranks(*ro, {ro->nproc_per_node});
+    if (*round == 0) log_node(*ro, "", "");
   }
   return std::nullopt;
 }
@@ -249,8 +250,6 @@ int launch(LaunchOptions o, const std::string& program_path) {
       launcher_log("joining rendezvous '" + o.run_id + "' at " + store->address() + " as " + rendezvous->local_addr() +
                    (store->serves() ? " (this ddprun serves it)" : "") + ", --nnodes " + std::to_string(o.min_nodes) +
                    ":" + std::to_string(o.nnodes));
-    else if (!store)
-      log_node(with_ranks(o, {o.nproc_per_node}), "", "");
     code = run_rounds(o, program_path, env, store.get(), rendezvous.get());
   } catch (const std::exception& e) {
     if (store) {

@@ -64,7 +64,6 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
 std::unique_ptr<JobStore> JobStore::at_endpoint(const LaunchOptions& o, const std::string& secret) {
   std::unique_ptr<JobStore> s(new JobStore());
   s->nnodes_ = o.min_nodes;
-  s->local_world_size_ = o.nproc_per_node;
   s->timeout_s_ = o.rdzv_conf.join_timeout;
   s->address_ = o.rdzv_host + ":" + std::to_string(o.rdzv_port);
   c10d::TCPStoreOptions opts;

@@ -77,7 +77,7 @@ class JobStore {
 
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t nnodes_ = 1, node_rank_ = 0, agent_id_ = 0;
-  int64_t local_world_size_ = 1;  // this node's --nproc-per-node
+  int64_t local_world_size_ = 1;  // static: this node's --nproc-per-node
   double timeout_s_ = 600;
   bool serves_ = false;
   std::string address_;
