@@ -1,7 +1,8 @@
 # CTest tests for the fuzz targets (included by tests/CMakeLists.txt): fuzz_build configures and builds
 # tests/fuzz with clang into build/fuzz; per target, fuzz_replay_<t> runs every committed corpus file once and
 # fuzz_<t> fuzzes for DDP_FUZZ_SECONDS (20 s; new inputs go to build/fuzz/work/<t>, a finding to
-# build/fuzz/crash-<t>-*, which then belongs in tests/fuzz/corpus/<t>/ once fixed).
+# build/fuzz/crash-<t>-*, which then belongs in tests/fuzz/corpus/<t>/ once fixed) through run_fuzzer.sh, which
+# prints a finding's seed, report and input (base64) compactly.
 find_program(DDP_CLANGXX NAMES clang++)
 if(NOT DDP_CLANGXX)
   message(STATUS "ddptrain: clang++ not found, so no fuzz tests (scripts/setup installs clang)")
@@ -24,9 +25,10 @@ foreach(target torch_save idx config image_decode)
     set(dict "-dict=${CMAKE_SOURCE_DIR}/tests/fuzz/${target}.dict")
   endif()
   add_test(NAME fuzz_replay_${target} COMMAND "${DDP_FUZZ_DIR}/fuzz_${target}" ${limits} -runs=0 "${corpus}")
-  add_test(NAME fuzz_${target} COMMAND ${CMAKE_COMMAND} -E chdir "${DDP_FUZZ_DIR}"
-    "${DDP_FUZZ_DIR}/fuzz_${target}" ${limits} ${dict} -detect_leaks=0 -max_total_time=${DDP_FUZZ_SECONDS}
-    "-artifact_prefix=${DDP_FUZZ_DIR}/crash-${target}-" "${DDP_FUZZ_DIR}/work/${target}" "${corpus}")
+  add_test(NAME fuzz_${target} COMMAND bash "${CMAKE_SOURCE_DIR}/tests/fuzz/run_fuzzer.sh"
+    "${DDP_FUZZ_DIR}/fuzz_${target}" "${DDP_FUZZ_DIR}/crash-${target}-" ${limits} ${dict} -detect_leaks=0
+    -max_total_time=${DDP_FUZZ_SECONDS} "${DDP_FUZZ_DIR}/work/${target}" "${corpus}"
+    WORKING_DIRECTORY "${DDP_FUZZ_DIR}")
   # Leaks are checked once at exit (per-input checks cost 50x the speed), minus PyTorch's own (lsan.supp).
   set_tests_properties(fuzz_replay_${target} fuzz_${target} PROPERTIES FIXTURES_REQUIRED ddp_fuzzers TIMEOUT 300
     ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/fuzz/lsan.supp:print_suppressions=0")
