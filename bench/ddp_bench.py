@@ -79,9 +79,9 @@ def parse_args(argv):
                         "padding-only kernel taps skipped for resnet18)")
     p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
                    help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
-    p.add_argument("--grad-compression", choices=["none", "fp16"], default="none",
-                   help="fp16: gradients all-reduced in float16 (ddptrain dist.grad_compression, Python DDP's "
-                        "fp16_compress_hook)")
+    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16"], default="none",
+                   help="fp16, bf16: gradients all-reduced in float16 or bfloat16 (ddptrain dist.grad_compression, "
+                        "Python DDP's fp16_compress_hook or bf16_compress_hook)")
     p.add_argument("--ddptrain-skip-zero", action="store_true",
                    help="ddptrain's dist.skip_zero_gradients: all-reduce only the gradient elements not zero on "
                         "every rank")
@@ -172,7 +172,7 @@ def label_of(c):
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
-            + (f", fp16 gradient compression" if c["grad_compression"] == "fp16" else "")
+            + (f", {c['grad_compression']} gradient compression" if c["grad_compression"] != "none" else "")
             + (", ddptrain skip_zero_gradients" if c["ddptrain_skip_zero"] else "")
             + (f", two network namespaces over a {c['link']} link" if c["link"]
                else f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
@@ -410,10 +410,10 @@ def copy_bandwidth():
 
 def sync_floor(c, copy_bytes_per_s):
     """(seconds, how) the gradient all-reduce of one step cannot beat: over a link, the bytes each rank must send
-    (2 (n - 1) / n of the gradients, halved by fp16 compression) at the measured link rate; on one host, one copy of
+    (2 (n - 1) / n of the gradients, halved by fp16 or bf16 compression) at the measured link rate; on one host, one copy of
     the gradients at this machine's copy bandwidth."""
     params = sum(p.numel() for p in build_model(c["model"], c["dropout"]).parameters())
-    wire = params * (2 if c["grad_compression"] == "fp16" else 4)
+    wire = params * (4 if c["grad_compression"] == "none" else 2)
     if c["link"]:
         sent = wire * 2 * (c["world"] - 1) / c["world"]
         rate = c["link_bytes_per_s"]

@@ -114,8 +114,9 @@ def parse_args():
     add_arguments(p, [("batch", int, 64), ("lr", float, 0.01), ("momentum", float, 0.9), ("dropout", float, 0.5),
                       ("seed", int, 0), ("mean", float, 0.2860), ("std", float, 0.3530)])
     p.add_argument("--synthetic-size", type=int, default=6000)
-    p.add_argument("--grad-compression", choices=["none", "fp16"], default="none",
-                   help="fp16: DDP's fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks.default_hooks)")
+    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16"], default="none",
+                   help="fp16, bf16: DDP's fp16_compress_hook or bf16_compress_hook "
+                        "(torch.distributed.algorithms.ddp_comm_hooks.default_hooks)")
     p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
                    help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")
     p.add_argument("--result", required=True, help="JSON file this rank writes its intervals to")
@@ -157,8 +158,9 @@ def train(args, rank, world, device, sync):
         model.to(memory_format=torch.channels_last)
     model.train()
     trained = (DDP(model, device_ids=[device.index]) if cuda else DDP(model)) if sync else model
-    if sync and args.grad_compression == "fp16":
-        trained.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    if sync and args.grad_compression != "none":
+        trained.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
+                                          "bf16": default_hooks.bf16_compress_hook}[args.grad_compression])
     dataset = load_train_set(args)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     if cuda:

@@ -131,11 +131,11 @@ struct ChoiceTable<BackendChoice> {
 };
 
 // dist.grad_compression
-enum class GradCompression { None, Fp16 };
+enum class GradCompression { None, Fp16, Bf16 };
 template <>
 struct ChoiceTable<GradCompression> {
-  static constexpr NamedChoice<GradCompression> names[] = {{GradCompression::None, "none"},
-                                                           {GradCompression::Fp16, "fp16"}};
+  static constexpr NamedChoice<GradCompression> names[] = {
+      {GradCompression::None, "none"}, {GradCompression::Fp16, "fp16"}, {GradCompression::Bf16, "bf16"}};
 };
 
 // dist.allreduce

@@ -322,7 +322,10 @@ struct DistConfig {
     key(s.bucket_cap_mb, Key("bucket_cap_mb", "DDP gradient bucket size").above(0).at_most(65536));
     key(s.broadcast_buffers,
         Key("broadcast_buffers", "broadcast buffers (BatchNorm statistics) from rank 0 before each synced forward"));
-    key(s.grad_compression, Key("grad_compression", "fp16: DDP's fp16 compress hook on gradient buckets"));
+    key(s.grad_compression,
+        Key("grad_compression",
+            "fp16 or bf16: DDP's fp16_compress_hook or bf16_compress_hook (each bucket cast, divided by the world "
+            "size, all-reduced, cast back)"));
     key(s.skip_zero_gradients,
         Key("skip_zero_gradients",
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "

@@ -3,6 +3,7 @@
 
 #include "base/foreach.h"
 #include "base/number_text.h"
+#include "distributed/compress_hook.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <ATen/ops/_foreach_zero.h>
@@ -93,16 +94,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     reducer_->set_static_graph();
     logger_->set_static_graph();
   }
-  const bool fp16 = cfg_.grad_compression == GradCompression::Fp16;
   if (cfg_.skip_zero_gradients) {
     if (!ctx_.device.is_cpu())
       throw std::runtime_error("dist.skip_zero_gradients works on CPU gradients, and this rank trains on " +
                                ctx_.device.str() + "; set it to false");
-    auto hook = std::make_unique<SkipZeroGradientsHook>(ctx_.group, fp16);
+    auto hook = std::make_unique<SkipZeroGradientsHook>(ctx_.group, compressed_dtype(cfg_.grad_compression));
     skip_zero_hook_ = hook.get();
     reducer_->register_comm_hook(std::move(hook));
-  } else if (fp16) {
+  } else if (cfg_.grad_compression == GradCompression::Fp16) {
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  } else if (cfg_.grad_compression == GradCompression::Bf16) {
+    reducer_->register_comm_hook(std::make_unique<Bf16CompressHook>(ctx_.group));
   }
   ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_indices.size()));
 }

@@ -127,7 +127,7 @@ struct SkipZeroGradientsHook::Live {
 struct SkipZeroGradientsHook::Pending {
   size_t index = 0;
   at::Tensor buffer;                 // the bucket, where the result ends up
-  at::Tensor whole;                  // the bucket as the built-in hooks send it: divided (and float16)
+  at::Tensor whole;                  // the bucket as PyTorch's hooks send it: divided (and float16 or bfloat16)
   at::Tensor sent;                   // what went to the all-reduce: `whole`, or its live positions and the flag
   std::shared_ptr<const Live> live;  // null: the whole bucket was sent
   c10::intrusive_ptr<c10::ivalue::Future> done;
@@ -135,14 +135,15 @@ struct SkipZeroGradientsHook::Pending {
   c10::intrusive_ptr<c10d::Work> presence_done;
 
   bool flag_set() const { return sent[live->count].item<float>() != 0; }
-  // fp16_compress_hook's last step: the float16 sums back into the bucket.
+  // The compress hooks' last step: the float16 or bfloat16 sums back into the bucket.
   void finish() const {
     if (!whole.is_same(buffer)) buffer.copy_(whole);
   }
 };
 
-SkipZeroGradientsHook::SkipZeroGradientsHook(c10::intrusive_ptr<c10d::ProcessGroup> group, bool fp16)
-    : group_(std::move(group)), fp16_(fp16) {}
+SkipZeroGradientsHook::SkipZeroGradientsHook(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                             std::optional<at::ScalarType> compress_to)
+    : group_(std::move(group)), compress_to_(compress_to) {}
 
 SkipZeroGradientsHook::~SkipZeroGradientsHook() = default;
 
@@ -181,8 +182,8 @@ c10::intrusive_ptr<c10::ivalue::Future> SkipZeroGradientsHook::runHook(c10d::Gra
     });
   else if (gathering)
     p.presence = presence_of(buffer);  // positions are learnt from this whole all-reduce
-  // allreduce_hook divides the bucket in place; fp16_compress_hook casts it to float16, then divides.
-  p.whole = fp16_ ? buffer.to(at::kHalf) : buffer;
+  // allreduce_hook divides the bucket in place; the compress hooks cast it to float16 or bfloat16, then divide.
+  p.whole = compress_to_ ? buffer.to(*compress_to_) : buffer;
   p.whole.div_(group_->getSize());
   p.sent = p.whole;
   if (p.live) {
@@ -248,7 +249,7 @@ void SkipZeroGradientsHook::finish_backward() {
 void SkipZeroGradientsHook::repeat(Pending& p) {
   ++counts_[p.index].second;
   ++stats_.repeats;
-  at::Tensor presence = presence_of(p.buffer);  // with fp16 compression the float gradients, else divided ones
+  at::Tensor presence = presence_of(p.buffer);  // compressed: the float gradients, else divided ones
   any_rank(presence)->wait();
   auto grown = Live::of(presence, p.live.get());
   const Live fresh = grown->minus(*p.live);

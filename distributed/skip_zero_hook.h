@@ -14,8 +14,9 @@
 // this for more than half of its gathered all-reduces (judged after eight) is all-reduced whole from then on.
 //
 // Averaging and compression are those of PyTorch's built-in hooks: gradients divided by the world size before the
-// sum (allreduce_hook), or cast to float16 and then divided (fp16_compress_hook); for two ranks the result is bit
-// for bit that of all-reducing the whole bucket, but for the sign of those zeros. CPU gradients only.
+// sum (allreduce_hook), or cast to float16 or bfloat16 and then divided (fp16_compress_hook, bf16_compress_hook); for
+// two ranks the result is bit for bit that of all-reducing the whole bucket, but for the sign of those zeros. CPU
+// gradients only.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -40,7 +42,8 @@ struct SkipZeroStats {
 
 class SkipZeroGradientsHook : public c10d::CommHookInterface {
  public:
-  SkipZeroGradientsHook(c10::intrusive_ptr<c10d::ProcessGroup> group, bool fp16);
+  // compress_to: the dtype buckets are sent in (float16, bfloat16); none: as they are.
+  SkipZeroGradientsHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::optional<at::ScalarType> compress_to);
   ~SkipZeroGradientsHook() override;
 
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override;
@@ -57,7 +60,7 @@ class SkipZeroGradientsHook : public c10d::CommHookInterface {
   c10::intrusive_ptr<c10d::Work> any_rank(at::Tensor& presence);
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  bool fp16_;
+  std::optional<at::ScalarType> compress_to_;
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<const Live>> live_;  // per bucket index; null: all-reduce the whole bucket
   std::vector<std::pair<int, int>> counts_;        // per bucket index: gathered all-reduces, repeats among them

@@ -87,15 +87,22 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     bfloat16 or float16) and the loss in float32, as ddptrain's amp.dtype; float16 with torch.amp.GradScaler("cpu")
     (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16. DDP searches
     for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
-    graph as static when args has static_graph set (dist.static_graph)."""
+    graph as static when args has static_graph set (dist.static_graph). With args.compress = "fp16" or "bf16", DDP
+    runs PyTorch's fp16_compress_hook or bf16_compress_hook (dist.grad_compression)."""
     import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
     from torch.utils.data.distributed import DistributedSampler
 
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
     ddp = DDP(model, find_unused_parameters=bool(getattr(args, "find_unused", 0)),
               static_graph=bool(getattr(args, "static_graph", 0)))
+    compress_hook = {"fp16": default_hooks.fp16_compress_hook,
+                     "bf16": default_hooks.bf16_compress_hook}.get(getattr(args, "compress", ""))
+    if compress_hook is not None:
+        ddp.register_comm_hook(None, compress_hook)
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)

@@ -163,18 +163,27 @@ TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   }
 }
 
+// Tiny MNIST (400 training samples) and the classic Net's first weights (make_net_init.py, seed 11) in `dir`.
+void write_data_and_net_init(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 400, 32, 5);
+  auto init = run_command(python() + " " + source_dir() + "/tests/python/make_net_init.py " + dir / "init.pt" + " 11");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+}
+
+// PyTorch DDP + DistributedSampler on 2 ranks (tests/python/ddp_reference.py) from those weights: `steps` SGD steps
+// of batch 16, lr 0.05 and momentum 0.9, seed 3; the model saved to `out`.
+void python_ddp(const TempDir& dir, int steps, const std::string& out, const std::string& extra = "") {
+  auto ref = run_python_ranks(2, source_dir() + "/tests/python/ddp_reference.py --data " + dir / "data" + " --init " +
+                                     dir / "init.pt" + " --out " + out + " --steps " + std::to_string(steps) +
+                                     " --batch 16 --lr 0.05 --momentum 0.9 --seed 3" + extra);
+  ASSERT_TRUE(std::filesystem::exists(out)) << ref.output;
+}
+
 TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
   TempDir dir;
-  write_tiny_mnist(dir / "data", 400, 32, 5);
-  const std::string scripts = source_dir() + "/tests/python";
-  auto init = run_command(python() + " " + scripts + "/make_net_init.py " + dir / "init.pt" + " 11");
-  ASSERT_EQ(init.exit_code, 0) << init.output;
-  // Python reference: 2 ranks, PyTorch DDP + DistributedSampler, 20 SGD-momentum steps (crosses an epoch).
-  auto ref = run_python_ranks(2, scripts + "/ddp_reference.py --data " + dir / "data" + " --init " + dir / "init.pt" +
-                                     " --out " + dir / "python.pt" +
-                                     " --batch 16 --steps 20 --lr 0.05 --momentum 0.9 --seed 3");
-  ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
+  ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
+  ASSERT_NO_FATAL_FAILURE(python_ddp(dir, 20, dir / "python.pt"));  // crosses an epoch
 
   std::string cfg = tiny_config(dir, dir / "data");
   auto ours =
@@ -183,6 +192,29 @@ TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
   EXPECT_LE(diff, 1e-4);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // training moved the weights
+}
+
+// dist.grad_compression against PyTorch's own hooks: Python DDP with fp16_compress_hook or bf16_compress_hook
+// registered. Convolutions as PyTorch runs them (contiguous, every tap), so that only the hooks could differ.
+TEST(DdpTest, GradCompressionMatchesPythonDdpWithTheCompressHook) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
+  const std::string cfg = tiny_config(dir, dir / "data") + " --model.init_from=" + dir / "init.pt" +
+                          " --training.max_steps=10 --model.memory_format=contiguous --model.skip_padding_taps=false";
+  for (const std::string compression : {"fp16", "bf16"}) {
+    SCOPED_TRACE(compression);
+    const std::string python_out = dir / ("python-" + compression + ".pt"), ours_out = dir / ("out-" + compression);
+    ASSERT_NO_FATAL_FAILURE(python_ddp(dir, 10, python_out, " --compress " + compression));
+    auto ours = run_ranks(2, cfg + " --dist.grad_compression=" + compression + " --job.out_dir=" + ours_out);
+    expect_all_ok(ours);
+    const double diff = max_state_diff(ours_out + "/model.pt", python_out);
+    report_figure(
+        "grad_compression " + compression + ", 2 ranks vs Python DDP with its hook, max abs diff after 10 steps", diff);
+    EXPECT_EQ(diff, 0.0);
+  }
+  // The two hooks train different weights, so matching one of them is matching its cast.
+  EXPECT_GT(max_state_diff(dir / "python-fp16.pt", dir / "python-bf16.pt"), 0.0);
 }
 
 TEST(DdpTest, ShardedEvaluationEqualsSingleProcess) {

@@ -1,4 +1,4 @@
-// dist.skip_zero_gradients: the same parameters as all-reducing whole buckets after every step (fp32 and fp16
+// dist.skip_zero_gradients: the same parameters as all-reducing whole buckets after every step (fp32, fp16 and bf16
 // compression), fewer elements sent, and the positions learnt and sent when one rank has non-zeros where the
 // others had none.
 #include "distributed/ddp.h"
@@ -25,7 +25,7 @@ struct TrainedRun {
 
 // Two ranks of one process (Gloo over a HashStore) train the same MLP on inputs whose features past kUsedFeatures
 // are zero, except feature 40 on rank 1 at `stray_step` (-1: never).
-TrainedRun train(bool skip_zero, bool fp16, int stray_step) {
+TrainedRun train(bool skip_zero, GradCompression compression, int stray_step) {
   std::vector<std::vector<torch::Tensor>> inputs(2);
   std::shared_ptr<torch::nn::SequentialImpl> models[2];
   for (int r = 0; r < 2; ++r) {
@@ -46,7 +46,7 @@ TrainedRun train(bool skip_zero, bool fp16, int stray_step) {
     DistContext ctx = in_process_rank(store, r, 2);
     DistConfig cfg;
     cfg.skip_zero_gradients = skip_zero;
-    cfg.grad_compression = fp16 ? GradCompression::Fp16 : GradCompression::None;
+    cfg.grad_compression = compression;
     auto& model = models[r];
     DistributedDataParallel ddp(model, ctx, cfg);
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -82,7 +82,7 @@ void expect_same_parameters(const TrainedRun& a, const TrainedRun& b) {
 }
 
 TEST(SkipZeroGradients, SameParametersAsWholeBucketsAndFewerElementsSent) {
-  const TrainedRun whole = train(false, false, -1), skipped = train(true, false, -1);
+  const TrainedRun whole = train(false, GradCompression::None, -1), skipped = train(true, GradCompression::None, -1);
   expect_same_parameters(skipped, whole);
   const SkipZeroStats& s = skipped.stats;
   // Step 1 (one bucket) and step 2 (the rebuilt bucket, its parameters in gradient-ready order) send whole buckets;
@@ -97,7 +97,8 @@ TEST(SkipZeroGradients, SameParametersAsWholeBucketsAndFewerElementsSent) {
 }
 
 TEST(SkipZeroGradients, ARankWithNonZerosElsewhereMakesEveryRankLearnAndSendTheNewPositions) {
-  const TrainedRun whole = train(false, false, /*stray_step=*/4), skipped = train(true, false, 4);
+  const TrainedRun whole = train(false, GradCompression::None, /*stray_step=*/4),
+                   skipped = train(true, GradCompression::None, 4);
   expect_same_parameters(skipped, whole);
   const SkipZeroStats& s = skipped.stats;
   EXPECT_EQ(s.repeats, 1);
@@ -110,17 +111,20 @@ TEST(SkipZeroGradients, ARankWithNonZerosElsewhereMakesEveryRankLearnAndSendTheN
   EXPECT_GT(s.elements_sent, total * 2 + 32 * 4);
 }
 
-// With fp16 compression the values sent are float16 and divided, the positions are learnt from the float gradients
-// (a gradient that rounds to zero in float16 on one step is not taken for one that is always zero).
-TEST(SkipZeroGradients, Float16CompressionGivesTheBuiltInHooksParameters) {
-  for (int stray_step : {-1, 4}) {
-    SCOPED_TRACE("stray step " + std::to_string(stray_step));
-    const TrainedRun whole = train(false, true, stray_step), skipped = train(true, true, stray_step);
-    expect_same_parameters(skipped, whole);
-    EXPECT_EQ(skipped.stats.repeats, stray_step < 0 ? 0 : 1);
-    EXPECT_EQ(skipped.stats.gathered_buckets, kSteps - 2);
-    EXPECT_LT(skipped.stats.elements_sent, skipped.stats.elements * 7 / 10);
-  }
+// With fp16 or bf16 compression the values sent are float16 or bfloat16 and divided, the positions are learnt from
+// the float gradients (a gradient that rounds to zero in float16 on one step is not taken for one that is always
+// zero). The whole-bucket runs are those of LibTorch's FP16CompressCommHook and ddptrain's Bf16CompressHook.
+TEST(SkipZeroGradients, CompressionGivesTheCompressHooksParameters) {
+  for (GradCompression compression : {GradCompression::Fp16, GradCompression::Bf16})
+    for (int stray_step : {-1, 4}) {
+      SCOPED_TRACE(std::string(compression == GradCompression::Fp16 ? "fp16" : "bf16") + ", stray step " +
+                   std::to_string(stray_step));
+      const TrainedRun whole = train(false, compression, stray_step), skipped = train(true, compression, stray_step);
+      expect_same_parameters(skipped, whole);
+      EXPECT_EQ(skipped.stats.repeats, stray_step < 0 ? 0 : 1);
+      EXPECT_EQ(skipped.stats.gathered_buckets, kSteps - 2);
+      EXPECT_LT(skipped.stats.elements_sent, skipped.stats.elements * 7 / 10);
+    }
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read
 
 
 def main():
-    args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1)])
+    args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
+                            ("compress", str, "")])
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")

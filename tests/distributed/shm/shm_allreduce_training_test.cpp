@@ -21,7 +21,7 @@ std::string tiny_shm_job(const TempDir& dir) {
 TEST(ShmAllreduceTraining, SameModelAsGlooBitForBitAndNamedInTheBanner) {
   TempDir dir;
   const std::string cfg = tiny_shm_job(dir);
-  for (std::string compression : {"none", "fp16"}) {
+  for (std::string compression : {"none", "fp16", "bf16"}) {
     const std::string common = cfg + " --dist.grad_compression=" + compression;
     auto shm = run_ranks(2, common + " --dist.allreduce=shm --job.out_dir=" + dir / ("shm-" + compression));
     auto gloo = run_ranks(2, common + " --dist.allreduce=gloo --job.out_dir=" + dir / ("gloo-" + compression));
