@@ -28,6 +28,7 @@ struct RunFacts {
   int64_t world_size = 1;
   bool distributed = false;
   std::string allreduce, allreduce_note;
+  std::string grad_compression;     // the dtype gradients travel in (dist.grad_compression), "" when uncompressed
   std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
   std::string batchnorm;            // how BatchNorm layers normalise in training; "" for a model without them
   int64_t parameters = 0, train_size = 0, test_size = 0;

@@ -140,6 +140,7 @@ RunFacts Trainer::run_facts() const {
   f.distributed = ctx_.distributed();
   f.allreduce = ctx_.allreduce;
   f.allreduce_note = ctx_.allreduce_note;
+  if (cfg_.dist.grad_compression != GradCompression::None) f.grad_compression = choice_name(cfg_.dist.grad_compression);
   f.model = choice_name(cfg_.model.name);
   f.parameters = count_parameters(*model_);
   const int64_t batchnorm_layers = count_batchnorm_layers(*model_);

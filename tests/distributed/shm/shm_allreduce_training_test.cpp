@@ -27,8 +27,9 @@ TEST(ShmAllreduceTraining, SameModelAsGlooBitForBitAndNamedInTheBanner) {
     auto gloo = run_ranks(2, common + " --dist.allreduce=gloo --job.out_dir=" + dir / ("gloo-" + compression));
     for (auto& r : shm) ASSERT_EQ(r.exit_code, 0) << r.output;
     for (auto& r : gloo) ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(shm[0].output.find("| all-reduce shared memory"), std::string::npos) << shm[0].output;
-    EXPECT_NE(gloo[0].output.find("| all-reduce gloo\n"), std::string::npos) << gloo[0].output;
+    const std::string said = compression == "none" ? "\n" : ", gradients as " + compression + "\n";
+    EXPECT_NE(shm[0].output.find("| all-reduce shared memory" + said), std::string::npos) << shm[0].output;
+    EXPECT_NE(gloo[0].output.find("| all-reduce gloo" + said), std::string::npos) << gloo[0].output;
     const std::string a = read_file(dir / ("shm-" + compression) + "/model.pt");
     const std::string b = read_file(dir / ("gloo-" + compression) + "/model.pt");
     EXPECT_FALSE(a.empty());
