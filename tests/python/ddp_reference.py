@@ -14,7 +14,7 @@ from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read
 
 def main():
     args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("compress", str, "")])
+                            ("compress", str, ""), ("static_graph", int, 0)])
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
