@@ -74,10 +74,11 @@ struct ChoiceTable<MemoryFormat> {
 };
 
 // optimizer.name: the update rules optim/registry.cpp builds.
-enum class OptimizerName { Sgd, AdamW };
+enum class OptimizerName { Sgd, AdamW, Adam };
 template <>
 struct ChoiceTable<OptimizerName> {
-  static constexpr NamedChoice<OptimizerName> names[] = {{OptimizerName::Sgd, "sgd"}, {OptimizerName::AdamW, "adamw"}};
+  static constexpr NamedChoice<OptimizerName> names[] = {
+      {OptimizerName::Sgd, "sgd"}, {OptimizerName::AdamW, "adamw"}, {OptimizerName::Adam, "adam"}};
 };
 
 // optimizer.scale_lr

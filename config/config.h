@@ -170,7 +170,7 @@ struct ModelConfig {
   }
 };
 
-// [optimizer]: update rule (torch.optim.SGD / AdamW).
+// [optimizer]: update rule (torch.optim.SGD / AdamW / Adam).
 struct OptimizerConfig {
   OptimizerName name = OptimizerName::Sgd;
   double lr = 0.01;
@@ -184,15 +184,15 @@ struct OptimizerConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.name, Key("name", "torch.optim.SGD or torch.optim.AdamW"));
+    key(s.name, Key("name", "torch.optim.SGD, torch.optim.AdamW or torch.optim.Adam"));
     key(s.lr, Key("lr", "learning rate before optimizer.scale_lr and the schedule").above(0).at_most(100));
     key(s.momentum, Key("momentum", "sgd: momentum").at_least(0).at_most(1));
     key(s.weight_decay,
-        Key("weight_decay", "L2 penalty (sgd) or decoupled weight decay (adamw)").at_least(0).at_most(100));
+        Key("weight_decay", "L2 penalty (sgd, adam) or decoupled weight decay (adamw)").at_least(0).at_most(100));
     key(s.nesterov, Key("nesterov", "sgd: Nesterov momentum (needs momentum > 0)"));
-    key(s.beta1, Key("beta1", "adamw: first moment decay").at_least(0).below(1));
-    key(s.beta2, Key("beta2", "adamw: second moment decay").at_least(0).below(1));
-    key(s.eps, Key("eps", "adamw: term added to the denominator").above(0).at_most(1));
+    key(s.beta1, Key("beta1", "adamw, adam: first moment decay").at_least(0).below(1));
+    key(s.beta2, Key("beta2", "adamw, adam: second moment decay").at_least(0).below(1));
+    key(s.eps, Key("eps", "adamw, adam: term added to the denominator").above(0).at_most(1));
     key(s.scale_lr, Key("scale_lr", "linear: lr x world size"));
   }
 };

@@ -1,4 +1,4 @@
-// Optimizer registry (PyTorch's own SGD / AdamW from LibTorch) and the per-step learning-rate schedule.
+// Optimizer registry (PyTorch's own SGD / AdamW / Adam from LibTorch) and the per-step learning-rate schedule.
 #pragma once
 
 #include "config/config.h"
@@ -20,6 +20,8 @@ std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, do
                                                   std::vector<torch::Tensor> params);
 std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, double lr,
                                                     std::vector<torch::Tensor> params);
+std::unique_ptr<torch::optim::Optimizer> make_adam(const OptimizerConfig& cfg, double lr,
+                                                   std::vector<torch::Tensor> params);
 
 // Learning rate for optimizer step `step` (0-based): linear warmup over warmup_steps ((step + 1) / warmup),
 // then none | cosine (to min_lr at total_steps) | step (x gamma every step_size steps).

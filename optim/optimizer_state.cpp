@@ -1,8 +1,8 @@
-// Optimizer state to torch.optim's state_dict() form (state + param_groups) for LibTorch's SGD and AdamW.
+// Optimizer state to torch.optim's state_dict() form (state + param_groups) for LibTorch's SGD, AdamW and Adam.
 #include "optim/optimizer_state.h"
+#include "optim/adam_family.h"
 #include "optim/param_state_access.h"
 
-#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <stdexcept>
@@ -33,7 +33,7 @@ using OptimStrDict = c10::impl::GenericDict;
 
 OptimStrDict new_optim_str_dict() { return OptimStrDict(c10::StringType::get(), c10::AnyType::get()); }
 
-// torch 2.11's param_groups entry for SGD / AdamW with these options, keys in torch's order, "params" last.
+// torch 2.11's param_groups entry for SGD / AdamW / Adam with these options, keys in torch's order, "params" last.
 OptimStrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
   OptimStrDict g = new_optim_str_dict();
   g.insert("lr", options.get_lr());
@@ -46,18 +46,9 @@ OptimStrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
     g.insert("foreach", c10::IValue());
     g.insert("differentiable", false);
     g.insert("fused", c10::IValue());
-  } else if (auto* a = dynamic_cast<const torch::optim::AdamWOptions*>(&options)) {
-    g.insert("betas", c10::ivalue::Tuple::create({std::get<0>(a->betas()), std::get<1>(a->betas())}));
-    g.insert("eps", a->eps());
-    g.insert("weight_decay", a->weight_decay());
-    g.insert("amsgrad", a->amsgrad());
-    g.insert("maximize", false);
-    g.insert("foreach", c10::IValue());
-    g.insert("capturable", false);
-    g.insert("differentiable", false);
-    g.insert("fused", c10::IValue());
-    g.insert("decoupled_weight_decay", true);
-  } else {
+  } else if (!with_adam_options(options, [&](const auto& a, bool decoupled) {
+               for (auto& [key, value] : adam_group_fields(a, decoupled)) g.insert(key, value);
+             })) {
     throw std::runtime_error("optimizer state of an unsupported optimizer");
   }
   return g;
@@ -67,13 +58,13 @@ OptimStrDict param_state_entry(const torch::optim::OptimizerParamState& state) {
   OptimStrDict out = new_optim_str_dict();
   if (auto* s = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
     if (s->momentum_buffer().defined()) out.insert("momentum_buffer", s->momentum_buffer().clone());
-  } else if (auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
-    // torch keeps the step count as a float32 0-dim tensor.
-    out.insert("step", torch::scalar_tensor(static_cast<double>(a->step()), torch::kFloat));
-    out.insert("exp_avg", a->exp_avg().clone());
-    out.insert("exp_avg_sq", a->exp_avg_sq().clone());
-    if (a->max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", a->max_exp_avg_sq().clone());
-  } else {
+  } else if (!with_adam_state(state, [&](const auto& a) {
+               // torch keeps the step count as a float32 0-dim tensor.
+               out.insert("step", torch::scalar_tensor(static_cast<double>(a.step()), torch::kFloat));
+               out.insert("exp_avg", a.exp_avg().clone());
+               out.insert("exp_avg_sq", a.exp_avg_sq().clone());
+               if (a.max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", a.max_exp_avg_sq().clone());
+             })) {
     throw std::runtime_error("optimizer state of an unsupported optimizer");
   }
   return out;
@@ -111,7 +102,12 @@ std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::Generi
   const c10::IValue& first = it->value().toListRef()[0];
   if (!first.isGenericDict()) return std::nullopt;
   const auto group = first.toGenericDict();
-  if (group.contains("betas")) return OptimizerName::AdamW;
+  // Adam's and AdamW's groups differ in decoupled_weight_decay alone; files from before torch 2.6 have none (AdamW).
+  if (group.contains("betas")) {
+    auto decoupled = group.find("decoupled_weight_decay");
+    const bool adam = decoupled != group.end() && decoupled->value().isBool() && !decoupled->value().toBool();
+    return adam ? OptimizerName::Adam : OptimizerName::AdamW;
+  }
   if (group.contains("momentum")) return OptimizerName::Sgd;
   return std::nullopt;
 }

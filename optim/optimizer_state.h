@@ -14,7 +14,7 @@
 
 namespace ddp {
 
-// What torch.optim.SGD / AdamW(...).state_dict() gives for the same hyperparameters and state:
+// What torch.optim.SGD / AdamW / Adam(...).state_dict() gives for the same hyperparameters and state:
 // {"state": {param index: {"momentum_buffer": T} | {"step": float32 0-dim T, "exp_avg": T, "exp_avg_sq": T}},
 //  "param_groups": [{"lr", ... every hyperparameter key torch 2.11 writes ..., "params": [0, 1, ...]}]}.
 // Tensors are cloned.
@@ -26,7 +26,8 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 // ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
-// The update rule the torch.optim form's param_groups say ("betas" = AdamW, "momentum" = SGD); nullopt if neither.
+// The update rule the torch.optim form's param_groups say ("betas": AdamW, or Adam where decoupled_weight_decay is
+// False; "momentum": SGD); nullopt if neither.
 std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::GenericDict& state);
 
 // Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int).

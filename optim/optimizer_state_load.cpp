@@ -1,10 +1,10 @@
-// Loading torch.optim's state_dict() form (state + param_groups) into LibTorch's SGD and AdamW.
+// Loading torch.optim's state_dict() form (state + param_groups) into LibTorch's SGD, AdamW and Adam.
 #include "optim/optimizer_state.h"
 
 #include "base/python_kind.h"
+#include "optim/adam_family.h"
 #include "optim/param_state_access.h"
 
-#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -67,13 +67,13 @@ std::vector<std::pair<std::string, c10::IValue>> update_hyperparameters(const to
             {"weight_decay", s->weight_decay()},
             {"nesterov", s->nesterov()},
             {"maximize", false}};
-  auto& a = dynamic_cast<const torch::optim::AdamWOptions&>(o);
-  return {{"betas", c10::ivalue::Tuple::create({std::get<0>(a.betas()), std::get<1>(a.betas())})},
-          {"eps", a.eps()},
-          {"weight_decay", a.weight_decay()},
-          {"amsgrad", a.amsgrad()},
-          {"maximize", false},
-          {"decoupled_weight_decay", true}};
+  std::vector<std::pair<std::string, c10::IValue>> out;
+  with_adam_options(o, [&](const auto& a, bool decoupled) {
+    for (auto& [key, value] : adam_group_fields(a, decoupled))
+      if (key != "foreach" && key != "capturable" && key != "differentiable" && key != "fused")
+        out.emplace_back(key, value);  // how torch runs the update, not what it computes
+  });
+  return out;
 }
 
 void compare_param_group_hyperparameters(const torch::optim::OptimizerOptions& ours,
@@ -110,25 +110,25 @@ std::map<int64_t, size_t> param_group_positions(const torch::optim::Optimizer& o
   return position;
 }
 
-std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(bool adamw, const c10::impl::GenericDict& fields,
+std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const torch::optim::Optimizer& opt,
+                                                                    const c10::impl::GenericDict& fields,
                                                                     const torch::Tensor& p, const std::string& where) {
   auto get = [&](const char* key) { return optim_entry(fields, key, where); };
-  if (!adamw) {
-    const c10::IValue& buf = get("momentum_buffer");
-    if (buf.isNone()) return nullptr;  // torch's "no buffer yet": the next step starts one, as LibTorch's does
-    auto s = std::make_unique<torch::optim::SGDParamState>();
-    s->momentum_buffer(state_tensor_like(buf, p, where + ".momentum_buffer"));
-    return s;
-  }
-  auto s = std::make_unique<torch::optim::AdamWParamState>();
-  const double step = hyper_number(get("step"));
-  if (!(step >= 0) || step != std::floor(step))
-    throw std::runtime_error(where + ".step is not a non-negative whole number");
-  s->step(static_cast<int64_t>(step));
-  s->exp_avg(state_tensor_like(get("exp_avg"), p, where + ".exp_avg"));
-  s->exp_avg_sq(state_tensor_like(get("exp_avg_sq"), p, where + ".exp_avg_sq"));
-  auto amsgrad = fields.find("max_exp_avg_sq");
-  if (amsgrad != fields.end()) s->max_exp_avg_sq(state_tensor_like(amsgrad->value(), p, where + ".max_exp_avg_sq"));
+  auto adam = new_adam_state(opt, [&](auto& s) {
+    const double step = hyper_number(get("step"));
+    if (!(step >= 0) || step != std::floor(step))
+      throw std::runtime_error(where + ".step is not a non-negative whole number");
+    s.step(static_cast<int64_t>(step));
+    s.exp_avg(state_tensor_like(get("exp_avg"), p, where + ".exp_avg"));
+    s.exp_avg_sq(state_tensor_like(get("exp_avg_sq"), p, where + ".exp_avg_sq"));
+    auto amsgrad = fields.find("max_exp_avg_sq");
+    if (amsgrad != fields.end()) s.max_exp_avg_sq(state_tensor_like(amsgrad->value(), p, where + ".max_exp_avg_sq"));
+  });
+  if (adam) return adam;
+  const c10::IValue& buf = get("momentum_buffer");
+  if (buf.isNone()) return nullptr;  // torch's "no buffer yet": the next step starts one, as LibTorch's does
+  auto s = std::make_unique<torch::optim::SGDParamState>();
+  s->momentum_buffer(state_tensor_like(buf, p, where + ".momentum_buffer"));
   return s;
 }
 
@@ -136,7 +136,6 @@ std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(bool adamw, 
 
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
   const auto params = optimizer_params(opt);
-  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&opt) != nullptr;
   std::vector<std::string> differences;
   const auto position =
       param_group_positions(opt, optim_entry(state, "param_groups", "optimizer"), params.size(), differences);
@@ -152,7 +151,7 @@ std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt,
     if (pos == position.end()) throw std::runtime_error(where + " is for a parameter param_groups do not list");
     if (!item.value().isGenericDict()) throw std::runtime_error(where + " is not a dict");
     const torch::Tensor& p = params[pos->second];
-    auto s = param_state_from(adamw, item.value().toGenericDict(), p, where);
+    auto s = param_state_from(opt, item.value().toGenericDict(), p, where);
     if (s) loaded.emplace_back(param_state_key(p), std::move(s));
   }
   opt.state().clear();

@@ -1,8 +1,8 @@
 // Checkpoint format 1's flat optimizer state ("<parameter index>.<field>"), still read for old checkpoints.
 #include "optim/optimizer_state.h"
+#include "optim/adam_family.h"
 #include "optim/param_state_access.h"
 
-#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <map>
@@ -36,22 +36,22 @@ std::map<size_t, FlatFields> flat_by_param(const c10::impl::GenericDict& state, 
 
 void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
   auto params = optimizer_params(opt);
-  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&opt) != nullptr;
   auto by_param = flat_by_param(state, params.size());
   opt.state().clear();
   for (auto& [index, fields] : by_param) {
     const torch::Tensor& p = params[index];
     const std::string prefix = std::to_string(index) + ".";
-    if (adamw) {
-      auto s = std::make_unique<torch::optim::AdamWParamState>();
+    auto adam = new_adam_state(opt, [&](auto& s) {
       for (const char* need : {"step", "exp_avg", "exp_avg_sq"})
         if (!fields.count(need)) throw std::runtime_error("optimizer state " + prefix + need + " is missing");
-      s->step(fields.at("step").toInt());
-      s->exp_avg(state_tensor_like(fields.at("exp_avg"), p, prefix + "exp_avg"));
-      s->exp_avg_sq(state_tensor_like(fields.at("exp_avg_sq"), p, prefix + "exp_avg_sq"));
+      s.step(fields.at("step").toInt());
+      s.exp_avg(state_tensor_like(fields.at("exp_avg"), p, prefix + "exp_avg"));
+      s.exp_avg_sq(state_tensor_like(fields.at("exp_avg_sq"), p, prefix + "exp_avg_sq"));
       if (fields.count("max_exp_avg_sq"))
-        s->max_exp_avg_sq(state_tensor_like(fields.at("max_exp_avg_sq"), p, prefix + "max_exp_avg_sq"));
-      opt.state()[param_state_key(p)] = std::move(s);
+        s.max_exp_avg_sq(state_tensor_like(fields.at("max_exp_avg_sq"), p, prefix + "max_exp_avg_sq"));
+    });
+    if (adam) {
+      opt.state()[param_state_key(p)] = std::move(adam);
     } else {
       if (!fields.count("momentum_buffer"))
         throw std::runtime_error("optimizer state " + prefix + "momentum_buffer is missing");

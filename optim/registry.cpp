@@ -12,6 +12,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
       return make_sgd(cfg, lr, std::move(params));
     case OptimizerName::AdamW:
       return make_adamw(cfg, lr, std::move(params));
+    case OptimizerName::Adam:
+      return make_adam(cfg, lr, std::move(params));
   }
   throw std::invalid_argument("optimizer.name holds no known optimizer");
 }

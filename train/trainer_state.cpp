@@ -79,7 +79,7 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
     opt_name = choice_name(*from_groups);
   if (opt_name.empty())
     throw std::runtime_error(
-        "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict() "
+        "checkpoint entry \"optimizer\" is not torch.optim.SGD's, AdamW's or Adam's state_dict() "
         "(param_groups[0] has neither \"momentum\" nor \"betas\")");
   if (opt_name != choice_name(cfg_.optimizer.name))
     throw std::runtime_error("checkpoint was written with optimizer " + opt_name + ", config asks for " +

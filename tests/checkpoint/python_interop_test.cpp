@@ -114,7 +114,9 @@ INSTANTIATE_TEST_SUITE_P(
                       InteropCase{"adamw_warmup",
                                   "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
                                   "--lr_scheduler.warmup_steps=10",
-                                  "--optimizer adamw --lr 0.003 --weight-decay 0.05 --warmup 10"}),
+                                  "--optimizer adamw --lr 0.003 --weight-decay 0.05 --warmup 10"},
+                      InteropCase{"adam_l2", "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01",
+                                  "--optimizer adam --lr 0.002 --weight-decay 0.01"}),
     [](const auto& info) { return info.param.name; });
 
 // The number after `key` (e.g. "scaler_scale ") in `text`; NaN (and a test failure) when absent.
@@ -206,7 +208,7 @@ TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparamete
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"no_step.pt", "checkpoint has no \"global_step\" entry (a checkpoint needs model, optimizer and global_step)"},
       {"str_step.pt", "checkpoint entry \"global_step\" is a str, expected an int"},
-      {"flat.pt", "checkpoint entry \"optimizer\" is not torch.optim.SGD's or AdamW's state_dict()"}};
+      {"flat.pt", "checkpoint entry \"optimizer\" is not torch.optim.SGD's, AdamW's or Adam's state_dict()"}};
   for (const auto& [file, message] : cases) {
     auto r = job.ddptrain("--optimizer.momentum=0.9 --job.out_dir=" + job.dir / "o" + job.steps(9) +
                           " --checkpoint.resume=" + job.dir / file);

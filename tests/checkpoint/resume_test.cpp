@@ -25,6 +25,7 @@ struct Case {
   int accum;
   bool amp = false;           // bf16 autocast + dynamic loss scaling (scaler state must resume too)
   bool static_graph = false;  // DDP's static_graph: the resumed run's first step all-reduces at the end of backward
+  bool adam = false;          // torch.optim.Adam with L2 weight decay (step counts and moments must resume too)
 };
 
 class ExactResume : public ::testing::TestWithParam<Case> {};
@@ -35,6 +36,7 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   std::string cfg = ckpt_job_config(dir);
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
   if (c.static_graph) common += " --dist.static_graph=true";
+  if (c.adam) common += " --optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01";
   // A non-power-of-two growth factor makes unscaling round, so the weights depend on the exact scale and
   // growth tracker being restored; fp16 autocast with a scale that grows every 3 steps overflows again and again
   // (skipped steps and backoffs before and after the stop point).
@@ -82,11 +84,12 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
                          ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1},
                                            Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true},
-                                           Case{2, 7, 1, false, true}),
+                                           Case{2, 7, 1, false, true}, Case{1, 7, 1, false, false, true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_stop" +
                                   std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum) +
-                                  (info.param.amp ? "_amp" : "") + (info.param.static_graph ? "_static_graph" : "");
+                                  (info.param.amp ? "_amp" : "") + (info.param.static_graph ? "_static_graph" : "") +
+                                  (info.param.adam ? "_adam" : "");
                          });
 
 TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) {

@@ -1,6 +1,6 @@
 // Optimizers, LR schedules, gradient clipping and label smoothing against PyTorch.
 //
-// SGD (momentum, nesterov, weight decay) with clip_grad_norm_, and AdamW with warmup + cosine / step decay,
+// SGD (momentum, nesterov, weight decay) with clip_grad_norm_, AdamW with warmup + cosine, Adam (L2) with step decay,
 // from the same init and data order.
 #include "optim/optimizer.h"
 #include "tests/support/on_device.h"
@@ -78,6 +78,10 @@ const auto kOptimCases = ::testing::Values(
               "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
               "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
               "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
+    OptimCase{"adam_l2_step_decay",
+              "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --lr_scheduler.decay=step "
+              "--lr_scheduler.step_size=10 --lr_scheduler.gamma=0.5",
+              "--optimizer adam --lr 0.002 --weight_decay 0.01 --decay step --step_size 10 --gamma 0.5"},
     OptimCase{"sgd_label_smoothing", "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
               "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
     OptimCase{"sgd_step_decay",

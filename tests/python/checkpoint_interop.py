@@ -1,7 +1,7 @@
 # Checkpoint interop oracle for tests: ddptrain checkpoints resumed by PyTorch, and checkpoints PyTorch writes.
 #
 # Training as optim_reference.py does it (classic Net, DistributedSampler(world 1) order, ddptrain's LR rule set per
-# step from the global step), with torch.optim.SGD / AdamW and torch.amp.GradScaler("cpu") themselves.
+# step from the global step), with torch.optim.SGD / AdamW / Adam and torch.amp.GradScaler("cpu") themselves.
 #
 #   continue --ckpt C --init I --steps M --out OUT   torch.load(C) (2.x default weights_only=True); model (strict),
 #         optimizer and scaler load_state_dict; prints the checkpoint optimizer's structure vs the state_dict() of a
@@ -29,7 +29,8 @@ def make_optimizer(a, model):
     if a.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, dampening=0.0,
                                weight_decay=a.weight_decay, nesterov=bool(a.nesterov))
-    return torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
+    adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
+    return adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
 
 
 def loader(a):

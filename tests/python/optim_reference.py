@@ -1,4 +1,4 @@
-# Single-process reference for optimizer tests: PyTorch's SGD/AdamW, clip_grad_norm_, LR schedules, label smoothing.
+# Single-process reference for optimizer tests: PyTorch's SGD/AdamW/Adam, clip_grad_norm_, LR schedules, label smoothing.
 #
 # A LambdaLR with ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
 # --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths.
@@ -48,7 +48,8 @@ def main():
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
                               nesterov=bool(a.nesterov))
     else:
-        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
+        opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
     step, epoch = 0, 0
