@@ -578,6 +578,9 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
     fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
          "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
+  if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
+    fail({"optimizer.amsgrad", "optimizer.name"},
+         "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
   if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
     fail({"training.cudnn_benchmark", "training.deterministic"},
          "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "

@@ -180,6 +180,7 @@ struct OptimizerConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  bool amsgrad = false;
   LrScaling scale_lr = LrScaling::None;
 
   template <class S, class K>
@@ -193,6 +194,7 @@ struct OptimizerConfig {
     key(s.beta1, Key("beta1", "adamw, adam: first moment decay").at_least(0).below(1));
     key(s.beta2, Key("beta2", "adamw, adam: second moment decay").at_least(0).below(1));
     key(s.eps, Key("eps", "adamw, adam: term added to the denominator").above(0).at_most(1));
+    key(s.amsgrad, Key("amsgrad", "adamw, adam: AMSGrad, steps scaled by the largest second-moment average so far"));
     key(s.scale_lr, Key("scale_lr", "linear: lr x world size"));
   }
 };

@@ -7,8 +7,11 @@ namespace ddp {
 
 std::unique_ptr<torch::optim::Optimizer> make_adam(const OptimizerConfig& cfg, double lr,
                                                    std::vector<torch::Tensor> params) {
-  auto options =
-      torch::optim::AdamOptions(lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay);
+  auto options = torch::optim::AdamOptions(lr)
+                     .betas({cfg.beta1, cfg.beta2})
+                     .eps(cfg.eps)
+                     .weight_decay(cfg.weight_decay)
+                     .amsgrad(cfg.amsgrad);
   return std::make_unique<torch::optim::Adam>(std::move(params), options);
 }
 

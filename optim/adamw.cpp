@@ -10,7 +10,8 @@ std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, 
   auto options = torch::optim::AdamWOptions(lr)
                      .betas({cfg.beta1, cfg.beta2})
                      .eps(cfg.eps)
-                     .weight_decay(cfg.weight_decay);
+                     .weight_decay(cfg.weight_decay)
+                     .amsgrad(cfg.amsgrad);
   return std::make_unique<torch::optim::AdamW>(std::move(params), options);
 }
 

@@ -115,8 +115,10 @@ INSTANTIATE_TEST_SUITE_P(
                                   "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
                                   "--lr_scheduler.warmup_steps=10",
                                   "--optimizer adamw --lr 0.003 --weight-decay 0.05 --warmup 10"},
-                      InteropCase{"adam_l2", "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01",
-                                  "--optimizer adam --lr 0.002 --weight-decay 0.01"}),
+                      InteropCase{"adam_l2_amsgrad",
+                                  "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 "
+                                  "--optimizer.amsgrad=true",
+                                  "--optimizer adam --lr 0.002 --weight-decay 0.01 --amsgrad 1"}),
     [](const auto& info) { return info.param.name; });
 
 // The number after `key` (e.g. "scaler_scale ") in `text`; NaN (and a test failure) when absent.

@@ -1,7 +1,7 @@
 // Optimizers, LR schedules, gradient clipping and label smoothing against PyTorch.
 //
-// SGD (momentum, nesterov, weight decay) with clip_grad_norm_, AdamW with warmup + cosine, Adam (L2) with step decay,
-// from the same init and data order.
+// SGD (momentum, nesterov, weight decay) with clip_grad_norm_, AdamW (AMSGrad) with warmup + cosine, Adam (L2) with
+// step decay, from the same init and data order.
 #include "optim/optimizer.h"
 #include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
@@ -74,10 +74,10 @@ const auto kOptimCases = ::testing::Values(
               "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
               "--optimizer.weight_decay=0.01 --training.clip_grad_norm=0.5",
               "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --clip 0.5"},
-    OptimCase{"adamw_warmup_cosine",
-              "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 "
+    OptimCase{"adamw_amsgrad_warmup_cosine",
+              "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 --optimizer.amsgrad=true "
               "--lr_scheduler.warmup_steps=5 --lr_scheduler.decay=cosine --lr_scheduler.min_lr=0.0001",
-              "--optimizer adamw --lr 0.003 --weight_decay 0.05 --warmup 5 --decay cosine --min_lr 0.0001"},
+              "--optimizer adamw --lr 0.003 --weight_decay 0.05 --amsgrad 1 --warmup 5 --decay cosine --min_lr 0.0001"},
     OptimCase{"adam_l2_step_decay",
               "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --lr_scheduler.decay=step "
               "--lr_scheduler.step_size=10 --lr_scheduler.gamma=0.5",

@@ -30,7 +30,8 @@ def make_optimizer(a, model):
         return torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, dampening=0.0,
                                weight_decay=a.weight_decay, nesterov=bool(a.nesterov))
     adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
-    return adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
+    return adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay,
+                amsgrad=bool(a.amsgrad))
 
 
 def loader(a):
@@ -163,7 +164,7 @@ def main():
     a = parse_arguments([("ckpt", str, None), ("out", str, None), ("steps", int, 0), ("then", int, 0),
                          ("optimizer", str, "sgd"), ("weight_decay", float, 0.0), ("nesterov", int, 0), ("warmup", int, 0),
                          ("scaler_init_scale", float, 0.0), ("scaler_growth_factor", float, 2.0),
-                         ("scaler_growth_interval", int, 2000)], parser=p)
+                         ("scaler_growth_interval", int, 2000), ("amsgrad", int, 0)], parser=p)
     torch.set_num_threads(1)
     {"continue": cmd_continue, "write": cmd_write, "to-v1": cmd_to_v1, "scaler": cmd_scaler}[a.command](a)
 

@@ -32,7 +32,7 @@ def main():
     a = parse_arguments([("out", str, None), ("steps", int, 10), ("optimizer", str, "sgd"), ("weight_decay", float, 0.0),
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
                          ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
-                         ("label_smoothing", float, 0.0), ("device", str, "cpu")])
+                         ("label_smoothing", float, 0.0), ("device", str, "cpu"), ("amsgrad", int, 0)])
     torch.set_num_threads(1)
     device = torch.device(a.device)
     model = Net(0.0)
@@ -49,7 +49,7 @@ def main():
                               nesterov=bool(a.nesterov))
     else:
         adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
-        opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
     step, epoch = 0, 0
