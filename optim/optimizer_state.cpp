@@ -102,7 +102,8 @@ std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::Generi
   const c10::IValue& first = it->value().toListRef()[0];
   if (!first.isGenericDict()) return std::nullopt;
   const auto group = first.toGenericDict();
-  // Adam's and AdamW's groups differ in decoupled_weight_decay alone; files from before torch 2.6 have none (AdamW).
+  // Adam's and AdamW's groups differ in decoupled_weight_decay alone; a file from a torch without the key is taken
+  // for AdamW, as this reader always did.
   if (group.contains("betas")) {
     auto decoupled = group.find("decoupled_weight_decay");
     const bool adam = decoupled != group.end() && decoupled->value().isBool() && !decoupled->value().toBool();
