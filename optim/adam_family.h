@@ -9,23 +9,30 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace ddp {
 
+// One key of a param_groups entry; `changes_update` is false for the keys that say how torch runs the update
+// (foreach, fused, ...), not what it computes.
+struct GroupField {
+  std::string key;
+  c10::IValue value;
+  bool changes_update = true;
+};
+
 // The hyperparameters of an Adam or AdamW param_groups entry after "lr", in torch's order ("params" follows).
 template <class Options>
-std::vector<std::pair<std::string, c10::IValue>> adam_group_fields(const Options& a, bool decoupled_weight_decay) {
+std::vector<GroupField> adam_group_fields(const Options& a, bool decoupled_weight_decay) {
   return {{"betas", c10::ivalue::Tuple::create({std::get<0>(a.betas()), std::get<1>(a.betas())})},
           {"eps", a.eps()},
           {"weight_decay", a.weight_decay()},
           {"amsgrad", a.amsgrad()},
           {"maximize", false},
-          {"foreach", c10::IValue()},
-          {"capturable", false},
-          {"differentiable", false},
-          {"fused", c10::IValue()},
+          {"foreach", c10::IValue(), false},
+          {"capturable", false, false},
+          {"differentiable", false, false},
+          {"fused", c10::IValue(), false},
           {"decoupled_weight_decay", decoupled_weight_decay}};
 }
 

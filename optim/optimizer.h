@@ -15,7 +15,7 @@ namespace ddp {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params);
 
-// Factories, one file each.
+// Factories: sgd.cpp; adam.cpp, both of the Adam family.
 std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, double lr,
                                                   std::vector<torch::Tensor> params);
 std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, double lr,

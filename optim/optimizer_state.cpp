@@ -47,7 +47,7 @@ OptimStrDict param_group_entry(const torch::optim::OptimizerOptions& options) {
     g.insert("differentiable", false);
     g.insert("fused", c10::IValue());
   } else if (!with_adam_options(options, [&](const auto& a, bool decoupled) {
-               for (auto& [key, value] : adam_group_fields(a, decoupled)) g.insert(key, value);
+               for (const GroupField& f : adam_group_fields(a, decoupled)) g.insert(f.key, f.value);
              })) {
     throw std::runtime_error("optimizer state of an unsupported optimizer");
   }

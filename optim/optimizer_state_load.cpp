@@ -69,9 +69,8 @@ std::vector<std::pair<std::string, c10::IValue>> update_hyperparameters(const to
             {"maximize", false}};
   std::vector<std::pair<std::string, c10::IValue>> out;
   with_adam_options(o, [&](const auto& a, bool decoupled) {
-    for (auto& [key, value] : adam_group_fields(a, decoupled))
-      if (key != "foreach" && key != "capturable" && key != "differentiable" && key != "fused")
-        out.emplace_back(key, value);  // how torch runs the update, not what it computes
+    for (const GroupField& f : adam_group_fields(a, decoupled))
+      if (f.changes_update) out.emplace_back(f.key, f.value);
   });
   return out;
 }
