@@ -58,12 +58,12 @@ bool starts_gzip_member(const std::string& bytes, size_t pos) {
          static_cast<unsigned char>(bytes[pos + 1]) == 0x8b;
 }
 
-using ByteSink = std::function<void(const char* data, size_t size)>;
+using ChunkSink = std::function<void(const char* data, size_t size)>;
 
 // Inflates every gzip member through a 1 MiB window handed to `sink` (nothing else is kept, so a bomb or a file
 // whose checksum fails at the end costs no memory); like Python's gzip module (torchvision's reader) it accepts
 // zero padding after the last member and rejects anything else there. Returns the number of bytes inflated.
-size_t gunzip(const std::string& bytes, const std::string& path, const ByteSink& sink) {
+size_t gunzip(const std::string& bytes, const std::string& path, const ChunkSink& sink) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) fail(path, "zlib initialisation failed");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
@@ -143,7 +143,8 @@ std::vector<int64_t> parse_header(const unsigned char* p, size_t size, const std
     dims[d] = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
     if (dims[d] <= 0 || dims[d] > (int64_t(1) << 31))
       fail(path, "invalid IDX dimension " + std::to_string(d) + " = " + std::to_string(dims[d]));
-    if (dims[d] > (int64_t(1) << 36) / *total) fail(path, "IDX dimensions too large");  // checked before it can overflow
+    if (dims[d] > (int64_t(1) << 36) / *total)
+      fail(path, "IDX dimensions too large");  // checked before it can overflow
     *total *= dims[d];
   }
   return dims;
@@ -200,7 +201,8 @@ torch::Tensor read_idx(const std::string& path) {
     const std::vector<int64_t> dims = parse_header(head, got, path, &header, &total);
     std::error_code ec;
     const uint64_t file_bytes = std::filesystem::file_size(path, ec);
-    if (!ec && std::filesystem::is_regular_file(path, ec)) check_declared_size(path, in.gzip(), file_bytes, header, total);
+    if (!ec && std::filesystem::is_regular_file(path, ec))
+      check_declared_size(path, in.gzip(), file_bytes, header, total);
     torch::Tensor out = idx_tensor(path, dims, total);
     const size_t n = in.read(out.data_ptr<uint8_t>(), static_cast<size_t>(total));
     if (!in.failed() && n < static_cast<size_t>(total))

@@ -1,6 +1,7 @@
 // c10d rendezvous over the endpoint's store: rounds that close at MIN..MAX nodes, node ranks, keep-alives, scale-up.
 #include "launcher/elastic_rendezvous.h"
 
+#include "base/seconds_text.h"
 #include "launcher/host_address.h"
 
 #include <unistd.h>
@@ -15,16 +16,6 @@ namespace {
 
 std::string r_key(int64_t round, const std::string& name) { return "rdzv/" + std::to_string(round) + "/" + name; }
 std::string round_key(int64_t round, const std::string& name) { return "round/" + std::to_string(round) + "/" + name; }
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-std::string seconds_text(double s) {
-  std::ostringstream os;
-  os << s << " s";
-  return os.str();
-}
 
 // A member as the store holds it: "ADDR PID AGENT WORKERS".
 struct Node {
@@ -112,7 +103,8 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
         throw std::runtime_error(
             "rendezvous '" + o_.run_id + "' at " + store_.address() + ": " + std::to_string(joined) + " of the " +
             std::to_string(o_.min_nodes) + " node(s) --nnodes " + std::to_string(o_.min_nodes) + ":" +
-            std::to_string(o_.nnodes) + " needs joined within " + seconds_text(o_.rdzv_conf.join_timeout) +
+            std::to_string(o_.nnodes) + " needs joined within " +
+            seconds_text(std::chrono::duration<double>(o_.rdzv_conf.join_timeout)) + " s" +
             " (--rdzv-conf join_timeout): " + names + "; " + std::to_string(o_.min_nodes - joined) + " missing");
       }
       std::this_thread::sleep_for(poll);
@@ -169,7 +161,8 @@ std::string ElasticRendezvous::lost_member() {
       last_keep_alive_[r] = {value, Clock::now()};
     } else if (seconds_since(it->second.second) > allowed) {
       return "node " + std::to_string(r) + " (" + current_.nodes[static_cast<size_t>(r)] + ") sent no keep-alive for " +
-             seconds_text(allowed) + " (--rdzv-conf keep_alive_interval x keep_alive_max_attempt)";
+             seconds_text(std::chrono::duration<double>(allowed)) +
+             " s (--rdzv-conf keep_alive_interval x keep_alive_max_attempt)";
     }
   }
   return "";

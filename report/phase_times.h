@@ -2,6 +2,8 @@
 // and the straggler: the rank whose own work holds the others back in a log interval.
 #pragma once
 
+#include "base/seconds_text.h"
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -26,10 +28,6 @@ struct PhaseTimes {
   PhaseTimes& operator+=(const PhaseTimes& o);
   PhaseTimes operator/(double d) const;
 };
-
-inline double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // One rank's figures of a log interval: seconds per step in each phase, and its peak RSS so far.
 struct RankInterval {

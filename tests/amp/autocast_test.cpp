@@ -136,7 +136,7 @@ TEST(AutocastTest, CudaRegionSetsAndRestoresGpuAutocastStateOnly) {
 }
 
 TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   for (const std::string format : {"contiguous", "channels_last"}) {
     TempDir dir;
     torch::manual_seed(11);

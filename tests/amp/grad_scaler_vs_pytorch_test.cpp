@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
+#include "tests/checkpoint/state_dict_oracle.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -171,12 +172,6 @@ NamedTensors run_python(const TrainSpec& s, const TempDir& dir) {
   return load_state_dict_file(dir / "ref.pt");
 }
 
-torch::Tensor entry(const NamedTensors& state, const std::string& name) {
-  for (const auto& [k, v] : state)
-    if (k == name) return v;
-  return {};
-}
-
 template <typename T>
 std::vector<T> values(const torch::Tensor& t) {
   const auto c = t.contiguous();
@@ -229,7 +224,7 @@ void check_against_pytorch(const TrainSpec& spec, uint64_t seed) {
 }
 
 TEST(GradScalerVsPyTorch, ScriptedInfAndNanPatternGrowthInterval3) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TrainSpec spec;
   spec.growth_interval = 3;
   spec.inf_steps = {2, 5, 6, 20, 21, 22, 33};
@@ -238,7 +233,7 @@ TEST(GradScalerVsPyTorch, ScriptedInfAndNanPatternGrowthInterval3) {
 }
 
 TEST(GradScalerVsPyTorch, UnevenFactorsRoundLikeTheKernel) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TrainSpec spec;
   spec.init_scale = 1000.1;
   spec.growth_factor = 3.0;
@@ -251,7 +246,7 @@ TEST(GradScalerVsPyTorch, UnevenFactorsRoundLikeTheKernel) {
 }
 
 TEST(GradScalerVsPyTorch, GrowthStopsShortOfFloat32Infinity) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TrainSpec spec;
   spec.init_scale = std::ldexp(1.0, 125);
   spec.growth_interval = 2;
@@ -265,7 +260,7 @@ TEST(GradScalerVsPyTorch, GrowthStopsShortOfFloat32Infinity) {
 // proceeds; every step, parameter and momentum equals PyTorch; the first clean step's unscaled gradients equal
 // the reference gradients (bf16 autocast without scaling, and fp32) within bf16 tolerance.
 TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   for (const std::string format : {"contiguous", "channels_last"}) {
     SCOPED_TRACE("model.memory_format = " + format);
     TrainSpec spec;
@@ -332,7 +327,7 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
 // skipped steps (forced inf/NaN overflows and whatever fp16 overflows on its own), parameters and momenta equal
 // torch.autocast("cpu", torch.float16) + torch.amp.GradScaler("cpu") bit for bit.
 TEST(GradScalerVsPyTorch, Fp16NetWithForcedOverflowsMatchesTorchAmpBitForBit) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TrainSpec spec;
   spec.arch = "net";
   spec.autocast = true;
@@ -393,7 +388,7 @@ void expect_same_state(const c10::impl::GenericDict& ours, const c10::impl::Gene
 // state_dict() equals PyTorch's after the same run, PyTorch loads ours, and a scaler resumed from a state_dict
 // continues exactly like the uninterrupted one.
 TEST(GradScalerVsPyTorch, StateDictInteroperatesAndResumes) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TrainSpec spec;
   spec.growth_interval = 3;
   spec.steps = 20;

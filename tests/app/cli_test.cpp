@@ -293,7 +293,7 @@ TEST(CliOk, VersionMatchesTheLibTorchItRunsOn) {
   auto r = ddptrain_in(dir.path(), "--version");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("ddptrain ", 0), 0u) << r.output;
-  if (!test::python_has_torch()) GTEST_SKIP() << test::python() << " cannot import torch";
+  if (!test::python_has_torch()) GTEST_SKIP() << test::python() << " does not have torch";
   auto py = test::run_command(
       shell_quote(test::python()) +
       " -c 'import torch; v = torch.__version__.split(\"+\")[0]; print(\"LibTorch \" + v)\n"

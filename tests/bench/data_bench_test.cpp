@@ -10,7 +10,7 @@ namespace ddp::test {
 namespace {
 
 TEST(DataBench, TinyRunGivesEachSidesRowAndItsRatioToDataLoader) {
-  if (!python_can_import("torch, torchvision, PIL, numpy")) GTEST_SKIP() << python() << " cannot import torchvision";
+  if (!python_has_modules("torch, torchvision, PIL, numpy")) GTEST_SKIP() << python() << " does not have torchvision";
   TempDir dir;
   const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() + " bench/data_bench.py --root " +
                              dir / "folder" +

@@ -28,7 +28,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 }
 
 TEST(DdpBench, ShortRunReplacesItsBlockInTheResultsFileAndKeepsTheOthers) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const std::string results = dir / "RESULTS.md";
   const std::string key = "ddp_bench " + kQuickArgs;
@@ -62,7 +62,7 @@ TEST(DdpBench, ShortRunReplacesItsBlockInTheResultsFileAndKeepsTheOthers) {
 }
 
 TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const std::string fake = dir / "ddptrain";
   write_file(fake, "#!/bin/sh\necho 'error: injected failure' >&2\nexit 3\n");
@@ -81,7 +81,7 @@ TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
 // commands run in the namespaces, Gloo on the link's interface), the block names the link and its measured rate
 // (near the 1 Gbit/s it was shaped to: an unshaped veth moves several times more), and no namespace is left.
 TEST(DdpBench, LinkModeRunsBothSidesBetweenTwoShapedNamespacesAndRemovesThem) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   if (geteuid() != 0 || run_command("command -v ip && command -v tc").exit_code != 0)
     GTEST_SKIP() << "the link needs root and iproute2";
   TempDir dir;
@@ -108,7 +108,7 @@ TEST(DdpBench, LinkModeRunsBothSidesBetweenTwoShapedNamespacesAndRemovesThem) {
 
 // The sync-cost table's arithmetic: cost per step = global batch x (1 / rate on - 1 / rate off), beside the floor.
 TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   const std::string side = "{'rates': [%s], 'phases': [{'data': 0.001, 'comm': 0.01}]}";
   auto results = [&](const std::string& d, const std::string& p) {
     std::string s = "{'ddptrain': " + side + ", 'python': " + side + "}";
@@ -133,7 +133,7 @@ TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
 // ddptrain's metrics.jsonl gives seconds per step of each interval; the harness weighs them by the interval's steps
 // and leaves out the warm-up: 20 steps at 5 ms and 10 at 2 ms after a first interval of 20 at 50 ms give 4 ms.
 TEST(DdpBench, DdptrainPhaseTimesAreAveragedPerStepOverTheTimedIntervals) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   std::string jsonl;
   for (const auto& [step, compute] : std::vector<std::pair<int, double>>{{20, 0.05}, {40, 0.005}, {50, 0.002}})
@@ -151,7 +151,7 @@ TEST(DdpBench, DdptrainPhaseTimesAreAveragedPerStepOverTheTimedIntervals) {
 // --data image_folder: both sides get the folder, 3 channels, its class count, the crop size and the decode workers
 // (ddptrain's data.workers threads, DataLoader's worker processes).
 TEST(DdpBench, ImageFolderGivesBothSidesTheFolderCropSizeAndDecodeWorkers) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   for (const char* k : {"a", "b", "c"}) std::filesystem::create_directories(dir / ("f/train/" + std::string(k)));
   const auto r = run_command(
@@ -174,7 +174,7 @@ TEST(DdpBench, ImageFolderGivesBothSidesTheFolderCropSizeAndDecodeWorkers) {
 // bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every
 // repetition; without --baseline it refuses to run.
 TEST(OverheadBench, SameBinaryOnBothSidesGivesBothMediansAndTheirRatio) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const std::string results = dir / "RESULTS.md";
   const std::string script = "cd " + shell_quote(source_dir()) + " && " + python() + " bench/overhead_bench.py ";

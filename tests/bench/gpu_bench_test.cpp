@@ -10,7 +10,7 @@ namespace ddp::test {
 namespace {
 
 TEST(GpuBench, CpuSmokeRunTrainsBothSidesAndWritesTheReport) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const auto r =
       run_command("cd " + shell_quote(source_dir()) + " && " + python() +

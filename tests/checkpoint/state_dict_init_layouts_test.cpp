@@ -37,19 +37,22 @@ TEST(StateDictInitLayouts, PythonLayoutsEvaluateExactlyLikeThePlainStateDict) {
   SKIP_WITHOUT_PYTHON_TORCH();
   TempDir dir;
   write_tiny_mnist(dir / "data", 32, 64, /*seed=*/5);
-  run_oracle("save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init") + " --seed 7");
+  const std::vector<std::pair<std::string, std::string>> layouts = {
+      {"ddp", "  init_from: DDP state dict, `module.` prefix stripped\n"},
+      {"model-dict", "  init_from: checkpoint dict, weights under \"model\"\n"},
+      {"state-dict-dict", "  init_from: checkpoint dict, weights under \"state_dict\"\n"}};
+  std::string commands = "save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init") + " --seed 7";
+  for (const auto& [what, note] : layouts)  // one oracle process writes every file
+    commands +=
+        " then save-layout " + what + " " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / (what + ".pt"));
+  run_oracle(commands);
   const CommandResult plain = eval_only(dir, dir / "init.pt", "net", "plain");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_EQ(plain.output.find("init_from:"), std::string::npos) << plain.output;  // nothing to say
   const std::string expected = eval_record(dir / "plain");
   ASSERT_NE(expected.find("\"correct_top5\":"), std::string::npos) << expected;
-  const std::vector<std::pair<std::string, std::string>> layouts = {
-      {"ddp", "  init_from: DDP state dict, `module.` prefix stripped\n"},
-      {"model-dict", "  init_from: checkpoint dict, weights under \"model\"\n"},
-      {"state-dict-dict", "  init_from: checkpoint dict, weights under \"state_dict\"\n"}};
   for (const auto& [what, note] : layouts) {
     const std::string pt = dir / (what + ".pt");
-    run_oracle("save-layout " + what + " " + shell_quote(dir / "init.pt") + " " + shell_quote(pt));
     const CommandResult r = eval_only(dir, pt, "net", what);
     ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
     EXPECT_EQ(occurrences(r.output, note), 1u) << what << "\n" << r.output;
@@ -81,11 +84,12 @@ TEST(StateDictInitLayouts, MismatchedFilesExitOneWithTheFix) {
   SKIP_WITHOUT_PYTHON_TORCH();
   TempDir dir;
   write_tiny_mnist(dir / "data", 32, 16, /*seed=*/7);
-  run_oracle("save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init"));
-  for (const std::string what : {"prefixed", "nested", "ddp"})
-    run_oracle("save-layout " + what + " " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / (what + ".pt")));
-  run_oracle("save resnet18 " + shell_quote(dir / "resnet18.pt") + " " + shell_quote(dir / "r"));
-  run_oracle("save tensors " + shell_quote(dir / "tensors.pt") + " " + shell_quote(dir / "t"));
+  std::string commands = "save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init");
+  for (const std::string what : {"prefixed", "nested", "ddp"})  // one oracle process writes every file
+    commands +=
+        " then save-layout " + what + " " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / (what + ".pt"));
+  run_oracle(commands + " then save resnet18 " + shell_quote(dir / "resnet18.pt") + " " + shell_quote(dir / "r") +
+             " then save tensors " + shell_quote(dir / "tensors.pt") + " " + shell_quote(dir / "t"));
   struct Case {
     std::string file, model, fix;
   };

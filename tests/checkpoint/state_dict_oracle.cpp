@@ -10,8 +10,8 @@ namespace ddp::test {
 
 std::string python_torch_missing() {
   static bool found = false;  // once found, not asked again; a miss is asked (and reported) by every test
-  if (!found) found = python_can_import("torch, torchvision");
-  return found ? std::string() : python() + " cannot import torch, torchvision";
+  if (!found) found = python_has_modules("torch, torchvision");
+  return found ? std::string() : python() + " does not have torch, torchvision";
 }
 
 CommandResult run_oracle(const std::string& args) {
@@ -21,12 +21,25 @@ CommandResult run_oracle(const std::string& args) {
   return r;
 }
 
+const at::Tensor& entry(const NamedTensors& state, const std::string& key) {
+  for (const auto& [name, t] : state)
+    if (name == key) return t;
+  throw std::runtime_error("no entry " + key);
+}
+
 NamedTensors read_dump(const std::string& prefix) {
-  static const std::map<std::string, at::ScalarType> dtypes = {
-      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf},   {"bfloat16", at::kBFloat16},
-      {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},    {"int8", at::kChar},
-      {"uint8", at::kByte},    {"bool", at::kBool},      {"complex64", at::kComplexFloat},
-      {"complex128", at::kComplexDouble}};
+  static const std::map<std::string, at::ScalarType> dtypes = {{"float32", at::kFloat},
+                                                               {"float64", at::kDouble},
+                                                               {"float16", at::kHalf},
+                                                               {"bfloat16", at::kBFloat16},
+                                                               {"int64", at::kLong},
+                                                               {"int32", at::kInt},
+                                                               {"int16", at::kShort},
+                                                               {"int8", at::kChar},
+                                                               {"uint8", at::kByte},
+                                                               {"bool", at::kBool},
+                                                               {"complex64", at::kComplexFloat},
+                                                               {"complex128", at::kComplexDouble}};
   const std::string raw = read_file(prefix + ".bin");
   size_t offset = 0;
   NamedTensors out;

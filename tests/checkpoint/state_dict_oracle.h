@@ -13,14 +13,17 @@ namespace ddp::test {
 // "" when python() imports torch and torchvision, else why not (for GTEST_SKIP).
 std::string python_torch_missing();
 
-#define SKIP_WITHOUT_PYTHON_TORCH()                                     \
-  do {                                                                  \
-    const std::string why_ = ::ddp::test::python_torch_missing();       \
+#define SKIP_WITHOUT_PYTHON_TORCH()                                         \
+  do {                                                                      \
+    const std::string why_ = ::ddp::test::python_torch_missing();           \
     if (!why_.empty()) GTEST_SKIP() << "needs PyTorch in python: " << why_; \
   } while (0)
 
 // Runs the oracle with the given (already quoted) arguments; fails the test with its output on a non-zero exit.
 CommandResult run_oracle(const std::string& args);
+
+// The tensor stored under `key` in `state`; throws naming the key when there is none.
+const at::Tensor& entry(const NamedTensors& state, const std::string& key);
 
 // Reads PREFIX.txt / PREFIX.bin written by the oracle's dump().
 NamedTensors read_dump(const std::string& prefix);

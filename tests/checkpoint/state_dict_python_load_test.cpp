@@ -16,12 +16,6 @@ std::pair<NamedTensors, NamedTensors> python_save_then_load(const TempDir& dir, 
   return {read_dump(dir / "sd"), load_state_dict_file(dir / "sd.pt")};
 }
 
-const at::Tensor& entry(const NamedTensors& state, const std::string& key) {
-  for (const auto& [name, t] : state)
-    if (name == key) return t;
-  throw std::runtime_error("no entry " + key);
-}
-
 TEST(StateDictPythonLoad, ResNet18OrderedDictLoadsBitExact) {
   SKIP_WITHOUT_PYTHON_TORCH();
   TempDir dir;

@@ -89,7 +89,7 @@ TEST(Cifar10, ABadBatchFileIsAnErrorNamingIt) {
 // amplifies any rounding difference: PyTorch itself on 2 threads instead of 1 moves conv1's weights by 3e-4 after
 // two such steps. That the skipped taps give the same sums is tested in models/conv_test.cpp.
 TEST(Cifar10, TwoRanksMatchPythonDdp) {
-  if (!python_can_import("torch, torchvision")) GTEST_SKIP() << python() << " cannot import torch, torchvision";
+  if (!python_has_modules("torch, torchvision")) GTEST_SKIP() << python() << " does not have torch, torchvision";
   TempDir dir;
   write_tiny_cifar10(dir / "c", 16, 8, 3);
   const CommandResult init = save_torchvision_init(dir / "init.pt", "resnet18", 10, 5);

@@ -211,7 +211,7 @@ TEST(DistributedSamplerFixture, CoversTheBlogExperimentCases) {
 TEST(DistributedSamplerFixture, GeneratorReproducesFixtureByteForByte) {
   const std::string py = test::python();
   if (!test::python_has_torch())
-    GTEST_SKIP() << py << " cannot import torch, so the fixture cannot be regenerated here";
+    GTEST_SKIP() << py << " does not have torch, so the fixture cannot be regenerated here";
   test::TempDir dir;
   const std::string out = dir / "sampler_cases.json";
   const auto r = test::run_command(test::shell_quote(py) + " " +

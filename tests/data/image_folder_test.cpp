@@ -43,7 +43,7 @@ Config image_folder_config(const std::string& dir, const std::vector<std::string
 }
 
 TEST(ImageFolder, ListingMatchesTorchvision) {
-  if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
+  if (!python_has_modules("torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
   TempDir dir;
   const std::string root = dir / "root";
   // Class names whose byte order differs from a case-folded or numeric one; images at any depth, extensions in any
@@ -108,7 +108,7 @@ TEST(ImageFolder, ConfigResolvesClassesShapeAndImageNetStatistics) {
 }
 
 TEST(ImageTransforms, MatchTorchvisionV2ToTheByte) {
-  if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
+  if (!python_has_modules("torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
   TempDir dir;
   image_folder_python("transforms " + dir.path());
   const nlohmann::json cases = nlohmann::json::parse(read_file(dir / "cases.json"));
@@ -143,7 +143,7 @@ TEST(ImageTransforms, SampleSeedsDifferBySeedEpochAndIndex) {
 
 // The augmented training batches of an epoch are the same whichever thread assembles them, and differ by epoch.
 TEST(ImageFolder, AugmentedBatchesDoNotDependOnWorkers) {
-  if (!python_can_import("PIL, numpy")) GTEST_SKIP() << python() << " cannot import PIL, numpy";
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
   image_folder_python("make " + dir / "f" + " --classes 2 --train 5 --val 1 --seed 4 --min-side 20 --max-side 60");
   const Config cfg = image_folder_config(dir / "f", {"data.image_size=16"});
@@ -183,7 +183,7 @@ TEST(ImageTransforms, TrainingCropScaleKeepsTheScaledCropAtLeastTheOutputSize) {
 // A training crop of a large JPEG is decoded at a DCT scale (1/2 .. 1/8) and stays close to torchvision's crop of the
 // full-size image: the same box from the same draws, the same flip, pixels within a small mean difference.
 TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCrop) {
-  if (!python_can_import("PIL, numpy")) GTEST_SKIP() << python() << " cannot import PIL, numpy";
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
   const auto made = run_command(
       python() +
@@ -227,7 +227,7 @@ TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCro
 // left waiting; with data.on_bad_sample = "skip" the next readable sample takes its place and the replacements are
 // counted over all ranks (metrics.jsonl, summary).
 TEST(ImageFolder, BadSamplesStopTheRunOrAreReplacedAndCounted) {
-  if (!python_can_import("PIL, numpy")) GTEST_SKIP() << python() << " cannot import PIL, numpy";
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
   image_folder_python("make " + dir / "f" + " --classes 2 --train 4 --val 1 --seed 2 --min-side 20 --max-side 30");
   const std::string bad = dir / "f/train/class_01/img_0002.png";
@@ -260,7 +260,7 @@ TEST(ImageFolder, BadSamplesStopTheRunOrAreReplacedAndCounted) {
 // A folder whose classes differ in colour and in the direction of a bar, trained from scratch with the standard
 // augmentation (RandomResizedCrop + flip) on two ranks: the model learns it.
 TEST(ImageFolder, LearnableFolderReaches95PercentValidationAccuracy) {
-  if (!python_can_import("PIL, numpy")) GTEST_SKIP() << python() << " cannot import PIL, numpy";
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
   image_folder_python("make " + dir / "f" +
                       " --learnable --classes 4 --train 32 --val 16 --seed 6 --min-side 28 --max-side 44");
@@ -283,7 +283,7 @@ TEST(ImageFolder, LearnableFolderReaches95PercentValidationAccuracy) {
 // against Python DDP on torchvision's ImageFolder with the same v2 transforms, DistributedSampler and init: the same
 // weights to the bit (convolutions as PyTorch sums them: model.skip_padding_taps = false, see cifar10_test.cpp).
 TEST(ImageFolder, TwoRanksMatchPythonDdp) {
-  if (!python_can_import("torch, torchvision, PIL")) GTEST_SKIP() << python() << " cannot import torchvision, PIL";
+  if (!python_has_modules("torch, torchvision, PIL")) GTEST_SKIP() << python() << " does not have torchvision, PIL";
   TempDir dir;
   image_folder_python("make " + dir / "f" + " --classes 3 --train 8 --val 2 --seed 1 --min-side 30 --max-side 50");
   const CommandResult init = save_torchvision_init(dir / "init.pt", "resnet18", 3, 5);

@@ -133,7 +133,7 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
 // where BatchNorm per rank is 0.17 away.
 TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 192, 16, 7);
   const std::string script = source_dir() + "/tests/python/sync_batchnorm_reference.py";
@@ -180,7 +180,7 @@ void python_ddp(const TempDir& dir, int steps, const std::string& out, const std
 }
 
 TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
   ASSERT_NO_FATAL_FAILURE(python_ddp(dir, 20, dir / "python.pt"));  // crosses an epoch
@@ -198,7 +198,7 @@ TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
 // registered; bf16 under static_graph on both sides (whose first step runs the hook on every bucket once backward
 // is done). Convolutions as PyTorch runs them (contiguous, every tap), so that only the hooks could differ.
 TEST(DdpTest, GradCompressionMatchesPythonDdpWithTheCompressHook) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
   const std::string cfg = tiny_config(dir, dir / "data") + " --model.init_from=" + dir / "init.pt" +

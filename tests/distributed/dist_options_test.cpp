@@ -21,7 +21,7 @@ std::string small_job(const TempDir& dir) {
 // /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (torch.distributed's env:// rendezvous), so attempt 1 cannot read
 // attempt 0's Gloo addresses (its rank 1 starts a second late: rank 0 would connect to a closed port).
 TEST(DistOptions, AgentStoreMakesEveryRankAClientAndSeparatesAttempts) {
-  if (!python_can_import("torch.distributed")) GTEST_SKIP() << "no torch";
+  if (!python_has_modules("torch.distributed")) GTEST_SKIP() << "no torch";
   TempDir dir;
   std::string cfg = small_job(dir);
   const int port = free_port();

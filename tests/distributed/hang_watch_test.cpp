@@ -105,8 +105,8 @@ TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
 namespace test {
 namespace {
 
-constexpr int kTimeoutS = 10;  // dist.timeout_s
-constexpr int kReportS = 3;    // dist.hang_report_s
+constexpr int kHangTimeoutS = 10;  // dist.timeout_s
+constexpr int kReportS = 3;        // dist.hang_report_s
 
 // Ranks started as torchrun would, each under `timeout` (a product that hangs fails the test instead of hanging it)
 // and tagged so that the test can find and end them.
@@ -124,7 +124,7 @@ struct HangJob {
       script += tag + " OMP_NUM_THREADS=1 timeout -s KILL 60 env RANK=" + std::to_string(r) +
                 " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
                 " LOCAL_WORLD_SIZE=" + std::to_string(world) + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " +
-                ddptrain_path() + " " + args + " --dist.timeout_s=" + std::to_string(kTimeoutS) +
+                ddptrain_path() + " " + args + " --dist.timeout_s=" + std::to_string(kHangTimeoutS) +
                 " --dist.hang_report_s=" + std::to_string(kReportS) + " > " +
                 dir / ("rank" + std::to_string(r) + ".log") + " 2>&1 & p" + std::to_string(r) + "=$!\n";
     return script;
@@ -146,7 +146,7 @@ struct HangJob {
            " && v=${d#/proc/}; done\n"
            "kill -STOP $v; t0=$(date +%s%N); echo \"stopped $v\"\n"
            "(sleep " +
-           std::to_string(kTimeoutS + 10) + "; kill -KILL $v) &\n";
+           std::to_string(kHangTimeoutS + 10) + "; kill -KILL $v) &\n";
   }
 };
 
@@ -211,7 +211,7 @@ TEST(HangRollCall, StoppedRankOfFourIsNamedWithTheOthersPhaseAndCollectiveCount)
 
 // An image that is a FIFO nobody writes: the rank whose batch holds it blocks opening it, in the data phase.
 TEST(HangRollCall, RankBlockedReadingItsDataIsNamedInPhaseData) {
-  if (!python_can_import("torch, torchvision, PIL")) GTEST_SKIP() << python() << " cannot import torchvision, PIL";
+  if (!python_has_modules("torch, torchvision, PIL")) GTEST_SKIP() << python() << " does not have torchvision, PIL";
   HangJob job;
   const auto made = run_command(python() + " " + source_dir() + "/tests/python/image_folder_reference.py make " +
                                 job.dir / "f" + " --classes 2 --train 16 --val 1 --seed 3 --min-side 20 --max-side 24");

@@ -1,6 +1,6 @@
 # CTest tests for the fuzz targets (included by tests/CMakeLists.txt): fuzz_build configures and builds
 # tests/fuzz with clang into build/fuzz; per target, fuzz_replay_<t> runs every committed corpus file once and
-# fuzz_<t> fuzzes for DDP_FUZZ_SECONDS (20 s; new inputs go to build/fuzz/work/<t>, a finding to
+# fuzz_<t> fuzzes for DDP_FUZZ_SECONDS (10 s; new inputs go to build/fuzz/work/<t>, a finding to
 # build/fuzz/crash-<t>-*, which then belongs in tests/fuzz/corpus/<t>/ once fixed) through run_fuzzer.sh, which
 # prints a finding's seed, report and input (base64) compactly.
 find_program(DDP_CLANGXX NAMES clang++)
@@ -10,7 +10,7 @@ if(NOT DDP_CLANGXX)
 endif()
 set(DDP_FUZZ_DIR "${CMAKE_BINARY_DIR}/fuzz")
 set(DDP_TORCH_LIBRARY_DIR "${TORCH_INSTALL_PREFIX}/lib")
-set(DDP_FUZZ_SECONDS 20 CACHE STRING "How long each fuzz_<target> test fuzzes")
+set(DDP_FUZZ_SECONDS 10 CACHE STRING "How long each fuzz_<target> test fuzzes")
 add_test(NAME fuzz_build COMMAND ${CMAKE_COMMAND}
   "-DSOURCE=${CMAKE_SOURCE_DIR}/tests/fuzz" "-DBUILD=${DDP_FUZZ_DIR}" "-DCLANGXX=${DDP_CLANGXX}"
   "-DTORCH_INCLUDE_DIRS=${TORCH_INCLUDE_DIRS}" "-DTORCH_LIBRARY_DIR=${DDP_TORCH_LIBRARY_DIR}"

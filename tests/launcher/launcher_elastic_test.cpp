@@ -300,7 +300,7 @@ TEST(LauncherElasticTest, NodesWithDifferentWorkerCountsTrainAsOneWorldOfTheirSu
 // torchrun 2.11 and ddprun launch the same elastic job (c10d rendezvous, --nnodes 2:3, the same line on two nodes)
 // to the same world and the same model.pt.
 TEST(LauncherElasticTest, TorchrunAndDdprunLaunchTheSameElasticJobToTheSameModel) {
-  if (!python_can_import("torch.distributed.run")) GTEST_SKIP() << python() << " cannot import torch.distributed.run";
+  if (!python_has_modules("torch.distributed.run")) GTEST_SKIP() << python() << " does not have torch.distributed.run";
   TempDir dir, torchrun_dir;
   const std::string cfg = tiny_elastic_job(dir) + " --training.epochs=1";
   const std::string ours = elastic_command("127.0.0.1", free_port(), "2:3", "") + " -- " + ddptrain_path() + " " + cfg +

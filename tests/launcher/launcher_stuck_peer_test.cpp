@@ -6,8 +6,8 @@
 namespace ddp::test {
 namespace {
 
-constexpr int kTimeoutS = 5;  // dist.timeout_s
-constexpr int kGraceS = 2;    // ddprun --grace-period
+constexpr int kStuckPeerTimeoutS = 5;  // dist.timeout_s
+constexpr int kGraceS = 2;             // ddprun --grace-period
 
 // A run that trains far longer than the test lasts, logging every step; its processes carry `tag`.
 struct StuckJob {
@@ -19,7 +19,7 @@ struct StuckJob {
     cfg = write_tiny_job(dir, 512, 32, 8,
                          {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=1000",
                           "training.eval_every_epochs=0", "metrics.log_every_steps=1", "metrics.progress=plain",
-                          "dist.timeout_s=" + std::to_string(kTimeoutS) + ".0"});
+                          "dist.timeout_s=" + std::to_string(kStuckPeerTimeoutS) + ".0"});
   }
   ~StuckJob() {
     for (int pid : processes_with_env(tag)) kill(pid, SIGKILL);  // only after a failed expectation
@@ -31,8 +31,9 @@ struct StuckJob {
     return "for i in $(seq 600); do grep -q '\"step\":3,' " + dir / "out/metrics.jsonl" +
            " 2>/dev/null && break; sleep 0.05; done\n"
            "v=; for d in /proc/[0-9]*; do [ \"$(cat $d/comm 2>/dev/null)\" = ddptrain ] || continue; "
-           "e=$(tr '\\0' '\\n' < $d/environ 2>/dev/null); echo \"$e\" | grep -qx " + shell_quote(tag) +
-           " && echo \"$e\" | grep -qx RANK=" + std::to_string(victim) + " && v=${d#/proc/}; done\n"
+           "e=$(tr '\\0' '\\n' < $d/environ 2>/dev/null); echo \"$e\" | grep -qx " +
+           shell_quote(tag) + " && echo \"$e\" | grep -qx RANK=" + std::to_string(victim) +
+           " && v=${d#/proc/}; done\n"
            "echo \"stopping pid $v\"; kill -STOP $v; t0=$(date +%s%N)\n";
   }
   // Shell lines: wait for `pid` and print its exit code and the milliseconds since the stop.
@@ -61,9 +62,9 @@ void expect_timeout_error_line(const std::string& log, int rank) {
   const std::string line = log.substr(at, log.find('\n', at) - at);
   // Gloo words it either way, depending on which of the rank's in-flight collectives times out first; the
   // shared-memory all-reduce (dist.allreduce = "auto" on one host) names the rank it waited for.
-  EXPECT_TRUE(line.find("Timed out waiting " + std::to_string(kTimeoutS * 1000) + "ms") != std::string::npos ||
+  EXPECT_TRUE(line.find("Timed out waiting " + std::to_string(kStuckPeerTimeoutS * 1000) + "ms") != std::string::npos ||
               line.find("Application timeout caused pair closure") != std::string::npos ||
-              line.find("did not reach the all-reduce within dist.timeout_s = " + std::to_string(kTimeoutS) +
+              line.find("did not reach the all-reduce within dist.timeout_s = " + std::to_string(kStuckPeerTimeoutS) +
                         " s") != std::string::npos)
       << line;
   EXPECT_NE(line.find("within dist.timeout_s"), std::string::npos) << line;
@@ -86,8 +87,8 @@ TEST(LauncherStuckPeerTest, BareRanksEndWithATimeoutErrorWhenAPeerIsStopped) {
   double seconds = -1;
   parse_end(r.output, &rc, &seconds);
   EXPECT_EQ(rc, 1) << r.output << log;
-  EXPECT_GE(seconds, kTimeoutS - 1.0) << log;  // ended by the timeout ...
-  EXPECT_LT(seconds, kTimeoutS + 15.0) << log;  // ... not long after it
+  EXPECT_GE(seconds, kStuckPeerTimeoutS - 1.0) << log;   // ended by the timeout ...
+  EXPECT_LT(seconds, kStuckPeerTimeoutS + 15.0) << log;  // ... not long after it
   expect_timeout_error_line(log, 0);
 }
 
@@ -104,8 +105,8 @@ void expect_ddprun_ends_the_job(int victim) {
   parse_end(r.output, &rc, &seconds);
   const int other = 1 - victim;
   EXPECT_EQ(rc, 1) << r.output << log;
-  EXPECT_GE(seconds, kTimeoutS - 1.0) << log;
-  EXPECT_LT(seconds, kTimeoutS + kGraceS + 15.0) << log;
+  EXPECT_GE(seconds, kStuckPeerTimeoutS - 1.0) << log;
+  EXPECT_LT(seconds, kStuckPeerTimeoutS + kGraceS + 15.0) << log;
   expect_timeout_error_line(log, other);
   EXPECT_NE(log.find("error: the job failed: rank " + std::to_string(other) + " (node 0, local rank " +
                      std::to_string(other)),

@@ -75,7 +75,7 @@ TEST(LauncherTrainTest, Sigusr1ToDdprunCheckpointsExits75AndTheSameCommandResume
 }
 
 TEST(LauncherTrainTest, TorchrunTrainsTheSameModelAsDdprunBitForBit) {
-  if (!python_can_import("torch.distributed.run")) GTEST_SKIP() << python() << " cannot import torch.distributed.run";
+  if (!python_has_modules("torch.distributed.run")) GTEST_SKIP() << python() << " does not have torch.distributed.run";
   TempDir dir;
   const std::string cfg = tiny_config(dir);
   // torchrun's agent serves the store (TORCHELASTIC_USE_AGENT_STORE=True): ddptrain joins it as a client.

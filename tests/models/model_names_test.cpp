@@ -40,13 +40,20 @@ const std::map<std::string, std::vector<std::string>>& fixture() {
 
 std::string dtype_name(c10::ScalarType t) {
   switch (t) {
-    case c10::kFloat: return "float32";
-    case c10::kDouble: return "float64";
-    case c10::kHalf: return "float16";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kLong: return "int64";
-    case c10::kInt: return "int32";
-    default: return c10::toString(t);
+    case c10::kFloat:
+      return "float32";
+    case c10::kDouble:
+      return "float64";
+    case c10::kHalf:
+      return "float16";
+    case c10::kBFloat16:
+      return "bfloat16";
+    case c10::kLong:
+      return "int64";
+    case c10::kInt:
+      return "int32";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -106,8 +113,8 @@ INSTANTIATE_TEST_SUITE_P(ModelNames, PerModel, ::testing::ValuesIn(kModels),
 
 TEST(ModelNamesFixture, GeneratorReproducesFixtureByteForByte) {
   const std::string py = test::python();
-  if (!test::python_can_import("torch, torchvision"))
-    GTEST_SKIP() << py << " cannot import torch and torchvision, so the fixture cannot be regenerated here";
+  if (!test::python_has_modules("torch, torchvision"))
+    GTEST_SKIP() << py << " does not have torch and torchvision, so the fixture cannot be regenerated here";
   test::TempDir dir;
   const std::string out = dir / "model_state_names.txt";
   const auto r = test::run_command(test::shell_quote(py) + " " +

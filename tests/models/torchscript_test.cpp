@@ -58,7 +58,7 @@ double torchscript_vs_python_ddp(const TempDir& dir, const std::string& amp, con
 }
 
 TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, ""), 1e-5);  // measured: 0 (the module runs op by op, as eager PyTorch)
   const CommandResult state = run_command(python() +
@@ -83,7 +83,7 @@ TEST(TorchScript, TwoRanksMatchPythonDdpOnTheEagerModule) {
 // Each synchronising step's wait for the all-reduce still starts where every gradient there will be is computed:
 // the spare head's never come, so that moment is taken at the end of backward's graph, and time_comm_s stays above 0.
 TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, "", "find_unused"), 1e-5);  // measured: 0
   const CommandResult spare =
@@ -108,7 +108,7 @@ TEST(TorchScript, UnusedHeadTrainsAsPythonDdpWithFindUnusedParameters) {
 // dist.static_graph = true trains the module with the spare head as DDP(static_graph=True) does: the unused parameters
 // found in the first step, none searched for after it.
 TEST(TorchScript, StaticGraphTrainsAsPythonDdp) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, "", "static_graph"), 1e-5);  // measured: 0
 }
@@ -116,7 +116,7 @@ TEST(TorchScript, StaticGraphTrainsAsPythonDdp) {
 // Without dist.find_unused_parameters the Reducer refuses the next forward (the spare head's bucket never filled);
 // every rank stops with one line naming the parameters and the key, where PyTorch names indices and its own keyword.
 TEST(TorchScript, UnusedHeadWithoutFindUnusedParametersIsOneErrorNamingThemAndTheKey) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 64, 16, 1);
   torchscript_python("make " + dir / "net.pt" + " --kind spare");
@@ -136,13 +136,13 @@ TEST(TorchScript, UnusedHeadWithoutFindUnusedParametersIsOneErrorNamingThemAndTh
 }
 
 TEST(TorchScript, TwoRanksMatchPythonDdpUnderBf16Autocast) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, "bf16"), 1e-5);
 }
 
 TEST(TorchScript, TwoRanksMatchPythonDdpUnderFp16AutocastWithLossScaling) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   EXPECT_LE(torchscript_vs_python_ddp(dir, "fp16"), 1e-5);
 }
@@ -150,7 +150,7 @@ TEST(TorchScript, TwoRanksMatchPythonDdpUnderFp16AutocastWithLossScaling) {
 // fp16 autocast with dynamic loss scaling and an EMA of the weights on the scripted module, stopped at a checkpoint
 // and resumed: the same weights and average to the bit as the run that went straight through.
 TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   torchscript_python("make " + dir / "net.pt" + " --seed 2");
   auto run = [&](const std::string& out, int steps) {
@@ -173,7 +173,7 @@ TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
 // Under ddprun --max-restarts, a worker of a TorchScript run killed with SIGKILL after step 13 restarts, resumes from
 // the step-10 checkpoint and ends with the model.pt of an uninterrupted run, byte for byte.
 TEST(TorchScript, KilledWorkerResumesUnderDdprunBitIdentical) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   torchscript_python("make " + dir / "net.pt" + " --seed 5");
   write_tiny_job(dir, 640, 32, 21,
@@ -193,7 +193,7 @@ TEST(TorchScript, KilledWorkerResumesUnderDdprunBitIdentical) {
 }
 
 TEST(TorchScript, ATracedTorchvisionResnetTrains) {
-  if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
+  if (!python_has_modules("torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
   TempDir dir;
   write_tiny_cifar10(dir / "c", 8, 8, 2);
   const CommandResult traced = run_command(python() +
@@ -215,7 +215,7 @@ TEST(TorchScript, ATracedTorchvisionResnetTrains) {
 }
 
 TEST(TorchScript, FilesThatAreNoModelOfLogitsAreOneClearError) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 64, 16, 1);
   torchscript_python("make " + dir / "pair.pt" + " --kind pair");

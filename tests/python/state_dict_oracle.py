@@ -17,6 +17,8 @@
       "correct=C total=N loss=MEAN_LOSS correct_top5=C5" (C5: the label among torch.topk's 5 largest outputs).
   sgd INIT_PT DATA_DIR DUMP --steps K --batch B --lr LR --seed S
       Net from INIT_PT, K steps of plain SGD (nll_loss, dropout 0) over randperm(N, seed S) batches; dumps result.
+
+Commands separated by an argument `then` run one after the other in one process (torch is imported once).
 """
 import argparse
 import os
@@ -26,7 +28,6 @@ from collections import OrderedDict
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
 from torch_reference import Net, read_idx  # noqa: E402
@@ -35,6 +36,8 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
 def resnet18_1ch():
+    import torchvision  # here: importing it costs a Net-only call a second or two
+
     model = torchvision.models.resnet18(num_classes=10)
     model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
     return model
@@ -225,8 +228,12 @@ def main():
     p.add_argument("--lr", type=float, required=True)
     p.add_argument("--seed", type=int, required=True)
     p.set_defaults(fn=sgd)
-    args = parser.parse_args()
-    args.fn(args)
+    commands = [[]]
+    for a in sys.argv[1:]:
+        commands.append([]) if a == "then" else commands[-1].append(a)
+    for command in commands:
+        args = parser.parse_args(command)
+        args.fn(args)
 
 
 if __name__ == "__main__":

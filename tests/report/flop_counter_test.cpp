@@ -39,7 +39,7 @@ double ddptrain_flops_per_sample(const TempDir& dir, const std::string& model, c
 }
 
 TEST(Flops, PerSampleEqualPythonsFlopCounterModeAndTrainRecordsCarryTflops) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 64, 16, 2);
   const double net = ddptrain_flops_per_sample(dir, "net", "");

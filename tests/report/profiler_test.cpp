@@ -25,7 +25,7 @@ int count_events(const std::string& trace, const std::string& name) {
 }
 
 TEST(Profiler, TwoRanksWriteATraceOfTheChosenStepsWithPhasesOperatorsAndAllReduce) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const std::string cfg = write_tiny_job(dir, 256, 32, 3,
                                          {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.max_steps=6",

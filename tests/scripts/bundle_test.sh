@@ -16,10 +16,9 @@ mkdir "$work/src" "$work/node"
 tar -xzf "$work/ddptrain-bundle.tar.gz" -C "$work/node"
 bundle=$work/node/ddptrain-bundle
 
-# README's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others),
-# in unity batches of 32 as a one-off build (a third less compile time than 8).
+# README's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others).
 unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDP_BUNDLE="$bundle" \
-  -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF -DDDP_UNITY_BATCH_SIZE=32 | tee "$work/configure.log" |
+  -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" |
   grep ddptrain:
 grep -q "data.download (libcurl) OFF" "$work/configure.log" || fail "data.download is built from a bundle"
 unshare -n cmake --build "$work/build" -j 1 --target ddptrain ddprun | tail -n 1

@@ -8,7 +8,7 @@ namespace ddp::test {
 namespace {
 
 TEST(GpuCheckReport, TestsFiguresAndBenchGoalsBecomeGpuMd) {
-  if (!python_can_import("torch, torchvision")) GTEST_SKIP() << python() << " cannot import torch, torchvision";
+  if (!python_has_modules("torch, torchvision")) GTEST_SKIP() << python() << " does not have torch, torchvision";
   TempDir dir;
   const std::string state = dir / "state";
   write_file(state + "/gpu-tests.xml", R"xml(<?xml version="1.0" encoding="UTF-8"?>

@@ -11,10 +11,11 @@ std::string source_dir();  // repository root
 std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
 std::string python();  // the project venv's (torch 2.11, torchvision, tensorboard); DDP_TEST_PYTHON overrides
-// python() imports `modules` ("torch, torchvision"). With DDP_REQUIRE_ORACLES=1 (scripts/test) a failed import is
-// also a test failure, so an oracle test cannot pass by skipping.
-bool python_can_import(const std::string& modules);
-bool python_has_torch();          // python_can_import("torch")
+// python() has `modules` ("torch, torchvision", dotted names too) installed: found on its path, not imported (a
+// broken install then fails the oracle the test runs, not the check). With DDP_REQUIRE_ORACLES=1 (scripts/test) a
+// missing module is also a test failure, so an oracle test cannot pass by skipping.
+bool python_has_modules(const std::string& modules);
+bool python_has_torch();          // python_has_modules("torch")
 std::string fashion_mnist_dir();  // DDP_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
 std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
 

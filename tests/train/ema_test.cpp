@@ -20,7 +20,7 @@ void ema_make_module(const std::string& path) {
 }
 
 TEST(Ema, TwoRanksMatchAveragedModelOfPythonDdp) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " cannot import torch";
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_mnist(dir / "data", 400, 32, 5);
   ema_make_module(dir / "net.pt");

@@ -12,7 +12,7 @@ namespace ddp::test {
 namespace {
 
 TEST(InitWeights, ResetHeadLoadsAllButTheHeadOfATorchvisionResnet) {
-  if (!python_can_import("torchvision")) GTEST_SKIP() << python() << " cannot import torchvision";
+  if (!python_has_modules("torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
   TempDir dir;
   const CommandResult saved = save_torchvision_init(dir / "imagenet.pt", "resnet18", 1000, 4);
   ASSERT_EQ(saved.exit_code, 0) << saved.output;

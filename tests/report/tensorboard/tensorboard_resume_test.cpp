@@ -49,7 +49,7 @@ TrainRecords read_train_records(const std::string& path) {
 }
 
 TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumedValues) {
-  if (!python_can_import("tensorboard")) GTEST_SKIP() << python() << " cannot import tensorboard";
+  if (!python_has_modules("tensorboard")) GTEST_SKIP() << python() << " does not have tensorboard";
   TempDir dir;
   const std::string cfg =
       write_tiny_job(dir, 8000, 32, 23,
@@ -100,7 +100,7 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
 // checkpoint.every_steps landing on an epoch's last step: that checkpoint is written after the epoch's evaluation,
 // so raising training.epochs afterwards continues without evaluating the step again (one eval point per step).
 TEST(TensorBoardResume, MoreEpochsAfterAnEpochEndCheckpointEvaluateEachStepOnce) {
-  if (!python_can_import("tensorboard")) GTEST_SKIP() << python() << " cannot import tensorboard";
+  if (!python_has_modules("tensorboard")) GTEST_SKIP() << python() << " does not have tensorboard";
   TempDir dir;
   // 1024 samples, batch 128: 8 steps per epoch; every_steps 4 saves at 4 and at the epoch's last step, 8.
   const std::string cfg =

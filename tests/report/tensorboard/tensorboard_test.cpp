@@ -69,8 +69,8 @@ ReaderResult read_events(const std::string& path, bool canonical = false) {
 
 // Reason to skip when the reader's tools are missing, else "".
 std::string reader_unavailable() {
-  if (!python_can_import("tensorboard.compat.proto.event_pb2"))
-    return python() + " cannot import tensorboard (scripts/setup installs it into the venv)";
+  if (!python_has_modules("tensorboard.compat.proto.event_pb2"))
+    return python() + " does not have tensorboard (scripts/setup installs it into the venv)";
   return "";
 }
 
@@ -242,8 +242,8 @@ CommandResult event_kinds(const std::string& path) {
 
 TEST(TensorBoardWriter, PurgeFromWritesWhatSummaryWriterWritesWithPurgeStep) {
   SKIP_WITHOUT_READER();
-  if (!python_can_import("torch.utils.tensorboard"))
-    GTEST_SKIP() << python() << " cannot import torch.utils.tensorboard";
+  if (!python_has_modules("torch.utils.tensorboard"))
+    GTEST_SKIP() << python() << " does not have torch.utils.tensorboard";
   TempDir dir;
   const CommandResult torch_run = run_command(python() + " " + source_dir() + "/tests/python/tb_purge_reference.py " +
                                               shell_quote(dir / "torch") + " 7 2>/dev/null");

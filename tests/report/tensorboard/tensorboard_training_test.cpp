@@ -15,7 +15,7 @@ namespace ddp::test {
 namespace {
 
 TEST(TensorBoardTraining, EventFileHoldsTheSameScalarsAsMetricsJsonl) {
-  if (!python_can_import("tensorboard")) GTEST_SKIP() << python() << " cannot import tensorboard";
+  if (!python_has_modules("tensorboard")) GTEST_SKIP() << python() << " does not have tensorboard";
   TempDir dir;
   const std::string cfg = write_tiny_job(dir, 128, 32, 19,
                                          {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2",
