@@ -89,11 +89,11 @@ struct ChoiceTable<LrScaling> {
 };
 
 // lr_scheduler.decay
-enum class LrDecay { None, Cosine, Step };
+enum class LrDecay { None, Cosine, Step, MultiStep };
 template <>
 struct ChoiceTable<LrDecay> {
   static constexpr NamedChoice<LrDecay> names[] = {
-      {LrDecay::None, "none"}, {LrDecay::Cosine, "cosine"}, {LrDecay::Step, "step"}};
+      {LrDecay::None, "none"}, {LrDecay::Cosine, "cosine"}, {LrDecay::Step, "step"}, {LrDecay::MultiStep, "multistep"}};
 };
 
 // amp.dtype

@@ -62,6 +62,8 @@ constexpr KeyKind kind_of() {
     return KeyKind::Float;
   else if constexpr (std::is_same_v<T, PerChannel>)
     return KeyKind::Floats;
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return KeyKind::Ints;
   else if constexpr (std::is_same_v<T, std::string>)
     return KeyKind::String;
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
@@ -94,6 +96,7 @@ constexpr KindText kKindTexts[] = {
     {KeyKind::Int, "int", "an integer"},
     {KeyKind::Float, "float", "a number"},
     {KeyKind::Floats, "floats", "a number or an array of numbers (one per image channel)"},
+    {KeyKind::Ints, "ints", "an integer or an array of integers"},
     {KeyKind::String, "string", "a string"},
     {KeyKind::Choice, "choice", "a string"},
     {KeyKind::List, "list", "an array of strings"},
@@ -138,6 +141,11 @@ std::string value_text(const PerChannel& values) {  // one value prints as a num
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format_number(values[i]);
   return out + "]";
 }
+std::string value_text(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
 std::string value_text(const std::string& v) { return quoted(v); }
 std::string value_text(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -156,7 +164,7 @@ std::string value_text(E v) {
 // <= 1000.0"); "" when unbounded.
 std::string range_text(const Key& k, KeyKind kind) {
   auto bound = [&](double b) {
-    if (kind == KeyKind::Int) return std::to_string(static_cast<int64_t>(b));
+    if (kind == KeyKind::Int || kind == KeyKind::Ints) return std::to_string(static_cast<int64_t>(b));
     // Whole bounds as written in a config (604800.0, not 6.048e+05); others in the shortest form that reads back.
     if (std::fabs(b) < 1e15 && b == std::trunc(b)) return std::to_string(static_cast<int64_t>(b)) + ".0";
     return format_number(b);
@@ -215,14 +223,7 @@ class Assign {
     if (!v_.is_boolean()) throw type_error(KeyKind::Bool);
     f = *v_.value<bool>();
   }
-  void operator()(int64_t& f) const {
-    if (!v_.is_integer()) throw type_error(KeyKind::Int);
-    const int64_t x = *v_.value<int64_t>();
-    // Compared as integers: near 2^63 a double cannot tell neighbouring int64 values apart.
-    if (x < static_cast<int64_t>(key_.min) || x > static_cast<int64_t>(key_.max))
-      throw out_of_range(KeyKind::Int, std::to_string(x));
-    f = x;
-  }
+  void operator()(int64_t& f) const { f = integer(v_, KeyKind::Int); }
   void operator()(double& f) const { f = number(v_, KeyKind::Float, /*marker_allowed=*/true); }
   void operator()(PerChannel& f) const {
     if (v_.is_number()) {
@@ -233,6 +234,17 @@ class Assign {
     if (!arr || arr->empty() || arr->size() > kMaxChannels) throw type_error(KeyKind::Floats);
     PerChannel values;
     for (const auto& e : *arr) values.push_back(number(e, KeyKind::Floats, /*marker_allowed=*/false));
+    f = values;
+  }
+  void operator()(std::vector<int64_t>& f) const {  // one integer is the list of it
+    if (v_.is_integer()) {
+      f = {integer(v_, KeyKind::Ints)};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr || arr->size() > kMaxListItems) throw type_error(KeyKind::Ints);
+    std::vector<int64_t> values;
+    for (const auto& e : *arr) values.push_back(integer(e, KeyKind::Ints));
     f = values;
   }
   void operator()(std::string& f) const {
@@ -272,6 +284,14 @@ class Assign {
  private:
   ConfigError type_error(KeyKind kind, const toml::node* v = nullptr) const {
     return ConfigError(loc_ + ": " + name_ + " must be " + kind_name(kind) + ", got " + describe(v ? *v : v_));
+  }
+  // An integer within the key's range, compared as integers: near 2^63 a double cannot tell neighbours apart.
+  int64_t integer(const toml::node& v, KeyKind kind) const {
+    if (!v.is_integer()) throw type_error(kind, &v);
+    const int64_t x = *v.value<int64_t>();
+    if (x < static_cast<int64_t>(key_.min) || x > static_cast<int64_t>(key_.max))
+      throw out_of_range(kind, std::to_string(x));
+    return x;
   }
   // A finite number within the key's range (or its default marker, where that may stand).
   double number(const toml::node& v, KeyKind kind, bool marker_allowed) const {
@@ -581,6 +601,15 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
     fail({"optimizer.amsgrad", "optimizer.name"},
          "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
+  const LrSchedulerConfig& lr = cfg.lr_scheduler;
+  if (lr.decay == LrDecay::MultiStep && lr.milestones.empty())
+    fail({"lr_scheduler.milestones", "lr_scheduler.decay"},
+         "lr_scheduler.decay = \"multistep\" needs lr_scheduler.milestones: the steps after warmup at which lr "
+         "decays, e.g. [30000, 60000, 80000]");
+  if (lr.decay != LrDecay::MultiStep && !lr.milestones.empty())
+    fail({"lr_scheduler.milestones", "lr_scheduler.decay"},
+         "lr_scheduler.milestones are read by lr_scheduler.decay = \"multistep\" only; set that decay, or "
+         "milestones = []");
   if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
     fail({"training.cudnn_benchmark", "training.deterministic"},
          "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "
@@ -707,8 +736,11 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
     std::string allowed;
     if (kind == KeyKind::Choice)
       allowed = "one of: " + join(names_of<T>(), " | ") + (takes_a_path<T> ? " or a path" : "");
-    if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats)
-      allowed = "range: " + range_text(key, kind) + (kind == KeyKind::Floats ? ", one value or one per channel" : "");
+    if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats || kind == KeyKind::Ints)
+      allowed = "range: " + range_text(key, kind) +
+                (kind == KeyKind::Floats ? ", one value or one per channel"
+                 : kind == KeyKind::Ints ? ", each"
+                                         : "");
     out.push_back({section, key.name, kind, value_text(field), allowed, names_of<T>(), key.min, key.max, key.doc,
                    key.resume_may_change});
   });

@@ -27,6 +27,7 @@ constexpr double kMaxSteps = 1e12;                     // optimizer-step counts 
 constexpr double kMaxSeconds = 7 * 86400.0;            // timeouts: one week
 constexpr double kMaxFloat32 = 3.4028234663852886e38;  // the loss scale lives in float32
 constexpr size_t kMaxChannels = 4096;                  // image channels
+constexpr size_t kMaxListItems = 1024;                 // entries of an integer list (milestones)
 
 // [job]: identity of the run and where its outputs go.
 struct JobConfig {
@@ -205,15 +206,23 @@ struct LrSchedulerConfig {
   LrDecay decay = LrDecay::None;
   double min_lr = 0.0;
   int64_t step_size = 1000;
+  std::vector<int64_t> milestones;
   double gamma = 0.1;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
     key(s.warmup_steps, Key("warmup_steps", "steps of linear warmup from 0 to lr").at_least(0).at_most(kMaxSteps));
-    key(s.decay, Key("decay", "after warmup: constant, cosine to min_lr, or x gamma every step_size steps"));
+    key(s.decay, Key("decay",
+                     "after warmup: constant, cosine to min_lr, x gamma every step_size steps, or x gamma at each "
+                     "of the milestones"));
     key(s.min_lr, Key("min_lr", "cosine: the floor").at_least(0).at_most(100));
     key(s.step_size, Key("step_size", "step: steps between decays").at_least(1).at_most(kMaxSteps));
-    key(s.gamma, Key("gamma", "step: factor per decay").above(0).at_most(1));
+    key(s.milestones, Key("milestones",
+                          "multistep: the steps after warmup at which lr is multiplied by gamma (MultiStepLR's "
+                          "milestones; one listed twice decays twice)")
+                          .at_least(1)
+                          .at_most(kMaxSteps));
+    key(s.gamma, Key("gamma", "step, multistep: factor per decay").above(0).at_most(1));
   }
 };
 
@@ -483,7 +492,7 @@ std::string format_resume_config(const Config& cfg);
 std::string config_digest(const std::string& config_text);
 
 // What a key's value is, as --help names it.
-enum class KeyKind { Bool, Int, Float, Floats, String, Choice, List };
+enum class KeyKind { Bool, Int, Float, Floats, Ints, String, Choice, List };
 // One key as the reference shows it.
 struct KeyInfo {
   std::string section, name;  // "data", "batch_size"
@@ -491,13 +500,13 @@ struct KeyInfo {
   std::string value;    // TOML, as --print-config writes it
   std::string allowed;  // as --help states it: "range: >= 1 and <= 64", "one of: auto | bar | plain | off", or ""
   std::vector<std::string> choices;  // Choice: every accepted name, aliases included
-  double min, max;                   // Int, Float: the bounds (infinite when none)
+  double min, max;                   // Int, Float, Floats, Ints: the bounds (infinite when none)
   std::string doc;
   bool resume_may_differ;
 };
 // Every key of cfg with its current value, in declaration order.
 std::vector<KeyInfo> describe_keys(const Config& cfg);
-const char* kind_label(KeyKind kind);  // bool, int, float, string, choice, list
+const char* kind_label(KeyKind kind);  // bool, int, float, floats, ints, string, choice, list
 // The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
 // did-you-mean, when there is no such key.
 KeyKind override_kind(const std::string& path, const std::string& loc);

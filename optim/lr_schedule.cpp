@@ -1,6 +1,7 @@
-// Learning-rate schedule: linear warmup then none / cosine / step decay, evaluated per optimizer step.
+// Learning-rate schedule: linear warmup then none / cosine / step / multistep decay, evaluated per optimizer step.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ddp {
@@ -14,6 +15,11 @@ double scheduled_lr(const LrSchedulerConfig& cfg, double base_lr, int64_t step, 
     return cfg.min_lr + (base_lr - cfg.min_lr) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
   if (cfg.decay == LrDecay::Step) return base_lr * std::pow(cfg.gamma, static_cast<double>(after / cfg.step_size));
+  if (cfg.decay == LrDecay::MultiStep) {  // MultiStepLR's closed form: gamma ** bisect_right(sorted milestones, step)
+    const auto passed =
+        std::count_if(cfg.milestones.begin(), cfg.milestones.end(), [&](int64_t m) { return m <= after; });
+    return base_lr * std::pow(cfg.gamma, static_cast<double>(passed));
+  }
   return base_lr;
 }
 

@@ -215,8 +215,8 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
 
 // The type name --help shows for each kind of key.
 const std::map<KeyKind, std::string> kHelpTypeNames = {
-    {KeyKind::Bool, "bool"},     {KeyKind::Int, "int"},       {KeyKind::Float, "float"}, {KeyKind::Floats, "floats"},
-    {KeyKind::String, "string"}, {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}};
+    {KeyKind::Bool, "bool"}, {KeyKind::Int, "int"},       {KeyKind::Float, "float"},   {KeyKind::Floats, "floats"},
+    {KeyKind::Ints, "ints"}, {KeyKind::String, "string"}, {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}};
 
 // "section.key" -> value as --print-config writes a default Config.
 std::map<std::string, std::string> default_values() {
@@ -261,7 +261,8 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
     EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
     ASSERT_TRUE(defaults.count(key)) << key;
     EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
-    if (f.kind == KeyKind::Int || f.kind == KeyKind::Float || f.kind == KeyKind::Floats) {  // every number: both bounds
+    if (f.kind == KeyKind::Int || f.kind == KeyKind::Float || f.kind == KeyKind::Floats ||
+        f.kind == KeyKind::Ints) {  // every number: both bounds
       EXPECT_NE(line.find("range: "), std::string::npos) << line;
       EXPECT_NE(line.find(" and <"), std::string::npos) << line;
     }

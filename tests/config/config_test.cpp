@@ -307,6 +307,26 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:2:12",
        {"optimizer.nesterov needs", "optimizer.momentum > 0"}},
+      {"multistep without milestones",
+       "[lr_scheduler]\ndecay = \"multistep\"\n",
+       {},
+       "bad.toml:2:9",
+       {"lr_scheduler.decay = \"multistep\" needs lr_scheduler.milestones"}},
+      {"milestones with step decay",
+       "[lr_scheduler]\ndecay = \"step\"\nmilestones = [10]\n",
+       {},
+       "bad.toml:3:14",
+       {"lr_scheduler.milestones are read by lr_scheduler.decay = \"multistep\" only"}},
+      {"milestone 0",
+       "[lr_scheduler]\ndecay = \"multistep\"\nmilestones = [5, 0]\n",
+       {},
+       "bad.toml:3:14",
+       {"lr_scheduler.milestones must be >= 1 and <= 1000000000000, got 0"}},
+      {"milestone as a float",
+       "[lr_scheduler]\ndecay = \"multistep\"\nmilestones = [5, 7.5]\n",
+       {},
+       "bad.toml:3:14",
+       {"lr_scheduler.milestones must be an integer or an array of integers, got float 7.5"}},
       {"amsgrad with sgd",
        "[optimizer]\namsgrad = true\n",
        {},
@@ -610,6 +630,22 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
   EXPECT_EQ(cfg.training.epochs, 3);
 }
 
+// An integer list (lr_scheduler.milestones): an array, one integer, or [] (the default), from a file or an override.
+TEST(ConfigGood, IntegerListTakesAnArrayOrOneInteger) {
+  const Config file = parse_config("[lr_scheduler]\ndecay = \"multistep\"\nmilestones = [30, 60, 30]\n", "x.toml");
+  EXPECT_EQ(file.lr_scheduler.milestones, (std::vector<int64_t>{30, 60, 30}));  // as given: a repeat decays twice
+  EXPECT_EQ(parse_config("", "x.toml").lr_scheduler.milestones, std::vector<int64_t>{});
+  EXPECT_EQ(
+      parse_config("", "x.toml", {"lr_scheduler.decay=multistep", "lr_scheduler.milestones=7"}).lr_scheduler.milestones,
+      std::vector<int64_t>{7});
+  EXPECT_EQ(parse_config("", "x.toml", {"lr_scheduler.decay=multistep", "lr_scheduler.milestones=[1, 2]"})
+                .lr_scheduler.milestones,
+            (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"lr_scheduler.milestones=1,2"}); }),
+            "--lr_scheduler.milestones=1,2: lr_scheduler.milestones must be an integer or an array of integers, got "
+            "\"1,2\"");
+}
+
 TEST(ConfigOverrides, ListKeyTakesAnArrayOrOneBareWord) {
   EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=http://a/"}).data.mirrors,
             (std::vector<std::string>{"http://a/"}));
@@ -632,7 +668,8 @@ TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
 TEST(ConfigKeys, EveryNumberHasADocumentedRange) {
   int numbers = 0;
   for (const KeyInfo& f : describe_keys(Config{})) {
-    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float && f.kind != KeyKind::Floats) continue;
+    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float && f.kind != KeyKind::Floats && f.kind != KeyKind::Ints)
+      continue;
     ++numbers;
     SCOPED_TRACE(f.section + "." + f.name);
     EXPECT_TRUE(std::isfinite(f.min));
@@ -722,6 +759,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
+      if (key == "lr_scheduler.decay" && name == "multistep") overrides.push_back("lr_scheduler.milestones=[5]");
       const Config cfg = parse_config("", "c.toml", overrides);
       const std::string text = format_config(cfg);
       const size_t at = text.find("\n" + f.name + " = \"", text.find("[" + f.section + "]\n"));

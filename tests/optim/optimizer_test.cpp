@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 
 namespace ddp::test {
 namespace {
@@ -84,6 +85,10 @@ const auto kOptimCases = ::testing::Values(
               "--optimizer adam --lr 0.002 --weight_decay 0.01 --decay step --step_size 10 --gamma 0.5"},
     OptimCase{"sgd_label_smoothing", "--optimizer.lr=0.05 --optimizer.momentum=0.9 --training.label_smoothing=0.2",
               "--optimizer sgd --lr 0.05 --momentum 0.9 --label_smoothing 0.2"},
+    OptimCase{"sgd_warmup_multistep",
+              "--optimizer.lr=0.1 --optimizer.momentum=0.9 --lr_scheduler.warmup_steps=3 "
+              "--lr_scheduler.decay=multistep '--lr_scheduler.milestones=[4, 9, 9]' --lr_scheduler.gamma=0.5",
+              "--optimizer sgd --lr 0.1 --momentum 0.9 --warmup 3 --decay multistep --milestones 4,9,9 --gamma 0.5"},
     OptimCase{"sgd_step_decay",
               "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
               "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",
@@ -108,6 +113,41 @@ TEST(LrSchedule, WarmupThenCosineAndStep) {
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 13, 100), 1.0);
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 14, 100), 0.5);
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 34, 100), 0.125);
+}
+
+// Warmup then multistep decay against PyTorch's own schedulers: SequentialLR(LinearLR(1/warmup -> 1 over warmup
+// steps), MultiStepLR(milestones, gamma), milestones=[warmup]), stepped once per optimizer step. The milestones are
+// unsorted and one repeats (MultiStepLR then decays twice there).
+TEST(LrSchedule, WarmupThenMultiStepMatchesTorchSchedulers) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  LrSchedulerConfig cfg;
+  cfg.warmup_steps = 3;
+  cfg.decay = LrDecay::MultiStep;
+  cfg.milestones = {7, 2, 7, 12};
+  cfg.gamma = 0.5;
+  const double base = 0.8;
+  const int steps = 25;
+  const std::string script =
+      "import warnings, torch\n"
+      "warnings.simplefilter('ignore')\n"
+      "opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.8)\n"
+      "warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / 3, end_factor=1.0, total_iters=2)\n"
+      "decay = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[7, 2, 7, 12], gamma=0.5)\n"
+      "sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, decay], milestones=[3])\n"
+      "for _ in range(25):\n"
+      "    print('lr', repr(opt.param_groups[0]['lr']))\n"
+      "    opt.step()\n"
+      "    sched.step()\n";
+  const CommandResult r = run_command(shell_quote(python()) + " -c " + shell_quote(script));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> theirs;
+  std::istringstream lines(r.output);
+  for (std::string word; lines >> word;)
+    if (word == "lr" && lines >> word) theirs.push_back(std::stod(word));
+  ASSERT_EQ(theirs.size(), static_cast<size_t>(steps)) << r.output;
+  for (int step = 0; step < steps; ++step)
+    EXPECT_NEAR(scheduled_lr(cfg, base, step, 1000), theirs[step], 1e-12 * theirs[step]) << "step " << step;
+  EXPECT_NEAR(theirs[24], base * 0.0625, 1e-15);  // four decays by the end: the repeat counted twice
 }
 
 }  // namespace

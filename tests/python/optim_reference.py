@@ -32,7 +32,8 @@ def main():
     a = parse_arguments([("out", str, None), ("steps", int, 10), ("optimizer", str, "sgd"), ("weight_decay", float, 0.0),
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
                          ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
-                         ("label_smoothing", float, 0.0), ("device", str, "cpu"), ("amsgrad", int, 0)])
+                         ("label_smoothing", float, 0.0), ("device", str, "cpu"), ("amsgrad", int, 0),
+                         ("milestones", str, "")])
     torch.set_num_threads(1)
     device = torch.device(a.device)
     model = Net(0.0)
@@ -50,8 +51,15 @@ def main():
     else:
         adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
         opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
+    if a.decay == "multistep":  # PyTorch's own schedulers: LinearLR warmup (1/warmup -> 1), then MultiStepLR
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, [int(m) for m in a.milestones.split(",")], a.gamma)
+        if a.warmup > 0:
+            assert a.warmup > 1, "LinearLR needs total_iters = warmup - 1 > 0"
+            warm = torch.optim.lr_scheduler.LinearLR(opt, 1 / a.warmup, 1.0, total_iters=a.warmup - 1)
+            sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, sched], milestones=[a.warmup])
+    else:
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
     step, epoch = 0, 0
     while step < a.steps:
         sampler.set_epoch(epoch)
