@@ -28,18 +28,13 @@ const at::Tensor& entry(const NamedTensors& state, const std::string& key) {
 }
 
 NamedTensors read_dump(const std::string& prefix) {
-  static const std::map<std::string, at::ScalarType> dtypes = {{"float32", at::kFloat},
-                                                               {"float64", at::kDouble},
-                                                               {"float16", at::kHalf},
-                                                               {"bfloat16", at::kBFloat16},
-                                                               {"int64", at::kLong},
-                                                               {"int32", at::kInt},
-                                                               {"int16", at::kShort},
-                                                               {"int8", at::kChar},
-                                                               {"uint8", at::kByte},
-                                                               {"bool", at::kBool},
-                                                               {"complex64", at::kComplexFloat},
-                                                               {"complex128", at::kComplexDouble}};
+  // clang-format off
+  static const std::map<std::string, at::ScalarType> dtypes = {
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf},   {"bfloat16", at::kBFloat16},
+      {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},    {"int8", at::kChar},
+      {"uint8", at::kByte},    {"bool", at::kBool},      {"complex64", at::kComplexFloat},
+      {"complex128", at::kComplexDouble}};
+  // clang-format on
   const std::string raw = read_file(prefix + ".bin");
   size_t offset = 0;
   NamedTensors out;

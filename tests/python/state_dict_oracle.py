@@ -230,7 +230,10 @@ def main():
     p.set_defaults(fn=sgd)
     commands = [[]]
     for a in sys.argv[1:]:
-        commands.append([]) if a == "then" else commands[-1].append(a)
+        if a == "then":
+            commands.append([])
+        else:
+            commands[-1].append(a)
     for command in commands:
         args = parser.parse_args(command)
         args.fn(args)
