@@ -30,7 +30,9 @@ std::chrono::milliseconds poll_interval(int64_t world_size) {
 }
 constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for the posts, beyond one poll
 constexpr auto kStackWait = std::chrono::milliseconds(500);
-constexpr auto kOtherThreadWait = std::chrono::milliseconds(50);  // each: a thread that blocks the signal costs this
+// Each other thread's time to answer: one that blocks the signal costs this; one on a loaded machine (a hang is often
+// reported while the other ranks' processes keep the cores busy) needs the scheduler to run it within it.
+constexpr auto kOtherThreadWait = std::chrono::milliseconds(200);
 constexpr size_t kOtherStacks = 16;          // distinct stacks posted besides the training thread's
 constexpr size_t kNamedThreads = 8;          // threads named per stack
 constexpr const char* kThreadsMark = "== ";  // begins another thread's section in a post

@@ -22,7 +22,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
 from torch_reference import Net, find, parse_arguments, read_idx  # noqa: E402
-from optim_reference import lr_factor  # noqa: E402
+from optim_reference import warmup_factor  # noqa: E402
 
 
 def make_optimizer(a, model):
@@ -55,7 +55,7 @@ def train(a, model, opt, first_step, steps):
             if i < skip:
                 continue
             for g in opt.param_groups:
-                g["lr"] = a.lr * lr_factor(step, a.warmup, "none", end, a.lr, 0.0, 1000, 0.1)
+                g["lr"] = a.lr * warmup_factor(step, a.warmup)
             opt.zero_grad()
             F.nll_loss(model(xb), yb).backward()
             opt.step()

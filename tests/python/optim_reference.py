@@ -1,8 +1,9 @@
 # Single-process reference for optimizer tests: PyTorch's SGD/AdamW/Adam, clip_grad_norm_, LR schedules, label smoothing.
 #
-# A LambdaLR with ddptrain's warmup + cosine/step rule, on the classic Net, data order of DistributedSampler(world 1).
+# The schedule is PyTorch's own schedulers, stepped after each optimizer step: LinearLR from 1/warmup to 1 over the
+# warmup steps, then (SequentialLR) CosineAnnealingLR to min_lr, StepLR or MultiStepLR; on the classic Net, data order
+# of DistributedSampler(world 1).
 # --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths.
-import math
 import os
 import sys
 
@@ -15,17 +16,25 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from torch_reference import Net, find, parse_arguments, read_idx  # noqa: E402
 
 
-def lr_factor(step, warmup, decay, total, base, min_lr, step_size, gamma):
-    if step < warmup:
-        return (step + 1) / warmup
-    after = step - warmup
-    if decay == "cosine":
-        span = max(1, total - warmup)
-        progress = min(1.0, after / span)
-        return (min_lr + (base - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))) / base
-    if decay == "step":
-        return gamma ** (after // step_size)
-    return 1.0
+def warmup_factor(step, warmup):
+    """ddptrain's linear warmup, (step + 1) / warmup for the first warmup steps (LinearLR(1 / warmup, 1.0))."""
+    return (step + 1) / warmup if step < warmup else 1.0
+
+
+def make_scheduler(opt, a):
+    lrs = torch.optim.lr_scheduler
+    if a.decay == "cosine":
+        decay = lrs.CosineAnnealingLR(opt, T_max=max(1, a.steps - a.warmup), eta_min=a.min_lr)
+    elif a.decay == "step":
+        decay = lrs.StepLR(opt, a.step_size, a.gamma)
+    elif a.decay == "multistep":
+        decay = lrs.MultiStepLR(opt, [int(m) for m in a.milestones.split(",")], a.gamma)
+    else:
+        decay = lrs.ConstantLR(opt, factor=1.0)
+    if a.warmup == 0:
+        return decay
+    warm = lrs.LinearLR(opt, 1 / a.warmup, 1.0, total_iters=a.warmup - 1)
+    return lrs.SequentialLR(opt, [warm, decay], milestones=[a.warmup])
 
 
 def main():
@@ -51,15 +60,7 @@ def main():
     else:
         adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
         opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad))
-    if a.decay == "multistep":  # PyTorch's own schedulers: LinearLR warmup (1/warmup -> 1), then MultiStepLR
-        sched = torch.optim.lr_scheduler.MultiStepLR(opt, [int(m) for m in a.milestones.split(",")], a.gamma)
-        if a.warmup > 0:
-            assert a.warmup > 1, "LinearLR needs total_iters = warmup - 1 > 0"
-            warm = torch.optim.lr_scheduler.LinearLR(opt, 1 / a.warmup, 1.0, total_iters=a.warmup - 1)
-            sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, sched], milestones=[a.warmup])
-    else:
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_factor(s, a.warmup, a.decay, a.steps, a.lr, a.min_lr, a.step_size, a.gamma))
+    sched = make_scheduler(opt, a)
     step, epoch = 0, 0
     while step < a.steps:
         sampler.set_epoch(epoch)
