@@ -135,23 +135,21 @@ std::string quoted(const std::string& s) {
 std::string value_text(bool v) { return v ? "true" : "false"; }
 std::string value_text(int64_t v) { return std::to_string(v); }
 std::string value_text(double v) { return format_number(v); }
-std::string value_text(const PerChannel& values) {  // one value prints as a number, as a float key does
-  if (values.size() == 1) return format_number(values[0]);
+// A TOML array of the items, each written by `text`.
+template <class T, class F>
+std::string array_text(const std::vector<T>& items, F&& text) {
   std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + format_number(values[i]);
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(items[i]);
   return out + "]";
+}
+std::string value_text(const PerChannel& values) {  // one value prints as a number, as a float key does
+  return values.size() == 1 ? format_number(values[0]) : array_text(values, format_number);
 }
 std::string value_text(const std::vector<int64_t>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
-  return out + "]";
+  return array_text(values, [](int64_t v) { return std::to_string(v); });
 }
 std::string value_text(const std::string& v) { return quoted(v); }
-std::string value_text(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t j = 0; j < items.size(); ++j) out += (j ? ", " : "") + quoted(items[j]);
-  return out + "]";
-}
+std::string value_text(const std::vector<std::string>& items) { return array_text(items, quoted); }
 std::string value_text(const ResumeFrom& r) {
   return quoted(r.mode == ResumeMode::Path ? r.path : choice_name(r.mode));
 }

@@ -2,6 +2,7 @@
 //
 // SGD (momentum, nesterov, weight decay) with clip_grad_norm_, AdamW (AMSGrad) with warmup + cosine, Adam (L2) with
 // step decay, from the same init and data order.
+#include "base/number_text.h"
 #include "optim/optimizer.h"
 #include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
@@ -127,18 +128,23 @@ TEST(LrSchedule, WarmupThenMultiStepMatchesTorchSchedulers) {
   cfg.gamma = 0.5;
   const double base = 0.8;
   const int steps = 25;
+  // argv: lr, warmup, gamma, steps, then the milestones.
   const std::string script =
-      "import warnings, torch\n"
+      "import sys, warnings, torch\n"
       "warnings.simplefilter('ignore')\n"
-      "opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.8)\n"
-      "warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / 3, end_factor=1.0, total_iters=2)\n"
-      "decay = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[7, 2, 7, 12], gamma=0.5)\n"
-      "sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, decay], milestones=[3])\n"
-      "for _ in range(25):\n"
+      "lr, warmup, gamma, steps = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])\n"
+      "opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)\n"
+      "warm = torch.optim.lr_scheduler.LinearLR(opt, 1 / warmup, 1.0, total_iters=warmup - 1)\n"
+      "decay = torch.optim.lr_scheduler.MultiStepLR(opt, [int(m) for m in sys.argv[5:]], gamma)\n"
+      "sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, decay], milestones=[warmup])\n"
+      "for _ in range(steps):\n"
       "    print('lr', repr(opt.param_groups[0]['lr']))\n"
       "    opt.step()\n"
       "    sched.step()\n";
-  const CommandResult r = run_command(shell_quote(python()) + " -c " + shell_quote(script));
+  std::string args = shortest_number(base) + " " + std::to_string(cfg.warmup_steps) + " " + shortest_number(cfg.gamma) +
+                     " " + std::to_string(steps);
+  for (int64_t m : cfg.milestones) args += " " + std::to_string(m);
+  const CommandResult r = run_command(shell_quote(python()) + " -c " + shell_quote(script) + " " + args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<double> theirs;
   std::istringstream lines(r.output);

@@ -18,8 +18,7 @@ bundle=$work/node/ddptrain-bundle
 
 # README's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others).
 unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDP_BUNDLE="$bundle" \
-  -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" |
-  grep ddptrain:
+  -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" | grep ddptrain:
 grep -q "data.download (libcurl) OFF" "$work/configure.log" || fail "data.download is built from a bundle"
 unshare -n cmake --build "$work/build" -j 1 --target ddptrain ddprun | tail -n 1
 
