@@ -89,6 +89,10 @@ def parse_args(argv):
                                   "this rate (e.g. 1gbit, 10gbit; needs root); ddptrain's all-reduce goes over Gloo")
     p.add_argument("--link-delay-ms", type=float, default=0.2,
                    help="delay each way on --link (tc netem; left out, and said so, where the kernel lacks it)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: each rank on cuda:LOCAL_RANK modulo the GPUs visible; where there are fewer GPUs "
+                        "than ranks they share them over Gloo with CUDA tensors on both sides (NCCL refuses two "
+                        "ranks on one GPU), else NCCL")
     p.add_argument("--data", choices=["fashion-mnist", "synthetic", "image_folder"], default="fashion-mnist")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist",
                    help="image_folder: a folder with train/ and val/ (bench/data_bench.py makes one)")
@@ -123,7 +127,7 @@ def parse_args(argv):
 
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
-            "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero")
+            "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero", "device")
     entries = SUITES[args.suite] if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
@@ -145,6 +149,12 @@ def configs_from(args):
                 raise SystemExit("--link runs ddptrain's all-reduce over Gloo (shared memory would bypass the link)")
             c["ddptrain_allreduce"] = "gloo"
         c["link_delay_ms"] = args.link_delay_ms
+        c["device"] = c.get("device") or "cpu"
+        c["backend"] = "gloo"
+        if c["device"] == "cuda":
+            if not torch.cuda.is_available():
+                raise SystemExit("--device cuda: torch sees no GPU")
+            c["backend"] = "nccl" if torch.cuda.device_count() >= c["world"] else "gloo"
         c["reps"] = args.reps or c.get("reps") or 3
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
         for k in ("batch", "lr", "momentum", "dropout", "seed", "synthetic_size", "data_dir", "ddptrain_workers",
@@ -169,6 +179,7 @@ def label_of(c):
     data = (f"image_folder {c['data_dir']} at {c['image_size']} px, {c['data_workers']} decode worker(s)/rank"
             if c["data"] == "image_folder" else c["data"])
     return (f"{c['model']} {c['precision']}, world {c['world']}, sync {c['sync']}, {data}, "
+            + (f"cuda ({c['backend']}), " if c["device"] == "cuda" else "") +
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
@@ -227,6 +238,8 @@ dtype = "bf16"
 resume = "never"
 
 [dist]
+device = "{c['device']}"
+backend = "{c['backend']}"
 allreduce = "{c['ddptrain_allreduce']}"
 {dist_extra}
 [metrics]
@@ -271,6 +284,7 @@ def python_launch(c, init_path, run_dir, probe, link=None):
                       "--in-channels", str(c.get("in_channels", 1)), "--num-classes", str(c.get("num_classes", 10)),
                       "--image-size", str(c["image_size"] if c["data"] == "image_folder" else 28),
                       "--workers", str(c.get("data_workers", 0)),
+                      "--device", c["device"], "--backend", c["backend"],
                       "--result", os.path.join(run_dir, f"result.rank{rank}.json")])
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
     return on_link(link, argvs, envs)

@@ -99,6 +99,8 @@ def parse_args():
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp16: autocast to float16 with torch.amp.GradScaler")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
+                   help="process group backend (auto: nccl on cuda, gloo on cpu; gloo on cuda takes CUDA tensors)")
     p.add_argument("--channels-last", action="store_true", help="model and inputs in torch.channels_last")
     p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
     p.add_argument("--workers", type=int, default=4,
@@ -136,7 +138,8 @@ def main():
         device = torch.device("cpu")
     sync = args.sync == "on" and world > 1  # a world of one runs without a process group, as ddptrain does
     if sync:
-        dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
+        backend = args.backend if args.backend != "auto" else "nccl" if cuda else "gloo"
+        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     result = train(args, rank, world, device, sync)  # its DDP module is gone when it returns
     with open(args.result, "w") as f:
         json.dump(result, f)

@@ -2,6 +2,7 @@
 //
 // Replicas stay bit-identical, 2 ranks x b == 1 rank x 2b (on the CPU and, as OnDevice/.../Cuda, on a GPU),
 // agreement with PyTorch's own DDP, sharded evaluation equals single-process evaluation.
+#include "base/number_text.h"
 #include "distributed/process_group.h"
 #include "distributed/reduce.h"
 #include "tests/support/in_process_rank.h"
@@ -153,11 +154,15 @@ TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
                                  "--model.memory_format=contiguous --model.skip_padding_taps=false "
                                  "--training.deterministic=true --training.cudnn_allow_tf32=false");
     expect_all_ok(ours);
-    const double diff = max_state_diff(ours_out + "/model.pt", python_out);
+    const ScaledStateDiff diff = largest_scaled_state_diff(ours_out + "/model.pt", python_out);
     report_figure("sync_batchnorm on cuda, 2 ranks vs Python DDP + SyncBatchNorm, max abs diff after " +
                       std::to_string(steps) + " steps",
-                  diff);
-    EXPECT_LE(diff, steps == 1 ? 1e-5 : 1e-4) << steps << " steps";
+                  max_state_diff(ours_out + "/model.pt", python_out));
+    report_figure("sync_batchnorm on cuda, largest diff relative to its tensor's scale after " + std::to_string(steps) +
+                      " steps (" + diff.name + ", " + number_text("%.3g", diff.abs) + " of " +
+                      number_text("%.4g", diff.scale) + ")",
+                  diff.relative);
+    EXPECT_LE(diff.relative, steps == 1 ? 1e-5 : 1e-4) << steps << " steps, " << diff.name;
     EXPECT_GT(max_state_diff(dir / "init.pt", python_out), steps == 1 ? 1e-4 : 1e-3)
         << steps << " steps";  // it trained
   }

@@ -36,9 +36,12 @@ void check_against_pytorch(const OptimCase& c, const std::string& device, double
                   {"job.seed=3", "job.out_dir=" + dir / "out", "data.batch_size=16", "model.dropout=0.0",
                    "model.init_from=" + dir / "init.pt", "training.epochs=5", "training.max_steps=25",
                    "metrics.log_every_steps=1"});
-  // Python's Net is NCHW: the same layout here, so that cuDNN picks the same convolutions.
+  // Python's Net is NCHW: the same layout here, so that cuDNN picks the same convolutions; on CUDA both sides run
+  // deterministic algorithms without TF32, as optim_reference.py does there.
+  const std::string cuda_flags =
+      device == "cuda" ? " --training.deterministic=true --training.cudnn_allow_tf32=false" : "";
   auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " --dist.device=" + device +
-                          " --model.memory_format=contiguous " + c.ours);
+                          " --model.memory_format=contiguous" + cuda_flags + " " + c.ours);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
   EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), tolerance);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);

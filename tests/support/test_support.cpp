@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -271,17 +272,40 @@ CommandResult save_torchvision_init(const std::string& path, const std::string& 
                      ").state_dict()), sys.argv[1])\" " + shell_quote(path));
 }
 
-double max_state_diff(const std::string& path_a, const std::string& path_b) {
+namespace {
+
+// Calls f(name, a's tensor, b's tensor) for every entry of two state-dict files, in float64.
+void for_each_state_pair(const std::string& path_a, const std::string& path_b,
+                         const std::function<void(const std::string&, const torch::Tensor&, const torch::Tensor&)>& f) {
   auto a = load_state_dict_file(path_a), b = load_state_dict_file(path_b);
   if (a.size() != b.size()) throw std::runtime_error("state dicts differ in size");
   std::map<std::string, torch::Tensor> bm(b.begin(), b.end());
-  double diff = 0;
   for (const auto& [name, t] : a) {
     auto it = bm.find(name);
     if (it == bm.end() || it->second.sizes() != t.sizes()) throw std::runtime_error("key/shape differs: " + name);
-    diff = std::max(diff, (t.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
+    f(name, t.to(torch::kFloat64), it->second.to(torch::kFloat64));
   }
+}
+
+}  // namespace
+
+double max_state_diff(const std::string& path_a, const std::string& path_b) {
+  double diff = 0;
+  for_each_state_pair(path_a, path_b, [&](const std::string&, const torch::Tensor& a, const torch::Tensor& b) {
+    diff = std::max(diff, (a - b).abs().max().item<double>());
+  });
   return diff;
+}
+
+ScaledStateDiff largest_scaled_state_diff(const std::string& path_a, const std::string& path_b) {
+  ScaledStateDiff worst;
+  for_each_state_pair(path_a, path_b, [&](const std::string& name, const torch::Tensor& a, const torch::Tensor& b) {
+    if (a.numel() == 0) return;
+    const double abs = (a - b).abs().max().item<double>(), scale = b.abs().max().item<double>();
+    const double relative = abs / std::max(1.0, scale);
+    if (relative > worst.relative || worst.name.empty()) worst = {name, abs, scale, relative};
+  });
+  return worst;
 }
 
 std::string error_of(const std::function<void()>& f) {

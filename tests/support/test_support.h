@@ -98,4 +98,14 @@ CommandResult save_torchvision_init(const std::string& path, const std::string& 
 // Max |a - b| over all entries of two state-dict files (throws if keys or shapes differ).
 double max_state_diff(const std::string& path_a, const std::string& path_b);
 
+// The entry of two state-dict files farthest apart measured against its own scale: |a - b| / max(1, max |b|) (a
+// BatchNorm running variance in the thousands carries float32 rounding of that size).
+struct ScaledStateDiff {
+  std::string name;
+  double abs = 0;       // max |a - b| in that entry
+  double scale = 0;     // max |b| in that entry
+  double relative = 0;  // abs / max(1, scale)
+};
+ScaledStateDiff largest_scaled_state_diff(const std::string& path_a, const std::string& path_b);
+
 }  // namespace ddp::test
