@@ -122,16 +122,22 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
   expect_all_ok(unsynced);
   const double unsynced_diff = max_state_diff(dir / "unsynced/model.pt", dir / "one/model.pt");
   EXPECT_GT(unsynced_diff, 1e-4);
+  // The entry farthest from the one-rank run against its own scale: within the largest absolute difference.
+  const ScaledStateDiff scaled = largest_scaled_state_diff(dir / "unsynced/model.pt", dir / "one/model.pt");
+  EXPECT_LE(scaled.abs, unsynced_diff);
+  EXPECT_GT(scaled.relative, 0.0) << scaled.name;
   std::cout << "[ measured ] max |2 x 16 - 1 x 32|: SyncBatchNorm " << diff << ", BatchNorm per rank " << unsynced_diff
-            << "\n";
+            << " (against its scale: " << scaled.relative << " in " << scaled.name << ")\n";
 }
 
 // model.sync_batchnorm against PyTorch's own SyncBatchNorm (convert_sync_batchnorm, DDP over Gloo with CUDA tensors,
 // both ranks on one GPU). PyTorch runs SyncBatchNorm on accelerators only, so this comparison needs a GPU. Both sides
 // run cuDNN's deterministic algorithms without TF32, ddptrain with every kernel tap (as PyTorch computes). ResNet-18 on
-// 28x28 images with 16 samples a rank magnifies last-bit differences step by step (on an H200: 3e-7 after one step,
-// 1.4e-5 after two, 0.05 after six, all of it in BatchNorm's running variances), so the comparison stops at two steps,
-// where BatchNorm per rank is 0.17 away.
+// these 28x28 images magnifies last-bit differences step by step: on an H200 3e-7 after one step (in a running
+// variance) and 1.4e-4 after two (in layer2.1.conv1.weight, the same in two runs), which is what rounding alone does
+// here (ddptrain on 1 and on 2 CPU threads: 7.6e-4 apart after two steps at 5x this lr, see above). BatchNorm per rank
+// lands 0.17 away after two steps at lr 0.05. Each entry is measured against its own scale (a running variance can be
+// in the thousands).
 TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
@@ -162,7 +168,7 @@ TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
                       " steps (" + diff.name + ", " + number_text("%.3g", diff.abs) + " of " +
                       number_text("%.4g", diff.scale) + ")",
                   diff.relative);
-    EXPECT_LE(diff.relative, steps == 1 ? 1e-5 : 1e-4) << steps << " steps, " << diff.name;
+    EXPECT_LE(diff.relative, steps == 1 ? 1e-5 : 5e-4) << steps << " steps, " << diff.name;
     EXPECT_GT(max_state_diff(dir / "init.pt", python_out), steps == 1 ? 1e-4 : 1e-3)
         << steps << " steps";  // it trained
   }

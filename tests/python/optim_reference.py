@@ -3,8 +3,7 @@
 # The schedule is PyTorch's own schedulers, stepped after each optimizer step: LinearLR from 1/warmup to 1 over the
 # warmup steps, then (SequentialLR) CosineAnnealingLR to min_lr, StepLR or MultiStepLR; on the classic Net, data order
 # of DistributedSampler(world 1).
-# --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths,
-# with deterministic algorithms and no TF32 (cuDNN's nondeterministic backward moved a gradient norm by 2e-5 between runs).
+# --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths.
 import os
 import sys
 
@@ -46,11 +45,6 @@ def main():
                          ("milestones", str, "")])
     torch.set_num_threads(1)
     device = torch.device(a.device)
-    if device.type == "cuda":  # as ddptrain's training.deterministic = true with training.cudnn_allow_tf32 = false
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.allow_tf32 = False
     model = Net(0.0)
     model.load_state_dict(torch.load(a.init))
     model.to(device)
