@@ -96,21 +96,19 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt) 
   return out;
 }
 
-std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::GenericDict& state) {
+std::vector<OptimizerName> optimizers_from_param_groups(const c10::impl::GenericDict& state) {
   auto it = state.find("param_groups");
-  if (it == state.end() || !it->value().isList() || it->value().toListRef().empty()) return std::nullopt;
+  if (it == state.end() || !it->value().isList() || it->value().toListRef().empty()) return {};
   const c10::IValue& first = it->value().toListRef()[0];
-  if (!first.isGenericDict()) return std::nullopt;
+  if (!first.isGenericDict()) return {};
   const auto group = first.toGenericDict();
-  // Adam's and AdamW's groups differ in decoupled_weight_decay alone; a file from a torch without the key is taken
-  // for AdamW, as this reader always did.
   if (group.contains("betas")) {
     auto decoupled = group.find("decoupled_weight_decay");
-    const bool adam = decoupled != group.end() && decoupled->value().isBool() && !decoupled->value().toBool();
-    return adam ? OptimizerName::Adam : OptimizerName::AdamW;
+    if (decoupled == group.end() || !decoupled->value().isBool()) return {OptimizerName::Adam, OptimizerName::AdamW};
+    return {decoupled->value().toBool() ? OptimizerName::AdamW : OptimizerName::Adam};
   }
-  if (group.contains("momentum")) return OptimizerName::Sgd;
-  return std::nullopt;
+  if (group.contains("momentum")) return {OptimizerName::Sgd};
+  return {};
 }
 
 }  // namespace ddp

@@ -8,7 +8,6 @@
 #include <ATen/core/ivalue.h>
 #include <torch/optim/optimizer.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,9 +25,10 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 // ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
-// The update rule the torch.optim form's param_groups say ("betas": AdamW, or Adam where decoupled_weight_decay is
-// False; "momentum": SGD); nullopt if neither.
-std::optional<OptimizerName> optimizer_from_param_groups(const c10::impl::GenericDict& state);
+// The update rules the torch.optim form's param_groups allow: SGD ("momentum"); Adam or AdamW ("betas", told apart
+// by decoupled_weight_decay; a torch from before that key wrote the same groups for both, so such a file allows
+// both); none if neither.
+std::vector<OptimizerName> optimizers_from_param_groups(const c10::impl::GenericDict& state);
 
 // Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int).
 void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);

@@ -8,6 +8,8 @@
 #include "checkpoint/state_dict.h"
 #include "optim/optimizer_state.h"
 
+#include <algorithm>
+
 namespace ddp {
 namespace {
 
@@ -72,18 +74,19 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
   const auto opt_state = ckpt_dict_entry(ckpt_required_entry(state, "optimizer"), "optimizer");
   const c10::IValue* name_entry = ckpt_optional_entry(state, "optimizer_name");
   if (name_entry && !name_entry->isString()) ckpt_wrong_entry_type("optimizer_name", *name_entry, "a str");
-  std::string opt_name;  // "": neither the entry nor param_groups say
+  std::vector<std::string> written_with;  // the optimizers the checkpoint allows: its entry's, or param_groups'
   if (name_entry)
-    opt_name = name_entry->toStringRef();
-  else if (const std::optional<OptimizerName> from_groups = optimizer_from_param_groups(opt_state))
-    opt_name = choice_name(*from_groups);
-  if (opt_name.empty())
+    written_with = {name_entry->toStringRef()};
+  else
+    for (const OptimizerName name : optimizers_from_param_groups(opt_state)) written_with.push_back(choice_name(name));
+  if (written_with.empty())
     throw std::runtime_error(
         "checkpoint entry \"optimizer\" is not torch.optim.SGD's, AdamW's or Adam's state_dict() "
         "(param_groups[0] has neither \"momentum\" nor \"betas\")");
-  if (opt_name != choice_name(cfg_.optimizer.name))
-    throw std::runtime_error("checkpoint was written with optimizer " + opt_name + ", config asks for " +
-                             choice_name(cfg_.optimizer.name));
+  const std::string asked = choice_name(cfg_.optimizer.name);
+  if (std::find(written_with.begin(), written_with.end(), asked) == written_with.end())
+    throw std::runtime_error("checkpoint was written with optimizer " + join(written_with, " or ") +
+                             ", config asks for " + asked);
   if (format_version == 1) {
     load_flat_optimizer_state_dict(*optimizer_, opt_state);
     return;

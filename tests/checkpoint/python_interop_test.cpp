@@ -226,5 +226,45 @@ TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparamete
   EXPECT_EQ(warnings_besides_stragglers(r.output), warning) << r.output;
 }
 
+// An Adam checkpoint from a torch whose param_groups had no decoupled_weight_decay (Adam and AdamW then wrote the
+// same groups) resumes under either name, exactly as the same file with the key does; another optimizer is refused
+// naming both. With the key, Adam's file still refuses AdamW.
+TEST(CheckpointInterop, AdamCheckpointWithoutDecoupledWeightDecayResumesAsAdamOrAdamW) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  InteropJob job;
+  const std::string ckpt = job.dir / "adam.pt", old = job.dir / "adam_old_torch.pt";
+  auto write = job.oracle("write --optimizer adam --lr 0.002 --weight-decay 0.01 --steps 7 --then 0 --ckpt " + ckpt +
+                          " --out " + job.dir / "py_model.pt");
+  ASSERT_EQ(write.exit_code, 0) << write.output;
+  auto edit = run_command(
+      python() + " -c \"import torch; d = torch.load('" + ckpt +
+      "'); [g.pop('decoupled_weight_decay') for g in d['optimizer']['param_groups']]; torch.save(d, '" + old + "')\"");
+  ASSERT_EQ(edit.exit_code, 0) << edit.output;
+  auto resume = [&](const std::string& from, const std::string& optimizer, const std::string& out) {
+    return job.ddptrain("--optimizer.name=" + optimizer +
+                        " --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --job.out_dir=" + job.dir / out +
+                        job.steps(9) + " --checkpoint.resume=" + from);
+  };
+  for (const std::string optimizer : {"adam", "adamw"}) {
+    auto r = resume(old, optimizer, optimizer + "_old");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(warnings_besides_stragglers(r.output), "") << r.output;
+  }
+  auto with_key = resume(ckpt, "adam", "adam_new");
+  ASSERT_EQ(with_key.exit_code, 0) << with_key.output;
+  EXPECT_EQ(read_file(job.dir / "adam_old/model.pt"), read_file(job.dir / "adam_new/model.pt"));
+  EXPECT_GT(max_state_diff(job.dir / "adamw_old/model.pt", job.dir / "adam_new/model.pt"), 1e-6);  // AdamW's rule ran
+  auto sgd = resume(old, "sgd", "sgd_old");
+  EXPECT_EQ(sgd.exit_code, 1) << sgd.output;
+  EXPECT_NE(sgd.output.find("error: resume from " + old +
+                            ": checkpoint was written with optimizer adam or adamw, config asks for sgd"),
+            std::string::npos)
+      << sgd.output;
+  auto adamw = resume(ckpt, "adamw", "adamw_new");
+  EXPECT_EQ(adamw.exit_code, 1) << adamw.output;
+  EXPECT_NE(adamw.output.find("checkpoint was written with optimizer adam, config asks for adamw"), std::string::npos)
+      << adamw.output;
+}
+
 }  // namespace
 }  // namespace ddp::test
