@@ -190,6 +190,12 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// An override as an error line quotes it: its first 80 characters, "..." for the rest.
+std::string override_excerpt(const std::string& text) {
+  constexpr size_t kShown = 80;
+  return text.size() <= kShown ? text : text.substr(0, kShown) + "...";
+}
+
 std::string describe(const toml::node& n) {
   std::ostringstream os;
   switch (n.type()) {
@@ -229,7 +235,8 @@ class Assign {
       return;
     }
     const toml::array* arr = v_.as_array();
-    if (!arr || arr->empty() || arr->size() > kMaxChannels) throw type_error(KeyKind::Floats);
+    if (!arr) throw type_error(KeyKind::Floats);
+    check_length(arr->size(), 1, kMaxChannels);
     PerChannel values;
     for (const auto& e : *arr) values.push_back(number(e, KeyKind::Floats, /*marker_allowed=*/false));
     f = values;
@@ -240,7 +247,8 @@ class Assign {
       return;
     }
     const toml::array* arr = v_.as_array();
-    if (!arr || arr->size() > kMaxListItems) throw type_error(KeyKind::Ints);
+    if (!arr) throw type_error(KeyKind::Ints);
+    check_length(arr->size(), 0, kMaxListItems);
     std::vector<int64_t> values;
     for (const auto& e : *arr) values.push_back(integer(e, KeyKind::Ints));
     f = values;
@@ -282,6 +290,13 @@ class Assign {
  private:
   ConfigError type_error(KeyKind kind, const toml::node* v = nullptr) const {
     return ConfigError(loc_ + ": " + name_ + " must be " + kind_name(kind) + ", got " + describe(v ? *v : v_));
+  }
+  // An array's length within [least, most].
+  void check_length(size_t n, size_t least, size_t most) const {
+    if (n < least) throw ConfigError(loc_ + ": " + name_ + " must not be an empty array");
+    if (n > most)
+      throw ConfigError(loc_ + ": " + name_ + " takes at most " + std::to_string(most) + " values, got " +
+                        std::to_string(n));
   }
   // An integer within the key's range, compared as integers: near 2^63 a double cannot tell neighbours apart.
   int64_t integer(const toml::node& v, KeyKind kind) const {
@@ -465,7 +480,7 @@ void apply_table(Config& cfg, const toml::table& root, const std::string& source
 
 // One --section.key=value: the value is read as TOML; a bare word is a string for keys that take one.
 void apply_override(Config& cfg, const std::string& text, KeyLocations& locations) {
-  const std::string loc = "--" + one_line(text);
+  const std::string loc = "--" + override_excerpt(one_line(text));
   const size_t eq = text.find('=');
   if (eq == std::string::npos) throw ConfigError(loc + ": an override must look like --section.key=value");
   const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
@@ -486,9 +501,11 @@ void apply_override(Config& cfg, const std::string& text, KeyLocations& location
       const bool bare_word = raw.empty() || std::string("[\"'").find(raw.front()) == std::string::npos;
       if (kind == KeyKind::List && !bare_word)
         throw ConfigError(loc + ": " + path + " must be " + kind_name(kind) +
-                          " ([\"a\", \"b\"]) or one bare word, got \"" + raw + "\" (" +
+                          " ([\"a\", \"b\"]) or one bare word, got \"" + override_excerpt(raw) + "\" (" +
                           one_line(std::string(e.description())) + ")");
-      if (!words) throw ConfigError(loc + ": " + path + " must be " + kind_name(kind) + ", got \"" + raw + "\"");
+      if (!words)
+        throw ConfigError(loc + ": " + path + " must be " + kind_name(kind) + ", got \"" + override_excerpt(raw) +
+                          "\"");
       parsed = toml::table{{"v", raw}};
     }
     // Unquoted words that TOML reads as another type (a path like 2024) stay strings for keys that take a string.

@@ -47,6 +47,13 @@ void expect_bad(const BadCase& c) {
 }
 
 // Locations are LINE:COL of the offending key (unknown names) or value (types, ranges, choices), 1-based.
+// `text` n times over.
+std::string repeated(const std::string& text, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += text;
+  return out;
+}
+
 const std::vector<BadCase>& bad_files() {
   static const std::vector<BadCase> cases = {
       // Unknown names, with did-you-mean for near misses.
@@ -327,6 +334,17 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:3:14",
        {"lr_scheduler.milestones must be an integer or an array of integers, got float 7.5"}},
+      {"more milestones than a list takes",
+       "[lr_scheduler]\ndecay = \"multistep\"\nmilestones = [1" + repeated(", 2", 1024) + "]\n",
+       {},
+       "bad.toml:3:14",
+       {"lr_scheduler.milestones takes at most 1024 values, got 1025"}},
+      {"empty per-channel list", "[data]\nmean = []\n", {}, "bad.toml:2:8", {"data.mean must not be an empty array"}},
+      {"more channels than a per-channel list takes",
+       "[data]\nmean = [0.5" + repeated(", 0.5", 4096) + "]\n",
+       {},
+       "bad.toml:2:8",
+       {"data.mean takes at most 4096 values, got 4097"}},
       {"amsgrad with sgd",
        "[optimizer]\namsgrad = true\n",
        {},
@@ -644,6 +662,15 @@ TEST(ConfigGood, IntegerListTakesAnArrayOrOneInteger) {
   EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"lr_scheduler.milestones=1,2"}); }),
             "--lr_scheduler.milestones=1,2: lr_scheduler.milestones must be an integer or an array of integers, got "
             "\"1,2\"");
+  // A long override is quoted by its first 80 characters.
+  const std::string many = "lr_scheduler.milestones=[1" + repeated(", 2", 1024) + "]";
+  EXPECT_EQ(test::error_of([&] { parse_config("", "x.toml", {many}); }),
+            "--" + many.substr(0, 80) + "...: lr_scheduler.milestones takes at most 1024 values, got 1025");
+  const std::string word = repeated("0.5", 40);  // read as a bare word, not a number
+  EXPECT_EQ(test::error_of([&] { parse_config("", "x.toml", {"data.mean=" + word}); }),
+            "--" + ("data.mean=" + word).substr(0, 80) +
+                "...: data.mean must be a number or an array of numbers (one per image channel), got \"" +
+                word.substr(0, 80) + "...\"");
 }
 
 TEST(ConfigOverrides, ListKeyTakesAnArrayOrOneBareWord) {
