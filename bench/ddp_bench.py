@@ -499,13 +499,14 @@ def main(argv):
         command_lines += ["  ```", "  ddptrain.toml:", "  ```toml"] + ["  " + l for l in toml_text.splitlines()]
         command_lines += ["  ```"]
     load_end = report.load_average()
-    python = sys.executable if os.path.relpath(sys.executable, REPO).startswith("..") else os.path.relpath(
-        sys.executable, REPO)
+    python = os.path.relpath(sys.executable, REPO)  # .venv/bin/python, or where it lies outside the checkout
+    python = sys.executable if python.startswith("..") else python
     invocation = f"{python} bench/ddp_bench.py " + " ".join(shlex.quote(a) for a in argv)
     block = "\n".join(
         [f"## `{invocation.strip()}`", "",
          f"Run {date}. Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']} RAM, "
-         f"Linux {machine['kernel']}; GPUs: {machine['gpus']}; torch {machine['torch']} / torchvision {machine['torchvision']} "
+         f"Linux {machine['kernel']}; GPUs: {machine['gpus']}; "
+         f"torch {machine['torch']} / torchvision {machine['torchvision']} "
          f"(Python {machine['python']}); ddptrain binary sha256 {binary_sha}..., built from the working tree at "
          f"commit {machine['ddptrain_commit']}. "
          f"Load average (1/5/15 min) at start {load_start}, at end {load_end}.", "",

@@ -32,7 +32,7 @@ def machine_description(repo):
     import torchvision
 
     commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return {
         "gpus": ", ".join(f"{n} x {gpus.count(n)}" for n in dict.fromkeys(gpus)) or "none",
         "nproc": os.cpu_count(),

@@ -136,8 +136,8 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
 // these 28x28 images magnifies last-bit differences step by step: on an H200 3e-7 after one step (in a running
 // variance) and 1.4e-4 after two (in layer2.1.conv1.weight, the same in two runs), which is what rounding alone does
 // here (ddptrain on 1 and on 2 CPU threads: 7.6e-4 apart after two steps at 5x this lr, see above). BatchNorm per rank
-// lands 0.17 away after two steps at lr 0.05. Each entry is measured against its own scale (a running variance can be
-// in the thousands).
+// lands 0.17 away after two steps at lr 0.05. Each entry is measured against its own scale (running variances can lie
+// far above 1).
 TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";

@@ -99,7 +99,7 @@ CommandResult save_torchvision_init(const std::string& path, const std::string& 
 double max_state_diff(const std::string& path_a, const std::string& path_b);
 
 // The entry of two state-dict files farthest apart measured against its own scale: |a - b| / max(1, max |b|) (a
-// BatchNorm running variance in the thousands carries float32 rounding of that size).
+// BatchNorm running variance far above 1 carries float32 rounding of its own size).
 struct ScaledStateDiff {
   std::string name;
   double abs = 0;       // max |a - b| in that entry
