@@ -441,7 +441,7 @@ struct ProfileConfig {
   }
 };
 
-// The sections in file order (a new section is also named in config.cpp's for_each_section).
+// The sections in file order (a new section is also named in config/key_walk.h's for_each_section).
 struct Config {
   JobConfig job;
   DataConfig data;

@@ -1,0 +1,468 @@
+// Reading a config: strict TOML loading, --section.key overrides, the datasets' defaults and the rules across keys.
+#include "config/config.h"
+
+#include "base/folders.h"
+#include "config/key_walk.h"
+
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sstream>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
+
+namespace ddp {
+using namespace config_keys;
+namespace {
+
+std::string where(const std::string& source, const toml::source_region& r) {
+  std::ostringstream os;
+  os << source << ":" << (r.begin.line ? r.begin.line : 1) << ":" << (r.begin.column ? r.begin.column : 1);
+  return os.str();
+}
+
+// Errors are one line: newlines (in a toml++ description or an override's text) become spaces.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+// An override as an error line quotes it: its first 80 characters, "..." for the rest.
+std::string override_excerpt(const std::string& text) {
+  constexpr size_t kShown = 80;
+  return text.size() <= kShown ? text : text.substr(0, kShown) + "...";
+}
+
+std::string describe(const toml::node& n) {
+  std::ostringstream os;
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "string \"" + *n.value<std::string>() + "\"";
+    case toml::node_type::integer:
+      os << "integer " << *n.value<int64_t>();
+      return os.str();
+    case toml::node_type::floating_point:
+      return "float " + format_number(*n.value<double>());
+    case toml::node_type::boolean:
+      return std::string("boolean ") + (*n.value<bool>() ? "true" : "false");
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    default:
+      return "a date/time";
+  }
+}
+
+// One TOML value into one field; `name` is "section.key", `loc` prefixes every error.
+class Assign {
+ public:
+  Assign(const Key& key, const toml::node& v, std::string name, std::string loc)
+      : key_(key), v_(v), name_(std::move(name)), loc_(std::move(loc)) {}
+
+  void operator()(bool& f) const {
+    if (!v_.is_boolean()) throw type_error(KeyKind::Bool);
+    f = *v_.value<bool>();
+  }
+  void operator()(int64_t& f) const { f = integer(v_, KeyKind::Int); }
+  void operator()(double& f) const { f = number(v_, KeyKind::Float, /*marker_allowed=*/true); }
+  void operator()(PerChannel& f) const {
+    if (v_.is_number()) {
+      f = {number(v_, KeyKind::Floats, /*marker_allowed=*/true)};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr) throw type_error(KeyKind::Floats);
+    check_length(arr->size(), 1, kMaxChannels);
+    PerChannel values;
+    for (const auto& e : *arr) values.push_back(number(e, KeyKind::Floats, /*marker_allowed=*/false));
+    f = values;
+  }
+  void operator()(std::vector<int64_t>& f) const {  // one integer is the list of it
+    if (v_.is_integer()) {
+      f = {integer(v_, KeyKind::Ints)};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr) throw type_error(KeyKind::Ints);
+    check_length(arr->size(), 0, kMaxListItems);
+    std::vector<int64_t> values;
+    for (const auto& e : *arr) values.push_back(integer(e, KeyKind::Ints));
+    f = values;
+  }
+  void operator()(std::string& f) const {
+    if (!v_.is_string()) throw type_error(KeyKind::String);
+    if (key_.nonempty && v_.value<std::string>()->empty())
+      throw ConfigError(loc_ + ": " + name_ + " must not be empty");
+    f = *v_.value<std::string>();
+  }
+  void operator()(std::vector<std::string>& f) const {
+    if (v_.is_string()) {
+      f = {*v_.value<std::string>()};
+      return;
+    }
+    const toml::array* arr = v_.as_array();
+    if (!arr) throw type_error(KeyKind::List);
+    std::vector<std::string> items;
+    for (const auto& e : *arr) {
+      if (!e.is_string()) throw ConfigError(loc_ + ": " + name_ + " must be an array of strings, got " + describe(e));
+      items.push_back(*e.value<std::string>());
+    }
+    f = items;
+  }
+  template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+  void operator()(E& f) const {
+    const std::string s = choice_text<E>();
+    const std::optional<E> value = parse_choice<E>(s);
+    if (!value) throw bad_choice<E>(s);
+    f = *value;
+  }
+  void operator()(ResumeFrom& f) const {
+    const std::string s = choice_text<ResumeFrom>();
+    const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(s);
+    if (!mode && s.empty()) throw bad_choice<ResumeFrom>(s);
+    f = mode ? ResumeFrom{*mode, ""} : ResumeFrom{ResumeMode::Path, s};
+  }
+
+ private:
+  ConfigError type_error(KeyKind kind, const toml::node* v = nullptr) const {
+    return ConfigError(loc_ + ": " + name_ + " must be " + kind_must_be(kind) + ", got " + describe(v ? *v : v_));
+  }
+  // An array's length within [least, most].
+  void check_length(size_t n, size_t least, size_t most) const {
+    if (n < least) throw ConfigError(loc_ + ": " + name_ + " must not be an empty array");
+    if (n > most)
+      throw ConfigError(loc_ + ": " + name_ + " takes at most " + std::to_string(most) + " values, got " +
+                        std::to_string(n));
+  }
+  // An integer within the key's range, compared as integers: near 2^63 a double cannot tell neighbours apart.
+  int64_t integer(const toml::node& v, KeyKind kind) const {
+    if (!v.is_integer()) throw type_error(kind, &v);
+    const int64_t x = *v.value<int64_t>();
+    if (x < static_cast<int64_t>(key_.min) || x > static_cast<int64_t>(key_.max))
+      throw out_of_range(kind, std::to_string(x));
+    return x;
+  }
+  // A finite number within the key's range (or its default marker, where that may stand).
+  double number(const toml::node& v, KeyKind kind, bool marker_allowed) const {
+    if (!v.is_number()) throw type_error(kind, &v);
+    const double x = *v.value<double>();
+    if (!std::isfinite(x)) throw ConfigError(loc_ + ": " + name_ + " must be a finite number, got " + format_number(x));
+    const bool low = key_.min_open ? !(x > key_.min) : !(x >= key_.min);
+    const bool high = key_.max_open ? !(x < key_.max) : !(x <= key_.max);
+    if (!marker_allowed && x == key_.default_marker)
+      throw ConfigError(loc_ + ": " + name_ + ": " + format_number(x) +
+                        " (the dataset's default) stands alone, not in a list");
+    if ((low || high) && x != key_.default_marker) throw out_of_range(kind, format_number(x));
+    return x;
+  }
+  ConfigError out_of_range(KeyKind kind, const std::string& shown) const {
+    return ConfigError(loc_ + ": " + name_ + " must be " + range_text(key_, kind) + ", got " + shown);
+  }
+  template <class T>
+  std::string choice_text() const {
+    if (!v_.is_string()) throw type_error(KeyKind::Choice);
+    return *v_.value<std::string>();
+  }
+  template <class T>
+  ConfigError bad_choice(const std::string& s) const {
+    const std::vector<std::string> names = names_of<T>();
+    std::string msg = loc_ + ": " + name_ + " must be one of " + join(names, ", ") +
+                      (takes_a_path<T> ? " or a path" : "") + ", got \"" + s + "\"";
+    const std::string hint = closest_match(s, names);
+    if (!hint.empty()) msg += "; did you mean \"" + hint + "\"?";
+    return ConfigError(msg);
+  }
+
+  const Key& key_;
+  const toml::node& v_;
+  std::string name_, loc_;
+};
+
+// Where each key was set ("data.batch_size" -> "FILE:LINE:COL" or "--data.batch_size=8").
+using KeyLocations = std::map<std::string, std::string>;
+
+const toml::source_region& key_region(const toml::key& k, const toml::node& value) {
+  return k.source().begin.line ? k.source() : value.source();
+}
+
+// The entries of a table in file order (toml++ keeps them sorted by name), so the first error is reported.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (const auto& [k, v] : t) entries.emplace_back(&k, &v);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& ra = key_region(*a.first, *a.second).begin;
+    const auto& rb = key_region(*b.first, *b.second).begin;
+    return std::tie(ra.line, ra.column) < std::tie(rb.line, rb.column);
+  });
+  return entries;
+}
+
+bool is_retired(const std::string& path) {
+  for (const RetiredKey& k : kRetiredKeys)
+    if (path == k.path) return true;
+  return false;
+}
+
+void apply_table(Config& cfg, const toml::table& root, const std::string& source, KeyLocations& locations) {
+  const KeyNames& names = key_names();
+  for (const auto& [k, node] : in_file_order(root)) {
+    const std::string section(k->str());
+    const std::string loc = where(source, key_region(*k, *node));
+    const toml::table* table = node->as_table();
+    if (!table && names.has_section(section))
+      throw ConfigError(loc + ": " + section + " must be a table ([" + section + "]), got " + describe(*node));
+    if (!table) {
+      std::string msg = loc + ": key " + section + " is outside any section";
+      const std::string hint = names.key_hint("", section);
+      if (!hint.empty()) msg += "; did you mean " + hint + " (under [" + hint.substr(0, hint.find('.')) + "])?";
+      throw ConfigError(msg);
+    }
+    if (!names.has_section(section)) throw ConfigError(loc + ": " + names.unknown_section(section));
+    for (const auto& [kk, value] : in_file_order(*table)) {
+      const std::string key(kk->str());
+      const std::string value_loc = where(source, value->source());
+      const bool known = with_key(cfg, section, key, [&, v = value](auto& field, const Key& declared) {
+        Assign(declared, *v, section + "." + key, value_loc)(field);
+      });
+      if (!known && is_retired(section + "." + key)) continue;
+      if (!known) throw ConfigError(where(source, key_region(*kk, *value)) + ": " + names.unknown_key(section, key));
+      locations[section + "." + key] = value_loc;
+    }
+  }
+}
+
+// One --section.key=value: the value is read as TOML; a bare word is a string for keys that take one.
+void apply_override(Config& cfg, const std::string& text, KeyLocations& locations) {
+  const std::string loc = "--" + override_excerpt(one_line(text));
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) throw ConfigError(loc + ": an override must look like --section.key=value");
+  const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  if (is_retired(path)) return;
+  const auto [section, key] = key_names().override_target(path, loc, "=" + raw);
+  if (raw.find_first_of("\r\n") != std::string::npos)
+    throw ConfigError(loc + ": an override value must be on one line");
+  with_key(cfg, section, key, [&](auto& field, const Key& declared) {
+    using T = std::decay_t<decltype(field)>;
+    constexpr KeyKind kind = kind_of<T>();
+    constexpr bool words = kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List;
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + raw);
+    } catch (const toml::parse_error& e) {
+      // A bare word is a string for string-valued keys (--model.name=resnet18), and for a list the list of that one
+      // string (--data.mirrors=http://host/). What opens a TOML array or string must be one: "[" is a broken array.
+      const bool bare_word = raw.empty() || std::string("[\"'").find(raw.front()) == std::string::npos;
+      if (kind == KeyKind::List && !bare_word)
+        throw ConfigError(loc + ": " + path + " must be " + kind_must_be(kind) +
+                          " ([\"a\", \"b\"]) or one bare word, got \"" + override_excerpt(raw) + "\" (" +
+                          one_line(std::string(e.description())) + ")");
+      if (!words)
+        throw ConfigError(loc + ": " + path + " must be " + kind_must_be(kind) + ", got \"" + override_excerpt(raw) +
+                          "\"");
+      parsed = toml::table{{"v", raw}};
+    }
+    // Unquoted words that TOML reads as another type (a path like 2024) stay strings for keys that take a string.
+    if ((kind == KeyKind::String || takes_a_path<T>)&&!parsed.get("v")->is_string()) parsed = toml::table{{"v", raw}};
+    Assign(declared, *parsed.get("v"), path, loc)(field);
+  });
+  locations[path] = loc;
+}
+
+// The defaults "" and -1 stand for: each dataset's folder and normalisation.
+// What a dataset of files is: where it lives by default, its images and their statistics (torchvision's usual
+// Normalize values). Synthetic images are what [data] and [model] say: no files, mean 0 and std 1.
+struct DatasetFacts {
+  const char* dir;
+  PerChannel mean, std;
+  int64_t channels, image_size;
+  bool any_image_size = false;  // data.image_size is the config's choice (synthetic images, image-folder crops)
+};
+
+DatasetFacts dataset_facts(const Config& cfg) {
+  switch (cfg.data.dataset) {
+    case DatasetName::FashionMnist:
+      return {"/usr/share/datasets/fashion-mnist", {0.2860}, {0.3530}, 1, 28};
+    case DatasetName::Mnist:
+      return {"data/mnist", {0.1307}, {0.3081}, 1, 28};
+    case DatasetName::Cifar10:
+      return {"data/cifar-10-batches-bin", {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, 3, 32};
+    case DatasetName::ImageFolder:
+      return {"data/imagenet", {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}, 3, 224, true};
+    case DatasetName::Synthetic:
+      break;
+  }
+  return {"", {0.0}, {1.0}, cfg.model.in_channels, cfg.data.image_size, true};
+}
+
+bool is_set(const KeyLocations& locations, const char* key) { return locations.count(key) > 0; }
+
+void resolve_defaults(Config& cfg, const KeyLocations& locations) {
+  const DatasetFacts d = dataset_facts(cfg);
+  if (cfg.data.dir.empty()) cfg.data.dir = d.dir;
+  if (cfg.data.mean == PerChannel{-1}) cfg.data.mean = d.mean;
+  if (cfg.data.std == PerChannel{-1}) cfg.data.std = d.std;
+  // A dataset of files decides its image shape unless the config says otherwise (then check_consistency objects).
+  if (!is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
+  if (!is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
+  if (cfg.data.dataset == DatasetName::ImageFolder) {
+    if (cfg.data.resize_size == 0) cfg.data.resize_size = cfg.data.image_size * 256 / 224;
+    // An image folder's classes are its training split's class folders (torchvision's find_classes); a folder that
+    // cannot be read leaves the default for the dataset's own error to explain.
+    const size_t classes = sorted_subfolders(cfg.data.dir + "/train").size();
+    if (!is_set(locations, "model.num_classes") && classes >= 2) cfg.model.num_classes = static_cast<int64_t>(classes);
+  }
+  if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
+}
+
+// Rules across keys; the error points at the first of `keys` that the file or an override set.
+void check_consistency(const Config& cfg, const std::string& source, const KeyLocations& locations) {
+  auto fail = [&](std::initializer_list<const char*> keys, const std::string& msg) {
+    std::string loc = source + ":1:1";
+    for (const char* k : keys) {
+      auto it = locations.find(k);
+      if (it != locations.end()) {
+        loc = it->second;
+        break;
+      }
+    }
+    throw ConfigError(loc + ": " + msg);
+  };
+  if (cfg.data.download && cfg.data.dataset != DatasetName::Mnist)
+    fail({"data.download", "data.dataset"},
+         "data.download is only supported for dataset \"mnist\" (got \"" + choice_name(cfg.data.dataset) + "\")");
+  const DatasetFacts facts = dataset_facts(cfg);
+  const std::string dataset = "data.dataset = \"" + choice_name(cfg.data.dataset) + "\"";
+  if (!facts.any_image_size && cfg.data.image_size != facts.image_size)
+    fail({"data.image_size", "data.dataset"},
+         "data.image_size applies to datasets \"synthetic\" and \"image_folder\" only; " + dataset + " has " +
+             std::to_string(facts.image_size) + "x" + std::to_string(facts.image_size) + " images");
+  if (cfg.model.in_channels != facts.channels)
+    fail({"model.in_channels", "data.dataset"},
+         dataset + " has " + std::to_string(facts.channels) +
+             "-channel images, but model.in_channels = " + std::to_string(cfg.model.in_channels) +
+             "; set model.in_channels = " + std::to_string(facts.channels) + " or leave it unset");
+  for (const auto& [key, values] : {std::pair{"data.mean", cfg.data.mean}, std::pair{"data.std", cfg.data.std}})
+    if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
+      fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
+                      std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
+  if (cfg.data.dataset == DatasetName::ImageFolder && cfg.data.resize_size < cfg.data.image_size)
+    fail({"data.resize_size", "data.image_size"},
+         "data.resize_size = " + std::to_string(cfg.data.resize_size) + " is smaller than data.image_size = " +
+             std::to_string(cfg.data.image_size) + ": evaluation resizes the shorter side, then center-crops it");
+  if (cfg.model.name == ModelName::TorchScript && cfg.model.path.empty())
+    fail({"model.name"}, "model.name = \"torchscript\" needs model.path: the module torch.jit.save wrote");
+  if (cfg.model.name != ModelName::TorchScript && !cfg.model.path.empty())
+    fail({"model.path", "model.name"}, "model.path is the TorchScript module of model.name = \"torchscript\"");
+  if (cfg.model.reset_head && cfg.model.name == ModelName::TorchScript)
+    fail({"model.reset_head", "model.name"},
+         "model.reset_head needs a built-in model (its head is known); a "
+         "TorchScript module is loaded whole");
+  if (cfg.model.reset_head && cfg.model.init_from.empty())
+    fail({"model.reset_head"},
+         "model.reset_head re-initialises the head of the weights model.init_from loads; set "
+         "model.init_from or leave reset_head false");
+  if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
+    fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
+  if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
+    fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
+         "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
+  if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
+    fail({"optimizer.amsgrad", "optimizer.name"},
+         "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
+  const LrSchedulerConfig& lr = cfg.lr_scheduler;
+  if (lr.decay == LrDecay::MultiStep && lr.milestones.empty())
+    fail({"lr_scheduler.milestones", "lr_scheduler.decay"},
+         "lr_scheduler.decay = \"multistep\" needs lr_scheduler.milestones: the steps after warmup at which lr "
+         "decays, e.g. [30000, 60000, 80000]");
+  if (lr.decay != LrDecay::MultiStep && !lr.milestones.empty())
+    fail({"lr_scheduler.milestones", "lr_scheduler.decay"},
+         "lr_scheduler.milestones are read by lr_scheduler.decay = \"multistep\" only; set that decay, or "
+         "milestones = []");
+  if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
+    fail({"training.cudnn_benchmark", "training.deterministic"},
+         "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "
+         "rules out; set one of them to false");
+  const DistConfig& dist = cfg.dist;
+  if (dist.device == DeviceChoice::Cpu && dist.backend == BackendChoice::Nccl)
+    fail({"dist.backend", "dist.device"},
+         "dist.backend = \"nccl\" runs on CUDA devices, but dist.device = \"cpu\"; "
+         "use dist.backend = \"gloo\" or \"auto\" on CPU");
+  const bool nccl =
+      dist.backend == BackendChoice::Nccl || (dist.backend == BackendChoice::Auto && dist.device == DeviceChoice::Cuda);
+  if (nccl && dist.allreduce == AllreducePath::Shm)
+    fail({"dist.allreduce", "dist.backend", "dist.device"},
+         "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
+         "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
+  if (dist.static_graph && cfg.training.grad_accum_steps > 1)
+    fail({"dist.static_graph", "training.grad_accum_steps"},
+         "dist.static_graph takes the graph from DDP's first backward, which under training.grad_accum_steps > 1 "
+         "is a no_sync one: PyTorch's Reducer cannot take it from there (DDP(static_graph=True) fails its "
+         "expect_autograd_hooks_ assert); use dist.find_unused_parameters = true with accumulation");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
+  Config cfg;
+  cfg.source = source_name;
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(where(source_name, e.source()) + ": " + one_line(std::string(e.description())));
+  }
+  KeyLocations locations;
+  apply_table(cfg, root, source_name, locations);
+  for (const auto& o : overrides) apply_override(cfg, o, locations);
+  resolve_defaults(cfg, locations);
+  check_consistency(cfg, source_name, locations);
+  return cfg;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_config(read_config_file(path), path, overrides);
+}
+
+std::string read_config_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO returns at once (fstat then refuses it) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw ConfigError(path + ": cannot open config file: " + std::strerror(err));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw ConfigError(path + ": cannot stat config file: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw ConfigError(path + ": is a directory, not a config file");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(path + ": is not a regular file (a device, pipe or socket); give a TOML file");
+  auto too_big = [&] {
+    return ConfigError(path + ": config file is larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                       " MiB; a config is a short TOML file");
+  };
+  if (st.st_size > static_cast<off_t>(kMaxConfigBytes)) throw too_big();
+  // Read at most one byte past the limit: a file that grows while we read (or claims size 0, like /proc) stays bounded.
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(path + ": cannot read config file: " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigBytes) throw too_big();
+  }
+  return text;
+}
+
+}  // namespace ddp
