@@ -171,6 +171,37 @@ TEST(DdpBench, ImageFolderGivesBothSidesTheFolderCropSizeAndDecodeWorkers) {
   EXPECT_NE(r.output.find("3 3 True True True 2 64 3"), std::string::npos) << r.output;
 }
 
+// --device: both sides get it and the same backend, Gloo where the ranks outnumber the GPUs (NCCL refuses two ranks on
+// one GPU), else NCCL; the GPU count is stubbed so that this runs without one, where --device cuda is refused.
+TEST(DdpBench, DeviceGoesToBothSidesWithTheBackendTheGpusAllow) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  const auto r = run_command("cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
+                             " -c \"import torch, ddp_bench as d\n"
+                             "def sides(gpus, *argv):\n"
+                             "    torch.cuda.is_available = lambda: gpus > 0\n"
+                             "    torch.cuda.device_count = lambda: gpus\n"
+                             "    c = d.configs_from(d.parse_args(['--world', '2'] + list(argv)))[0]\n"
+                             "    t = d.ddptrain_toml(c, 'init.pt')\n"
+                             "    v = d.python_launch(c, 'init.pt', 'run', False)[0][0]\n"
+                             "    return [l for l in t.splitlines() if l.startswith(('device', 'backend'))] + "
+                             "[v[v.index('--device') + 1], v[v.index('--backend') + 1], 'cuda (' in d.label_of(c)]\n"
+                             "print(sides(0))\n"
+                             "print(sides(1, '--device', 'cuda'))\n"
+                             "print(sides(2, '--device', 'cuda'))\n"
+                             "try:\n"
+                             "    sides(0, '--device', 'cuda')\n"
+                             "except SystemExit as e:\n"
+                             "    print('refused:', e)\n"
+                             "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("['device = \"cpu\"', 'backend = \"gloo\"', 'cpu', 'gloo', False]\n"
+                          "['device = \"cuda\"', 'backend = \"gloo\"', 'cuda', 'gloo', True]\n"
+                          "['device = \"cuda\"', 'backend = \"nccl\"', 'cuda', 'nccl', True]\n"
+                          "refused: --device cuda: torch sees no GPU"),
+            std::string::npos)
+      << r.output;
+}
+
 // bench/overhead_bench.py with the same binary on both sides: its block holds both medians, their ratio and every
 // repetition; without --baseline it refuses to run.
 TEST(OverheadBench, SameBinaryOnBothSidesGivesBothMediansAndTheirRatio) {
