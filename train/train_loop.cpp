@@ -51,7 +51,10 @@ void Trainer::train() {
   while (state_.position.epoch < epochs && state_.global_step < total_steps_) {
     const EpochEnd end = train_epoch();
     if (end == EpochEnd::kPreempted) return preempted();
-    if (end == EpochEnd::kCut) break;
+    if (end == EpochEnd::kCut) {  // training.max_steps: steps were trained since the last evaluation
+      evaluated = false;
+      break;
+    }
     evaluated = end_epoch();
   }
   finish(evaluated);
