@@ -5,6 +5,7 @@
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -72,9 +73,15 @@ class ShapedLink:
     def master_addr(self):
         return ADDRESSES[0]
 
-    def description(self):
-        measured = (f", measured {self.measured_bytes_per_s * 8 / 1e9:.2f} Gbit/s one way"
-                    if self.measured_bytes_per_s else "")
+    def description(self, measured_rates=None):
+        """The link in words with its measured rate; given several measurements (bytes/s), their median and range."""
+        rates = [r for r in (measured_rates or [self.measured_bytes_per_s]) if r]
+        measured = ""
+        if rates:
+            gbit = sorted(r * 8 / 1e9 for r in rates)
+            measured = f", measured {statistics.median(gbit):.2f} Gbit/s one way"
+            if len(gbit) > 1:
+                measured += f" (median of {len(gbit)}: {gbit[0]:.2f}-{gbit[-1]:.2f})"
         delay = f"{self.delay_ms} ms delay each way (netem)" if not self.delay_note else self.delay_note
         return f"veth pair between two network namespaces, tbf {self.rate} each way, {delay}{measured}"
 

@@ -135,6 +135,14 @@ def multiple(a, b):
     return "n/a" if a is None or not b else f"{a / b:.1f}x"
 
 
+def paired_ratio(on, off):
+    """Repetition k of one configuration over repetition k of the other, for each k: their median and each value."""
+    each = [a / b for a, b in zip(on, off) if a is not None and b]
+    if not each:
+        return "n/a"
+    return f"{statistics.median(each):.2f}x ({', '.join(f'{x:.2f}' for x in each)})"
+
+
 def sync_cost_lines(pairs):
     """pairs: dicts with label, global_batch, on and off (side -> results of config_table's input), floor_s and
     floor_what. Sync cost per step beside its floor, and where each side's step time goes."""
@@ -142,10 +150,13 @@ def sync_cost_lines(pairs):
         return []
     cost = ["Gradient sync cost per optimizer step (the step time with sync on less the one with sync off, from the "
             "medians; sync off = the same ranks as independent processes, so on / off is also the scaling "
-            "efficiency: job samples/s / (ranks x one-rank samples/s)) and its floor:", "",
+            "efficiency: job samples/s / (ranks x one-rank samples/s)) and its floor; \"by repetition\": each "
+            "repetition's sync-on run over the sync-off run of the same repetition (the configurations take turns "
+            "within a repetition), their median and each:", "",
             "| configuration | ddptrain on / off | Python on / off | ddptrain sync ms | Python sync ms "
-            "| floor ms | ddptrain / floor | Python / floor | ddptrain / Python sync |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "| floor ms | ddptrain / floor | Python / floor | ddptrain / Python sync "
+            "| ddptrain on / off by repetition | Python on / off by repetition |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     phases = ["Where a step goes (ms per step, medians; ddptrain's own phase times, the ranks' mean; Python's rank 0 "
               "timed around forward + loss, backward - which with DDP ends when its all-reduces are done - and the "
               "optimizer step). \"hidden\": the part of the floor's transfer not left waiting after backward, "
@@ -160,7 +171,9 @@ def sync_cost_lines(pairs):
         cost.append(f"| {p['label']} | {ratio(*rates['ddptrain'])} | {ratio(*rates['python'])} "
                     f"| {ms(sync['ddptrain'])} | {ms(sync['python'])} | {ms(p['floor_s'])} "
                     f"| {multiple(sync['ddptrain'], p['floor_s'])} | {multiple(sync['python'], p['floor_s'])} "
-                    f"| {ratio(sync['ddptrain'], sync['python'])} |")
+                    f"| {ratio(sync['ddptrain'], sync['python'])} "
+                    f"| {paired_ratio(p['on']['ddptrain']['rates'], p['off']['ddptrain']['rates'])} "
+                    f"| {paired_ratio(p['on']['python']['rates'], p['off']['python']['rates'])} |")
         d, py, py_off = (median_phases(p["on"]["ddptrain"]["phases"]), median_phases(p["on"]["python"]["phases"]),
                          median_phases(p["off"]["python"]["phases"]))
         wait = d.get("comm")

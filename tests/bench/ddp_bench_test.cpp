@@ -106,19 +106,20 @@ TEST(DdpBench, LinkModeRunsBothSidesBetweenTwoShapedNamespacesAndRemovesThem) {
   EXPECT_EQ(run_command("ip netns list").output.find("ddpbench"), std::string::npos);
 }
 
+// One configuration's results as report.sync_cost_lines reads them: each side's rates per repetition (Python literals).
+std::string side_results(const std::string& ddptrain_rates, const std::string& python_rates) {
+  auto side = [](const std::string& rates) {
+    return "{'rates': [" + rates + "], 'phases': [{'data': 0.001, 'comm': 0.01}]}";
+  };
+  return "{'ddptrain': " + side(ddptrain_rates) + ", 'python': " + side(python_rates) + "}";
+}
+
 // The sync-cost table's arithmetic: cost per step = global batch x (1 / rate on - 1 / rate off), beside the floor.
 TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
-  const std::string side = "{'rates': [%s], 'phases': [{'data': 0.001, 'comm': 0.01}]}";
-  auto results = [&](const std::string& d, const std::string& p) {
-    std::string s = "{'ddptrain': " + side + ", 'python': " + side + "}";
-    s.replace(s.find("%s"), 2, d);
-    s.replace(s.find("%s"), 2, p);
-    return s;
-  };
   const std::string pair =
-      "dict(label='L', global_batch=128, floor_s=0.004, floor_what='one copy', on=" + results("640", "320") +
-      ", off=" + results("800", "400") + ")";
+      "dict(label='L', global_batch=128, floor_s=0.004, floor_what='one copy', on=" + side_results("640", "320") +
+      ", off=" + side_results("800", "400") + ")";
   const auto r = run_command("cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
                              " -c \"import report; print('\\n'.join(report.sync_cost_lines([" + pair + "])))\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -128,6 +129,25 @@ TEST(DdpBench, SyncCostIsTheStepTimeDifferenceAndAMultipleOfItsFloor) {
   // The all-reduce wait of 10 ms leaves 0% of the 4 ms floor hidden.
   EXPECT_NE(r.output.find("| L | 1.00 / 10.0 | 0% |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("- L: one copy"), std::string::npos) << r.output;
+}
+
+// Sync on / off by repetition: repetition k of sync on over repetition k of sync off, their median and each value
+// (not the ratio of the medians); the configurations run repetition by repetition, so those two ran minutes apart.
+TEST(DdpBench, SyncOnOffByRepetitionPairsTheSameRepetitionOfBothConfigurations) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  const std::string pair = "dict(label='L', global_batch=128, floor_s=0.004, floor_what='one copy', on=" +
+                           side_results("600, 700, 650", "320, 300") +
+                           ", off=" + side_results("800, 700, 1000", "400, 300") + ")";
+  const auto r = run_command("cd " + shell_quote(source_dir() + "/bench") + " && " + python() +
+                             " -c \"import report, ddp_bench; print('\\n'.join(report.sync_cost_lines([" + pair +
+                             "]))); print(ddp_bench.repetition_order([dict(reps=2), dict(reps=1), dict(reps=3)]))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // ddptrain: 0.75, 1.00, 0.65 by repetition (median 0.75x) where the medians give 650 / 800 = 0.81x; Python
+  // 0.80, 1.00.
+  EXPECT_NE(r.output.find("| L | 0.81x | 0.89x |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| 0.75x (0.75, 1.00, 0.65) | 0.90x (0.80, 1.00) |"), std::string::npos) << r.output;
+  // Repetition 1 of every configuration, then repetition 2 of those that have one, then the third.
+  EXPECT_NE(r.output.find("[(0, 0), (0, 1), (0, 2), (1, 0), (1, 2), (2, 2)]"), std::string::npos) << r.output;
 }
 
 // ddptrain's metrics.jsonl gives seconds per step of each interval; the harness weighs them by the interval's steps
