@@ -106,8 +106,10 @@ Trainer::EpochEnd Trainer::train_epoch() {
     reporter_.step(s);                                              // collective at its log points
     if (const auto trace = profiler_->step_ended(state_.global_step)) traced(*trace);
     // A step that ends the epoch is saved after the epoch's evaluation (end_epoch), so a resume from it does not
-    // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step).
-    if (checkpointer_->due_at_step(state_.global_step) && !s.ends_epoch) save_checkpoint(-1);
+    // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step); the run's
+    // last step after the final evaluation (finish), with its accuracy for checkpoint.keep_best.
+    if (checkpointer_->due_at_step(state_.global_step) && !s.ends_epoch && state_.global_step < total_steps_)
+      save_checkpoint(-1);
     if (stop_requested()) return EpochEnd::kPreempted;
     if (state_.global_step >= total_steps_) break;
   }
