@@ -25,8 +25,7 @@ double number(const c10::impl::GenericDict& state, const std::string& key) {
 
 }  // namespace
 
-GradScaler::GradScaler(const AmpConfig& amp, bool enabled, ReduceFoundInf reduce_found_inf)
-    : options_(amp), enabled_(enabled), reduce_found_inf_(std::move(reduce_found_inf)) {
+GradScaler::GradScaler(const AmpConfig& amp, bool enabled) : options_(amp), enabled_(enabled) {
   if (enabled_) {
     if (!(options_.growth_factor > 1.0)) throw std::invalid_argument("The growth factor must be > 1.0.");
     if (!(options_.backoff_factor < 1.0)) throw std::invalid_argument("The backoff factor must be < 1.0.");
@@ -71,34 +70,23 @@ void GradScaler::unscale(torch::optim::Optimizer& opt) {
     }
   }
   // Gradients grouped by device and dtype; one found_inf (and inv_scale copy) per device, as Python's _unscale_grads_.
-  struct PerDevice {
-    c10::Device device;
-    torch::Tensor found_inf, inv_scale;
-  };
-  std::vector<PerDevice> devices;
+  std::vector<std::pair<c10::Device, torch::Tensor>> inv_scale_per_device;
+  st.found_inf_per_device.clear();
   for (const auto& indices : group_by_device_and_dtype(grads)) {
     const std::vector<torch::Tensor> group = pick(grads, indices);
     const c10::Device device = group.front().device();
-    auto d = std::find_if(devices.begin(), devices.end(), [&](const PerDevice& e) { return e.device == device; });
-    if (d == devices.end())
-      d = devices.insert(devices.end(),
-                         {device, torch::zeros({1}, torch::dtype(torch::kFloat).device(device)), inv_scale.to(device)});
-    at::_amp_foreach_non_finite_check_and_unscale_(group, d->found_inf, d->inv_scale);
+    auto d = std::find_if(inv_scale_per_device.begin(), inv_scale_per_device.end(),
+                          [&](const auto& e) { return e.first == device; });
+    if (d == inv_scale_per_device.end()) {
+      d = inv_scale_per_device.insert(inv_scale_per_device.end(), {device, inv_scale.to(device)});
+      st.found_inf_per_device.push_back(torch::zeros({1}, torch::dtype(torch::kFloat).device(device)));
+    }
+    at::_amp_foreach_non_finite_check_and_unscale_(
+        group, st.found_inf_per_device[static_cast<size_t>(d - inv_scale_per_device.begin())], d->second);
   }
-  torch::Tensor found_inf = torch::zeros({1}, scale_.options());
-  for (const PerDevice& d : devices) found_inf.add_(d.found_inf.to(scale_.device()));
-  st.local_found_inf = found_inf.item<double>();
-  if (reduce_found_inf_) found_inf.fill_(reduce_found_inf_(st.local_found_inf));
-  st.found_inf = found_inf;
+  // An optimizer without gradients found nothing: its found_inf is a zero on the scale's device.
+  if (st.found_inf_per_device.empty()) st.found_inf_per_device.push_back(torch::zeros({1}, scale_.options()));
   st.stage = Stage::kUnscaled;
-}
-
-void GradScaler::set_found_inf(torch::optim::Optimizer& opt, double value) {
-  if (!enabled_) return;
-  OptimizerState& st = state_of(opt);
-  if (st.stage != Stage::kUnscaled)
-    throw std::logic_error("set_found_inf() needs unscale() on this optimizer first, and no step() yet.");
-  st.found_inf.fill_(value);
 }
 
 bool GradScaler::step(torch::optim::Optimizer& opt) {
@@ -111,48 +99,43 @@ bool GradScaler::step(torch::optim::Optimizer& opt) {
     throw std::logic_error("step() has already been called since the last update().");
   if (state_of(opt).stage == Stage::kReady) unscale(opt);
   OptimizerState& st = state_of(opt);
-  const bool run = st.found_inf.item<double>() == 0.0;
-  if (run) {
+  // torch.amp.GradScaler._maybe_opt_step: sum(v.item() for v in found_inf_per_device.values()).
+  double found = 0.0;
+  for (const auto& f : st.found_inf_per_device) found += f.item<double>();
+  st.found_inf = found != 0.0;
+  if (!st.found_inf) {
     opt.step();
   } else {
     ++skipped_steps_;
   }
   st.stage = Stage::kStepped;
-  return run;
+  return !st.found_inf;
 }
 
 void GradScaler::update() {
   if (!enabled_) return;
   check_initialised("update");
   torch::Tensor combined;
-  for (auto& [opt, st] : per_optimizer_) {
-    if (!st.found_inf.defined()) continue;
-    torch::Tensor f = st.found_inf.to(scale_.device());
-    combined = combined.defined() ? combined + f : f.clone();
-  }
+  for (auto& [opt, st] : per_optimizer_)
+    for (const auto& f : st.found_inf_per_device) {
+      torch::Tensor here = f.to(scale_.device(), /*non_blocking=*/true);
+      combined = combined.defined() ? combined + here : here;
+    }
   if (!combined.defined()) throw std::logic_error("No inf checks were recorded prior to update().");
   at::_amp_update_scale_(scale_, growth_tracker_, combined, options_.growth_factor, options_.backoff_factor,
                          options_.growth_interval);
   per_optimizer_.clear();
 }
 
-void GradScaler::update(double new_scale) {
-  if (!enabled_) return;
-  check_initialised("update");
-  scale_.fill_(new_scale);
-  per_optimizer_.clear();
-}
-
 bool GradScaler::found_inf() const {
-  double total = 0.0;
-  for (const auto& [opt, st] : per_optimizer_)
-    if (st.found_inf.defined()) total += st.found_inf.item<double>();
-  return total != 0.0;
-}
-
-bool GradScaler::local_found_inf() const {
-  for (const auto& [opt, st] : per_optimizer_)
-    if (st.local_found_inf != 0.0) return true;
+  for (const auto& [opt, st] : per_optimizer_) {
+    if (st.stage == Stage::kStepped) {
+      if (st.found_inf) return true;
+      continue;
+    }
+    for (const auto& f : st.found_inf_per_device)
+      if (f.item<double>() != 0.0) return true;
+  }
   return false;
 }
 

@@ -9,7 +9,6 @@
 #include <torch/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <vector>
 #include <string>
@@ -20,38 +19,34 @@ namespace ddp {
 // The scale lives in a float32 tensor and the growth tracker in an int32 tensor on the loss's device, as in
 // Python; unscale() and update() run ATen's _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_,
 // which LibTorch 2.x has for CPU as well as CUDA: one code path, the kernels torch.amp.GradScaler runs.
+// As in Python, step() is the one place that reads the device (found_inf, to decide whether opt.step() runs).
+// Under DDP every rank unscales the same all-reduced gradients, so every rank skips the same steps without a
+// collective of the scaler's own (torch.amp.GradScaler with DistributedDataParallel relies on the same).
 class GradScaler {
  public:
-  // Called once per unscale() with the local found_inf (0 or 1); its result decides skipping and backoff.
-  // Multi-rank training passes an all-reduce (MAX) here so every rank skips the same steps.
-  using ReduceFoundInf = std::function<double(double)>;
-
   // torch.amp.GradScaler(init_scale, growth_factor, backoff_factor, growth_interval, enabled) from [amp]; a disabled
   // one is a no-op (the loss unscaled, step() always steps). Throws std::invalid_argument for growth_factor <= 1 or
   // backoff_factor >= 1, as Python does.
-  explicit GradScaler(const AmpConfig& amp = {}, bool enabled = true, ReduceFoundInf reduce_found_inf = {});
+  explicit GradScaler(const AmpConfig& amp = {}, bool enabled = true);
+  // Whether it scales: a disabled one leaves inf/NaN gradients to the caller.
+  bool enabled() const { return enabled_; }
 
   // loss * scale (the loss unchanged when disabled). The first call creates the scale on loss's device.
   torch::Tensor scale(const torch::Tensor& loss);
-  // Multiplies every gradient of opt by 1/scale (reciprocal taken in float64, applied in float32) and records
-  // whether any was inf/NaN (checked before unscaling), then applies reduce_found_inf. Once per optimizer
+  // Multiplies every gradient of opt by 1/scale (reciprocal taken in float64, applied in float32) and records on
+  // the device whether any was inf/NaN (checked before unscaling); reads nothing to the host. Once per optimizer
   // per update(): a second call, or a call after step(), throws std::logic_error.
   void unscale(torch::optim::Optimizer& opt);
-  // Unscales if not yet done, then runs opt.step() unless found_inf. Returns whether opt.step() ran.
+  // Unscales if not yet done, reads found_inf (the step's one host read) and runs opt.step() unless it is set.
+  // Returns whether opt.step() ran.
   bool step(torch::optim::Optimizer& opt);
-  // Backs off / grows the scale from this iteration's found_inf (summed over optimizers), then forgets the
-  // per-optimizer stages. Throws std::logic_error if no optimizer was unscaled since the last update().
+  // Backs off / grows the scale from this iteration's found_inf (summed over optimizers) on the device, then forgets
+  // the per-optimizer stages. Throws std::logic_error if no optimizer was unscaled since the last update().
   void update();
-  // update(new_scale): Python's manual override; fills the scale and leaves the growth tracker alone.
-  void update(double new_scale);
 
-  // The found_inf that decides (after reduce_found_inf / set_found_inf), summed over this iteration's
-  // optimizers; local_found_inf is the value the gradients alone gave, before any reduction. Both read the
-  // current iteration: update() resets them to false.
+  // Whether this iteration's gradients held inf/NaN, summed over its optimizers: what step() read (read now for an
+  // optimizer unscaled but not stepped yet). update() resets it to false.
   bool found_inf() const;
-  bool local_found_inf() const;
-  // Replaces the deciding found_inf of opt (after unscale, before step), e.g. with an all-reduced value.
-  void set_found_inf(torch::optim::Optimizer& opt, double value);
 
   double get_scale() const;        // init_scale before the first scale(); 1.0 when disabled
   int64_t growth_tracker() const;  // consecutive clean steps since the last growth or backoff; 0 when disabled
@@ -71,15 +66,14 @@ class GradScaler {
   enum class Stage { kReady, kUnscaled, kStepped };
   struct OptimizerState {
     Stage stage = Stage::kReady;
-    double local_found_inf = 0.0;
-    torch::Tensor found_inf;  // float32 [1] on the scale's device: the deciding value
+    std::vector<torch::Tensor> found_inf_per_device;  // float32 [1] each, on the gradients' devices
+    bool found_inf = false;                           // what step() read
   };
   OptimizerState& state_of(torch::optim::Optimizer& opt);
   void check_initialised(const char* what) const;
 
   AmpConfig options_;
   bool enabled_;
-  ReduceFoundInf reduce_found_inf_;
   int64_t init_growth_tracker_ = 0;
   torch::Tensor scale_;           // float32 [1]
   torch::Tensor growth_tracker_;  // int32 [1]

@@ -122,6 +122,11 @@ def parse_args():
     p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
                    help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")
     p.add_argument("--result", required=True, help="JSON file this rank writes its intervals to")
+    p.add_argument("--trace-step", type=int, default=0,
+                   help="trace this step (1-based) with torch.profiler into --trace: a Chrome trace whose \"step\" "
+                        "range holds the step from zero_grad to its figures (the batch's loading and normalisation "
+                        "before it are left out)")
+    p.add_argument("--trace", help="the trace file --trace-step writes")
     return p.parse_args()
 
 
@@ -198,6 +203,12 @@ def train(args, rank, world, device, sync):
             xb = xb.to(torch.float32).div_(255).sub_(mean).div_(std)
             if args.channels_last:
                 xb = xb.contiguous(memory_format=memory_format)
+            traced = step + 1 == args.trace_step
+            if traced:
+                profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+                profiler.start()
+                step_range = torch.profiler.record_function("step")
+                step_range.__enter__()
             opt.zero_grad()
             t0 = time.perf_counter()
             with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
@@ -221,6 +232,10 @@ def train(args, rank, world, device, sync):
                 loss_sum += loss.item() * len(yb)
                 correct += out.detach().argmax(1).eq(yb).sum().item()
             samples += len(yb)
+            if traced:
+                step_range.__exit__(None, None, None)
+                profiler.stop()
+                profiler.export_chrome_trace(args.trace)
             last = step == args.steps
             if step % args.log_every == 0 or last or batch_index == len(loader):
                 if cuda:

@@ -73,6 +73,14 @@ struct ChoiceTable<MemoryFormat> {
                                                         {MemoryFormat::ChannelsLast, "channels_last"}};
 };
 
+// optimizer.foreach: torch.optim's foreach argument (None, True, False): auto runs the multi-tensor kernels where
+// torch.optim does by default (every parameter on CUDA), on the per-parameter loop elsewhere.
+enum class Foreach { Auto, On, Off };
+template <>
+struct ChoiceTable<Foreach> {
+  static constexpr NamedChoice<Foreach> names[] = {{Foreach::Auto, "auto"}, {Foreach::On, "on"}, {Foreach::Off, "off"}};
+};
+
 // optimizer.name: the update rules optim/registry.cpp builds.
 enum class OptimizerName { Sgd, AdamW, Adam };
 template <>

@@ -182,6 +182,8 @@ struct OptimizerConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   bool amsgrad = false;
+  Foreach foreach = Foreach::Auto;
+  bool fused = false;
   LrScaling scale_lr = LrScaling::None;
 
   template <class S, class K>
@@ -196,6 +198,14 @@ struct OptimizerConfig {
     key(s.beta2, Key("beta2", "adamw, adam: second moment decay").at_least(0).below(1));
     key(s.eps, Key("eps", "adamw, adam: term added to the denominator").above(0).at_most(1));
     key(s.amsgrad, Key("amsgrad", "adamw, adam: AMSGrad, steps scaled by the largest second-moment average so far"));
+    key(s.foreach, Key("foreach",
+                       "torch.optim's foreach: multi-tensor kernels (on), the per-parameter loop (off), or auto: "
+                       "multi-tensor where every parameter is on CUDA")
+                       .resume_may_differ());
+    key(s.fused, Key("fused",
+                     "torch.optim's fused=True: one fused kernel per device and dtype for the whole update (CPU and "
+                     "CUDA; not with foreach = \"on\")")
+                     .resume_may_differ());
     key(s.scale_lr, Key("scale_lr", "linear: lr x world size"));
   }
 };

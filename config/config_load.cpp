@@ -375,6 +375,10 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
     fail({"optimizer.amsgrad", "optimizer.name"},
          "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
+  if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
+    fail({"optimizer.fused", "optimizer.foreach"},
+         "optimizer.fused and optimizer.foreach = \"on\" cannot both be set (torch.optim: \"`fused` and `foreach` "
+         "cannot be `True` together.\"); set foreach = \"auto\" with fused");
   const LrSchedulerConfig& lr = cfg.lr_scheduler;
   if (lr.decay == LrDecay::MultiStep && lr.milestones.empty())
     fail({"lr_scheduler.milestones", "lr_scheduler.decay"},

@@ -1,12 +1,10 @@
 // DistributedDataParallel: c10d::Reducer + broadcast_coalesced, mirroring DDP's __init__ and forward in PyTorch 2.11.
 #include "distributed/ddp.h"
 
-#include "base/foreach.h"
 #include "base/number_text.h"
 #include "distributed/compress_hook.h"
 #include "distributed/skip_zero_hook.h"
 
-#include <ATen/ops/_foreach_zero.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -142,29 +140,6 @@ void DistributedDataParallel::all_gradients_computed() {
 }
 
 c10d::Reducer& DistributedDataParallel::reducer() { return *reducer_; }
-
-void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
-  std::vector<torch::Tensor> grads;
-  for (auto& group : optimizer.param_groups())
-    for (auto& p : group.params()) {
-      auto& grad = p.mutable_grad();
-      if (!grad.defined()) continue;
-      if (grad.grad_fn())
-        grad.detach_();
-      else
-        grad.requires_grad_(false);
-      grads.push_back(grad);
-    }
-  // torch.optim.Optimizer.zero_grad(set_to_none=False) with foreach: one multi-tensor kernel per device and dtype.
-  for (const auto& indices : group_by_device_and_dtype(grads)) {
-    const std::vector<torch::Tensor> group = pick(grads, indices);
-    if (uses_foreach_kernels(group.front().device()) && !group.front().is_sparse()) {
-      at::_foreach_zero_(group);
-    } else {
-      for (auto g : group) g.zero_();
-    }
-  }
-}
 
 void DistributedDataParallel::sync_buffers() {
   if (buffers_.empty()) return;

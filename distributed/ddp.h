@@ -9,18 +9,12 @@
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include <memory>
 #include <utility>
 #include <vector>
 
 namespace ddp {
-
-// torch.optim.Optimizer.zero_grad(set_to_none=False): zeroes each gradient where it lives. Use it instead of
-// LibTorch's Optimizer::zero_grad, whose detach_() a gradient that is a view of a DDP bucket refuses
-// (dist.gradient_as_bucket_view, ddptrain's default).
-void zero_grad_in_place(torch::optim::Optimizer& optimizer);
 
 class DistributedDataParallel : public GradientSync {
  public:

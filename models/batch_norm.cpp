@@ -1,13 +1,31 @@
 // sync_batch_norm: torch.nn.SyncBatchNorm's forward and backward (torch/nn/modules/_functions.py) for BatchNorm2d.
 #include "models/batch_norm.h"
 
+#include "base/python_number.h"
+
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
+#include <torch/nn/functional/batchnorm.h>
 
 namespace ddp {
 namespace {
 
 using torch::Tensor;
+
+// torch.nn.BatchNorm2d.forward (torch/nn/modules/batchnorm.py) for LibTorch's module, as LibTorch's forward but with
+// the batch count advanced as Python advances it (num_batches_tracked.add_(1): one operator, where LibTorch's += 1
+// runs two).
+Tensor batch_norm(torch::nn::BatchNorm2dImpl& bn, const Tensor& input) {
+  TORCH_CHECK(input.dim() == 4, "BatchNorm2d: expected 4D input (got ", input.dim(), "D input)");
+  const auto& o = bn.options;
+  double factor = o.momentum() ? *o.momentum() : 0.0;
+  if (bn.is_training() && o.track_running_stats() && bn.num_batches_tracked.defined()) {
+    bn.num_batches_tracked.add_(python_number(1));
+    if (!o.momentum()) factor = 1.0 / bn.num_batches_tracked.item<double>();
+  }
+  return torch::nn::functional::detail::batch_norm(input, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                                                   bn.is_training() || !o.track_running_stats(), factor, o.eps());
+}
 
 // The reduced dimensions of an [N, C, ...] input (all but channels), and a [C] vector shaped to broadcast against it.
 std::vector<int64_t> all_but_channels(const Tensor& x) {
@@ -159,7 +177,7 @@ int64_t count_batchnorm_layers(const torch::nn::Module& m) {
 }
 
 Tensor BatchNormLayers::forward(torch::nn::BatchNorm2dImpl& bn, const Tensor& input) const {
-  if (!collectives_ || !bn.is_training() || collectives_->world_size() < 2) return bn.forward(input);
+  if (!collectives_ || !bn.is_training() || collectives_->world_size() < 2) return batch_norm(bn, input);
   return sync_batch_norm(bn, input, collectives_);
 }
 

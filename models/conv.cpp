@@ -56,12 +56,14 @@ torch::Tensor nhwc(const torch::Tensor& t) {
 }
 
 // The live taps of a kernel (a view, as a slice would be), whose backward adds its gradient straight into the live
-// taps of the weight's existing gradient. A plain slice's backward would build a full-size gradient of zeros first
-// (9 MiB for each 3x3 512x512 kernel of ResNet-18's layer4, at the peak of memory: backward begins there) for the
-// weight's AccumulateGrad to add. The sum is the same element by element; the padding taps' gradient stays what it
-// was (zero after zero_grad). AccumulateGrad, which then receives no gradient, still runs its post hooks (DDP's
-// Reducer marks the weight ready and reads its gradient). Where the gradient cannot take the sum in place (none yet,
-// a zero-strided or differently typed one, or create_graph), the full-size gradient goes to AccumulateGrad as usual.
+// taps of the weight's existing gradient (a micro-batch after the first under gradient accumulation, or gradients
+// zeroed in place). A plain slice's backward would build a full-size gradient of zeros first (9 MiB for each 3x3
+// 512x512 kernel of ResNet-18's layer4, at the peak of memory: backward begins there) for the weight's AccumulateGrad
+// to add. The sum is the same element by element; the padding taps' gradient stays what it was. AccumulateGrad, which
+// then receives no gradient, still runs its post hooks (DDP's Reducer marks the weight ready and reads its gradient).
+// Where the gradient cannot take the sum in place (none yet, after zero_grad's set_to_none; a zero-strided or
+// differently typed one, or create_graph), the full-size gradient goes to AccumulateGrad as usual, laid out like the
+// weight so that AccumulateGrad keeps it as the weight's gradient without a copy.
 struct LiveTapsOf : torch::autograd::Function<LiveTapsOf> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
                                std::vector<int64_t> first, std::vector<int64_t> last) {
@@ -86,7 +88,7 @@ struct LiveTapsOf : torch::autograd::Function<LiveTapsOf> {
       live_part(existing, first, last).add_(grad);
       return out;
     }
-    out[0] = torch::zeros_like(weight, torch::MemoryFormat::Contiguous);
+    out[0] = torch::zeros_like(weight);
     live_part(out[0], first, last).copy_(grad);
     return out;
   }

@@ -59,7 +59,7 @@ class Block : public nn::Module {
       y = bn_layers_->forward(*bns_[i], conv2d_forward(*convs_[i], y, kernels_));
       if (i + 1 < convs_.size()) y = y.relu_();
     }
-    return (y + identity).relu_();
+    return y.add_(identity).relu_();  // torchvision: out += identity; relu(out)
   }
 
  private:

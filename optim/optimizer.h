@@ -1,4 +1,5 @@
-// Optimizer registry (PyTorch's own SGD / AdamW / Adam from LibTorch) and the per-step learning-rate schedule.
+// Optimizer factories by optimizer.name (torch.optim's SGD, AdamW and Adam on LibTorch's classes), the kernels their
+// updates run on (torch.optim's for-loop, foreach and fused implementations), and the learning-rate schedule.
 #pragma once
 
 #include "config/config.h"
@@ -10,6 +11,16 @@
 #include <vector>
 
 namespace ddp {
+
+// How an update runs, as torch.optim's foreach and fused arguments choose it: the per-parameter loop, multi-tensor
+// (_foreach_*) kernels per device and dtype, or one fused kernel (_fused_sgd_, _fused_adam_, _fused_adamw_) per
+// device and dtype. The same update either way, up to the order of floating-point operations.
+enum class UpdateKernels { kForLoop, kForeach, kFused };
+
+// optimizer.fused and optimizer.foreach for these parameters: fused when asked; foreach when asked, or by default
+// where every parameter is on a device with multi-tensor kernels (torch.optim's _default_to_fused_or_foreach);
+// the loop otherwise.
+UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch::Tensor>& params);
 
 // Builds optimizer.name over params with base learning rate `lr` (already scaled for world size if asked).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,

@@ -1,28 +1,24 @@
-// SGD with momentum, dampening 0, nesterov and weight decay: LibTorch's port of torch.optim.SGD, and on CUDA the
-// multi-tensor form that torch.optim.SGD runs there by default.
+// SGD with momentum, dampening 0, nesterov and weight decay: torch.optim.SGD's three implementations (the
+// per-parameter loop, foreach and fused) on LibTorch's SGD class (its options and momentum-buffer state).
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
+#include "base/python_number.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_fused_sgd.h>
 #include <torch/optim/sgd.h>
 
 namespace ddp {
 namespace {
 
-// torch.optim.SGD with foreach=None: _multi_tensor_sgd where every parameter is on a device with multi-tensor
-// kernels (CUDA), LibTorch's per-parameter SGD::step (the same as _single_tensor_sgd) otherwise, as on the CPU.
-// The state (SGDParamState's momentum_buffer per parameter) is LibTorch's either way.
-class MultiTensorSGD : public torch::optim::SGD {
+class KernelSGD : public torch::optim::SGD {
  public:
-  using torch::optim::SGD::SGD;
+  KernelSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, UpdateKernels kernels)
+      : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    for (const auto& group : param_groups_)
-      for (const auto& p : group.params())
-        if (p.grad().defined() && (!uses_foreach_kernels(p.device()) || p.grad().is_sparse()))
-          return torch::optim::SGD::step(std::move(closure));
     torch::Tensor loss;
     if (closure) {
       at::AutoGradMode enable_grad(true);
@@ -39,50 +35,105 @@ class MultiTensorSGD : public torch::optim::SGD {
     std::vector<torch::Tensor> params, grads;
     for (const auto& p : group.params())
       if (p.grad().defined()) {
+        TORCH_CHECK(!p.grad().is_sparse(), "SGD does not support sparse gradients");
         params.push_back(p);
         grads.push_back(p.grad());
       }
     for (const auto& indices : group_by_device_and_dtype(params)) {
       std::vector<torch::Tensor> device_params = pick(params, indices), device_grads = pick(grads, indices);
-      if (o.weight_decay() != 0) device_grads = at::_foreach_add(device_grads, device_params, o.weight_decay());
-      if (o.momentum() != 0) {
-        std::vector<torch::Tensor> bufs;
-        bool all_have_buffers = true;
-        for (const auto& p : device_params)
-          all_have_buffers = all_have_buffers && state_.count(p.unsafeGetTensorImpl());
-        if (all_have_buffers) {
-          for (const auto& p : device_params) bufs.push_back(buffer_of(p));
-          at::_foreach_mul_(bufs, o.momentum());
-          at::_foreach_add_(bufs, device_grads, 1 - o.dampening());
-        } else {
-          for (size_t i = 0; i < device_params.size(); ++i) {
-            auto found = state_.find(device_params[i].unsafeGetTensorImpl());
-            torch::Tensor buf;
-            if (found == state_.end()) {
-              buf = device_grads[i].detach().clone();
-              auto state = std::make_unique<torch::optim::SGDParamState>();
-              state->momentum_buffer(buf);
-              state_[device_params[i].unsafeGetTensorImpl()] = std::move(state);
-            } else {
-              buf = buffer_of(device_params[i]);
-              buf.mul_(o.momentum()).add_(device_grads[i], 1 - o.dampening());
-            }
-            bufs.push_back(buf);
-          }
-        }
-        // As _multi_tensor_sgd: nesterov adds to the gradients in place (the parameters' .grad without weight decay).
-        if (o.nesterov())
-          at::_foreach_add_(device_grads, bufs, o.momentum());
-        else
-          device_grads = bufs;
-      }
-      at::_foreach_add_(device_params, device_grads, -o.lr());
+      if (kernels_ == UpdateKernels::kFused)
+        fused(o, device_params, device_grads);
+      else if (kernels_ == UpdateKernels::kForeach)
+        multi_tensor(o, device_params, device_grads);
+      else
+        for_loop(o, device_params, device_grads);
     }
+  }
+
+  // torch.optim.sgd._single_tensor_sgd (maximize false), its numbers passed as Python passes them.
+  void for_loop(const torch::optim::SGDOptions& o, const std::vector<torch::Tensor>& params,
+                const std::vector<torch::Tensor>& grads) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      torch::Tensor grad = grads[i];
+      if (o.weight_decay() != 0) grad = grad.add(params[i], o.weight_decay());
+      if (o.momentum() != 0) {
+        torch::Tensor buf;
+        if (!state_.count(params[i].unsafeGetTensorImpl())) {
+          buf = grad.detach().clone();
+          new_buffer(params[i], buf);
+        } else {
+          buf = buffer_of(params[i]);
+          buf.mul_(python_number(o.momentum())).add_(grad, 1 - o.dampening());
+        }
+        grad = o.nesterov() ? grad.add(buf, o.momentum()) : buf;
+      }
+      params[i].add_(grad, -o.lr());
+    }
+  }
+
+  // torch.optim.sgd._multi_tensor_sgd (maximize false, dense gradients).
+  void multi_tensor(const torch::optim::SGDOptions& o, const std::vector<torch::Tensor>& params,
+                    std::vector<torch::Tensor> grads) {
+    if (o.weight_decay() != 0) grads = at::_foreach_add(grads, params, o.weight_decay());
+    if (o.momentum() != 0) {
+      std::vector<torch::Tensor> bufs;
+      bool all_have_buffers = true;
+      for (const auto& p : params) all_have_buffers = all_have_buffers && state_.count(p.unsafeGetTensorImpl());
+      if (all_have_buffers) {
+        for (const auto& p : params) bufs.push_back(buffer_of(p));
+        at::_foreach_mul_(bufs, o.momentum());
+        at::_foreach_add_(bufs, grads, 1 - o.dampening());
+      } else {
+        for (size_t i = 0; i < params.size(); ++i) {
+          auto found = state_.find(params[i].unsafeGetTensorImpl());
+          torch::Tensor buf;
+          if (found == state_.end()) {
+            buf = grads[i].detach().clone();
+            new_buffer(params[i], buf);
+          } else {
+            buf = buffer_of(params[i]);
+            buf.mul_(o.momentum()).add_(grads[i], 1 - o.dampening());
+          }
+          bufs.push_back(buf);
+        }
+      }
+      // As _multi_tensor_sgd: nesterov adds to the gradients in place (the parameters' .grad without weight decay).
+      if (o.nesterov())
+        at::_foreach_add_(grads, bufs, o.momentum());
+      else
+        grads = bufs;
+    }
+    at::_foreach_add_(params, grads, -o.lr());
+  }
+
+  // torch.optim.sgd._fused_sgd, with one difference: momentum buffers start as zeros and the kernel never takes
+  // is_first_step. torch.optim starts them with empty_like and is_first_step=True (buf = grad); a step that a loss
+  // scaler's found_inf skips inside the kernel would leave that memory uninitialised for the next step. With
+  // dampening 0, momentum x 0 + grad is the same first buffer, and a skipped first step leaves zeros.
+  void fused(const torch::optim::SGDOptions& o, const std::vector<torch::Tensor>& params,
+             const std::vector<torch::Tensor>& grads) {
+    std::vector<torch::Tensor> bufs;
+    if (o.momentum() != 0) {
+      for (const auto& p : params) {
+        if (!state_.count(p.unsafeGetTensorImpl())) new_buffer(p, torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        bufs.push_back(buffer_of(p));
+      }
+    }
+    at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                    /*maximize=*/false, /*is_first_step=*/false);
+  }
+
+  void new_buffer(const torch::Tensor& p, torch::Tensor buf) {
+    auto state = std::make_unique<torch::optim::SGDParamState>();
+    state->momentum_buffer(std::move(buf));
+    state_[p.unsafeGetTensorImpl()] = std::move(state);
   }
 
   torch::Tensor& buffer_of(const torch::Tensor& p) {
     return static_cast<torch::optim::SGDParamState&>(*state_.at(p.unsafeGetTensorImpl())).momentum_buffer();
   }
+
+  UpdateKernels kernels_;
 };
 
 }  // namespace
@@ -94,7 +145,8 @@ std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, do
                      .weight_decay(cfg.weight_decay)
                      .nesterov(cfg.nesterov)
                      .dampening(0);
-  return std::make_unique<MultiTensorSGD>(std::move(params), options);
+  const UpdateKernels kernels = update_kernels(cfg, params);
+  return std::make_unique<KernelSGD>(std::move(params), options, kernels);
 }
 
 }  // namespace ddp

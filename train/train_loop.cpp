@@ -95,15 +95,15 @@ Trainer::EpochEnd Trainer::train_epoch() {
     if (static_cast<int64_t>(group.size()) < k && position.batch_in_epoch < num_batches) continue;
     const double lr = scheduled_lr(cfg_.lr_scheduler, base_lr_, state_.global_step, total_steps_);
     set_lr(*optimizer_, lr);
-    StepRecord s = train_step(group);
+    StepRecord s;
+    place(s, num_batches);
+    train_step(group, s);
     log_samples(loader.indices(), position.batch_in_epoch - static_cast<int64_t>(group.size()),
                 position.batch_in_epoch);
     group.clear();
     s.lr = lr;
     s.time.data = std::exchange(data_s, 0.0);
-    place(s, num_batches);
-    if (reporter_.logs_at(s)) s.loss_scale = scaler_->get_scale();  // read from the device where it is reported
-    reporter_.step(s);                                              // collective at its log points
+    reporter_.step(s);  // collective at its log points
     if (const auto trace = profiler_->step_ended(state_.global_step)) traced(*trace);
     // A step that ends the epoch is saved after the epoch's evaluation (end_epoch), so a resume from it does not
     // evaluate that step again (TensorBoard would hold its eval point twice: purge starts after the step); the run's
@@ -128,7 +128,7 @@ void Trainer::log_samples(const std::vector<int64_t>& epoch_samples, int64_t fir
 void Trainer::place(StepRecord& s, int64_t num_batches) const {
   const int64_t k = cfg_.training.grad_accum_steps;
   const EpochPosition& position = state_.position;
-  s.step = state_.global_step;
+  s.step = state_.global_step + 1;
   s.total_steps = total_steps_;
   s.epoch = position.epoch + 1;
   s.epochs = cfg_.training.epochs;

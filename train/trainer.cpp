@@ -4,22 +4,21 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "base/first_line.h"
-#include "base/foreach.h"
 #include "base/number_text.h"
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
-#include "distributed/ddp.h"
 #include "distributed/gradient_sync.h"
 #include "models/conv.h"
 #include "report/flop_counter.h"
 #include "report/gpu_memory.h"
+#include "optim/gradients.h"
 #include "optim/optimizer.h"
 #include "train/batch_norm_sync.h"
 #include "train/device_settings.h"
 #include "train/init_weights.h"
 
-#include <ATen/ops/_foreach_norm.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <limits>
@@ -126,8 +125,7 @@ void Trainer::build_scaler() {
   // auto: float16's narrow range needs loss scaling (torch.amp.GradScaler), bfloat16's does not.
   const bool scaling = cfg_.amp.enabled && (cfg_.amp.loss_scaling == LossScaling::Dynamic ||
                                             (cfg_.amp.loss_scaling == LossScaling::Auto && amp_dtype_ == c10::kHalf));
-  // Every rank must skip the same steps: found_inf is all-reduced (MAX) before it decides.
-  scaler_ = std::make_unique<GradScaler>(cfg_.amp, scaling, [this](double v) { return all_reduce_max(ctx_, v); });
+  scaler_ = std::make_unique<GradScaler>(cfg_.amp, scaling);
 }
 
 RunFacts Trainer::run_facts() const {
@@ -211,7 +209,9 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
 Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
   const auto start = std::chrono::steady_clock::now();
   model_->train();
-  torch::Tensor x = batch.images.to(ctx_.device), y = batch.labels.to(ctx_.device);
+  // The device feed delivers batches on the device already; a batch from elsewhere is moved there.
+  const auto on_device = [this](const torch::Tensor& t) { return t.device() == ctx_.device ? t : t.to(ctx_.device); };
+  const torch::Tensor x = on_device(batch.images), y = on_device(batch.labels);
   gradient_sync_->pre_forward(sync);
   torch::Tensor out, loss;
   {
@@ -231,7 +231,7 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
   }
   {
     PhaseScope phase(*ctx_.activity, Phase::kBackward, "ddptrain::backward");  // with DDP's gradient all-reduce
-    scaler_->scale(loss / loss_divisor).backward();
+    scaler_->scale(loss_divisor == 1 ? loss : loss / loss_divisor).backward();
   }
   // Host time: on CUDA, kernels run on after their launch and show where the host next waits for them.
   PhaseTimes time;
@@ -244,36 +244,13 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
   return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size(), time};
 }
 
-namespace {
-
-// The global L2 norm of the gradients, as torch.nn.utils.get_total_norm computes it with foreach=None: one norm per
-// gradient (torch._foreach_norm on CUDA, linalg.vector_norm elsewhere), then the norm of those. Left on the device.
-torch::Tensor total_grad_norm(const std::vector<torch::Tensor>& params) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads, norms;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return torch::zeros({}, torch::kFloat32);
-  for (const auto& indices : group_by_device_and_dtype(grads)) {
-    const std::vector<torch::Tensor> group = pick(grads, indices);
-    if (uses_foreach_kernels(group.front().device())) {
-      for (auto& n : at::_foreach_norm(group, 2)) norms.push_back(std::move(n));
-    } else {
-      for (const auto& g : group) norms.push_back(g.norm(2));
-    }
-  }
-  for (auto& n : norms) n = n.to(grads.front().device());
-  return torch::stack(norms).norm(2);
-}
-
-}  // namespace
-
-StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
-  zero_grad_in_place(*optimizer_);  // distributed/ddp.h
-  StepRecord total;
+void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& total) {
+  // The profiler's view of one step (the batches' wait is not in it: the loop's ddptrain::data range).
+  RECORD_USER_SCOPE("ddptrain::step");
+  const bool logged = reporter_.logs_at(total);
+  zero_grad(*optimizer_);  // set_to_none, as torch.optim's zero_grad()
   const size_t n = micro_batches.size();
-  std::vector<torch::Tensor> figures;  // the losses, the correct counts, then the gradient norm: read at once
-  std::vector<int64_t> samples;
+  std::vector<std::pair<torch::Tensor, int64_t>> losses;  // each micro-batch's mean loss and size, for an error
   for (size_t i = 0; i < n; ++i) {
     // The run's first micro-batch is also counted: the model's FLOPs per sample.
     std::optional<FlopCounter> counter;
@@ -284,32 +261,20 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
       flops_counted_ = true;
     }
     total.time += r.time;
-    figures.push_back(r.loss.to(torch::kFloat64));
-    figures.push_back(r.correct.to(torch::kFloat64));
-    samples.push_back(r.samples);
+    total.samples += r.samples;
+    figures_.add(r.loss, r.correct, r.samples);
+    losses.emplace_back(r.loss, r.samples);
   }
   PhaseScope phase(*ctx_.activity, Phase::kOptimizer, "ddptrain::optimizer");  // unscale, norm, step, EMA
   const auto optimizer_start = std::chrono::steady_clock::now();
-  // The pre-clip global L2 norm of the true (unscaled) gradients, every step; clipped as
-  // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0.
   scaler_->unscale(*optimizer_);
+  // The pre-clip global L2 norm of the true (unscaled) gradients where it is needed: clipped as
+  // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0, and reported where the step is logged.
+  const std::vector<torch::Tensor> grads = defined_grads(model_->parameters());
   const double clip = cfg_.training.clip_grad_norm;
-  if (clip > 0) {
-    total.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), clip);
-  } else {
-    figures.push_back(total_grad_norm(model_->parameters()).to(figures.front().device(), torch::kFloat64));
-  }
-  // One device-to-host read per step (a synchronisation on CUDA), as loss.item() would be for each figure.
-  const torch::Tensor host = torch::stack(figures).cpu();
-  const double* v = host.const_data_ptr<double>();
-  for (size_t i = 0; i < n; ++i) {
-    total.loss_sum += v[2 * i] * static_cast<double>(samples[i]);
-    total.correct += static_cast<int64_t>(v[2 * i + 1]);
-    total.samples += samples[i];
-  }
-  if (clip <= 0) total.grad_norm = v[2 * n];
-  if (skip_if_not_finite(total)) {
-    zero_grad_in_place(*optimizer_);  // the same on every rank: the norm is of the all-reduced gradients
+  const torch::Tensor norm = clip > 0 ? clip_grad_norm(grads, clip) : logged ? total_norm(grads) : torch::Tensor();
+  if (skip_if_not_finite(grads, norm, losses)) {
+    zero_grad(*optimizer_);  // the same on every rank: the gradients are the all-reduced ones
   } else {
     scaler_->step(*optimizer_);
     scaler_->update();
@@ -319,10 +284,16 @@ StepRecord Trainer::train_step(const std::vector<Batch>& micro_batches) {
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
   total.time.optimizer = seconds_since(optimizer_start);
-  total.skipped_steps = scaler_->skipped_steps();
+  if (logged) {  // the interval's figures, read from the device at once
+    const StepFigures::Sums sums = figures_.read();
+    total.loss_sum = sums.loss_sum;
+    total.correct = sums.correct;
+    if (norm.defined()) total.grad_norm = norm.item<double>();
+    total.skipped_steps = scaler_->skipped_steps();
+    total.loss_scale = scaler_->get_scale();
+  }
   total.bad_samples = bad_samples();
   total.nonfinite_skips = nonfinite_skips();
-  return total;
 }
 
 int64_t Trainer::bad_samples() const { return dataset_.train.source ? dataset_.train.source->bad_samples() : -1; }
@@ -331,9 +302,14 @@ int64_t Trainer::nonfinite_skips() const {
   return cfg_.training.on_nonfinite == OnNonFinite::Skip ? nonfinite_skips_ : -1;
 }
 
-bool Trainer::skip_if_not_finite(const StepRecord& s) {
-  // Inf/NaN gradients the loss scaler found are its to handle (the step is skipped, the scale backs off).
-  if (std::isfinite(s.grad_norm) || scaler_->found_inf()) {
+bool Trainer::skip_if_not_finite(const std::vector<torch::Tensor>& grads, const torch::Tensor& norm,
+                                 const std::vector<std::pair<torch::Tensor, int64_t>>& losses) {
+  // Inf/NaN gradients are a loss scaler's to handle (the step is skipped, the scale backs off).
+  if (scaler_->enabled()) return false;
+  // The step's one read of the device: the norm's finiteness where it was computed, else one pass over the gradients.
+  const bool finite =
+      norm.defined() ? static_cast<bool>(torch::isfinite(norm).item<bool>()) : non_finite_(grads).item<float>() == 0;
+  if (finite) {
     nonfinite_in_a_row_ = 0;
     return false;
   }
@@ -357,7 +333,13 @@ bool Trainer::skip_if_not_finite(const StepRecord& s) {
       break;
     }
   }
-  const double loss = s.loss_sum / static_cast<double>(std::max<int64_t>(s.samples, 1));
+  double loss_sum = 0;
+  int64_t samples = 0;
+  for (const auto& [loss, size] : losses) {
+    loss_sum += loss.item<double>() * static_cast<double>(size);
+    samples += size;
+  }
+  const double loss = loss_sum / static_cast<double>(std::max<int64_t>(samples, 1));
   const std::string& last = checkpointer_->last_written();
   throw std::runtime_error(
       "step " + std::to_string(state_.global_step + 1) + ": the gradients are not finite (loss " +

@@ -7,12 +7,14 @@
 #include "distributed/context.h"
 #include "distributed/reduce.h"
 #include "models/classifier.h"
+#include "optim/gradients.h"
 #include "report/profiler.h"
 #include "report/reporter.h"
 #include "report/sample_log.h"
 #include "train/averaged_model.h"
 #include "train/preemption.h"
 #include "train/rank_generators.h"
+#include "train/step_figures.h"
 #include "train/train_state.h"
 
 #include <torch/optim/optimizer.h>
@@ -57,10 +59,12 @@ class Trainer {
   };
   // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
   MicroBatchResult forward_backward(const Batch& batch, bool sync, double loss_divisor);
-  // One optimizer step over micro-batches (gradients synced on the last only): the record's sums and grad_norm.
-  // Gradients that are not finite and that the loss scaler does not handle stop the run, or skip the step (see
-  // skip_if_not_finite).
-  StepRecord train_step(const std::vector<Batch>& micro_batches);
+  // One optimizer step over micro-batches (gradients synced on the last only), recorded into `s`, which place() has
+  // filled for it. Gradients that are not finite and that no loss scaler handles stop the run, or skip the step (see
+  // skip_if_not_finite). The step's figures stay on the device and are read where the Reporter logs `s`: its
+  // loss_sum and correct are then the sums since the last logged step, with grad_norm, loss_scale and skipped_steps
+  // (zero, NaN and the defaults elsewhere).
+  void train_step(const std::vector<Batch>& micro_batches, StepRecord& s);
   // The model's accuracy and loss on the test split, summed over ranks; `model` defaults to the trained one.
   EvalRecord evaluate(Classifier* model = nullptr);
 
@@ -95,13 +99,15 @@ class Trainer {
   ModelConfig model_config() const;
   void build_model();
   void build_scaler();
-  // Throws, before the optimizer steps, when the step's global gradient norm is not finite and no loss scaler
-  // skips the step: the same on every rank (the norm is of the all-reduced gradients), no extra collective. The
-  // error names the step, this rank's loss, the first parameter in backward order whose gradient is not finite, and
-  // the newest checkpoint this run wrote.
+  // Throws, before the optimizer steps, when the step's gradients hold inf/NaN and no loss scaler skips the step:
+  // the same on every rank (the gradients are the all-reduced ones), no extra collective. `norm` (the global norm,
+  // where the step computed it) decides when defined, else one pass over `grads`. The error names the step, this
+  // rank's loss (the micro-batches' mean losses and sizes), the first parameter in backward order whose gradient is
+  // not finite, and the newest checkpoint this run wrote.
   // With training.on_nonfinite = "skip", such a step is skipped instead (true: skip it) until
   // training.max_nonfinite_skips have been skipped in a row; the next one stops as above.
-  bool skip_if_not_finite(const StepRecord& s);
+  bool skip_if_not_finite(const std::vector<torch::Tensor>& grads, const torch::Tensor& norm,
+                          const std::vector<std::pair<torch::Tensor, int64_t>>& losses);
   RunFacts run_facts() const;
   // The run's counts for StepRecord and RunEnd: unreadable training samples replaced on this rank (-1: the split is
   // not read per sample) and steps skipped for non-finite gradients (-1: training.on_nonfinite stops instead).
@@ -109,7 +115,7 @@ class Trainer {
   int64_t nonfinite_skips() const;
 
   EpochEnd train_epoch();
-  // Where a step of an epoch of num_batches micro-batches stands, for the Reporter.
+  // Where the step about to run (global step + 1) of an epoch of num_batches micro-batches stands, for the Reporter.
   void place(StepRecord& s, int64_t num_batches) const;
   // metrics.sample_ids: the step's samples, batches [first_batch, end_batch) of the epoch's indices.
   void log_samples(const std::vector<int64_t>& epoch_samples, int64_t first_batch, int64_t end_batch);
@@ -144,6 +150,8 @@ class Trainer {
   std::unique_ptr<StepProfiler> profiler_;  // profile.steps; traces nothing at 0
   std::unique_ptr<SampleLog> sample_log_;   // metrics.sample_ids; writes nothing when off
   bool flops_counted_ = false;              // the first micro-batch's FLOPs per sample went to the Reporter
+  StepFigures figures_;                     // the log interval's loss and correct count, on the device
+  NonFiniteCheck non_finite_;               // a step's inf/NaN check where no norm is computed
   RankGenerators generators_;
   TrainState state_;
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;

@@ -1,8 +1,9 @@
 // GradScaler unit behaviour.
 //
-// The found_inf reduction hook, once-per-step unscale, misuse errors, disabled mode, and the CPU unscale
+// One host read per step (step()'s), once-per-step unscale, misuse errors, disabled mode, and the CPU unscale
 // kernel's semantics (scaled grads written even when non-finite, bf16 via float32).
 #include "amp/grad_scaler.h"
+#include "tests/support/op_count.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -33,75 +34,38 @@ struct Tiny {
   torch::Tensor weight() const { return model->weight.detach().clone(); }
 };
 
-GradScaler with_hook(GradScaler::ReduceFoundInf hook) {
+// As Python's GradScaler: unscale() and update() leave found_inf and the scale on the device; step() reads found_inf
+// once, and skips the optimizer step (and counts it) when it is set.
+TEST(GradScalerTest, OnlyStepReadsTheDeviceAndItDecidesSkipAndUpdate) {
   AmpConfig o;
   o.growth_interval = 3;
-  return GradScaler(o, true, std::move(hook));
-}
-
-// A rank-local inf that the reduction reports as 0 steps and grows like a clean step, and the reverse.
-TEST(GradScalerTest, ReducedFoundInfDecidesSkipAndUpdate) {
-  std::vector<double> seen;
-  double reduced = 0.0;
-  GradScaler hooked = with_hook([&](double local) {
-    seen.push_back(local);
-    return reduced;
-  });
-  GradScaler clean = with_hook(nullptr);
-  GradScaler overflowed = with_hook(nullptr);
-  Tiny a(1), b(1), c(1);
-
-  // Local inf, reduced 0: the step runs, the update counts a clean step.
-  reduced = 0.0;
-  a.backward(hooked, true);
-  b.backward(clean, false);
-  hooked.unscale(*a.opt);
-  EXPECT_TRUE(hooked.local_found_inf());
-  EXPECT_FALSE(hooked.found_inf());
-  const auto before = a.weight();
-  EXPECT_TRUE(hooked.step(*a.opt));
-  EXPECT_FALSE(torch::equal(a.weight(), before));
-  EXPECT_TRUE(clean.step(*b.opt));
-  hooked.update();
-  clean.update();
-  EXPECT_EQ(hooked.get_scale(), clean.get_scale());
-  EXPECT_EQ(hooked.growth_tracker(), clean.growth_tracker());
-  EXPECT_EQ(hooked.growth_tracker(), 1);
-  EXPECT_EQ(hooked.skipped_steps(), 0);
-
-  // Local clean, reduced 1: the step is skipped and the scale backs off like a real overflow.
-  reduced = 1.0;
-  Tiny a2(2);
-  a2.backward(hooked, false);
-  c.backward(overflowed, true);
-  overflowed.step(*c.opt);
-  overflowed.update();  // a real overflow from the same scale (hooked is still at init_scale after one clean step)
-  const auto before2 = a2.weight();
-  EXPECT_FALSE(hooked.step(*a2.opt));
-  EXPECT_TRUE(torch::equal(a2.weight(), before2));
-  EXPECT_FALSE(hooked.local_found_inf());
-  EXPECT_TRUE(hooked.found_inf());
-  hooked.update();
-  EXPECT_EQ(hooked.get_scale(), overflowed.get_scale());
-  EXPECT_EQ(hooked.growth_tracker(), 0);
-  EXPECT_EQ(hooked.skipped_steps(), 1);
-  EXPECT_EQ(seen, (std::vector<double>{1.0, 0.0}));  // the hook got each step's local value
-}
-
-TEST(GradScalerTest, SetFoundInfOverridesBetweenUnscaleAndStep) {
-  GradScaler scaler;
-  Tiny t(3);
-  t.backward(scaler, true);
-  EXPECT_THROW(scaler.set_found_inf(*t.opt, 0.0), std::logic_error);  // before unscale
-  scaler.unscale(*t.opt);
-  EXPECT_TRUE(scaler.found_inf());
-  scaler.set_found_inf(*t.opt, 0.0);
-  EXPECT_FALSE(scaler.found_inf());
-  EXPECT_TRUE(scaler.local_found_inf());
-  EXPECT_TRUE(scaler.step(*t.opt));
-  scaler.update();
-  EXPECT_EQ(scaler.growth_tracker(), 1);
-  EXPECT_EQ(scaler.get_scale(), 65536.0);
+  GradScaler scaler(o);
+  Tiny t(1);
+  for (const bool overflow : {false, true}) {
+    t.backward(scaler, overflow);
+    const auto before = t.weight();
+    {
+      OpCount ops;
+      scaler.unscale(*t.opt);
+      EXPECT_EQ(ops.host_reads(), 0);
+    }
+    {
+      OpCount ops;
+      EXPECT_EQ(scaler.step(*t.opt), !overflow);
+      EXPECT_EQ(ops.host_reads(), 1);
+    }
+    EXPECT_EQ(scaler.found_inf(), overflow);
+    EXPECT_EQ(torch::equal(t.weight(), before), overflow);
+    {
+      OpCount ops;
+      scaler.update();
+      EXPECT_EQ(ops.host_reads(), 0);
+    }
+    EXPECT_FALSE(scaler.found_inf());  // update() starts the next iteration
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(scaler.get_scale(), 32768.0);  // backed off once
+  EXPECT_EQ(scaler.growth_tracker(), 0);
 }
 
 // With a power-of-two scale and no overflow, scaling commutes with float32 rounding: unscaled gradients equal

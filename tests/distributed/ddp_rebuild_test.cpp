@@ -1,5 +1,6 @@
 // DDP's bucket rebuild with gradient views: zeroed gradients not held twice, others kept, training unchanged.
 #include "distributed/ddp.h"
+#include "optim/gradients.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -67,8 +68,8 @@ DistContext world_of_one() {
   auto store = c10::make_intrusive<c10d::HashStore>();
   DistContext ctx;
   ctx.backend = "gloo";
-  ctx.group = make_process_group(store, 0, 1,
-                                 {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, 0, 1, std::chrono::seconds(60), {"lo"})}});
+  ctx.group = make_process_group(
+      store, 0, 1, {{c10::DeviceType::CPU, "gloo", make_gloo_backend(store, 0, 1, std::chrono::seconds(60), {"lo"})}});
   return ctx;
 }
 

@@ -2,6 +2,7 @@
 // compression), fewer elements sent, and the positions learnt and sent when one rank has non-zeros where the
 // others had none.
 #include "distributed/ddp.h"
+#include "optim/gradients.h"
 #include "tests/support/in_process_rank.h"
 
 #include <gtest/gtest.h>

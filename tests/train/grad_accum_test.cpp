@@ -4,6 +4,7 @@
 // through the process group).
 #include "train/trainer.h"
 #include "distributed/ddp.h"
+#include "optim/gradients.h"
 #include "data/distributed_sampler.h"
 #include "distributed/rendezvous.h"
 #include "distributed/process_group.h"
@@ -91,8 +92,10 @@ TEST(GradAccum, OneAllReduceRoundPerOptimizerStep) {
   std::vector<std::string> errors(2);
   auto rank_main = [&](int rank) {
     try {
-      RendezvousInfo info = rendezvous_from_env({{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"},
-                                                 {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}});
+      RendezvousInfo info = rendezvous_from_env({{"RANK", std::to_string(rank)},
+                                                 {"WORLD_SIZE", "2"},
+                                                 {"MASTER_ADDR", "127.0.0.1"},
+                                                 {"MASTER_PORT", std::to_string(port)}});
       DistContext ctx = init_distributed(info, cfg.dist);
       auto counting = c10::make_intrusive<CountingBackend>(ctx.group->getBackend(c10::DeviceType::CPU));
       ctx.group = with_cpu_backend(ctx.group, counting);
