@@ -2,6 +2,7 @@
 #include "amp/grad_scaler.h"
 
 #include "base/foreach.h"
+#include "base/found_inf_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -89,27 +90,38 @@ void GradScaler::unscale(torch::optim::Optimizer& opt) {
   st.stage = Stage::kUnscaled;
 }
 
-bool GradScaler::step(torch::optim::Optimizer& opt) {
+void GradScaler::step(torch::optim::Optimizer& opt) {
   if (!enabled_) {
     opt.step();
-    return true;
+    return;
   }
   check_initialised("step");
   if (state_of(opt).stage == Stage::kStepped)
     throw std::logic_error("step() has already been called since the last update().");
   if (state_of(opt).stage == Stage::kReady) unscale(opt);
   OptimizerState& st = state_of(opt);
+  st.stage = Stage::kStepped;
+  if (auto* takes = dynamic_cast<FoundInfStep*>(&opt); takes && takes->takes_found_inf()) {
+    // torch.amp.GradScaler.step with _step_supports_amp_scaling, the gradients already unscaled: found_inf summed
+    // on the scale's device and handed to the optimizer, which skips on the device.
+    torch::Tensor found = st.found_inf_per_device.front().to(scale_.device(), /*non_blocking=*/true);
+    for (size_t i = 1; i < st.found_inf_per_device.size(); ++i)
+      found = found + st.found_inf_per_device[i].to(scale_.device(), /*non_blocking=*/true);
+    takes->step_unless_found_inf(found);
+    if (skipped_on_device_.defined())
+      skipped_on_device_.add_(found);
+    else
+      skipped_on_device_ = found.clone();
+    return;
+  }
   // torch.amp.GradScaler._maybe_opt_step: sum(v.item() for v in found_inf_per_device.values()).
   double found = 0.0;
   for (const auto& f : st.found_inf_per_device) found += f.item<double>();
   st.found_inf = found != 0.0;
-  if (!st.found_inf) {
-    opt.step();
-  } else {
+  if (*st.found_inf)
     ++skipped_steps_;
-  }
-  st.stage = Stage::kStepped;
-  return !st.found_inf;
+  else
+    opt.step();
 }
 
 void GradScaler::update() {
@@ -129,14 +141,18 @@ void GradScaler::update() {
 
 bool GradScaler::found_inf() const {
   for (const auto& [opt, st] : per_optimizer_) {
-    if (st.stage == Stage::kStepped) {
-      if (st.found_inf) return true;
+    if (st.found_inf) {
+      if (*st.found_inf) return true;
       continue;
     }
     for (const auto& f : st.found_inf_per_device)
       if (f.item<double>() != 0.0) return true;
   }
   return false;
+}
+
+int64_t GradScaler::skipped_steps() const {
+  return skipped_steps_ + (skipped_on_device_.defined() ? static_cast<int64_t>(skipped_on_device_.item<double>()) : 0);
 }
 
 double GradScaler::get_scale() const {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 #include <string>
 
@@ -19,7 +20,8 @@ namespace ddp {
 // The scale lives in a float32 tensor and the growth tracker in an int32 tensor on the loss's device, as in
 // Python; unscale() and update() run ATen's _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_,
 // which LibTorch 2.x has for CPU as well as CUDA: one code path, the kernels torch.amp.GradScaler runs.
-// As in Python, step() is the one place that reads the device (found_inf, to decide whether opt.step() runs).
+// As in Python, step() is the one place that reads the device (found_inf, to decide whether opt.step() runs), and
+// not even there for an optimizer that takes found_inf itself (a FoundInfStep: fused SGD), which skips on the device.
 // Under DDP every rank unscales the same all-reduced gradients, so every rank skips the same steps without a
 // collective of the scaler's own (torch.amp.GradScaler with DistributedDataParallel relies on the same).
 class GradScaler {
@@ -37,20 +39,22 @@ class GradScaler {
   // the device whether any was inf/NaN (checked before unscaling); reads nothing to the host. Once per optimizer
   // per update(): a second call, or a call after step(), throws std::logic_error.
   void unscale(torch::optim::Optimizer& opt);
-  // Unscales if not yet done, reads found_inf (the step's one host read) and runs opt.step() unless it is set.
-  // Returns whether opt.step() ran.
-  bool step(torch::optim::Optimizer& opt);
+  // Unscales if not yet done, then steps unless found_inf: an optimizer that takes found_inf (base/found_inf_step.h)
+  // gets it on the device; for any other, found_inf is read (the step's one host read) and opt.step() runs unless it
+  // is set. found_inf() then says whether the step was skipped.
+  void step(torch::optim::Optimizer& opt);
   // Backs off / grows the scale from this iteration's found_inf (summed over optimizers) on the device, then forgets
   // the per-optimizer stages. Throws std::logic_error if no optimizer was unscaled since the last update().
   void update();
 
-  // Whether this iteration's gradients held inf/NaN, summed over its optimizers: what step() read (read now for an
-  // optimizer unscaled but not stepped yet). update() resets it to false.
+  // Whether this iteration's gradients held inf/NaN, summed over its optimizers: what step() read, or read now (an
+  // optimizer that took found_inf on the device, or one unscaled but not stepped yet). update() resets it to false.
   bool found_inf() const;
 
   double get_scale() const;        // init_scale before the first scale(); 1.0 when disabled
   int64_t growth_tracker() const;  // consecutive clean steps since the last growth or backoff; 0 when disabled
-  int64_t skipped_steps() const { return skipped_steps_; }  // step() calls that skipped opt.step()
+  // step() calls that skipped the optimizer step (read from the device where the optimizer took found_inf).
+  int64_t skipped_steps() const;
   // The scale's rules: [amp]'s values, or those a load_state_dict() brought.
   const AmpConfig& options() const { return options_; }
 
@@ -67,7 +71,7 @@ class GradScaler {
   struct OptimizerState {
     Stage stage = Stage::kReady;
     std::vector<torch::Tensor> found_inf_per_device;  // float32 [1] each, on the gradients' devices
-    bool found_inf = false;                           // what step() read
+    std::optional<bool> found_inf;                    // what step() read; none where the optimizer took it
   };
   OptimizerState& state_of(torch::optim::Optimizer& opt);
   void check_initialised(const char* what) const;
@@ -78,7 +82,8 @@ class GradScaler {
   torch::Tensor scale_;           // float32 [1]
   torch::Tensor growth_tracker_;  // int32 [1]
   std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
-  int64_t skipped_steps_ = 0;
+  int64_t skipped_steps_ = 0;        // decided on the host
+  torch::Tensor skipped_on_device_;  // float32 [1]: decided by optimizers that took found_inf; may be undefined
 };
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
+#include "base/found_inf_step.h"
 #include "base/python_number.h"
 
 #include <ATen/ops/_foreach_add.h>
@@ -13,7 +14,7 @@
 namespace ddp {
 namespace {
 
-class KernelSGD : public torch::optim::SGD {
+class KernelSGD : public torch::optim::SGD, public FoundInfStep {
  public:
   KernelSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, UpdateKernels kernels)
       : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
@@ -25,12 +26,20 @@ class KernelSGD : public torch::optim::SGD {
       loss = closure();
     }
     torch::NoGradGuard no_grad;
-    for (auto& group : param_groups_) step_group(group);
+    for (auto& group : param_groups_) step_group(group, torch::Tensor());
     return loss;
   }
 
+  // The fused kernel takes found_inf (torch.optim's fused SGD has _step_supports_amp_scaling).
+  bool takes_found_inf() const override { return kernels_ == UpdateKernels::kFused; }
+  void step_unless_found_inf(const torch::Tensor& found_inf) override {
+    TORCH_CHECK(takes_found_inf(), "SGD takes found_inf with optimizer.fused only");
+    torch::NoGradGuard no_grad;
+    for (auto& group : param_groups_) step_group(group, found_inf);
+  }
+
  private:
-  void step_group(torch::optim::OptimizerParamGroup& group) {
+  void step_group(torch::optim::OptimizerParamGroup& group, const torch::Tensor& found_inf) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
     std::vector<torch::Tensor> params, grads;
     for (const auto& p : group.params())
@@ -42,7 +51,7 @@ class KernelSGD : public torch::optim::SGD {
     for (const auto& indices : group_by_device_and_dtype(params)) {
       std::vector<torch::Tensor> device_params = pick(params, indices), device_grads = pick(grads, indices);
       if (kernels_ == UpdateKernels::kFused)
-        fused(o, device_params, device_grads);
+        fused(o, device_params, device_grads, found_inf);
       else if (kernels_ == UpdateKernels::kForeach)
         multi_tensor(o, device_params, device_grads);
       else
@@ -107,11 +116,12 @@ class KernelSGD : public torch::optim::SGD {
   }
 
   // torch.optim.sgd._fused_sgd, with one difference: momentum buffers start as zeros and the kernel never takes
-  // is_first_step. torch.optim starts them with empty_like and is_first_step=True (buf = grad); a step that a loss
-  // scaler's found_inf skips inside the kernel would leave that memory uninitialised for the next step. With
-  // dampening 0, momentum x 0 + grad is the same first buffer, and a skipped first step leaves zeros.
+  // is_first_step. torch.optim starts them with empty_like and is_first_step=True (buf = grad); when a loss scaler's
+  // found_inf skips that first step inside the kernel, the buffers stay uninitialised memory that later steps read.
+  // With dampening 0, momentum x 0 + grad is the same first buffer, and a skipped first step leaves zeros.
+  // found_inf (undefined: none) is moved to the parameters' device, as torch.optim does.
   void fused(const torch::optim::SGDOptions& o, const std::vector<torch::Tensor>& params,
-             const std::vector<torch::Tensor>& grads) {
+             const std::vector<torch::Tensor>& grads, const torch::Tensor& found_inf) {
     std::vector<torch::Tensor> bufs;
     if (o.momentum() != 0) {
       for (const auto& p : params) {
@@ -119,8 +129,10 @@ class KernelSGD : public torch::optim::SGD {
         bufs.push_back(buffer_of(p));
       }
     }
+    std::optional<torch::Tensor> found;
+    if (found_inf.defined()) found = found_inf.to(params.front().device(), /*non_blocking=*/true);
     at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                    /*maximize=*/false, /*is_first_step=*/false);
+                    /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found);
   }
 
   void new_buffer(const torch::Tensor& p, torch::Tensor buf) {

@@ -3,6 +3,7 @@
 // One host read per step (step()'s), once-per-step unscale, misuse errors, disabled mode, and the CPU unscale
 // kernel's semantics (scaled grads written even when non-finite, bf16 via float32).
 #include "amp/grad_scaler.h"
+#include "optim/optimizer.h"
 #include "tests/support/op_count.h"
 
 #include <gtest/gtest.h>
@@ -51,7 +52,7 @@ TEST(GradScalerTest, OnlyStepReadsTheDeviceAndItDecidesSkipAndUpdate) {
     }
     {
       OpCount ops;
-      EXPECT_EQ(scaler.step(*t.opt), !overflow);
+      scaler.step(*t.opt);
       EXPECT_EQ(ops.host_reads(), 1);
     }
     EXPECT_EQ(scaler.found_inf(), overflow);
@@ -68,6 +69,35 @@ TEST(GradScalerTest, OnlyStepReadsTheDeviceAndItDecidesSkipAndUpdate) {
   EXPECT_EQ(scaler.growth_tracker(), 0);
 }
 
+// An optimizer that takes found_inf (fused SGD) gets it on the device: step() reads nothing, an overflow leaves the
+// weights as they were and is counted, and a clean step trains.
+TEST(GradScalerTest, FusedSgdSkipsOnTheDeviceWithoutAHostRead) {
+  torch::manual_seed(1);
+  auto model = torch::nn::Linear(3, 2);
+  OptimizerConfig cfg;
+  cfg.momentum = 0.9;
+  cfg.fused = true;
+  const auto opt = make_sgd(cfg, 0.1, model->parameters());
+  GradScaler scaler;
+  const auto x = torch::randn({4, 3}), y = torch::randn({4, 2});
+  for (const bool overflow : {true, false}) {
+    opt->zero_grad();
+    scaler.scale(torch::mse_loss(model->forward(x), y)).backward();
+    if (overflow) model->weight.grad().view({-1})[0].fill_(INFINITY);
+    const auto before = model->weight.detach().clone();
+    {
+      OpCount ops;
+      scaler.step(*opt);
+      EXPECT_EQ(ops.host_reads(), 0);
+      EXPECT_EQ(ops.of("aten::_fused_sgd_"), 1);
+    }
+    EXPECT_EQ(scaler.found_inf(), overflow);
+    EXPECT_EQ(torch::equal(model->weight, before), overflow);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+}
+
 // With a power-of-two scale and no overflow, scaling commutes with float32 rounding: unscaled gradients equal
 // the unscaled backward's bit for bit, and step() after an explicit unscale() does not unscale again.
 TEST(GradScalerTest, UnscaleOncePerStepExactForPowerOfTwoScale) {
@@ -81,7 +111,8 @@ TEST(GradScalerTest, UnscaleOncePerStepExactForPowerOfTwoScale) {
   EXPECT_TRUE(torch::equal(scaled.model->weight.grad(), plain.model->weight.grad()));
   EXPECT_TRUE(torch::equal(scaled.model->bias.grad(), plain.model->bias.grad()));
   EXPECT_THROW(scaler.unscale(*scaled.opt), std::logic_error);
-  EXPECT_TRUE(scaler.step(*scaled.opt));
+  scaler.step(*scaled.opt);
+  EXPECT_FALSE(scaler.found_inf());
   EXPECT_TRUE(torch::equal(scaled.model->weight.grad(), plain.model->weight.grad()));
   plain.opt->step();
   EXPECT_TRUE(torch::equal(scaled.model->weight, plain.model->weight));
@@ -118,7 +149,8 @@ TEST(GradScalerTest, DisabledIsAPassThrough) {
   scaler.unscale(*t.opt);
   EXPECT_TRUE(torch::equal(t.model->weight.grad(), grad));
   const auto before = t.weight();
-  EXPECT_TRUE(scaler.step(*t.opt));
+  scaler.step(*t.opt);
+  EXPECT_FALSE(scaler.found_inf());
   EXPECT_FALSE(torch::equal(t.weight(), before));
   scaler.update();
   EXPECT_EQ(scaler.get_scale(), 1.0);
@@ -144,7 +176,8 @@ TEST(GradScalerTest, UnscaleWritesScaledValuesAndFlagsNonFinite) {
   const auto inv_scale = torch::full({1}, 10.0, torch::kDouble).reciprocal().to(torch::kFloat);
   EXPECT_TRUE(torch::equal(p32.grad(), g32_in * inv_scale));  // inf * 0.1 stays inf, others scaled
   EXPECT_TRUE(torch::equal(p16.grad(), (bf16_in.to(torch::kFloat) * inv_scale).to(torch::kBFloat16)));
-  EXPECT_FALSE(scaler.step(opt));
+  scaler.step(opt);
+  EXPECT_TRUE(scaler.found_inf());
   scaler.update();
   EXPECT_EQ(scaler.get_scale(), 5.0);  // backed off
   p32.mutable_grad() = torch::ones({3});

@@ -17,8 +17,9 @@ namespace {
 
 struct OptimCase {
   std::string name;
-  std::string ours;    // ddptrain overrides
-  std::string python;  // optim_reference.py flags
+  std::string ours;         // ddptrain overrides
+  std::string python;       // optim_reference.py flags
+  std::string kernel = "";  // an operator ddptrain's update must run (its profiler trace of a step holds it)
 };
 
 // 25 steps of ddptrain and of tests/python/optim_reference.py on `device`: the weights within `tolerance`, each
@@ -38,8 +39,11 @@ void check_against_pytorch(const OptimCase& c, const std::string& device, double
                    "metrics.log_every_steps=1"});
   // Python's Net is NCHW: the same layout here, so that cuDNN picks the same convolutions.
   auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " --dist.device=" + device +
-                          " --model.memory_format=contiguous " + c.ours);
+                          " --model.memory_format=contiguous --profile.start_step=20 --profile.steps=1 " + c.ours);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  if (!c.kernel.empty())
+    EXPECT_NE(read_file(dir / "out/profile/rank0.json").find("\"" + c.kernel + "\""), std::string::npos)
+        << "no " << c.kernel << " in step 20's trace";
   EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), tolerance);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);
   // Each step's pre-clip gradient norm equals PyTorch's clip_grad_norm_ return value.
@@ -98,7 +102,34 @@ const auto kOptimCases = ::testing::Values(
     OptimCase{"sgd_step_decay",
               "--optimizer.lr=0.1 --optimizer.momentum=0.5 --lr_scheduler.decay=step "
               "--lr_scheduler.step_size=7 --lr_scheduler.gamma=0.3",
-              "--optimizer sgd --lr 0.1 --momentum 0.5 --decay step --step_size 7 --gamma 0.3"});
+              "--optimizer sgd --lr 0.1 --momentum 0.5 --decay step --step_size 7 --gamma 0.3"},
+    // torch.optim's foreach=True and fused=True against ddptrain's optimizer.foreach and optimizer.fused.
+    OptimCase{"sgd_nesterov_wd_clip_foreach",
+              "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+              "--optimizer.weight_decay=0.01 --training.clip_grad_norm=0.5 --optimizer.foreach=on",
+              "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --clip 0.5 --foreach 1",
+              "aten::_foreach_add_"},
+    OptimCase{"sgd_nesterov_wd_fused",
+              "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+              "--optimizer.weight_decay=0.01 --optimizer.fused=true",
+              "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight_decay 0.01 --fused 1",
+              "aten::_fused_sgd_"},
+    OptimCase{"adamw_amsgrad_foreach",
+              "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 --optimizer.amsgrad=true "
+              "--lr_scheduler.warmup_steps=5 --optimizer.foreach=on",
+              "--optimizer adamw --lr 0.003 --weight_decay 0.05 --amsgrad 1 --warmup 5 --foreach 1",
+              "aten::_foreach_addcdiv_"},
+    OptimCase{"adam_l2_foreach",
+              "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.foreach=on",
+              "--optimizer adam --lr 0.002 --weight_decay 0.01 --foreach 1", "aten::_foreach_addcdiv_"},
+    OptimCase{"adamw_amsgrad_fused",
+              "--optimizer.name=adamw --optimizer.lr=0.003 --optimizer.weight_decay=0.05 --optimizer.amsgrad=true "
+              "--lr_scheduler.decay=cosine --optimizer.fused=true",
+              "--optimizer adamw --lr 0.003 --weight_decay 0.05 --amsgrad 1 --decay cosine --fused 1",
+              "aten::_fused_adamw_"},
+    OptimCase{"adam_l2_fused",
+              "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.fused=true",
+              "--optimizer adam --lr 0.002 --weight_decay 0.01 --fused 1", "aten::_fused_adam_"});
 INSTANTIATE_TEST_SUITE_P(Optim, OptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(Optim, CudaOptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
 

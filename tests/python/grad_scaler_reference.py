@@ -8,6 +8,7 @@
 #   train --model M.pt --batch B.pt --out OUT.pt --arch linear|net [--autocast] [--dtype bf16|fp16] --init-scale S
 #         --growth-interval N --growth-factor G --backoff-factor B
 #         --steps K --inf-steps 3,7 --nan-steps 9 --lr LR --momentum MU [--reduction sum]
+#         [--sgd-kernels for_loop|foreach|fused]
 #         -> OUT.pt {scales, trackers, skipped, losses, param.*, momentum.*} and OUT.pt.scaler (scaler.state_dict())
 #   load-state --state S.pt --out OUT.pt    GradScaler("cpu").load_state_dict(S); torch.save(state_dict()) -> OUT
 import argparse
@@ -51,7 +52,8 @@ def train(args):
     model = in_memory_format(model, args)
     batch = torch.load(args.batch)
     x, y = batch["x"], batch["y"]
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    kernels = {"for_loop": dict(foreach=False), "foreach": dict(foreach=True), "fused": dict(fused=True)}
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, **kernels[args.sgd_kernels])
     scaler = torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_factor=args.growth_factor,
                                   backoff_factor=args.backoff_factor, growth_interval=args.growth_interval)
     inf_steps, nan_steps = steps_csv(args.inf_steps), steps_csv(args.nan_steps)
@@ -119,6 +121,8 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last"])
+    p.add_argument("--sgd-kernels", default="for_loop", choices=["for_loop", "foreach", "fused"],
+                   help="torch.optim.SGD(foreach=False), (foreach=True) or (fused=True)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     {"autocast-forward": autocast_forward, "train": train, "load-state": load_state}[args.mode](args)

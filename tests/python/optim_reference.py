@@ -4,6 +4,7 @@
 # warmup steps, then (SequentialLR) CosineAnnealingLR to min_lr, StepLR or MultiStepLR; on the classic Net, data order
 # of DistributedSampler(world 1).
 # --device cuda: the same on the GPU, where torch.optim and clip_grad_norm_ take their multi-tensor (foreach) paths.
+# --foreach 0|1, --fused 1: torch.optim's foreach and fused arguments (default: foreach=None, fused=None).
 import os
 import sys
 
@@ -42,7 +43,7 @@ def main():
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
                          ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
                          ("label_smoothing", float, 0.0), ("device", str, "cpu"), ("amsgrad", int, 0),
-                         ("milestones", str, "")])
+                         ("milestones", str, ""), ("foreach", int, -1), ("fused", int, 0)])
     torch.set_num_threads(1)
     device = torch.device(a.device)
     model = Net(0.0)
@@ -54,12 +55,16 @@ def main():
     ds = TensorDataset(x, labels)
     sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=a.seed)
     loader = DataLoader(ds, batch_size=a.batch, sampler=sampler)
+    # torch.optim's implementation: foreach -1 (None: its default for the device), 0 or 1; fused 1.
+    kernels = {"foreach": None if a.foreach < 0 else bool(a.foreach)}
+    if a.fused:
+        kernels = {"fused": True}
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
-                              nesterov=bool(a.nesterov))
+                              nesterov=bool(a.nesterov), **kernels)
     else:
         adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
-        opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad))
+        opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad), **kernels)
     sched = make_scheduler(opt, a)
     step, epoch = 0, 0
     while step < a.steps:
