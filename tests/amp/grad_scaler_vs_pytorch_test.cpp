@@ -349,20 +349,26 @@ TEST(GradScalerVsPyTorch, Bf16NetFromInitScale3e38BacksOffThenTrains) {
   }
 }
 
-// fp16 autocast on CPU (LibTorch 2.x) with dynamic loss scaling, the GPU recipe of torch.amp: per-step scale,
-// skipped steps (forced inf/NaN overflows and whatever fp16 overflows on its own), parameters and momenta equal
-// torch.autocast("cpu", torch.float16) + torch.amp.GradScaler("cpu") bit for bit.
-TEST(GradScalerVsPyTorch, Fp16NetWithForcedOverflowsMatchesTorchAmpBitForBit) {
-  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+// The fp16-autocast Net at lr 0.01, its scale growing every 4 clean steps, with inf forced at `inf_steps`.
+TrainSpec fp16_net(int steps, std::set<int> inf_steps) {
   TrainSpec spec;
   spec.arch = "net";
   spec.autocast = true;
   spec.dtype = "fp16";
   spec.growth_interval = 4;
-  spec.steps = 24;
-  spec.inf_steps = {2, 9, 10};
-  spec.nan_steps = {15};
+  spec.steps = steps;
+  spec.inf_steps = std::move(inf_steps);
   spec.lr = 0.01;
+  return spec;
+}
+
+// fp16 autocast on CPU (LibTorch 2.x) with dynamic loss scaling, the GPU recipe of torch.amp: per-step scale,
+// skipped steps (forced inf/NaN overflows and whatever fp16 overflows on its own), parameters and momenta equal
+// torch.autocast("cpu", torch.float16) + torch.amp.GradScaler("cpu") bit for bit.
+TEST(GradScalerVsPyTorch, Fp16NetWithForcedOverflowsMatchesTorchAmpBitForBit) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TrainSpec spec = fp16_net(24, {2, 9, 10});
+  spec.nan_steps = {15};
   check_against_pytorch(spec, 7);
 }
 
@@ -373,14 +379,7 @@ TEST(GradScalerVsPyTorch, Fp16NetForeachAndFusedSgdMatchTorchOptimBitForBit) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   for (const std::string kernels : {"foreach", "fused"}) {
     SCOPED_TRACE(kernels);
-    TrainSpec spec;
-    spec.arch = "net";
-    spec.autocast = true;
-    spec.dtype = "fp16";
-    spec.growth_interval = 4;
-    spec.steps = 16;
-    spec.inf_steps = {3, 9};
-    spec.lr = 0.01;
+    TrainSpec spec = fp16_net(16, {3, 9});
     spec.kernels = spec.python_kernels = kernels;
     check_against_pytorch(spec, 7);
   }
@@ -392,14 +391,7 @@ TEST(GradScalerVsPyTorch, Fp16NetForeachAndFusedSgdMatchTorchOptimBitForBit) {
 // the fused kernel rounds momentum x buffer + gradient in one expression, so within float32 rounding.
 TEST(GradScalerVsPyTorch, Fp16FusedSgdWhoseFirstStepIsSkippedMatchesTheLoop) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
-  TrainSpec spec;
-  spec.arch = "net";
-  spec.autocast = true;
-  spec.dtype = "fp16";
-  spec.growth_interval = 4;
-  spec.steps = 16;
-  spec.inf_steps = {0, 1, 7};
-  spec.lr = 0.01;
+  TrainSpec spec = fp16_net(16, {0, 1, 7});
   spec.kernels = "fused";
   spec.tolerance = 1e-6;
   check_against_pytorch(spec, 7);
