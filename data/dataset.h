@@ -14,7 +14,8 @@
 
 namespace ddp {
 
-// A split whose samples are files, read and transformed one at a time when a batch is assembled (image folders).
+// A split whose samples are read one at a time when a batch is assembled: files decoded and transformed (image
+// folders), or images generated from their index (synthetic).
 class SampleSource {
  public:
   struct Sample {
@@ -25,7 +26,7 @@ class SampleSource {
   // Sample `index`; `seed` keys its random augmentation, if it has one. Throws naming the file, unless the source
   // replaces unreadable samples (data.on_bad_sample = "skip").
   virtual Sample read(int64_t index, uint64_t seed) const = 0;
-  // Unreadable samples replaced so far.
+  // Unreadable samples replaced so far; -1 for a source that reads no files.
   virtual int64_t bad_samples() const = 0;
 };
 

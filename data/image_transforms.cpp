@@ -2,6 +2,8 @@
 // (torchvision/transforms/v2/functional/_geometry.py and v2/_geometry.py), through the same ATen kernels.
 #include "data/image_transforms.h"
 
+#include "data/sample_key.h"
+
 #include <ATen/Version.h>
 #include <torch/torch.h>
 
@@ -102,15 +104,6 @@ CropBox scaled_box(const CropBox& box, unsigned scale, int64_t height, int64_t w
 
 bool random_flip(at::Generator& gen) { return torch::rand({1}, gen, torch::kFloat32).item<float>() < 0.5f; }
 
-uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
-  // SplitMix64's finaliser (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014), chained.
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
-}
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) { return sample_key(seed, epoch, index); }
 
 }  // namespace ddp

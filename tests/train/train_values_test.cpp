@@ -129,14 +129,14 @@ TEST(TrainValues, BatchNormLastBatchOfOneCountsPerRank) {
   }
 }
 
-// A synthetic set larger than the machine's memory failed with the allocator's "can't allocate memory: you tried to
-// allocate 313600000000 bytes"; now the keys are named before anything is allocated.
-TEST(TrainValues, SyntheticSetLargerThanMemoryNamesTheKeys) {
+// Synthetic class templates larger than the machine's memory (a million classes of 4096x4096) are refused naming the
+// keys before anything is allocated.
+TEST(TrainValues, SyntheticTemplatesLargerThanMemoryNameTheKeys) {
   test::TempDir dir;
-  expect_refused(values_synthetic_job(dir, "net", "synthetic_train_size = 100000000\n"), "", 1,
-                 "error: data.synthetic_train_size = 100000000, data.synthetic_test_size = 1000 of 1x28x28 images "
-                 "(model.num_classes = 10) need ",
-                 {"GiB to generate, more than this machine's", "lower data.synthetic_train_size"});
+  expect_refused(values_synthetic_job(dir, "resnet18", "image_size = 4096\n"), "--model.num_classes=1000000", 1,
+                 "error: model.num_classes = 1000000 class templates of 1x4096x4096 and the labels of "
+                 "data.synthetic_train_size = 6000 + data.synthetic_test_size = 1000 samples need ",
+                 {"GiB to hold, more than this machine's", "lower model.num_classes, data.image_size"});
 }
 
 // /dev/urandom as the config was read forever (1.9 GB and growing); a FIFO without a writer blocked.
