@@ -2,7 +2,7 @@
 #include "amp/grad_scaler.h"
 
 #include "base/foreach.h"
-#include "base/found_inf_step.h"
+#include "base/capturable_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +101,7 @@ void GradScaler::step(torch::optim::Optimizer& opt) {
   if (state_of(opt).stage == Stage::kReady) unscale(opt);
   OptimizerState& st = state_of(opt);
   st.stage = Stage::kStepped;
-  if (auto* takes = dynamic_cast<FoundInfStep*>(&opt); takes && takes->takes_found_inf()) {
+  if (auto* takes = dynamic_cast<CapturableStep*>(&opt); takes && takes->capturable()) {
     // torch.amp.GradScaler.step with _step_supports_amp_scaling, the gradients already unscaled: found_inf summed
     // on the scale's device and handed to the optimizer, which skips on the device.
     torch::Tensor found = st.found_inf_per_device.front().to(scale_.device(), /*non_blocking=*/true);

@@ -21,7 +21,7 @@ namespace ddp {
 // Python; unscale() and update() run ATen's _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_,
 // which LibTorch 2.x has for CPU as well as CUDA: one code path, the kernels torch.amp.GradScaler runs.
 // As in Python, step() is the one place that reads the device (found_inf, to decide whether opt.step() runs), and
-// not even there for an optimizer that takes found_inf itself (a FoundInfStep: fused SGD), which skips on the device.
+// not even there for an optimizer that takes found_inf itself (a CapturableStep: fused SGD), which skips on the device.
 // Under DDP every rank unscales the same all-reduced gradients, so every rank skips the same steps without a
 // collective of the scaler's own (torch.amp.GradScaler with DistributedDataParallel relies on the same).
 class GradScaler {
@@ -39,7 +39,7 @@ class GradScaler {
   // the device whether any was inf/NaN (checked before unscaling); reads nothing to the host. Once per optimizer
   // per update(): a second call, or a call after step(), throws std::logic_error.
   void unscale(torch::optim::Optimizer& opt);
-  // Unscales if not yet done, then steps unless found_inf: an optimizer that takes found_inf (base/found_inf_step.h)
+  // Unscales if not yet done, then steps unless found_inf: an optimizer that takes found_inf (base/capturable_step.h)
   // gets it on the device; for any other, found_inf is read (the step's one host read) and opt.step() runs unless it
   // is set. found_inf() then says whether the step was skipped.
   void step(torch::optim::Optimizer& opt);

@@ -111,6 +111,8 @@ int ddptrain_main(const std::vector<std::string>& args) {
     RendezvousInfo info = rendezvous_from_env(process_env());
     info.config_digest = config_digest(format_config(cfg)).substr(0, 16);
     if (info.world_size > 1) prefix = "[rank " + std::to_string(info.rank) + "] ";
+    // PyTorch's CUDA Graphs notes for DDP: NCCL's asynchronous error handling off before the process group exists.
+    if (cfg.training.cuda_graph) ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", 1);
     ctx = init_distributed(info, cfg.dist);
     const auto hang_watch =
         HangWatch::start(ctx, cfg.dist.hang_report_after_s(), cfg.job.out_dir + "/hang",

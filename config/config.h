@@ -250,6 +250,7 @@ struct TrainingConfig {
   bool deterministic = false;
   bool cudnn_benchmark = false;
   bool cudnn_allow_tf32 = true;
+  bool cuda_graph = false;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -288,6 +289,10 @@ struct TrainingConfig {
     key(s.cudnn_benchmark, Key("cudnn_benchmark", "torch.backends.cudnn.benchmark (CUDA; not with deterministic)"));
     key(s.cudnn_allow_tf32,
         Key("cudnn_allow_tf32", "torch.backends.cudnn.allow_tf32: float32 convolutions may use TF32 (CUDA, Ampere+)"));
+    key(s.cuda_graph, Key("cuda_graph",
+                          "after warm-up steps, capture the whole training step as one CUDA graph (torch.cuda.graph) "
+                          "and replay it for every full batch (CUDA; sgd with optimizer.fused)")
+                          .resume_may_differ());
   }
 };
 

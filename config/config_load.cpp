@@ -321,6 +321,40 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
 }
 
 // Rules across keys; the error points at the first of `keys` that the file or an override set.
+// training.cuda_graph's rules: what the captured step holds must run on the device alone, with the shapes of its
+// capture (the CUDA Graphs notes of PyTorch: no host reads or synchronisation, static shapes, no CPU collectives).
+template <class Fail>
+void check_cuda_graph(const Config& cfg, const Fail& fail) {
+  if (!cfg.training.cuda_graph) return;
+  const std::string why = "training.cuda_graph captures the training step in a CUDA graph: ";
+  if (cfg.dist.device == DeviceChoice::Cpu)
+    fail({"training.cuda_graph", "dist.device"}, why + "it needs a GPU; set dist.device = \"cuda\" or \"auto\"");
+  if (cfg.dist.backend == BackendChoice::Gloo)
+    fail({"training.cuda_graph", "dist.backend"},
+         why + "Gloo's collectives run on the host and cannot be captured; set dist.backend = \"nccl\" or \"auto\"");
+  if (cfg.model.name == ModelName::TorchScript)
+    fail({"training.cuda_graph", "model.name"},
+         why + "a TorchScript module may change shapes or read the host inside its forward; use a built-in model");
+  if (cfg.training.grad_accum_steps != 1)
+    fail({"training.cuda_graph", "training.grad_accum_steps"},
+         why + "one micro-batch per optimizer step is captured; set training.grad_accum_steps = 1");
+  if (cfg.optimizer.name != OptimizerName::Sgd || !cfg.optimizer.fused)
+    fail({"training.cuda_graph", "optimizer.fused", "optimizer.name"},
+         why + "the optimizer step must take its learning rate and the loss scaler's verdict on the device; set "
+               "optimizer.name = \"sgd\" with optimizer.fused = true (its fused kernel does)");
+  if (cfg.model.sync_batchnorm)
+    fail({"training.cuda_graph", "model.sync_batchnorm"},
+         why + "model.sync_batchnorm's collectives in the forward are not captured; set it to false");
+  if (cfg.dist.find_unused_parameters)
+    fail({"training.cuda_graph", "dist.find_unused_parameters"},
+         why + "dist.find_unused_parameters searches the autograd graph on the host after every forward; set it to "
+               "false");
+  if (cfg.dist.grad_compression != GradCompression::None || cfg.dist.skip_zero_gradients)
+    fail({"training.cuda_graph", "dist.grad_compression", "dist.skip_zero_gradients"},
+         why + "DDP communication hooks are not captured; set dist.grad_compression = \"none\" and "
+               "dist.skip_zero_gradients = false");
+}
+
 void check_consistency(const Config& cfg, const std::string& source, const KeyLocations& locations) {
   auto fail = [&](std::initializer_list<const char*> keys, const std::string& msg) {
     std::string loc = source + ":1:1";
@@ -375,6 +409,7 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
     fail({"optimizer.amsgrad", "optimizer.name"},
          "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
+  check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
     fail({"optimizer.fused", "optimizer.foreach"},
          "optimizer.fused and optimizer.foreach = \"on\" cannot both be set (torch.optim: \"`fused` and `foreach` "

@@ -3,7 +3,7 @@
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
-#include "base/found_inf_step.h"
+#include "base/capturable_step.h"
 #include "base/python_number.h"
 
 #include <ATen/ops/_foreach_add.h>
@@ -14,7 +14,7 @@
 namespace ddp {
 namespace {
 
-class KernelSGD : public torch::optim::SGD, public FoundInfStep {
+class KernelSGD : public torch::optim::SGD, public CapturableStep {
  public:
   KernelSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, UpdateKernels kernels)
       : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
@@ -30,10 +30,14 @@ class KernelSGD : public torch::optim::SGD, public FoundInfStep {
     return loss;
   }
 
-  // The fused kernel takes found_inf (torch.optim's fused SGD has _step_supports_amp_scaling).
-  bool takes_found_inf() const override { return kernels_ == UpdateKernels::kFused; }
+  // The fused kernel takes found_inf (torch.optim's fused SGD has _step_supports_amp_scaling) and a tensor lr.
+  bool capturable() const override { return kernels_ == UpdateKernels::kFused; }
+  void read_lr_from(torch::Tensor lr) override {
+    TORCH_CHECK(capturable() || !lr.defined(), "SGD reads its lr from a tensor with optimizer.fused only");
+    lr_ = std::move(lr);
+  }
   void step_unless_found_inf(const torch::Tensor& found_inf) override {
-    TORCH_CHECK(takes_found_inf(), "SGD takes found_inf with optimizer.fused only");
+    TORCH_CHECK(capturable(), "SGD takes found_inf with optimizer.fused only");
     torch::NoGradGuard no_grad;
     for (auto& group : param_groups_) step_group(group, found_inf);
   }
@@ -131,8 +135,12 @@ class KernelSGD : public torch::optim::SGD, public FoundInfStep {
     }
     std::optional<torch::Tensor> found;
     if (found_inf.defined()) found = found_inf.to(params.front().device(), /*non_blocking=*/true);
-    at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                    /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found);
+    if (lr_.defined())
+      at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), lr_, o.dampening(), o.nesterov(),
+                      /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found);
+    else
+      at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                      /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found);
   }
 
   void new_buffer(const torch::Tensor& p, torch::Tensor buf) {
@@ -146,6 +154,7 @@ class KernelSGD : public torch::optim::SGD, public FoundInfStep {
   }
 
   UpdateKernels kernels_;
+  torch::Tensor lr_;  // read_lr_from's; undefined: the param group's lr
 };
 
 }  // namespace

@@ -25,6 +25,10 @@ class AveragedModel {
   void update(const torch::nn::Module& model);
   Classifier& model() { return *average_; }
   int64_t updates() const { return n_averaged_; }
+  // An update that a replayed CUDA graph ran (its kernels were captured from update()): counted here.
+  void count_replayed_update() {
+    if (average_) ++n_averaged_;
+  }
 
   // Checkpoint entries: "ema" (name -> tensor, the averaged module's state_dict) and "ema_n_averaged".
   void state_dict(c10::impl::GenericDict& out) const;

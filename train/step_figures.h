@@ -22,6 +22,9 @@ class StepFigures {
   };
   // loss: float32 [] (a micro-batch's mean, detached), correct: int64 [], on the same device.
   void add(const torch::Tensor& loss, const torch::Tensor& correct, int64_t samples);
+  // Also reads these running sums (float64 [] and int64 [], added to on the device by a replayed CUDA graph), and
+  // zeroes them where it reads them.
+  void track(torch::Tensor loss_sum, torch::Tensor correct);
   // The sums since the last read (zero when nothing was added); then nothing is kept.
   Sums read();
 
@@ -29,8 +32,9 @@ class StepFigures {
   void fold();
   std::vector<torch::Tensor> losses_, correct_;
   std::vector<int64_t> samples_;
-  torch::Tensor
-      folded_;  // float64 [2]: loss x samples and correct of the micro-batches folded so far; may be undefined
+  // float64 [2]: loss x samples and correct of the micro-batches folded so far; may be undefined.
+  torch::Tensor folded_;
+  torch::Tensor tracked_loss_sum_, tracked_correct_;  // track()'s; may be undefined
 };
 
 }  // namespace ddp

@@ -97,7 +97,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     set_lr(*optimizer_, lr);
     StepRecord s;
     place(s, num_batches);
-    train_step(group, s);
+    graph_ ? graph_step(group, s) : train_step(group, s);
     log_samples(loader.indices(), position.batch_in_epoch - static_cast<int64_t>(group.size()),
                 position.batch_in_epoch);
     group.clear();
@@ -138,6 +138,7 @@ void Trainer::place(StepRecord& s, int64_t num_batches) const {
 }
 
 bool Trainer::end_epoch() {
+  settle_graph_flag();
   state_.position.next_epoch();
   const int64_t every = cfg_.training.eval_every_epochs;
   const bool evaluate_now = every > 0 && state_.position.epoch % every == 0;
@@ -181,6 +182,7 @@ void Trainer::traced(const std::string& trace) {
 
 void Trainer::finish(bool evaluated) {
   PhaseScope phase(*ctx_.activity, Phase::kFinish);
+  settle_graph_flag();
   if (stop_vote_.pending()) stop_vote_.wait();  // the last step's vote, already in flight; nobody stops now
   if (const auto trace = profiler_->finish()) traced(*trace);
   if (profiler_->missed())
@@ -222,6 +224,7 @@ void Trainer::write_model() {
 }
 
 void Trainer::save_checkpoint(double eval_accuracy) {
+  settle_graph_flag();  // no checkpoint after a step whose stop is still on its way
   PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
   // state_dict: collective
   checkpointer_->save(state_dict(), state_.global_step, state_.position.epoch, eval_accuracy);

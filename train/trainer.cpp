@@ -38,7 +38,6 @@ Trainer::Trainer(Config cfg, DistContext ctx)
   state_.world_size = ctx_.world_size;
   state_.world_sizes = {1, ctx_.world_size};
 }
-Trainer::~Trainer() = default;
 
 LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {
   LoaderOptions o;
@@ -78,6 +77,7 @@ void Trainer::setup() {
   const bool linear = cfg_.optimizer.scale_lr == LrScaling::Linear;
   base_lr_ = cfg_.optimizer.lr * (linear ? static_cast<double>(ctx_.world_size) : 1.0);
   optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
+  build_graph();
   checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_, message,
                                                  [this](const std::string& line) { reporter_.warning(line); });
   profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
@@ -280,10 +280,14 @@ void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& to
     scaler_->update();
     ema_->update(*model_);  // after every optimizer step, as AveragedModel.update_parameters in Python
   }
+  total.time.optimizer = seconds_since(optimizer_start);
+  end_step(total, logged, norm);
+}
+
+void Trainer::end_step(StepRecord& total, bool logged, const torch::Tensor& norm) {
   const int64_t step = ++state_.global_step;
   const int64_t every = cfg_.dist.check_replicas_every;
   if (every > 0 && step % every == 0) check_replicas_identical(ctx_, model_->parameters(), step);
-  total.time.optimizer = seconds_since(optimizer_start);
   if (logged) {  // the interval's figures, read from the device at once
     const StepFigures::Sums sums = figures_.read();
     total.loss_sum = sums.loss_sum;
@@ -313,16 +317,7 @@ bool Trainer::skip_if_not_finite(const std::vector<torch::Tensor>& grads, const 
     nonfinite_in_a_row_ = 0;
     return false;
   }
-  const bool skipping = cfg_.training.on_nonfinite == OnNonFinite::Skip;
-  if (skipping && nonfinite_in_a_row_ < cfg_.training.max_nonfinite_skips) {
-    ++nonfinite_in_a_row_;
-    ++nonfinite_skips_;
-    reporter_.warning(
-        "step " + std::to_string(state_.global_step + 1) +
-        ": the gradients are not finite; step skipped on every rank (" + std::to_string(nonfinite_in_a_row_) +
-        " in a row, training.max_nonfinite_skips = " + std::to_string(cfg_.training.max_nonfinite_skips) + ")");
-    return true;
-  }
+  if (skip_nonfinite(state_.global_step + 1)) return true;
   std::string first;  // in backward order: the parameters from the output back to the input
   const auto named = model_->named_parameters();
   for (auto it = named.end(); it != named.begin();) {
@@ -340,14 +335,31 @@ bool Trainer::skip_if_not_finite(const std::vector<torch::Tensor>& grads, const 
     samples += size;
   }
   const double loss = loss_sum / static_cast<double>(std::max<int64_t>(samples, 1));
+  stop_nonfinite(state_.global_step + 1,
+                 "loss " + (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
+                     " on this rank; first in backward order: " +
+                     (first.empty() ? std::string("none of this rank's") : first),
+                 "stopped before the optimizer step");
+}
+
+bool Trainer::skip_nonfinite(int64_t step) {
+  if (cfg_.training.on_nonfinite != OnNonFinite::Skip || nonfinite_in_a_row_ >= cfg_.training.max_nonfinite_skips)
+    return false;
+  ++nonfinite_in_a_row_;
+  ++nonfinite_skips_;
+  reporter_.warning("step " + std::to_string(step) + ": the gradients are not finite; step skipped on every rank (" +
+                    std::to_string(nonfinite_in_a_row_) + " in a row, training.max_nonfinite_skips = " +
+                    std::to_string(cfg_.training.max_nonfinite_skips) + ")");
+  return true;
+}
+
+void Trainer::stop_nonfinite(int64_t step, const std::string& detail, const std::string& stopped) {
+  const bool skipping = cfg_.training.on_nonfinite == OnNonFinite::Skip;
   const std::string& last = checkpointer_->last_written();
   throw std::runtime_error(
-      "step " + std::to_string(state_.global_step + 1) + ": the gradients are not finite (loss " +
-      (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
-      " on this rank; first in backward order: " + (first.empty() ? std::string("none of this rank's") : first) + ")" +
-      (skipping ? "; " + std::to_string(nonfinite_in_a_row_) + " steps before it were skipped in a row" : "") +
-      "; stopped before the optimizer step; newest checkpoint: " +
-      (last.empty() ? std::string("none written by this run") : last));
+      "step " + std::to_string(step) + ": the gradients are not finite (" + detail + ")" +
+      (skipping ? "; " + std::to_string(nonfinite_in_a_row_) + " steps before it were skipped in a row" : "") + "; " +
+      stopped + "; newest checkpoint: " + (last.empty() ? std::string("none written by this run") : last));
 }
 
 EvalRecord Trainer::evaluate(Classifier* model) {

@@ -65,6 +65,10 @@ class Trainer {
   // loss_sum and correct are then the sums since the last logged step, with grad_norm, loss_scale and skipped_steps
   // (zero, NaN and the defaults elsewhere).
   void train_step(const std::vector<Batch>& micro_batches, StepRecord& s);
+  // training.cuda_graph's step: eager on the side stream for the warm-up steps, then captured once and replayed for
+  // every full batch (a partial last batch runs train_step); the same record as train_step's. Its non-finite check
+  // (no loss scaler) is read one step late: the step's update was already skipped on the device.
+  void graph_step(const std::vector<Batch>& micro_batches, StepRecord& s);
   // The model's accuracy and loss on the test split, summed over ranks; `model` defaults to the trained one.
   EvalRecord evaluate(Classifier* model = nullptr);
 
@@ -108,6 +112,17 @@ class Trainer {
   // training.max_nonfinite_skips have been skipped in a row; the next one stops as above.
   bool skip_if_not_finite(const std::vector<torch::Tensor>& grads, const torch::Tensor& norm,
                           const std::vector<std::pair<torch::Tensor, int64_t>>& losses);
+  // A non-finite step under training.on_nonfinite = "skip": counted and warned of (true) unless the limit in a row is
+  // reached (false: stop it).
+  bool skip_nonfinite(int64_t step);
+  // Throws the run's error for non-finite gradients at `step`: `detail` (the loss, the parameter), `stopped` (what
+  // became of the optimizer step).
+  [[noreturn]] void stop_nonfinite(int64_t step, const std::string& detail, const std::string& stopped);
+  // The step's end, eager or replayed: the global step, the replica check, and where logged the figures and `norm`.
+  void end_step(StepRecord& s, bool logged, const torch::Tensor& norm);
+  // training.cuda_graph: handles the replayed step's non-finite flag once the device has it (no-op when none waits).
+  void settle_graph_flag();
+  void build_graph();
   RunFacts run_facts() const;
   // The run's counts for StepRecord and RunEnd: unreadable training samples replaced on this rank (-1: the split is
   // not read per sample) and steps skipped for non-finite gradients (-1: training.on_nonfinite stops instead).
@@ -152,6 +167,8 @@ class Trainer {
   bool flops_counted_ = false;              // the first micro-batch's FLOPs per sample went to the Reporter
   StepFigures figures_;                     // the log interval's loss and correct count, on the device
   NonFiniteCheck non_finite_;               // a step's inf/NaN check where no norm is computed
+  struct GraphState;
+  std::unique_ptr<GraphState> graph_;  // training.cuda_graph; null when off
   RankGenerators generators_;
   TrainState state_;
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
