@@ -340,19 +340,22 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
          why + "one micro-batch per optimizer step is captured; set training.grad_accum_steps = 1");
   if (cfg.optimizer.name != OptimizerName::Sgd || !cfg.optimizer.fused)
     fail({"training.cuda_graph", "optimizer.fused", "optimizer.name"},
-         why + "the optimizer step must take its learning rate and the loss scaler's verdict on the device; set "
-               "optimizer.name = \"sgd\" with optimizer.fused = true (its fused kernel does)");
+         why +
+             "the optimizer step must take its learning rate and the loss scaler's verdict on the device; set "
+             "optimizer.name = \"sgd\" with optimizer.fused = true (its fused kernel does)");
   if (cfg.model.sync_batchnorm)
     fail({"training.cuda_graph", "model.sync_batchnorm"},
          why + "model.sync_batchnorm's collectives in the forward are not captured; set it to false");
   if (cfg.dist.find_unused_parameters)
     fail({"training.cuda_graph", "dist.find_unused_parameters"},
-         why + "dist.find_unused_parameters searches the autograd graph on the host after every forward; set it to "
-               "false");
+         why +
+             "dist.find_unused_parameters searches the autograd graph on the host after every forward; set it to "
+             "false");
   if (cfg.dist.grad_compression != GradCompression::None || cfg.dist.skip_zero_gradients)
     fail({"training.cuda_graph", "dist.grad_compression", "dist.skip_zero_gradients"},
-         why + "DDP communication hooks are not captured; set dist.grad_compression = \"none\" and "
-               "dist.skip_zero_gradients = false");
+         why +
+             "DDP communication hooks are not captured; set dist.grad_compression = \"none\" and "
+             "dist.skip_zero_gradients = false");
 }
 
 void check_consistency(const Config& cfg, const std::string& source, const KeyLocations& locations) {

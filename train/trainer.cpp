@@ -335,11 +335,11 @@ bool Trainer::skip_if_not_finite(const std::vector<torch::Tensor>& grads, const 
     samples += size;
   }
   const double loss = loss_sum / static_cast<double>(std::max<int64_t>(samples, 1));
-  stop_nonfinite(state_.global_step + 1,
-                 "loss " + (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
-                     " on this rank; first in backward order: " +
-                     (first.empty() ? std::string("none of this rank's") : first),
-                 "stopped before the optimizer step");
+  stop_nonfinite(
+      state_.global_step + 1,
+      "loss " + (std::isnan(loss) ? std::string("nan") : shortest_number(loss)) +
+          " on this rank; first in backward order: " + (first.empty() ? std::string("none of this rank's") : first),
+      "stopped before the optimizer step");
 }
 
 bool Trainer::skip_nonfinite(int64_t step) {

@@ -24,9 +24,9 @@ struct Trainer::GraphState {
   explicit GraphState(c10::Device device, int64_t warmup)
       : captured(device), warmup_left(warmup), flag_ready(device.type()) {}
   CapturedStep captured;
-  int64_t warmup_left;           // eager steps before the capture
-  torch::Tensor images, labels;  // the static input: each batch is copied in before a replay
-  torch::Tensor lr;              // float32 []: the optimizer's learning rate, filled before each replay
+  int64_t warmup_left;              // eager steps before the capture
+  torch::Tensor images, labels;     // the static input: each batch is copied in before a replay
+  torch::Tensor lr;                 // float32 []: the optimizer's learning rate, filled before each replay
   torch::Tensor loss_sum, correct;  // the replays' figures, summed on the device (read by figures_)
   torch::Tensor norm;               // the last replay's pre-clip gradient norm
   torch::Tensor flag;               // the last replay's non-finite check (no loss scaler): 1 when it skipped
@@ -40,8 +40,8 @@ Trainer::~Trainer() = default;
 void Trainer::build_graph() {
   if (!cfg_.training.cuda_graph) return;
   if (ctx_.distributed() && ctx_.backend != "nccl")
-    throw std::runtime_error("training.cuda_graph captures DDP's all-reduce with NCCL only, and this job's backend is " +
-                             ctx_.backend);
+    throw std::runtime_error(
+        "training.cuda_graph captures DDP's all-reduce with NCCL only, and this job's backend is " + ctx_.backend);
   auto* capturable = dynamic_cast<CapturableStep*>(optimizer_.get());
   if (!capturable || !capturable->capturable())
     throw std::runtime_error("training.cuda_graph needs an optimizer that steps on the device (sgd, optimizer.fused)");
@@ -55,11 +55,17 @@ void Trainer::build_graph() {
 void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& total) {
   GraphState& g = *graph_;
   const Batch& batch = micro_batches.front();
+  const double lr = optimizer_->param_groups().front().options().get_lr();
+  // Once captured, the optimizer reads its lr from g.lr in eager steps too (a partial last batch).
+  if (g.lr.defined()) {
+    torch::NoGradGuard no_grad;
+    g.lr.fill_(lr);
+  }
   const bool full = micro_batches.size() == 1 && batch.size() == cfg_.data.batch_size;
   // The capture records the update of an average that has one (the first update copies the weights instead).
   const bool warming = g.warmup_left > 0 || (ema_->enabled() && ema_->updates() == 0);
   if (!full || warming) {
-    settle_graph_flag();  // a stop decided by a replay comes before any later step
+    settle_graph_flag();                                 // a stop decided by a replay comes before any later step
     if (!full) return train_step(micro_batches, total);  // a partial last batch: the graph's shapes are fixed
     g.warmup_left = std::max<int64_t>(g.warmup_left - 1, 0);
     g.captured.warm_up([&] { train_step(micro_batches, total); });
@@ -68,7 +74,6 @@ void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& to
   RECORD_USER_SCOPE("ddptrain::step");
   const bool logged = reporter_.logs_at(total);
   const auto start = std::chrono::steady_clock::now();
-  const double lr = optimizer_->param_groups().front().options().get_lr();
   if (!g.captured.captured()) {
     torch::NoGradGuard no_grad;
     g.images = torch::empty_like(batch.images);
@@ -84,7 +89,7 @@ void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& to
     torch::NoGradGuard no_grad;
     g.images.copy_(batch.images, /*non_blocking=*/true);
     g.labels.copy_(batch.labels, /*non_blocking=*/true);
-    g.lr.fill_(lr);
+    g.lr.fill_(lr);  // a no-op but on the capture's step
   }
   const bool capturing = !g.captured.captured();
   if (capturing) {

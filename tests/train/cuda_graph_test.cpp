@@ -42,8 +42,9 @@ void expect_graph_equals_eager(const std::string& amp) {
   ASSERT_EQ(graph.exit_code, 0) << graph.output;
   EXPECT_EQ(max_state_diff(dir / "eager/model.pt", dir / "graph/model.pt"), 0.0);
   // Cut at step 12 (its checkpoint at 7 and the final one at 12), then resumed to the end: the same weights.
-  const auto cut = run_command(ddptrain_path() + " " +
-                               graph_job(dir, dir / "resumed", amp + " --training.cuda_graph=true --training.max_steps=12"));
+  const auto cut =
+      run_command(ddptrain_path() + " " +
+                  graph_job(dir, dir / "resumed", amp + " --training.cuda_graph=true --training.max_steps=12"));
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   const auto resumed =
       run_command(ddptrain_path() + " " + graph_job(dir, dir / "resumed", amp + " --training.cuda_graph=true"));
