@@ -299,8 +299,8 @@ class IdxRealFiles : public ::testing::Test {
   static void SetUpTestSuite() {
     oracle_ = std::make_unique<test::TempDir>();
     fashion_ = fs::exists(test::fashion_mnist_dir() + "/train-images-idx3-ubyte.gz");
-    mnist_ = fs::exists(test::shared_mnist_dir() + "/t10k-images-idx3-ubyte.gz") &&
-             fs::exists(test::shared_mnist_dir() + "/t10k-labels-idx1-ubyte.gz");
+    mnist_ = fs::exists(test::mnist_fixture_dir() + "/t10k-images-idx3-ubyte.gz") &&
+             fs::exists(test::mnist_fixture_dir() + "/t10k-labels-idx1-ubyte.gz");
     Config fashion_cfg = parse_config("", "x.toml");
     Config mnist_cfg = parse_config("[data]\ndataset = \"mnist\"\n", "x.toml");
     std::string rows;
@@ -310,7 +310,7 @@ class IdxRealFiles : public ::testing::Test {
       args += " " + test::shell_quote(kind + "|" + path + "|" + name + "|" + rows + "|" + repr(c.data.mean.at(0)) +
                                       "|" + repr(c.data.std.at(0)));
     };
-    const std::string f = test::fashion_mnist_dir() + "/", m = test::shared_mnist_dir() + "/";
+    const std::string f = test::fashion_mnist_dir() + "/", m = test::mnist_fixture_dir() + "/";
     if (fashion_) {
       add("images", f + "train-images-idx3-ubyte.gz", "fashion-train-images", fashion_cfg);
       add("labels", f + "train-labels-idx1-ubyte.gz", "fashion-train-labels", fashion_cfg);
@@ -410,8 +410,8 @@ TEST_F(IdxRealFiles, FashionMnistNormalisationIsTorchvisions) {
 }
 
 TEST_F(IdxRealFiles, MnistTestSplitMatchesTorchvision) {
-  if (!mnist_) GTEST_SKIP() << test::shared_mnist_dir() << " has no t10k files";
-  const std::string m = test::shared_mnist_dir() + "/";
+  ASSERT_TRUE(mnist_) << test::mnist_fixture_dir() << " has no t10k files";
+  const std::string m = test::mnist_fixture_dir() + "/";
   torch::Tensor images = expect_same_as_torchvision(m + "t10k-images-idx3-ubyte.gz", "mnist-t10k-images");
   torch::Tensor labels = expect_same_as_torchvision(m + "t10k-labels-idx1-ubyte.gz", "mnist-t10k-labels");
   EXPECT_EQ(images.sizes(), (std::vector<int64_t>{10000, 28, 28}));

@@ -68,7 +68,7 @@ std::string fashion_mnist_dir() {
   const char* dir = std::getenv("DDP_FASHION_MNIST_DIR");
   return dir && *dir ? dir : "/usr/share/datasets/fashion-mnist";
 }
-std::string shared_mnist_dir() { return source_dir() + "/../shared/data/mnist"; }
+std::string mnist_fixture_dir() { return source_dir() + "/tests/fixtures/mnist"; }
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "ddptest-XXXXXX").string();

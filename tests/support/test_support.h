@@ -17,7 +17,7 @@ std::string python();  // the project venv's (torch 2.11, torchvision, tensorboa
 bool python_has_modules(const std::string& modules);
 bool python_has_torch();          // python_has_modules("torch")
 std::string fashion_mnist_dir();  // DDP_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
-std::string shared_mnist_dir();   // ../shared/data/mnist relative to the repo (may not exist)
+std::string mnist_fixture_dir();  // tests/fixtures/mnist: the real MNIST test split (t10k images and labels)
 
 // A fresh empty directory under /tmp, removed by the destructor.
 class TempDir {

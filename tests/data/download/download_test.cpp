@@ -76,17 +76,17 @@ TEST(DownloadTable, MatchesTorchvision) {
   EXPECT_EQ(ours, lines);
 }
 
-// (1) The shared real files download, verify (MD5s from hashlib) and land; the absent train images are named.
-TEST(DownloadFiles, SharedFilesLandAndMissingTrainImagesIsExplained) {
+// (1) The real files of tests/fixtures/mnist download, verify (MD5s from hashlib) and land; the absent train images are named.
+TEST(DownloadFiles, FixtureFilesLandAndMissingTrainImagesIsExplained) {
   std::vector<ExpectedFile> files;
   for (const ExpectedFile& f : torchvision_mnist_files()) {
-    std::string shared = shared_mnist_dir() + "/" + f.name;
-    files.push_back({f.name, fs::exists(shared) ? hashlib_md5(shared) : f.md5});
-    if (f.name != kTrainImages && !fs::exists(shared)) GTEST_SKIP() << shared << " is absent";
+    std::string fixture = mnist_fixture_dir() + "/" + f.name;
+    files.push_back({f.name, fs::exists(fixture) ? hashlib_md5(fixture) : f.md5});
+    if (f.name != kTrainImages) ASSERT_TRUE(fs::exists(fixture)) << fixture;
   }
   TempDir served, target;
   for (const ExpectedFile& f : files)
-    if (f.name != kTrainImages) fs::copy_file(shared_mnist_dir() + "/" + f.name, served / f.name);
+    if (f.name != kTrainImages) fs::copy_file(mnist_fixture_dir() + "/" + f.name, served / f.name);
   LocalHttpServer server(served.path());
   std::string data_dir = target / "nested/mnist";
 
@@ -106,16 +106,16 @@ TEST(DownloadFiles, SharedFilesLandAndMissingTrainImagesIsExplained) {
                                                        "train-labels-idx1-ubyte.gz"}));
 }
 
-// download_mnist itself checks torchvision's MD5s: each shared file lands exactly when hashlib says it matches.
-TEST(DownloadMnist, AcceptsSharedFilesOnlyWhenTheirMd5IsTorchvisions) {
+// download_mnist itself checks torchvision's MD5s: each fixture file lands exactly when hashlib says it matches.
+TEST(DownloadMnist, AcceptsFixtureFilesOnlyWhenTheirMd5IsTorchvisions) {
   TempDir served, target;
   std::vector<ExpectedFile> present;
   for (const ExpectedFile& f : torchvision_mnist_files())
-    if (fs::exists(shared_mnist_dir() + "/" + f.name)) {
-      fs::copy_file(shared_mnist_dir() + "/" + f.name, served / f.name);
+    if (fs::exists(mnist_fixture_dir() + "/" + f.name)) {
+      fs::copy_file(mnist_fixture_dir() + "/" + f.name, served / f.name);
       present.push_back({f.name, hashlib_md5(served / f.name)});
     }
-  if (present.empty()) GTEST_SKIP() << "no MNIST files in " << shared_mnist_dir();
+  ASSERT_FALSE(present.empty()) << "no MNIST files in " << mnist_fixture_dir();
   auto oracle = python_lines("from torchvision.datasets import MNIST\nfor n, m in MNIST.resources: print(n, m)\n");
   LocalHttpServer server(served.path());
 
@@ -221,8 +221,8 @@ TEST(DownloadFiles, KeepsValidFilesAndReplacesOnlyWrongOnes) {
 TEST(DownloadBinary, MissingTrainImagesIsOneErrorLine) {
   TempDir served, work;
   for (const ExpectedFile& f : torchvision_mnist_files())
-    if (fs::exists(shared_mnist_dir() + "/" + f.name))
-      fs::copy_file(shared_mnist_dir() + "/" + f.name, served / f.name);
+    if (fs::exists(mnist_fixture_dir() + "/" + f.name))
+      fs::copy_file(mnist_fixture_dir() + "/" + f.name, served / f.name);
   LocalHttpServer server(served.path());
   std::string data_dir = work / "mnist";
   CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + shell_quote(source_dir() + "/configs/mnist.toml") +

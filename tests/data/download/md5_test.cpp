@@ -61,11 +61,11 @@ TEST(DownloadMd5, MatchesHashlibAcrossBlockBoundariesAndChunkings) {
   }
 }
 
-TEST(DownloadMd5, MatchesHashlibOnSharedMnistFiles) {
+TEST(DownloadMd5, MatchesHashlibOnMnistFixtureFiles) {
   std::vector<std::string> paths;
-  if (std::filesystem::is_directory(shared_mnist_dir()))
-    for (const auto& entry : std::filesystem::directory_iterator(shared_mnist_dir())) paths.push_back(entry.path());
-  if (paths.empty()) GTEST_SKIP() << "no files in " << shared_mnist_dir();
+  if (std::filesystem::is_directory(mnist_fixture_dir()))
+    for (const auto& entry : std::filesystem::directory_iterator(mnist_fixture_dir())) paths.push_back(entry.path());
+  ASSERT_FALSE(paths.empty()) << "no files in " << mnist_fixture_dir();
   std::vector<std::string> expected = hashlib_md5(paths);
   for (size_t i = 0; i < paths.size(); ++i) EXPECT_EQ(md5_file_hex(paths[i]), expected[i]) << paths[i];
 }

@@ -19,7 +19,8 @@
 namespace ddp::test {
 namespace {
 
-std::string tf2_fixture() { return source_dir() + "/../shared/data/tensorboard/tf2-scalars.tfevents"; }
+// An event file TensorFlow 2's tf.summary.scalar wrote (tests/fixtures/tensorboard/README.md).
+std::string tf2_fixture() { return source_dir() + "/tests/fixtures/tensorboard/tf2-scalars.tfevents"; }
 
 struct Scalar {
   std::string tag;
@@ -109,7 +110,7 @@ TEST(TensorBoardCrc32c, KnownVectors) {
 }
 
 TEST(TensorBoardCrc32c, MatchesEveryCrcInTensorFlowWrittenFile) {
-  if (!std::filesystem::exists(tf2_fixture())) GTEST_SKIP() << tf2_fixture() << " is absent";
+  ASSERT_TRUE(std::filesystem::exists(tf2_fixture())) << tf2_fixture();
   std::string blob = read_file(tf2_fixture());
   size_t pos = 0, records = 0;
   while (pos < blob.size()) {
@@ -128,7 +129,7 @@ TEST(TensorBoardCrc32c, MatchesEveryCrcInTensorFlowWrittenFile) {
 
 TEST(TensorBoardReader, RecoversTf2TensorScalarsFromTensorFlowFile) {
   SKIP_WITHOUT_READER();
-  if (!std::filesystem::exists(tf2_fixture())) GTEST_SKIP() << tf2_fixture() << " is absent";
+  ASSERT_TRUE(std::filesystem::exists(tf2_fixture())) << tf2_fixture();
   auto r = read_events(tf2_fixture());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_EQ(r.file_versions, std::vector<std::string>{"brain.Event:2"}) << r.output;
