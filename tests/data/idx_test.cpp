@@ -298,7 +298,7 @@ class IdxRealFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     oracle_ = std::make_unique<test::TempDir>();
-    fashion_ = fs::exists(test::fashion_mnist_dir() + "/train-images-idx3-ubyte.gz");
+    fashion_ = test::have_fashion_mnist();
     mnist_ = fs::exists(test::mnist_fixture_dir() + "/t10k-images-idx3-ubyte.gz") &&
              fs::exists(test::mnist_fixture_dir() + "/t10k-labels-idx1-ubyte.gz");
     Config fashion_cfg = parse_config("", "x.toml");

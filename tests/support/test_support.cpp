@@ -69,6 +69,14 @@ std::string fashion_mnist_dir() {
   return dir && *dir ? dir : "/usr/share/datasets/fashion-mnist";
 }
 std::string mnist_fixture_dir() { return source_dir() + "/tests/fixtures/mnist"; }
+bool have_fashion_mnist() {
+  const bool ok = std::filesystem::exists(fashion_mnist_dir() + "/train-images-idx3-ubyte.gz");
+  const char* required = std::getenv("DDP_REQUIRE_ORACLES");
+  if (!ok && required && std::string(required) == "1")
+    ADD_FAILURE() << fashion_mnist_dir() << " has no Fashion-MNIST: it is required (DDP_REQUIRE_ORACLES=1, as "
+                  << "scripts/test sets it; scripts/setup installs Debian's dataset-fashion-mnist)";
+  return ok;
+}
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "ddptest-XXXXXX").string();

@@ -29,7 +29,7 @@ void expect_stopped(const RankResult& r, const std::string& out) {
 }
 
 TEST(NonFinite, DivergingRunStopsNamingStepParameterAndCheckpoint) {
-  if (!std::filesystem::exists(fashion_mnist_dir() + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!have_fashion_mnist()) GTEST_SKIP() << "no Fashion-MNIST";
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   TempDir dir;
   const auto one = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + diverging_run(dir / "one"));
@@ -58,7 +58,7 @@ TEST(NonFinite, DivergingRunStopsNamingStepParameterAndCheckpoint) {
 // training.on_nonfinite = "skip": every rank skips the same non-finite steps (no optimizer step, a warning each,
 // counted in metrics.jsonl) and, after training.max_nonfinite_skips of them in a row, stops at the next as above.
 TEST(NonFinite, SkipModeSkipsOnEveryRankThenStopsAfterTheLimitInARow) {
-  if (!std::filesystem::exists(fashion_mnist_dir() + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!have_fashion_mnist()) GTEST_SKIP() << "no Fashion-MNIST";
   TempDir dir;
   const auto two = run_ranks(2, diverging_run(dir / "skip") +
                                     " --training.on_nonfinite=skip --training.max_nonfinite_skips=3 "
