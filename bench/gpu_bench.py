@@ -1,17 +1,46 @@
-# GPU benchmark: ddptrain against a Python PyTorch training loop on the same GPU and the same torch.
+# GPU benchmark: ddptrain against Python PyTorch training loops on the same GPU and the same torch, four sides.
 #
-# Both sides train the same model from the same initial weights with the same batch, optimizer, precision (AMP fp16
-# with loss scaling: ddptrain's amp.loss_scaling auto, Python's torch.amp.GradScaler), memory format (channels_last)
-# and cudnn.benchmark, alternating over --reps repetitions. Measured: training samples/s after a warm-up (ddptrain's
-# metrics.jsonl intervals; torch_worker.py times the same intervals) and peak GPU memory (the caching allocator's peak
-# allocated bytes: ddptrain's gpu_mem_peak_mib, Python's torch.cuda.max_memory_allocated()), with each ratio
-# ddptrain / Python. The launching, interval timing and reporting are ddp_bench.py's (launch.py, report.py).
+#   ddptrain eager    ddptrain with optimizer.fused = true (torch.optim's fused=True: one fused SGD kernel)
+#   ddptrain graph    the same config with training.cuda_graph = true: after a warm-up the whole step (forward,
+#                     backward, loss scaling, fused SGD) is captured as one CUDA graph and replayed (needs a CUDA
+#                     device: skipped, its cells n/a, on --device cpu or with a ddptrain that does not know the key)
+#   Python eager      torch_worker.py: the model, torch.amp.GradScaler and torch.optim.SGD as a user writes them
+#   Python compiled   torch_worker.py --compile MODE: torch.compile(model, mode=MODE), the usual user recipe; on CUDA
+#                     mode="max-autotune" (Inductor autotunes its kernels and runs the compiled graphs as CUDA graphs,
+#                     torch.compile's documented modes); the loss, GradScaler and optimizer step stay eager
+#
+# All sides train the same model from the same initial weights with the same batches (full ones only: drop_last, so
+# that both graph sides see one input shape), optimizer (SGD with momentum; Python's is torch.optim.SGD with its
+# defaults, foreach on CUDA, in both Python sides), precision (AMP fp16 with loss scaling: ddptrain's
+# amp.loss_scaling auto, Python's torch.amp.GradScaler), memory format (channels_last) and cudnn.benchmark. The sides
+# run in turn, in reversed order every other repetition, over --reps repetitions. Measured: training samples/s after a
+# warm-up (ddptrain's metrics.jsonl intervals; torch_worker.py times the same intervals), peak GPU memory (the caching
+# allocator's peak allocated bytes: ddptrain's gpu_mem_peak_mib, Python's torch.cuda.max_memory_allocated()) and peak
+# host RSS (GNU time), each side's median; the ratios are of the medians.
+#
+# The warm-up (the first warmup_steps steps, whole intervals) is never timed. It covers torch.compile's compilation:
+# TorchDynamo and AOTAutograd compile the forward and backward at the first step, max-autotune autotunes there (minutes
+# the first time, faster from Inductor's on-disk caches), each Triton kernel tunes its launch configuration at its
+# first launch, and the CUDA graph trees record each graph at one of its first calls: all within the first few steps,
+# well inside the 30 and 60 warm-up steps, so the compiled side needs no longer warm-up. torch_worker.py reports the
+# steps at which graphs were compiled and the report says where they fell; a compilation after the warm-up is named
+# there (its repetition's rate would include it). Its runs get --compile-timeout instead of --timeout.
+#
+# Goals (on CUDA): ResNet-18 Fashion-MNIST fp16: ddptrain eager >= 1.1x Python eager, ddptrain graph >= 3x Python eager
+# and >= 1.0x Python compiled (samples/s); ResNet-50 synthetic fp16: ddptrain graph >= 1.3x Python eager and >= 1.0x
+# Python compiled, ddptrain's peak GPU memory and peak host RSS <= 1.0x Python eager's (each ddptrain side its own
+# line). Each is met, not met, or n/a when a side it needs did not run. The smoke states the ResNet-18 goals for its
+# tiny CPU run (a check of the goal plumbing, not of speed); there ddptrain graph is n/a (no CUDA) and Python compiled
+# runs torch.compile with backend="eager" (TorchDynamo's capture, no compiler: Inductor's C++ compilation of ResNet-18
+# takes minutes on two cores), so the smoke checks the plumbing of all four sides in about a minute.
 #
 #   python3 bench/gpu_bench.py --ddptrain build-gpu/ddptrain           # ResNet-50 synthetic 224 + ResNet-18 F-MNIST
-#   .venv/bin/python bench/gpu_bench.py --device cpu --smoke           # plumbing check without a GPU (~1 min)
+#   python3 bench/gpu_bench.py --sides ddptrain_graph,python_compiled  # a subset of the four sides
+#   .venv/bin/python bench/gpu_bench.py --device cpu --smoke           # plumbing check without a GPU
 #
-# A world of one (one GPU): neither side makes a process group or a DDP wrapper (ddptrain never does for a world of
-# one; torch_worker.py does the same), so the comparison is of the training step, data feeding and startup around it.
+# A world of one (one GPU): no side makes a process group or a DDP wrapper (ddptrain never does for a world of one;
+# torch_worker.py does the same), so the comparison is of the training step, data feeding and startup around it. The
+# launching, interval timing and reporting are ddp_bench.py's (launch.py, report.py).
 import argparse
 import json
 import os
@@ -32,34 +61,69 @@ from ddp_bench import command_text, ddptrain_intervals, timed_rate  # noqa: E402
 sys.path.insert(0, os.path.join(BENCH_DIR, "..", "reference"))
 from torch_reference import build_model  # noqa: E402
 
-COMMON = dict(precision="fp16", channels_last=True, cudnn_benchmark=True, lr=0.01, momentum=0.9, seed=0, world=1)
+COMMON = dict(precision="fp16", channels_last=True, cudnn_benchmark=True, lr=0.01, momentum=0.9, seed=0, world=1,
+              drop_last=True)
+
+# The sides, in the order of a repetition (every other repetition runs them in reverse), and their names in the report.
+SIDES = ("ddptrain_eager", "ddptrain_graph", "python_eager", "python_compiled")
+SIDE_NAMES = {"ddptrain_eager": "ddptrain eager", "ddptrain_graph": "ddptrain graph", "python_eager": "Python eager",
+              "python_compiled": "Python compiled"}
+BASELINE = "python_eager"  # memory and RSS ratios are each side's over this one's
+# The samples/s ratios reported (the goals' ones).
+RATE_RATIOS = (("ddptrain_eager", "python_eager"), ("ddptrain_graph", "python_eager"),
+               ("ddptrain_graph", "python_compiled"))
+# Keys the graph side needs: training.cuda_graph takes SGD with optimizer.fused = true and no gradient accumulation.
+GRAPH_KEYS = ("training.cuda_graph", "optimizer.fused")
+METRIC_TEXT = {"rate": ("samples/s", "samples/s"), "gpu_mem_peak_mib": ("peak GPU memory", "MiB"),
+               "rss_mib": ("peak host RSS", "MiB")}
+
+# Goals: (metric, side, reference side, ">=" or "<=", bound on side / reference).
+RESNET18_GOALS = [("rate", "ddptrain_eager", "python_eager", ">=", 1.1),
+                  ("rate", "ddptrain_graph", "python_eager", ">=", 3.0),
+                  ("rate", "ddptrain_graph", "python_compiled", ">=", 1.0)]
+RESNET50_GOALS = [("rate", "ddptrain_graph", "python_eager", ">=", 1.3),
+                  ("rate", "ddptrain_graph", "python_compiled", ">=", 1.0)] + [
+    (metric, side, "python_eager", "<=", 1.0) for metric in ("gpu_mem_peak_mib", "rss_mib")
+    for side in ("ddptrain_eager", "ddptrain_graph")]
 
 # The GPU set: ResNet-50 on synthetic 3x224x224 images (ImageNet's shape and head) and ResNet-18 on
-# Fashion-MNIST, both AMP fp16 and channels_last.
+# Fashion-MNIST, both AMP fp16 and channels_last. Fashion-MNIST's 60000 images leave a partial batch of 96 each
+# epoch, dropped (drop_last) on every side.
 GPU_SUITE = [
-    dict(COMMON, name="resnet50 synthetic 3x224x224", model="resnet50", data="synthetic", in_channels=3,
-         image_size=224, num_classes=1000, batch=128, steps=100, log_every=10, warmup_steps=30, synthetic_size=2048,
-         goal=True),
-    dict(COMMON, name="resnet18 fashion-mnist 1x28x28", model="resnet18", data="fashion-mnist", in_channels=1,
-         image_size=28, num_classes=10, batch=256, steps=300, log_every=20, warmup_steps=60, synthetic_size=0,
-         goal=False),
+    dict(COMMON, name="resnet50 synthetic 3x224x224", title="ResNet-50 synthetic fp16", model="resnet50",
+         data="synthetic", in_channels=3, image_size=224, num_classes=1000, batch=128, steps=100, log_every=10,
+         warmup_steps=30, synthetic_size=2048, goals=RESNET50_GOALS),
+    dict(COMMON, name="resnet18 fashion-mnist 1x28x28", title="ResNet-18 Fashion-MNIST fp16", model="resnet18",
+         data="fashion-mnist", in_channels=1, image_size=28, num_classes=10, batch=256, steps=300, log_every=20,
+         warmup_steps=60, synthetic_size=0, goals=RESNET18_GOALS),
 ]
-# --smoke: the same plumbing in seconds (CPU: fp16 autocast and GradScaler("cpu") run there too).
+# --smoke: the same plumbing in seconds (CPU: fp16 autocast and GradScaler("cpu") run there too), with the ResNet-18
+# goals stated for it (their verdicts say nothing about a GPU).
 SMOKE_SUITE = [
-    dict(COMMON, name="smoke resnet18 synthetic 3x32x32", model="resnet18", data="synthetic", in_channels=3,
-         image_size=32, num_classes=10, batch=8, steps=4, log_every=1, warmup_steps=1, synthetic_size=64,
-         goal=False, cudnn_benchmark=False),
+    dict(COMMON, name="smoke resnet18 synthetic 3x32x32", title="smoke ResNet-18 synthetic fp16", model="resnet18",
+         data="synthetic", in_channels=3, image_size=32, num_classes=10, batch=8, steps=4, log_every=1,
+         warmup_steps=1, synthetic_size=64, goals=RESNET18_GOALS, cudnn_benchmark=False),
 ]
+
+
+def side_list(text):
+    sides = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown or not sides:
+        raise argparse.ArgumentTypeError(f"sides are {', '.join(SIDES)} (comma-separated), not {text!r}")
+    return sides
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="ddptrain vs Python on one GPU")
+    p = argparse.ArgumentParser(description="ddptrain (eager, CUDA graph) vs Python (eager, torch.compile) on one GPU")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--smoke", action="store_true", help="tiny ResNet-18 run, world 1, a few steps (plumbing check)")
     p.add_argument("--only", help="run only the configurations whose name contains this text")
+    p.add_argument("--sides", type=side_list, default=list(SIDES),
+                   help=f"the sides to run, comma-separated (default all: {','.join(SIDES)}); the others are n/a")
     p.add_argument("--reps", type=int, help="repetitions per side (default 3, smoke 1)")
     p.add_argument("--steps", type=int, help="override every configuration's step count")
-    p.add_argument("--workers", type=int, default=4, help="batch-assembly workers on both sides (ddptrain "
+    p.add_argument("--workers", type=int, default=4, help="batch-assembly workers on every side (ddptrain "
                    "data.workers, Python DataLoader num_workers with --device cuda)")
     p.add_argument("--threads", type=int, help="intra-op CPU threads per rank (default nproc / world)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -68,6 +132,10 @@ def parse_args(argv):
         default_ddptrain = os.path.join(REPO, "build", "ddptrain")
     p.add_argument("--ddptrain", default=default_ddptrain)
     p.add_argument("--timeout", type=float, default=600, help="seconds per launched run")
+    p.add_argument("--compile-timeout", type=float, default=1800,
+                   help="seconds per Python compiled run (torch.compile's max-autotune compiles for minutes)")
+    p.add_argument("--compile-backend", help="Python compiled's torch.compile backend (default inductor; the CPU "
+                   "smoke's: eager, TorchDynamo's capture without a compiler)")
     p.add_argument("--work-dir", help="keep every run's outputs here (default: a temporary folder, removed)")
     p.add_argument("--json", help="write all figures here")
     p.add_argument("--markdown", help="write the report section (for bench/GPU.md) here")
@@ -86,8 +154,15 @@ def configs_from(args):
             c["warmup_steps"] = min(c["warmup_steps"], max(0, args.steps - c["log_every"]))
         c["reps"] = args.reps or (1 if args.smoke else 3)
         c["threads"] = args.threads or max(1, (os.cpu_count() or 2) // c["world"])
+        # torch.compile's mode: max-autotune on CUDA (CUDA graphs through Inductor), the default one on CPU. Its
+        # backend: Inductor, but for the CPU smoke TorchDynamo's capture alone (backend "eager"): Inductor's C++
+        # compilation of ResNet-18's forward and backward takes minutes on two cores.
+        c["compile_mode"] = "max-autotune" if c["device"] == "cuda" else "default"
+        c["compile_backend"] = args.compile_backend or ("eager" if args.smoke and c["device"] == "cpu" else "inductor")
         if c["device"] == "cpu":
             c["cudnn_benchmark"] = False
+            if not args.smoke:
+                c["goals"] = []  # the GPU set's goals are about a GPU
         configs.append(c)
     if not configs:
         raise SystemExit(f"no configuration matches --only {args.only!r}")
@@ -112,23 +187,43 @@ def ddptrain_capabilities(ddptrain):
     return keys, ("float16" if probe.returncode == 0 else "fp16")
 
 
-def ddptrain_toml(c, init_path, keys, fp16_name):
-    """ddptrain's side of configuration c. Keys an older ddptrain lacks are left out (and listed by the caller)."""
+def side_plan(c, sides, keys):
+    """side -> None where it runs, else why not (its cells are n/a)."""
+    plan = {}
+    for side in SIDES:
+        unknown = [k for k in GRAPH_KEYS if k not in keys]
+        if side not in sides:
+            plan[side] = "not selected (--sides)"
+        elif side == "ddptrain_graph" and c["device"] != "cuda":
+            plan[side] = ("training.cuda_graph captures the step as a CUDA graph and needs a CUDA device: not "
+                          f"attempted on --device {c['device']}")
+        elif side == "ddptrain_graph" and unknown:
+            plan[side] = f"this ddptrain does not know {', '.join(unknown)}"
+        else:
+            plan[side] = None
+    return plan
+
+
+def ddptrain_toml(c, init_path, keys, fp16_name, graph=False):
+    """ddptrain's config for configuration c (graph: the ddptrain graph side's). Keys an older ddptrain lacks are
+    left out (and listed by the caller)."""
     amp_dtype = {"fp16": fp16_name, "bf16": "bfloat16" if fp16_name == "float16" else "bf16"}.get(c["precision"])
     sections = {
         "job": [("out_dir", '"out"'), ("seed", c["seed"]), ("threads", c["threads"])],
         "data": [("dataset", f'"{c["data"]}"')]
         + ([("dir", json.dumps(c["data_dir"]))] if c["data"] != "synthetic" else [])
         + [("batch_size", c["batch"]), ("eval_batch_size", c["batch"]), ("workers", c["workers"]),
-           ("pin_memory", "true" if c["device"] == "cuda" else "false")]
+           ("pin_memory", "true" if c["device"] == "cuda" else "false"),
+           ("drop_last", "true" if c["drop_last"] else "false")]
         + ([("synthetic_train_size", c["synthetic_size"]), ("synthetic_test_size", c["batch"]),
             ("image_size", c["image_size"])] if c["data"] == "synthetic" else []),
         "model": [("name", f'"{c["model"]}"'), ("in_channels", c["in_channels"]), ("num_classes", c["num_classes"]),
                   ("init_from", json.dumps(init_path)),
                   ("memory_format", '"channels_last"' if c["channels_last"] else '"contiguous"')],
-        "optimizer": [("name", '"sgd"'), ("lr", c["lr"]), ("momentum", c["momentum"])],
+        "optimizer": [("name", '"sgd"'), ("lr", c["lr"]), ("momentum", c["momentum"]), ("fused", "true")],
         "training": [("max_steps", c["steps"]), ("epochs", 100000), ("eval_every_epochs", 0),
-                     ("cudnn_benchmark", "true" if c["cudnn_benchmark"] else "false")],
+                     ("cudnn_benchmark", "true" if c["cudnn_benchmark"] else "false"), ("grad_accum_steps", 1)]
+        + ([("cuda_graph", "true")] if graph else []),
         "amp": [("enabled", "true" if amp_dtype else "false")] + ([("dtype", f'"{amp_dtype}"')] if amp_dtype else []),
         "checkpoint": [("resume", '"never"')],
         "dist": [("device", f'"{c["device"]}"')],
@@ -146,7 +241,7 @@ def ddptrain_toml(c, init_path, keys, fp16_name):
     return "\n".join(lines), missing
 
 
-def python_argv(c, init_path, run_dir, rank):
+def python_argv(c, init_path, run_dir, rank, compiled=False):
     argv = [sys.executable, os.path.join(BENCH_DIR, "torch_worker.py"), "--model", c["model"], "--data", c["data"],
             "--data-dir", c["data_dir"], "--init", init_path, "--precision", c["precision"], "--device", c["device"],
             "--steps", str(c["steps"]), "--log-every", str(c["log_every"]), "--batch", str(c["batch"]),
@@ -155,28 +250,25 @@ def python_argv(c, init_path, run_dir, rank):
             "--image-size", str(c["image_size"]), "--synthetic-size", str(c["synthetic_size"] or 1),
             "--workers", str(c["workers"]), "--result", os.path.join(run_dir, f"result.rank{rank}.json")]
     return argv + (["--channels-last"] if c["channels_last"] else []) + (
-        ["--cudnn-benchmark"] if c["cudnn_benchmark"] else [])
-
-
-def launch_side(side, c, args, work, run_dir):
-    port = launch.free_port()
-    argvs, envs = [], []
-    for rank in range(c["world"]):
-        if side == "ddptrain":
-            argvs.append([args.ddptrain, os.path.join(work, "ddptrain.toml"), f"--job.out_dir={run_dir}/out"])
-        else:
-            argvs.append(python_argv(c, os.path.join(work, "init.pt"), run_dir, rank))
-        envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
-    return argvs, envs
+        ["--cudnn-benchmark"] if c["cudnn_benchmark"] else []) + (["--drop-last"] if c["drop_last"] else []) + (
+        ["--compile", c["compile_mode"], "--compile-backend", c["compile_backend"]] if compiled else [])
 
 
 def run_side(side, c, args, work, rep, commands):
     run_dir = os.path.join(work, f"{side}.rep{rep}")
     os.makedirs(run_dir)
-    argvs, envs = launch_side(side, c, args, work, run_dir)
+    port = launch.free_port()
+    argvs, envs = [], []
+    for rank in range(c["world"]):
+        if side.startswith("ddptrain"):
+            argvs.append([args.ddptrain, os.path.join(work, f"{side}.toml"), f"--job.out_dir={run_dir}/out"])
+        else:
+            argvs.append(python_argv(c, os.path.join(work, "init.pt"), run_dir, rank, side == "python_compiled"))
+        envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
     commands.setdefault(side, command_text(argvs[0], envs[0]))
-    r = launch.run_ranks(argvs, envs, run_dir, args.timeout)
-    if side == "ddptrain":
+    r = launch.run_ranks(argvs, envs, run_dir, args.compile_timeout if side == "python_compiled" else args.timeout)
+    out = {}
+    if side.startswith("ddptrain"):
         with open(os.path.join(run_dir, "out", "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         peaks = [x["gpu_mem_peak_mib"] for x in records if x.get("kind") == "train" and "gpu_mem_peak_mib" in x]
@@ -186,7 +278,9 @@ def run_side(side, c, args, work, rep, commands):
         with open(os.path.join(run_dir, "result.rank0.json")) as f:
             result = json.load(f)
         intervals, peak = result["intervals"], result.get("gpu_mem_peak_mib")
-    return {"rate": timed_rate(intervals, c["warmup_steps"]), "gpu_mem_peak_mib": peak, "rss_mib": r["rss_mib"]}
+        if "compiled_at_steps" in result:
+            out["compiled_at_steps"] = result["compiled_at_steps"]
+    return dict(rate=timed_rate(intervals, c["warmup_steps"]), gpu_mem_peak_mib=peak, rss_mib=r["rss_mib"], **out)
 
 
 def run_config(c, args, work_root, index, keys, fp16_name):
@@ -195,45 +289,98 @@ def run_config(c, args, work_root, index, keys, fp16_name):
     torch.manual_seed(c["seed"])
     torch.save(dict(build_model(c["model"], 0.0, c["in_channels"], c["num_classes"]).state_dict()),
                os.path.join(work, "init.pt"))
-    toml_text, missing = ddptrain_toml(c, os.path.join(work, "init.pt"), keys, fp16_name)
-    with open(os.path.join(work, "ddptrain.toml"), "w") as f:
-        f.write(toml_text)
-    results = {side: [] for side in ("ddptrain", "python")}
-    commands = {}
+    plan = side_plan(c, args.sides, keys)
+    for side, graph in (("ddptrain_eager", False), ("ddptrain_graph", True)):
+        text, missing_keys = ddptrain_toml(c, os.path.join(work, "init.pt"), keys, fp16_name, graph)
+        with open(os.path.join(work, f"{side}.toml"), "w") as f:
+            f.write(text)
+        if not graph:
+            toml_text, missing = text, missing_keys
+    running = [side for side in SIDES if plan[side] is None]
+    results = {side: [] for side in running}
+    order, commands, failed = [], {}, []
     for rep in range(c["reps"]):
-        for side in (("ddptrain", "python") if rep % 2 == 0 else ("python", "ddptrain")):
-            r = run_side(side, c, args, work, rep, commands)
+        for side in (running if rep % 2 == 0 else running[::-1]):
+            if side in failed:
+                continue
+            try:
+                r = run_side(side, c, args, work, rep, commands)
+            except (launch.RunError, OSError, KeyError, ValueError) as e:
+                # A side that fails is reported n/a with its error (and the run exits non-zero at the end); the
+                # other sides go on, so that one failing side does not cost the others' figures.
+                print(f"  rep {rep + 1}/{c['reps']} {SIDE_NAMES[side]} FAILED: {e}", flush=True)
+                what = " ".join(str(e).split("\nstdout rank 0:")[0].split())[:300]  # stderr's tail, one line
+                plan[side] = f"failed in repetition {rep + 1}: {what}"
+                failed.append(side)
+                results.pop(side)
+                continue
             results[side].append(r)
-            print(f"  rep {rep + 1}/{c['reps']} {side:8s}: {r['rate']:9.1f} samples/s, peak GPU memory "
+            order.append((rep, side))
+            print(f"  rep {rep + 1}/{c['reps']} {SIDE_NAMES[side]:15s}: {r['rate']:9.1f} samples/s, peak GPU memory "
                   f"{report.fmt(r['gpu_mem_peak_mib'])} MiB, peak RSS {' / '.join(map(report.fmt, r['rss_mib']))} "
-                  "MiB", flush=True)
-    return results, commands, toml_text, missing
+                  "MiB" + (f", compiled at steps {r['compiled_at_steps']}" if "compiled_at_steps" in r else ""),
+                  flush=True)
+    order = [(rep, side) for rep, side in order if side not in failed]
+    return dict(plan=plan, results=results, order=order, commands=commands, toml=toml_text, missing=missing,
+                failed=failed)
 
 
-def summarize(c, results):
+def divide(a, b):
+    return None if a is None or b in (None, 0) else a / b
+
+
+def summarize(plan, results):
+    """Each side's medians (None for a side that did not run) and the ratios of the medians: samples/s as
+    RATE_RATIOS, peak GPU memory and RSS of every side over Python eager's; keyed 'side/reference'."""
     med = {}
-    for side, reps in results.items():
+    for side in SIDES:
+        reps = results.get(side, [])
         med[side] = {"rate": report.median([r["rate"] for r in reps]),
                      "gpu_mem_peak_mib": report.median([r["gpu_mem_peak_mib"] for r in reps]),
                      "rss_mib": report.median([v for r in reps for v in r["rss_mib"]])}
-    ratio = {k: (med["ddptrain"][k] / med["python"][k] if med["ddptrain"][k] is not None
-                 and med["python"][k] not in (None, 0) else None) for k in ("rate", "gpu_mem_peak_mib", "rss_mib")}
+    pairs = {"rate": RATE_RATIOS, "gpu_mem_peak_mib": [(s, BASELINE) for s in SIDES if s != BASELINE]}
+    pairs["rss_mib"] = pairs["gpu_mem_peak_mib"]
+    ratio = {metric: {f"{a}/{b}": divide(med[a][metric], med[b][metric]) for a, b in ab}
+             for metric, ab in pairs.items()}
     return med, ratio
 
 
-def goal_lines(c, med, ratio):
-    """The issue's goals for the ResNet-50 fp16 row: samples/s >= 1.0x Python, peak GPU memory <= 1.0x."""
-    if not c["goal"] or c["device"] != "cuda":
+def times(value):
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def goal_lines(c, plan, med, ratio):
+    """(goal, figure, met | not met | n/a) for each of c's goals, from the medians' ratios."""
+    lines = []
+    for metric, side, ref, op, bound in c["goals"]:
+        what, unit = METRIC_TEXT[metric]
+        goal = f"{c['title']}: {SIDE_NAMES[side]} {what} {op} {bound:.1f}x {SIDE_NAMES[ref]}"
+        value = ratio[metric][f"{side}/{ref}"]
+        not_run = [s for s in (side, ref) if plan[s]]
+        if not_run:
+            figure = "; ".join(f"{SIDE_NAMES[s]} did not run: {plan[s]}" for s in not_run)
+        else:
+            figure = f"{report.fmt(med[side][metric])} vs {report.fmt(med[ref][metric])} {unit} = {times(value)}"
+        met = None if value is None or not_run else (value >= bound if op == ">=" else value <= bound)
+        lines.append((goal, figure, "n/a" if met is None else "met" if met else "not met"))
+    return lines
+
+
+def compile_note(c, results):
+    """Where Python compiled's compilations fell, per repetition, against the warm-up."""
+    steps = [r.get("compiled_at_steps", []) for r in results.get("python_compiled", [])]
+    if not steps:
         return []
-    rate_fig = (f"{report.fmt(med['ddptrain']['rate'])} vs {report.fmt(med['python']['rate'])} samples/s = "
-                f"{report.ratio(med['ddptrain']['rate'], med['python']['rate'])}")
-    mem_fig = (f"{report.fmt(med['ddptrain']['gpu_mem_peak_mib'])} vs {report.fmt(med['python']['gpu_mem_peak_mib'])}"
-               f" MiB = {report.ratio(med['ddptrain']['gpu_mem_peak_mib'], med['python']['gpu_mem_peak_mib'])}")
-    verdict = lambda ok: "n/a" if ok is None else ("met" if ok else "not met")  # noqa: E731
-    return [("ResNet-50 fp16 samples/s >= 1.0x Python", rate_fig,
-             verdict(None if ratio["rate"] is None else ratio["rate"] >= 1.0)),
-            ("ResNet-50 fp16 peak GPU memory <= 1.0x Python", mem_fig,
-             verdict(None if ratio["gpu_mem_peak_mib"] is None else ratio["gpu_mem_peak_mib"] <= 1.0))]
+    late = sorted({s for rep in steps for s in rep if s > c["warmup_steps"]})
+    where = "; ".join((f"step{'s' if len(rep) > 1 else ''} {', '.join(map(str, rep))}" if rep else "no step")
+                      + f" in rep {k + 1}" for k, rep in enumerate(steps))
+    warmup = f"steps 1-{c['warmup_steps']}" if c["warmup_steps"] > 1 else f"step {c['warmup_steps']}"
+    if late:
+        return [f"- {c['name']}: Python compiled's graphs were compiled at {where}: **step "
+                f"{', '.join(map(str, late))} is after the warm-up ({warmup}), so its repetition's rate includes "
+                "compiling**."]
+    return [f"- {c['name']}: Python compiled's graphs were compiled at {where}, within the warm-up ({warmup}, not "
+            "timed)."]
 
 
 def label_of(c):
@@ -242,20 +389,74 @@ def label_of(c):
             f"{c['warmup_steps']}, interval {c['log_every']})")
 
 
-def markdown(rows, per_config, goals, header):
-    head = ["| configuration | ddptrain samples/s | Python samples/s | ratio | ddptrain peak GPU MiB | "
-            "Python peak GPU MiB | ratio | ddptrain peak RSS MiB | Python peak RSS MiB |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    body = []
+def markdown_tables(rows):
+    """rows: (label, med, ratio). samples/s of the four sides with the goals' ratios; peak GPU memory and RSS of each
+    side with its ratio over Python eager's."""
+    names = [SIDE_NAMES[s] for s in SIDES]
+    rate = ["| configuration | " + " | ".join(f"{n} samples/s" for n in names) + " | "
+            + " | ".join(f"{SIDE_NAMES[a]} / {SIDE_NAMES[b]}" for a, b in RATE_RATIOS) + " |",
+            "| --- |" + " ---: |" * (len(SIDES) + len(RATE_RATIOS))]
+    memory = ["| configuration | " + " | ".join(f"{n} peak GPU MiB" for n in names) + " | "
+              + " | ".join(f"{n} peak RSS MiB" for n in names) + " |", "| --- |" + " ---: |" * (2 * len(SIDES))]
     for label, med, ratio in rows:
-        d, p = med["ddptrain"], med["python"]
-        body.append(f"| {label} | {report.fmt(d['rate'])} | {report.fmt(p['rate'])} | "
-                    f"{report.ratio(d['rate'], p['rate'])} | {report.fmt(d['gpu_mem_peak_mib'])} | "
-                    f"{report.fmt(p['gpu_mem_peak_mib'])} | "
-                    f"{report.ratio(d['gpu_mem_peak_mib'], p['gpu_mem_peak_mib'])} | {report.fmt(d['rss_mib'])} | "
-                    f"{report.fmt(p['rss_mib'])} |")
-    goal_md = [f"- {g}: {fig}: **{v}**" for g, fig, v in goals]
-    return "\n".join(header + [""] + head + body + [""] + goal_md + ([""] if goal_md else []) + per_config) + "\n"
+        rate.append(f"| {label} | " + " | ".join(report.fmt(med[s]["rate"]) for s in SIDES) + " | "
+                    + " | ".join(times(ratio["rate"][f"{a}/{b}"]) for a, b in RATE_RATIOS) + " |")
+        cells = []
+        for metric in ("gpu_mem_peak_mib", "rss_mib"):
+            for s in SIDES:
+                value = report.fmt(med[s][metric])
+                if s != BASELINE and med[s][metric] is not None:
+                    value += f" ({times(ratio[metric][f'{s}/{BASELINE}'])})"
+                cells.append(value)
+        memory.append(f"| {label} | " + " | ".join(cells) + " |")
+    return (["samples/s (medians) and their ratios:", ""] + rate
+            + ["", "Peak GPU memory and peak host RSS (medians; in brackets, over Python eager's):", ""] + memory)
+
+
+def details(label, c, run):
+    """The configuration's collapsible section: each repetition in the order run, the commands, ddptrain's config."""
+    lines = [f"<details><summary>{label}: per repetition, commands, ddptrain's config</summary>", ""]
+    index = {side: 0 for side in SIDES}
+    for rep, side in run["order"]:
+        r = run["results"][side][index[side]]
+        index[side] += 1
+        lines.append(f"  - rep {rep + 1} {SIDE_NAMES[side]}: {report.fmt(r['rate'])} samples/s, peak GPU "
+                     f"{report.fmt(r['gpu_mem_peak_mib'])} MiB, peak RSS {' / '.join(map(report.fmt, r['rss_mib']))}"
+                     " MiB")
+    lines += ["", "```sh"] + [run["commands"][s] for s in SIDES if s in run["commands"]] + ["```", ""]
+    lines += ["ddptrain eager's config (ddptrain graph's adds `cuda_graph = true` to `[training]`):", "", "```toml",
+              run["toml"], "```"]
+    if run["missing"]:
+        lines += ["", f"This ddptrain does not know {', '.join(run['missing'])}: left out of its config."]
+    return lines + ["", "</details>", ""]
+
+
+def compiled_text(c):
+    """How Python compiled compiles, for the report."""
+    if c["compile_backend"] != "inductor":
+        return (f'`torch.compile(model, mode="{c["compile_mode"]}", backend="{c["compile_backend"]}")` (TorchDynamo\'s '
+                f'capture run by the {c["compile_backend"]} backend: no compiler)')
+    return (f'`torch.compile(model, mode="{c["compile_mode"]}")` (forward and backward compiled by TorchDynamo, '
+            "AOTAutograd and Inductor" + ("; max-autotune autotunes Inductor's kernels and runs them as CUDA graphs)"
+                                          if c["compile_mode"] == "max-autotune" else ")"))
+
+
+def header(invocation, date, gpu, machine, c):
+    return [f"Run {date} by `{invocation.strip()}`. GPU: {gpu}; {machine['nproc']} CPUs ({machine['cpu']}); "
+            f"torch {machine['torch']}, torchvision {machine['torchvision']} (Python {machine['python']})."
+            f" Every side: world 1, AMP {c['precision']} with loss scaling, channels_last, cudnn.benchmark "
+            f"{'on' if c['cudnn_benchmark'] else 'off'}, SGD lr {c['lr']} momentum {c['momentum']}, full batches only "
+            f"(drop_last), {c['workers']} batch-assembly workers; medians of {c['reps']} repetition"
+            f"{'s' if c['reps'] != 1 else ''}, the sides in turn, in reverse order every other repetition.", "",
+            "The sides: **ddptrain eager**, `optimizer.fused = true` (torch.optim's fused=True); **ddptrain graph**, "
+            "the same with `training.cuda_graph = true` (after a warm-up the whole step, forward, backward, loss "
+            "scaling and fused SGD, replayed as one CUDA graph); **Python eager**, `bench/torch_worker.py`; **Python "
+            f"compiled**, the same with {compiled_text(c)}. Python's optimizer is eager `torch.optim.SGD` with its "
+            "defaults in both Python sides (foreach on CUDA tensors, fused=False), its GradScaler eager too. "
+            "Compilation falls in the warm-up, which is not timed (where, below); Python compiled's peak GPU memory "
+            "includes what compiling and autotuning allocated. Peak GPU memory is the CUDA caching allocator's peak "
+            "allocated bytes (ddptrain's `gpu_mem_peak_mib`, `torch.cuda.max_memory_allocated()`), peak RSS the "
+            "process's maximum resident set; n/a where not reported or where a side did not run."]
 
 
 def main(argv):
@@ -271,35 +472,26 @@ def main(argv):
     date = report.now_utc()
     work_root = args.work_dir or tempfile.mkdtemp(prefix="gpu_bench.")
     os.makedirs(work_root, exist_ok=True)
-    rows, goals, per_config, figures = [], [], [], []
+    rows, goals, notes, per_config, figures, failed = [], [], [], [], [], []
     for i, c in enumerate(configs):
         label = label_of(c)
         print(f"[{i + 1}/{len(configs)}] {label}", flush=True)
-        results, commands, toml_text, missing = run_config(c, args, work_root, i, keys, fp16_name)
-        med, ratio = summarize(c, results)
+        run = run_config(c, args, work_root, i, keys, fp16_name)
+        med, ratio = summarize(run["plan"], run["results"])
         rows.append((label, med, ratio))
-        goals += goal_lines(c, med, ratio)
-        figures.append({"label": label, "config": c, "results": results, "median": med, "ratio": ratio,
-                        "ddptrain_keys_missing": missing})
-        per_rep = [f"  - rep {k + 1} {side}: {report.fmt(r['rate'])} samples/s, peak GPU "
-                   f"{report.fmt(r['gpu_mem_peak_mib'])} MiB" for side, reps in results.items()
-                   for k, r in enumerate(reps)]
-        per_config += [f"<details><summary>{label}: per repetition, commands, ddptrain.toml</summary>", ""] + per_rep
-        per_config += ["", "```sh"] + [commands[s] for s in sorted(commands)] + ["```", "", "```toml", toml_text, "```"]
-        if missing:
-            per_config += ["", f"This ddptrain does not know {', '.join(missing)}: left out of its config."]
-        per_config += ["", "</details>", ""]
+        goals += goal_lines(c, run["plan"], med, ratio)
+        notes += [f"- {c['name']}: {SIDE_NAMES[s]} n/a: {why}." for s, why in run["plan"].items() if why]
+        notes += compile_note(c, run["results"])
+        sides = {s: {"ran": why is None, "reason": why, "failed": s in run["failed"]} for s, why in run["plan"].items()}
+        figures.append({"label": label, "config": c, "sides": sides,
+                        "order": run["order"], "results": run["results"], "median": med, "ratio": ratio,
+                        "ddptrain_keys_missing": run["missing"]})
+        per_config += details(label, c, run)
+        failed += [f"{c['name']}: {SIDE_NAMES[s]}" for s in run["failed"]]
     invocation = "python3 bench/gpu_bench.py " + " ".join(shlex.quote(a) for a in argv)
-    header = [f"Run {date} by `{invocation.strip()}`. GPU: {gpu}; {machine['nproc']} CPUs ({machine['cpu']}); "
-              f"torch {machine['torch']}, torchvision {machine['torchvision']} (Python {machine['python']}). "
-              "Both sides: world 1, AMP "
-              f"{configs[0]['precision']} with loss scaling, channels_last, cudnn.benchmark "
-              f"{'on' if configs[0]['cudnn_benchmark'] else 'off'}, SGD lr {configs[0]['lr']} momentum "
-              f"{configs[0]['momentum']}, {configs[0]['workers']} batch-assembly workers; medians of "
-              f"{configs[0]['reps']} alternating repetitions. Ratios are ddptrain / Python. Peak GPU memory is the "
-              "CUDA caching allocator's peak allocated bytes (ddptrain's `gpu_mem_peak_mib`, "
-              "`torch.cuda.max_memory_allocated()`); n/a where not reported."]
-    text = markdown(rows, per_config, goals, header)
+    goal_md = [f"- {g}: {fig}: **{v}**" for g, fig, v in goals]
+    text = "\n".join(header(invocation, date, gpu, machine, configs[0]) + [""] + markdown_tables(rows) + [""]
+                     + notes + ([""] if notes else []) + goal_md + ([""] if goal_md else []) + per_config) + "\n"
     print()
     print(text)
     if args.markdown:
@@ -310,8 +502,10 @@ def main(argv):
             f.writelines(f"{g}\t{fig}\t{v}\n" for g, fig, v in goals)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"date": date, "gpu": gpu, "machine": machine, "invocation": invocation, "figures": figures,
-                       "goals": goals}, f, indent=1)
+            json.dump({"date": date, "gpu": gpu, "machine": machine, "invocation": invocation, "sides": list(SIDES),
+                       "figures": figures, "goals": goals}, f, indent=1)
+    if failed:  # the outputs are kept for a look at what failed
+        raise SystemExit(f"failed: {'; '.join(failed)} (n/a in the report; outputs in {work_root})")
     if not args.work_dir:
         shutil.rmtree(work_root, ignore_errors=True)
 

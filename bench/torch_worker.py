@@ -12,6 +12,11 @@
 # batches come from DataLoader(num_workers=--workers, pin_memory=True), are copied non_blocking and normalised on the
 # GPU; loss and correct count stay on the GPU until the interval ends (one synchronisation per interval, as a Python
 # user writing for speed would); NCCL; torch.cuda.max_memory_allocated() is reported as gpu_mem_peak_mib.
+# --compile MODE: the model (the DDP module where there is one) goes through torch.compile(mode=MODE), the usual user
+# recipe: TorchDynamo captures the forward, AOTAutograd its backward and Inductor compiles both at the first step
+# ("max-autotune" also autotunes kernels there and runs the graphs as CUDA graphs through Inductor's CUDA graph trees);
+# the loss, GradScaler and the optimizer step stay eager. The steps at which graphs were compiled are reported
+# (compiled_at_steps), so that a harness can check its warm-up covered them.
 import argparse
 import json
 import os
@@ -127,6 +132,14 @@ def parse_args():
                         "range holds the step from zero_grad to its figures (the batch's loading and normalisation "
                         "before it are left out)")
     p.add_argument("--trace", help="the trace file --trace-step writes")
+    p.add_argument("--compile", metavar="MODE",
+                   choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                   help="torch.compile(model, mode=MODE); the optimizer step stays eager")
+    p.add_argument("--compile-backend", default="inductor",
+                   help="torch.compile's backend with --compile (eager: TorchDynamo's capture alone, no compiler)")
+    p.add_argument("--drop-last", action="store_true",
+                   help="DistributedSampler and DataLoader drop_last=True: every batch full, one input shape (a "
+                        "partial last batch would make a compiled model recompile for its shape)")
     return p.parse_args()
 
 
@@ -152,6 +165,12 @@ def main():
         leave_process_group()
 
 
+def graphs_compiled():
+    """Graphs TorchDynamo has compiled in this process so far (its counters, torch._dynamo.utils.counters)."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
 def train(args, rank, world, device, sync):
     """Trains args.steps steps; returns this rank's result: its timed intervals (and on CUDA its memory peak)."""
     cuda = device.type == "cuda"
@@ -169,16 +188,19 @@ def train(args, rank, world, device, sync):
     if sync and args.grad_compression != "none":
         trained.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                           "bf16": default_hooks.bf16_compress_hook}[args.grad_compression])
+    if args.compile:
+        trained = torch.compile(trained, mode=args.compile, backend=args.compile_backend)
     dataset = load_train_set(args)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
+                                 drop_last=args.drop_last)
     if cuda:
         loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
-                            pin_memory=True, persistent_workers=args.workers > 0)
+                            pin_memory=True, persistent_workers=args.workers > 0, drop_last=args.drop_last)
     elif args.data == "image_folder":
         loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
-                            persistent_workers=args.workers > 0)
+                            persistent_workers=args.workers > 0, drop_last=args.drop_last)
     else:
-        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=0)
+        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=0, drop_last=args.drop_last)
     if args.data == "image_folder":
         mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
         std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
@@ -189,6 +211,7 @@ def train(args, rank, world, device, sync):
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     log_probs = args.model == "net"
     step, epoch, intervals, phases = 0, 0, [], []
+    compiled_at_steps, graphs = [], graphs_compiled() if args.compile else 0
     # Seconds per interval in forward (and the loss), backward (with DDP: until its all-reduces are done) and the
     # optimizer step; timed on CPU only (CUDA work is asynchronous).
     phase = [0.0, 0.0, 0.0]
@@ -225,6 +248,9 @@ def train(args, rank, world, device, sync):
                 for i, seconds in enumerate((t1 - t0, t2 - t1, t3 - t2)):
                     phase[i] += seconds
             step += 1
+            if args.compile and graphs_compiled() != graphs:
+                compiled_at_steps.append(step)
+                graphs = graphs_compiled()
             if cuda:  # no synchronisation until the interval ends
                 loss_sum += loss.detach() * len(yb)
                 correct += out.detach().argmax(1).eq(yb).sum()
@@ -265,6 +291,8 @@ def train(args, rank, world, device, sync):
         epoch += 1
     result = {"rank": rank, "world": world, "sync": sync, "intervals": intervals,
               "phases": {"names": ["forward", "backward", "optimizer"], "intervals": phases}}
+    if args.compile:
+        result.update(compile=args.compile, compile_backend=args.compile_backend, compiled_at_steps=compiled_at_steps)
     if cuda:
         result["gpu_mem_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
         result["gpu_name"] = torch.cuda.get_device_name(device)

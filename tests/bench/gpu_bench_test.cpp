@@ -1,44 +1,158 @@
-// bench/gpu_bench.py (the GPU comparison) in its CPU smoke mode: both sides train, the figures and the report
-// come out. Its GPU figures need a GPU (scripts/gpu-check); this checks the plumbing only.
+// bench/gpu_bench.py (the GPU comparison: ddptrain eager and CUDA graph, Python eager and torch.compile) in its CPU
+// smoke mode: the sides that can run on a CPU train, the graph side is n/a, the figures, ratios, goals and report come
+// out. Its GPU figures need a GPU (scripts/gpu-check); this checks the plumbing only.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 
 namespace ddp::test {
 namespace {
 
-TEST(GpuBench, CpuSmokeRunTrainsBothSidesAndWritesTheReport) {
+// Checks bench.json (argv[1]) against goals.tsv (argv[2]): which sides ran, medians from the repetitions, every ratio
+// from the medians, each goal's verdict from its ratio and bound.
+constexpr const char* kCheckJson = R"PY(
+import json, statistics, sys
+j = json.load(open(sys.argv[1]))
+sides = ["ddptrain_eager", "ddptrain_graph", "python_eager", "python_compiled"]
+assert j["sides"] == sides, j["sides"]
+f = j["figures"][0]
+c, plan, med, ratio, results = f["config"], f["sides"], f["median"], f["ratio"], f["results"]
+ran = [s for s in sides if plan[s]["ran"]]
+assert ran == ["ddptrain_eager", "python_eager", "python_compiled"], plan
+why = plan["ddptrain_graph"]["reason"]
+assert "CUDA" in why and "not attempted" in why, why
+assert sorted(results) == sorted(ran), sorted(results)
+assert f["order"] == [[0, s] for s in ran], f["order"]  # one repetition: the sides in their order
+for s in sides:
+    reps = results.get(s, [])
+    for key in ("rate", "gpu_mem_peak_mib", "rss_mib"):
+        values = [v for r in reps for v in (r[key] if key == "rss_mib" else [r[key]]) if v is not None]
+        want = statistics.median(values) if values else None
+        assert med[s][key] == want, (s, key, med[s][key], want)
+    if s in ran:
+        assert med[s]["rate"] > 0 and med[s]["rss_mib"] > 0, (s, med[s])
+    assert med[s]["gpu_mem_peak_mib"] is None, (s, med[s])  # no GPU
+def expect(metric, a, b):
+    x, y = med[a][metric], med[b][metric]
+    want = None if x is None or not y else x / y
+    got = ratio[metric][a + "/" + b]
+    assert (got is None and want is None) or abs(got - want) < 1e-12, (metric, a, b, got, want)
+    return got
+assert sorted(ratio["rate"]) == sorted(["ddptrain_eager/python_eager", "ddptrain_graph/python_eager",
+                                        "ddptrain_graph/python_compiled"]), ratio["rate"]
+eager = expect("rate", "ddptrain_eager", "python_eager")
+assert eager is not None
+assert expect("rate", "ddptrain_graph", "python_eager") is None
+assert expect("rate", "ddptrain_graph", "python_compiled") is None
+for metric in ("gpu_mem_peak_mib", "rss_mib"):
+    assert sorted(ratio[metric]) == sorted(s + "/python_eager" for s in sides if s != "python_eager"), ratio[metric]
+    for s in sides:
+        if s != "python_eager":
+            expect(metric, s, "python_eager")
+assert ratio["rss_mib"]["ddptrain_eager/python_eager"] > 0 and ratio["rss_mib"]["python_compiled/python_eager"] > 0
+# Python compiled went through torch.compile, and compiled its graphs inside the warm-up.
+steps = [r["compiled_at_steps"] for r in results["python_compiled"]]
+assert all(rep and max(rep) <= c["warmup_steps"] for rep in steps), (steps, c["warmup_steps"])
+assert all("compiled_at_steps" not in r for r in results["python_eager"])
+# The goals: ResNet-18's three, the first's verdict from its ratio, the two needing the graph side n/a.
+goals = [line.rstrip("\n").split("\t") for line in open(sys.argv[2])]
+assert [g for g, _, _ in goals] == [g for g, _, _ in j["goals"]] and len(goals) == 3, goals
+assert "ddptrain eager samples/s >= 1.1x Python eager" in goals[0][0], goals[0]
+assert goals[0][2] == ("met" if eager >= 1.1 else "not met"), (goals[0], eager)
+assert goals[0][1].endswith(f"= {eager:.2f}x"), goals[0]
+assert [v for _, _, v in goals[1:]] == ["n/a", "n/a"], goals
+assert all("ddptrain graph did not run" in figure for _, figure, _ in goals[1:]), goals
+print("ok", {s: med[s]["rate"] for s in sides}, eager)
+)PY";
+
+TEST(GpuBench, CpuSmokeRunsEverySideButTheGraphOneAndWritesTheReport) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const auto r =
       run_command("cd " + shell_quote(source_dir()) + " && " + python() +
-                  " bench/gpu_bench.py --device cpu --smoke --timeout 120 --ddptrain " + shell_quote(ddptrain_path()) +
-                  " --json " + shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") +
-                  " --goals " + shell_quote(dir / "goals.tsv"));
+                  " bench/gpu_bench.py --device cpu --smoke --timeout 120 --compile-timeout 120 --ddptrain " +
+                  shell_quote(ddptrain_path()) + " --work-dir " + shell_quote(dir / "work") + " --json " +
+                  shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") + " --goals " +
+                  shell_quote(dir / "goals.tsv"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
-  // The figures: both sides trained (samples/s > 0), the ratio is theirs; no GPU, so no peak GPU memory.
-  const auto check = run_command(
-      python() + " -c " +
-      shell_quote("import json, sys; f = json.load(open(sys.argv[1]))['figures'][0]; m, r = f['median'], f['ratio']; "
-                  "d, p = m['ddptrain']['rate'], m['python']['rate']; "
-                  "assert d > 0 and p > 0 and abs(r['rate'] - d / p) < 1e-9, f; "
-                  "assert m['ddptrain']['gpu_mem_peak_mib'] is None and r['gpu_mem_peak_mib'] is None, f; "
-                  "print('ok', d, p)") +
-      " " + shell_quote(dir / "bench.json"));
+  // The graph side was not attempted on a CPU: no run folder, no ddptrain started for it.
+  EXPECT_TRUE(std::filesystem::exists(dir / "work/config0/ddptrain_eager.rep0"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "work/config0/ddptrain_graph.rep0"));
+
+  write_file(dir / "check.py", kCheckJson);
+  const auto check = run_command(python() + " " + shell_quote(dir / "check.py") + " " +
+                                 shell_quote(dir / "bench.json") + " " + shell_quote(dir / "goals.tsv"));
   EXPECT_EQ(check.exit_code, 0) << check.output;
-  // The report's summary row says the same, with n/a for GPU memory.
+
+  // The report's rows say the same: the rates of the three sides that ran, the ddptrain eager / Python eager ratio,
+  // n/a for the graph side and its ratios; no GPU memory, peak RSS of each side that ran (with its ratio over Python
+  // eager's).
   const std::string md = read_file(dir / "bench.md");
-  const std::regex row(R"(\| smoke resnet18 synthetic 3x32x32, fp16, channels_last, batch 8, world 1, cpu[^|]*)"
-                       R"(\| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| n/a \| n/a \| n/a \|)");
-  EXPECT_TRUE(std::regex_search(md, row)) << md;
-  // Both commands and ddptrain's config are in the report; the smoke run sets no goal.
+  const std::string label = R"(\| smoke resnet18 synthetic 3x32x32, fp16, channels_last, batch 8, world 1, cpu[^|]*)";
+  const std::regex rates(label + R"(\| [0-9.]+ \| n/a \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| n/a \| n/a \|)");
+  EXPECT_TRUE(std::regex_search(md, rates)) << md;
+  const std::regex memory(label + R"(\| n/a \| n/a \| n/a \| n/a \| [0-9.]+ \([0-9.]+x\) \| n/a \| [0-9.]+ \| )"
+                                  R"([0-9.]+ \([0-9.]+x\) \|)");
+  EXPECT_TRUE(std::regex_search(md, memory)) << md;
+  EXPECT_NE(md.find("ddptrain graph n/a: training.cuda_graph"), std::string::npos) << md;
+  EXPECT_NE(md.find("within the warm-up (step 1, not timed)"), std::string::npos) << md;
+  EXPECT_NE(md.find("eager `torch.optim.SGD`"), std::string::npos) << md;
+  // The commands of the three sides and ddptrain's config are in the report.
   EXPECT_NE(md.find("torch_worker.py"), std::string::npos) << md;
   EXPECT_NE(md.find("--precision fp16 --device cpu"), std::string::npos) << md;
+  EXPECT_NE(md.find("--drop-last --compile default --compile-backend eager"), std::string::npos) << md;
   EXPECT_NE(md.find("memory_format = \"channels_last\""), std::string::npos) << md;
-  EXPECT_EQ(read_file(dir / "goals.tsv"), "");
+  EXPECT_NE(md.find("fused = true"), std::string::npos) << md;
+}
+
+// A side that fails is n/a in the report with its error, the others go on, and the run exits non-zero; --sides runs
+// only the sides named, the others n/a. A ddptrain that prints its config but fails to train stands in for a failing
+// side (no Python side runs, so this takes seconds).
+TEST(GpuBench, FailingSideIsReportedNotApplicableAndTheRunFails) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TempDir dir;
+  write_file(dir / "ddptrain", "#!/bin/sh\ncase \" $* \" in *\" --print-config \"*) exec " +
+                                   shell_quote(ddptrain_path()) +
+                                   " \"$@\" ;; esac\necho 'capture refused here' >&2\nexit 3\n");
+  ASSERT_EQ(run_command("chmod +x " + shell_quote(dir / "ddptrain")).exit_code, 0);
+  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() +
+                             " bench/gpu_bench.py --device cpu --smoke --sides ddptrain_eager --ddptrain " +
+                             shell_quote(dir / "ddptrain") + " --work-dir " + shell_quote(dir / "work") + " --json " +
+                             shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") +
+                             " --goals " + shell_quote(dir / "goals.tsv"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("failed: smoke resnet18 synthetic 3x32x32: ddptrain eager"), std::string::npos) << r.output;
+  const std::string md = read_file(dir / "bench.md");
+  EXPECT_NE(md.find("ddptrain eager n/a: failed in repetition 1: rank 0 exit 3: capture refused here"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("Python eager n/a: not selected (--sides)"), std::string::npos) << md;
+  const auto check = run_command(
+      python() + " -c " +
+      shell_quote(
+          "import json, sys\n"
+          "f = json.load(open(sys.argv[1]))['figures'][0]\n"
+          "assert f['sides']['ddptrain_eager']['failed'] and not f['sides']['ddptrain_eager']['ran'], f\n"
+          "assert all(not v['ran'] and not v['failed'] for s, v in f['sides'].items() if s != 'ddptrain_eager')\n"
+          "assert f['results'] == {} and f['order'] == [], f\n"
+          "assert all(v is None for m in f['median'].values() for v in m.values()), f['median']\n"
+          "assert all(v is None for r in f['ratio'].values() for v in r.values()), f['ratio']\n"
+          "goals = [line.rstrip('\\n').split('\\t') for line in open(sys.argv[2])]\n"
+          "assert len(goals) == 3 and all(v == 'n/a' for _, _, v in goals), goals\n") +
+      " " + shell_quote(dir / "bench.json") + " " + shell_quote(dir / "goals.tsv"));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+TEST(GpuBench, UnknownSideIsRefused) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() +
+                             " bench/gpu_bench.py --device cpu --smoke --sides python_eager,python_graph 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("not 'python_eager,python_graph'"), std::string::npos) << r.output;
 }
 
 }  // namespace
