@@ -109,6 +109,8 @@ class Trainer {
   int64_t nonfinite_skips() const;
 
   EpochEnd train_epoch();
+  // data.workers as a number of threads, "auto" resolved for this rank (train_data.cpp).
+  int64_t loader_workers() const;
   // Where a step of an epoch of num_batches micro-batches stands, for the Reporter.
   void place(StepRecord& s, int64_t num_batches) const;
   // metrics.sample_ids: the step's samples, batches [first_batch, end_batch) of the epoch's indices.
