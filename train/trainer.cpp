@@ -49,6 +49,7 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
                         channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous,
                         static_cast<uint64_t>(cfg_.job.seed));
   o.epoch = state_.position.epoch;
+  o.threads = loader_threads_;
   return o;
 }
 
