@@ -22,7 +22,7 @@ bool unused(const torch::Tensor& t) { return t.use_count() == 1 && t.storage().u
 }  // namespace
 
 BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch)
-    : split_(split), options_(std::move(options)), mu_(&own_mu_), cv_(&own_cv_) {
+    : split_(split), options_(std::move(options)), mu_(&own_mu_) {
   TORCH_CHECK(options_.batch_size >= 1 && options_.prefetch >= 1, "BatchLoader: batch_size and prefetch must be >= 1");
   if (options_.normalize) table_.emplace(options_.mean, options_.std);
   rows_per_task_ = 1;
@@ -35,7 +35,6 @@ BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, Loade
   if (!threads_ && options_.workers > 0) threads_ = std::make_shared<LoaderThreads>(options_.workers);
   if (!threads_) return;
   mu_ = &threads_->mu_;
-  cv_ = &threads_->cv_;
   threads_->attach(this);
 }
 
@@ -54,7 +53,7 @@ void BatchLoader::plan_epoch(std::vector<int64_t> indices, int64_t epoch) {
     next_ = 0;
     front_ended_ = false;
   }
-  cv_->notify_all();
+  if (threads_) threads_->work_.notify_all();
 }
 
 bool BatchLoader::epoch_planned() {
@@ -163,13 +162,14 @@ void BatchLoader::run(const Task& task) {
   }
 }
 
-void BatchLoader::finish(const Task& task, std::exception_ptr error) {
+bool BatchLoader::finish(const Task& task, std::exception_ptr error) {
   Pending& p = *task.batch;
   --p.running;
   if (error && !p.error) {
     p.error = error;
     p.claimed = p.rows;  // the batch's other rows are not read
   }
+  return p.done();
 }
 
 std::optional<Batch> BatchLoader::next() {
@@ -184,7 +184,7 @@ std::optional<Batch> BatchLoader::next() {
     return std::nullopt;
   }
   if (threads_) {
-    cv_->wait(lock, [&] { return !pending_.empty() && pending_.front()->done(); });
+    ready_.wait(lock, [&] { return !pending_.empty() && pending_.front()->done(); });
   } else {  // no threads: this thread reads the batch's rows
     while (pending_.empty() || !pending_.front()->done()) {
       Task task;
@@ -208,7 +208,7 @@ std::optional<Batch> BatchLoader::next() {
   pending_.pop_front();
   ++next_;
   lock.unlock();
-  cv_->notify_all();
+  if (threads_) threads_->work_.notify_all();  // room for one more batch ahead: its rows for every thread
   return batch;
 }
 

@@ -110,8 +110,8 @@ class BatchLoader {
   bool claim(Task& task);
   // Without the lock: reads the rows and writes them into the batch.
   void run(const Task& task);
-  // Under the lock: the rows are written, or failed with `error`.
-  void finish(const Task& task, std::exception_ptr error);
+  // Under the lock: the rows are written, or failed with `error`. True when that completes their batch.
+  bool finish(const Task& task, std::exception_ptr error);
   Epoch* find_epoch(int64_t seq) const;
   // Under the lock: the epoch the next batch is started from (past those whose batches are all started), or null
   // while none is planned.
@@ -130,9 +130,8 @@ class BatchLoader {
 
   std::shared_ptr<LoaderThreads> threads_;  // null: batches are assembled in next()
   std::mutex own_mu_;
-  std::condition_variable own_cv_;
-  std::mutex* mu_;  // the threads' lock, or own_mu_: guards everything below
-  std::condition_variable* cv_;
+  std::mutex* mu_;                 // the threads' lock, or own_mu_: guards everything below
+  std::condition_variable ready_;  // a batch is done, or no thread runs a task of this loader
 
   std::deque<std::unique_ptr<Epoch>> epochs_;     // front: the epoch next() hands out; then the planned ones
   int64_t next_ = 0;                              // its next batch

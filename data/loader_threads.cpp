@@ -36,7 +36,7 @@ LoaderThreads::~LoaderThreads() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  work_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -45,13 +45,13 @@ void LoaderThreads::attach(BatchLoader* loader) {
     std::lock_guard<std::mutex> lock(mu_);
     loaders_.push_back(loader);
   }
-  cv_.notify_all();
+  work_.notify_all();
 }
 
 void LoaderThreads::detach(BatchLoader* loader) {
   std::unique_lock<std::mutex> lock(mu_);
   loaders_.erase(std::remove(loaders_.begin(), loaders_.end(), loader), loaders_.end());
-  cv_.wait(lock, [&] { return loader->running_ == 0; });
+  loader->ready_.wait(lock, [&] { return loader->running_ == 0; });
 }
 
 void LoaderThreads::serve(int64_t id) {
@@ -61,7 +61,7 @@ void LoaderThreads::serve(int64_t id) {
   while (true) {
     BatchLoader* loader = nullptr;
     BatchLoader::Task task;
-    cv_.wait(lock, [&] {
+    work_.wait(lock, [&] {
       for (auto it = loaders_.rbegin(); !stop_ && it != loaders_.rend(); ++it)
         if ((*it)->claim(task)) {
           loader = *it;
@@ -79,9 +79,8 @@ void LoaderThreads::serve(int64_t id) {
       error = std::current_exception();
     }
     lock.lock();
-    loader->finish(task, error);
-    --loader->running_;
-    cv_.notify_all();
+    const bool batch_done = loader->finish(task, error);
+    if (--loader->running_ == 0 || batch_done) loader->ready_.notify_all();
   }
 }
 

@@ -29,7 +29,9 @@ class LoaderThreads {
   void serve(int64_t id);
 
   std::mutex mu_;
-  std::condition_variable cv_;  // a loader's state changed
+  // Work to claim may have come: a loader attached, an epoch planned, room for another batch ahead. A thread that
+  // finishes a task claims the next without waiting, so no task's end wakes the others.
+  std::condition_variable work_;
   std::vector<BatchLoader*> loaders_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
