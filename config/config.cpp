@@ -57,11 +57,13 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
     std::string allowed;
     if (kind == KeyKind::Choice)
       allowed = "one of: " + join(names_of<T>(), " | ") + (takes_a_path<T> ? " or a path" : "");
-    if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats || kind == KeyKind::Ints)
+    if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats || kind == KeyKind::Ints ||
+        kind == KeyKind::IntOrAuto)
       allowed = "range: " + range_text(key, kind) +
-                (kind == KeyKind::Floats ? ", one value or one per channel"
-                 : kind == KeyKind::Ints ? ", each"
-                                         : "");
+                (kind == KeyKind::Floats      ? ", one value or one per channel"
+                 : kind == KeyKind::Ints      ? ", each"
+                 : kind == KeyKind::IntOrAuto ? ", or auto"
+                                              : "");
     out.push_back({section, key.name, kind, value_text(field), allowed, names_of<T>(), key.min, key.max, key.doc,
                    key.resume_may_change});
   });

@@ -50,6 +50,12 @@ struct JobConfig {
   }
 };
 
+// An integer, or "auto": a value the run decides when it starts (data.workers).
+struct IntOrAuto {
+  bool automatic = false;
+  int64_t value = 0;  // when not automatic
+};
+
 // A number for every image channel alike, or one per channel: TOML `0.5` or `[0.4914, 0.4822, 0.4465]`.
 using PerChannel = std::vector<double>;
 
@@ -61,7 +67,7 @@ struct DataConfig {
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
   bool drop_last = false;
-  int64_t workers = 1;
+  IntOrAuto workers{false, 1};
   int64_t prefetch = 4;
   PerChannel mean{-1};
   PerChannel std{-1};
@@ -88,11 +94,16 @@ struct DataConfig {
     key(s.shuffle, Key("shuffle", "DistributedSampler's shuffle: randperm seeded job.seed + epoch"));
     key(s.drop_last,
         Key("drop_last", "the sampler truncates to a multiple of the world; a partial last batch is dropped"));
-    key(s.workers, Key("workers", "batch-assembly threads per rank (0 = on the training thread)")
+    key(s.workers, Key("workers",
+                       "threads per rank that read and assemble samples (0 = on the training thread; auto = the "
+                       "CPUs left to the rank: available CPUs / ranks on the host - its training threads)")
                        .at_least(0)
                        .at_most(64)
                        .resume_may_differ());
-    key(s.prefetch, Key("prefetch", "batches assembled ahead per rank").at_least(1).at_most(1024).resume_may_differ());
+    key(s.prefetch, Key("prefetch", "batches under assembly or ready ahead of the training step, per rank")
+                        .at_least(1)
+                        .at_most(1024)
+                        .resume_may_differ());
     key(s.mean, Key("mean", "normalisation mean, one for all channels or a list, one per channel; -1 = the dataset's")
                     .at_least(0)
                     .at_most(1)
@@ -507,7 +518,7 @@ std::string format_resume_config(const Config& cfg);
 std::string config_digest(const std::string& config_text);
 
 // What a key's value is, as --help names it.
-enum class KeyKind { Bool, Int, Float, Floats, Ints, String, Choice, List };
+enum class KeyKind { Bool, Int, Float, Floats, Ints, String, Choice, List, IntOrAuto };
 // One key as the reference shows it.
 struct KeyInfo {
   std::string section, name;  // "data", "batch_size"
@@ -521,7 +532,7 @@ struct KeyInfo {
 };
 // Every key of cfg with its current value, in declaration order.
 std::vector<KeyInfo> describe_keys(const Config& cfg);
-const char* kind_label(KeyKind kind);  // bool, int, float, floats, ints, string, choice, list
+const char* kind_label(KeyKind kind);  // bool, int, float, floats, ints, string, choice, list, int/auto
 // The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
 // did-you-mean, when there is no such key.
 KeyKind override_kind(const std::string& path, const std::string& loc);

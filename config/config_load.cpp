@@ -122,6 +122,14 @@ class Assign {
     if (!value) throw bad_choice<E>(s);
     f = *value;
   }
+  void operator()(IntOrAuto& f) const {
+    if (v_.is_string() && *v_.value<std::string>() == "auto") {
+      f = IntOrAuto{true, 0};
+      return;
+    }
+    if (!v_.is_integer()) throw type_error(KeyKind::IntOrAuto);
+    f = IntOrAuto{false, integer(v_, KeyKind::IntOrAuto)};
+  }
   void operator()(ResumeFrom& f) const {
     const std::string s = choice_text<ResumeFrom>();
     const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(s);
@@ -250,7 +258,8 @@ void apply_override(Config& cfg, const std::string& text, KeyLocations& location
   with_key(cfg, section, key, [&](auto& field, const Key& declared) {
     using T = std::decay_t<decltype(field)>;
     constexpr KeyKind kind = kind_of<T>();
-    constexpr bool words = kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List;
+    constexpr bool words =
+        kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List || kind == KeyKind::IntOrAuto;
     toml::table parsed;
     try {
       parsed = toml::parse("v = " + raw);

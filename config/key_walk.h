@@ -63,6 +63,8 @@ constexpr KeyKind kind_of() {
     return KeyKind::String;
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
     return KeyKind::List;
+  else if constexpr (std::is_same_v<T, IntOrAuto>)
+    return KeyKind::IntOrAuto;
   else
     return KeyKind::Choice;  // an enum of config/choices.h, or ResumeFrom
 }
@@ -95,6 +97,7 @@ inline constexpr KindText kKindTexts[] = {
     {KeyKind::String, "string", "a string"},
     {KeyKind::Choice, "choice", "a string"},
     {KeyKind::List, "list", "an array of strings"},
+    {KeyKind::IntOrAuto, "int/auto", "an integer or \"auto\""},
 };
 
 inline const KindText& kind_text(KeyKind k) {
@@ -145,6 +148,7 @@ inline std::string value_text(const std::vector<int64_t>& values) {
 }
 inline std::string value_text(const std::string& v) { return quoted(v); }
 inline std::string value_text(const std::vector<std::string>& items) { return array_text(items, quoted); }
+inline std::string value_text(const IntOrAuto& v) { return v.automatic ? quoted("auto") : std::to_string(v.value); }
 inline std::string value_text(const ResumeFrom& r) {
   return quoted(r.mode == ResumeMode::Path ? r.path : choice_name(r.mode));
 }
@@ -157,7 +161,8 @@ std::string value_text(E v) {
 // <= 1000.0"); "" when unbounded.
 inline std::string range_text(const Key& k, KeyKind kind) {
   auto bound = [&](double b) {
-    if (kind == KeyKind::Int || kind == KeyKind::Ints) return std::to_string(static_cast<int64_t>(b));
+    if (kind == KeyKind::Int || kind == KeyKind::Ints || kind == KeyKind::IntOrAuto)
+      return std::to_string(static_cast<int64_t>(b));
     // Whole bounds as written in a config (604800.0, not 6.048e+05); others in the shortest form that reads back.
     if (std::fabs(b) < 1e15 && b == std::trunc(b)) return std::to_string(static_cast<int64_t>(b)) + ".0";
     return format_number(b);

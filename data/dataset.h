@@ -66,9 +66,20 @@ Dataset load_cifar10(const DataConfig& data);
 Dataset load_image_folder(const DataConfig& data);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
-// Normalised float batch [B, C, H, W] of the given rows: (x / 255 - mean) / std, as torchvision's
-// ToTensor + Normalize compute it; mean and std hold one value for all channels or one per channel.
-// The result is in memory_format (default: the input's layout) on the input's device.
+// torchvision's ToTensor + Normalize of uint8 batches on one device, (x / 255 - mean) / std in float32, its mean and
+// std (one value for all channels or one per channel) made there once.
+class Normalizer {
+ public:
+  Normalizer(const PerChannel& mean, const PerChannel& std, c10::Device device);
+  // The normalised float batch [B, C, H, W] in memory_format (default: the input's layout) on the device.
+  torch::Tensor operator()(const torch::Tensor& uint8_images,
+                           std::optional<torch::MemoryFormat> memory_format = std::nullopt) const;
+
+ private:
+  torch::Tensor mean_, std_;  // float32 [1, C, 1, 1]
+};
+
+// Normalizer(mean, std, on the images' device)(uint8_images, memory_format).
 torch::Tensor normalize_images(const torch::Tensor& uint8_images, const PerChannel& mean, const PerChannel& std,
                                std::optional<torch::MemoryFormat> memory_format = std::nullopt);
 

@@ -7,6 +7,8 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <deque>
+
 namespace ddp {
 namespace {
 
@@ -26,40 +28,65 @@ class StreamFeed final : public DeviceFeed {
         device_(device),
         guard_impl_(device.type()),
         copy_stream_(guard_impl_.getStreamFromGlobalPool(device)),
-        copied_(device.type()) {
-    start_copy();
+        normalize_(loader.options().mean, loader.options().std, device) {}
+
+  ~StreamFeed() override {
+    for (const Copy& c : copies_) c.done.synchronize();  // the loader may reuse their host buffers once they end
   }
 
   std::optional<Batch> next() override {
-    if (!ahead_) return std::nullopt;
-    Batch batch = std::move(*ahead_);
-    ahead_.reset();
+    release_copied();
+    if (copies_.empty() || copies_.back().handed_out) {
+      if (epoch_ended_) {  // the loader said the epoch's end after the last copy: say it now, once
+        epoch_ended_ = false;
+        return std::nullopt;
+      }
+      if (!start_copy()) return std::nullopt;
+    }
+    Copy& c = copies_.back();
     const c10::Stream current = guard_impl_.getStream(device_);
-    copied_.block(current);
+    c.done.block(current);
     // Allocated on the copy stream, used on the current one: the allocator must not reuse them before that use ends.
-    batch.images.record_stream(current);
-    batch.labels.record_stream(current);
-    const LoaderOptions& o = loader_.options();
-    if (!o.normalize) batch.images = normalize_images(batch.images, o.mean, o.std, o.memory_format);
-    start_copy();  // overlaps the step that uses `batch`
+    c.device.images.record_stream(current);
+    c.device.labels.record_stream(current);
+    c.handed_out = true;
+    Batch batch = std::move(c.device);
+    if (!loader_.options().normalize) batch.images = normalize_(batch.images, loader_.options().memory_format);
+    epoch_ended_ = !start_copy();  // overlaps the step that uses `batch`
     return batch;
   }
 
  private:
-  void start_copy() {
+  // A batch's copy to the device, enqueued on the copy stream; its host buffers stay held until the copy is done.
+  struct Copy {
+    Batch host, device;
+    c10::Event done;
+    bool handed_out = false;
+  };
+
+  // Starts copying the loader's next batch; false at the end of the loader's epoch.
+  bool start_copy() {
     std::optional<Batch> host = loader_.next();
-    if (!host) return;
+    if (!host) return false;
     c10::StreamGuard on_copy_stream(copy_stream_);
-    ahead_ = Batch{host->images.to(device_, /*non_blocking=*/true), host->labels.to(device_, /*non_blocking=*/true)};
-    copied_.record(copy_stream_);
+    Batch device = {host->images.to(device_, /*non_blocking=*/true), host->labels.to(device_, /*non_blocking=*/true)};
+    copies_.push_back(Copy{std::move(*host), std::move(device), c10::Event(device_.type())});
+    copies_.back().done.record(copy_stream_);
+    return true;
+  }
+
+  // Lets the loader have the host buffers of copies that are done.
+  void release_copied() {
+    while (!copies_.empty() && copies_.front().handed_out && copies_.front().done.query()) copies_.pop_front();
   }
 
   BatchLoader& loader_;
   c10::Device device_;
   c10::impl::VirtualGuardImpl guard_impl_;
   c10::Stream copy_stream_;
-  c10::Event copied_;
-  std::optional<Batch> ahead_;  // on the device, its copy enqueued on copy_stream_
+  Normalizer normalize_;     // its mean and std on the device once
+  std::deque<Copy> copies_;  // oldest first; the last one not handed out yet is the batch ahead
+  bool epoch_ended_ = false;
 };
 
 }  // namespace

@@ -16,9 +16,11 @@ class DeviceFeed {
 };
 
 // CPU: the loader's batches as they are. An accelerator (CUDA): each batch is copied with non_blocking on a side
-// stream while the previous one is in use (DataLoader's pin_memory=True + .cuda(non_blocking=True), one batch ahead);
-// next() makes the current stream wait for that copy and records the tensors on it for the caching allocator, then
-// normalises the images there when the loader left them uint8 (LoaderOptions::normalize).
+// stream while the previous one is in use (DataLoader's pin_memory=True + .cuda(non_blocking=True), one batch ahead
+// within an epoch); next() makes the current stream wait for that copy and records the tensors on it for the caching
+// allocator, then normalises the images there when the loader left them uint8 (LoaderOptions::normalize), with mean
+// and std made on the device once. A batch's host buffers are held until its copy is done: the loader reuses them.
+// Like the loader's, next() says nullopt at each epoch's end and then goes on into the loader's next epoch.
 std::unique_ptr<DeviceFeed> make_device_feed(BatchLoader& loader, c10::Device device);
 
 }  // namespace ddp

@@ -1,106 +1,220 @@
-// BatchLoader: batch k is built by worker k % workers, at most `prefetch` batches ahead of the consumer.
+// BatchLoader: epochs of batches split into rows for the loader threads, handed out in order, buffers reused.
 #include "data/loader.h"
 
-#include "base/thread_name.h"
 #include "data/image_transforms.h"
+#include "data/loader_threads.h"
+
+#include <algorithm>
 
 namespace ddp {
+namespace {
+
+// Rows of an in-memory split read as one task: small images go a batch (or a large part of one) at a time, as a
+// sample read from a file always goes one at a time.
+constexpr int64_t kTaskBytes = 256 << 10;
+// Buffers the ring keeps beyond `prefetch`: those the consumer holds (micro-batches of a step, a batch whose copy to
+// the device is under way). A consumer that holds more gets buffers of its own.
+constexpr size_t kRingSlack = 8;
+
+// Nobody but the ring holds the tensor, its storage, or a view of it.
+bool unused(const torch::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
+
+}  // namespace
 
 BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch)
-    : split_(split), indices_(std::move(indices)), options_(options) {
-  const int64_t n = static_cast<int64_t>(indices_.size()), b = options_.batch_size;
-  num_batches_ = options_.drop_last ? n / b : (n + b - 1) / b;
-  next_ = std::min(start_batch, num_batches_);
-  for (int64_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
+    : split_(split), options_(std::move(options)), mu_(&own_mu_) {
+  TORCH_CHECK(options_.batch_size >= 1 && options_.prefetch >= 1, "BatchLoader: batch_size and prefetch must be >= 1");
+  if (options_.normalize) table_.emplace(options_.mean, options_.std);
+  rows_per_task_ = 1;
+  if (!split_.source && split_.images.defined() && split_.images.size(0) > 0)
+    rows_per_task_ = std::max<int64_t>(1, kTaskBytes / std::max<int64_t>(1, split_.images[0].numel()));
+  const int64_t epoch = options_.epoch;
+  plan_epoch(std::move(indices), epoch);
+  epochs_.front()->first = next_ = produce_next_ = std::min(start_batch, epochs_.front()->batches);
+  threads_ = options_.threads;
+  if (!threads_ && options_.workers > 0) threads_ = std::make_shared<LoaderThreads>(options_.workers);
+  if (!threads_) return;
+  mu_ = &threads_->mu_;
+  threads_->attach(this);
 }
 
 BatchLoader::~BatchLoader() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  if (threads_) threads_->detach(this);
 }
 
-Batch BatchLoader::assemble(int64_t batch_index) const {
-  const int64_t begin = batch_index * options_.batch_size;
-  const int64_t end = std::min<int64_t>(begin + options_.batch_size, static_cast<int64_t>(indices_.size()));
-  torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices_.data()) + begin, {end - begin}, torch::kInt64);
-  const int64_t n = end - begin;
-  // The batch's tensors, allocated once (page-locked when asked) and filled in place.
-  const auto allocate = [&](const torch::Tensor& like, c10::IntArrayRef item_sizes) {
-    std::vector<int64_t> sizes = {n};
-    sizes.insert(sizes.end(), item_sizes.begin(), item_sizes.end());
-    return torch::empty(sizes, torch::TensorOptions().dtype(like.dtype()).pinned_memory(options_.pin_memory));
+void BatchLoader::plan_epoch(std::vector<int64_t> indices, int64_t epoch) {
+  std::lock_guard<std::mutex> lock(*mu_);
+  const auto n = static_cast<int64_t>(indices.size()), b = options_.batch_size;
+  const int64_t seq = epochs_.empty() ? 0 : epochs_.back()->seq + 1;
+  epochs_.push_back(std::make_unique<Epoch>(
+      Epoch{seq, std::move(indices), epoch, options_.drop_last ? n / b : (n + b - 1) / b, /*first=*/0}));
+  if (front_ended_) {  // next() already said the front epoch's end: the new one follows at once
+    epochs_.pop_front();
+    next_ = 0;
+    front_ended_ = false;
+  }
+  if (threads_) threads_->work_.notify_all();
+}
+
+bool BatchLoader::epoch_planned() {
+  std::lock_guard<std::mutex> lock(*mu_);
+  return epochs_.size() > 1;
+}
+
+BatchLoader::Epoch* BatchLoader::find_epoch(int64_t seq) const {
+  for (const auto& e : epochs_)
+    if (e->seq == seq) return e.get();
+  return nullptr;
+}
+
+int64_t BatchLoader::rows_of(const Epoch& e, int64_t batch) const {
+  const int64_t begin = batch * options_.batch_size;
+  return std::min<int64_t>(options_.batch_size, static_cast<int64_t>(e.indices.size()) - begin);
+}
+
+BatchLoader::Epoch* BatchLoader::producing() {
+  const Epoch& front = *epochs_.front();
+  if (produce_seq_ < front.seq) {  // next() moved on from an epoch whose batches were all started
+    produce_seq_ = front.seq;
+    produce_next_ = front.first;
+  }
+  Epoch* e = find_epoch(produce_seq_);
+  while (e && produce_next_ >= e->batches) {
+    e = find_epoch(++produce_seq_);
+    produce_next_ = e ? e->first : 0;
+  }
+  return e;
+}
+
+bool BatchLoader::claim(Task& task) {
+  auto hand_out = [&](Pending& p) {
+    task = {&p, p.claimed, std::min(p.rows, p.claimed + rows_per_task_)};
+    p.claimed = task.end;
+    ++p.running;
+    return true;
   };
-  Batch batch;
-  if (split_.source) {
-    // Read sample by sample, each copied into the batch at once; a replaced sample brings its own label.
-    std::vector<int64_t> read;
-    for (const int64_t index : c10::ArrayRef<int64_t>(idx.data_ptr<int64_t>(), idx.numel())) {
-      SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, options_.epoch, index));
-      if (!batch.images.defined()) batch.images = allocate(s.image, s.image.sizes());
-      TORCH_CHECK(s.image.sizes() == batch.images.sizes().slice(1), "sample ", s.index, " is ", s.image.sizes(),
-                  ", the batch's first ", batch.images.sizes().slice(1));
-      batch.images[static_cast<int64_t>(read.size())].copy_(s.image);
-      read.push_back(s.index);
-    }
-    idx = torch::tensor(read, torch::kInt64);
-  } else {
-    batch.images = allocate(split_.images, split_.images.sizes().slice(1));
-    at::index_select_out(batch.images, split_.images, 0, idx);
-  }
-  if (options_.normalize)
-    batch.images = normalize_images(batch.images, options_.mean, options_.std, options_.memory_format);
-  batch.labels = allocate(split_.labels, split_.labels.sizes().slice(1));
-  at::index_select_out(batch.labels, split_.labels, 0, idx);
-  return batch;
+  for (auto& p : pending_)
+    if (p->claimed < p->rows) return hand_out(*p);
+  if (static_cast<int64_t>(pending_.size()) >= options_.prefetch) return false;
+  Epoch* e = producing();
+  if (!e) return false;
+  const int64_t index = produce_next_++;
+  auto batch = std::make_unique<Pending>();
+  batch->epoch = e;
+  batch->index = index;
+  batch->rows = rows_of(*e, index);
+  pending_.push_back(std::move(batch));
+  return hand_out(*pending_.back());
 }
 
-void BatchLoader::worker_loop(int64_t worker_id) {
-  name_this_thread("ddp-data-" + std::to_string(worker_id));
-  const int64_t workers = options_.workers;
-  int64_t k = next_;
-  // First batch this worker owns at or after the starting point.
-  while (k % workers != worker_id) ++k;
-  for (; k < num_batches_; k += workers) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || k < next_ + options_.prefetch; });
-      if (stop_) return;
+void BatchLoader::take_buffers(Pending& batch, c10::IntArrayRef item_sizes) {
+  if (!batch.buffers.images.defined()) {
+    for (const Buffers& b : ring_)
+      if (b.images.sizes().slice(1) == item_sizes && unused(b.images) && unused(b.labels)) {
+        batch.buffers = b;
+        break;
+      }
+  }
+  if (!batch.buffers.images.defined()) {
+    std::vector<int64_t> sizes = {options_.batch_size};
+    sizes.insert(sizes.end(), item_sizes.begin(), item_sizes.end());
+    const auto host = torch::TensorOptions().pinned_memory(options_.pin_memory);
+    batch.buffers.images = torch::empty(
+        sizes, host.dtype(options_.normalize ? torch::kFloat32 : torch::kUInt8).memory_format(options_.memory_format));
+    batch.buffers.labels = torch::empty({options_.batch_size}, host.dtype(torch::kInt64));
+    if (ring_.size() < static_cast<size_t>(options_.prefetch) + kRingSlack) ring_.push_back(batch.buffers);
+  }
+  TORCH_CHECK(batch.buffers.images.sizes().slice(1) == item_sizes, "sample of batch ", batch.index, " is ", item_sizes,
+              ", the batch's others ", batch.buffers.images.sizes().slice(1));
+}
+
+void BatchLoader::write_sample(const Task& task, int64_t row, const uint8_t* pixels, c10::IntArrayRef sizes,
+                               c10::IntArrayRef strides, int64_t label_index) {
+  TORCH_CHECK(sizes.size() == 3, "a sample must be [C, H, W], got ", sizes);
+  const int64_t n = split_.size();
+  TORCH_CHECK(label_index >= 0 && label_index < n, "sample index ", label_index, " is out of range for a split of ", n);
+  Buffers buffers;
+  {
+    std::lock_guard<std::mutex> lock(*mu_);
+    take_buffers(*task.batch, sizes);
+    buffers = task.batch->buffers;
+  }
+  write_row(buffers.images, row, pixels, sizes, strides, table_ ? &*table_ : nullptr);
+  buffers.labels.data_ptr<int64_t>()[row] = split_.labels.data_ptr<int64_t>()[label_index * split_.labels.stride(0)];
+}
+
+void BatchLoader::run(const Task& task) {
+  const Epoch& e = *task.batch->epoch;
+  const int64_t first = task.batch->index * options_.batch_size;
+  for (int64_t row = task.begin; row < task.end; ++row) {
+    const int64_t index = e.indices[static_cast<size_t>(first + row)];
+    if (split_.source) {
+      const SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, e.epoch, index));
+      TORCH_CHECK(s.image.scalar_type() == torch::kUInt8, "sample ", s.index, " is not uint8");
+      write_sample(task, row, s.image.data_ptr<uint8_t>(), s.image.sizes(), s.image.strides(), s.index);
+    } else {
+      const torch::Tensor& images = split_.images;
+      TORCH_CHECK(index >= 0 && index < images.size(0), "sample index ", index, " is out of range for a split of ",
+                  images.size(0));
+      write_sample(task, row, images.data_ptr<uint8_t>() + index * images.stride(0), images.sizes().slice(1),
+                   images.strides().slice(1), index);
     }
-    Batch batch;
-    try {
-      batch = assemble(k);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      error_ = std::current_exception();
-      cv_.notify_all();
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    ready_.emplace(k, std::move(batch));
-    cv_.notify_all();
   }
 }
 
-int64_t BatchLoader::prefetched() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(ready_.size());
+bool BatchLoader::finish(const Task& task, std::exception_ptr error) {
+  Pending& p = *task.batch;
+  --p.running;
+  if (error && !p.error) {
+    p.error = error;
+    p.claimed = p.rows;  // the batch's other rows are not read
+  }
+  return p.done();
 }
 
 std::optional<Batch> BatchLoader::next() {
-  if (next_ >= num_batches_) return std::nullopt;
-  if (workers_.empty()) return assemble(next_++);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return error_ || ready_.count(next_) > 0; });
-  if (error_) std::rethrow_exception(error_);
-  auto node = ready_.extract(next_);
+  std::unique_lock<std::mutex> lock(*mu_);
+  if (next_ >= epochs_.front()->batches) {
+    if (epochs_.size() > 1) {  // the end of this epoch; the next call begins the next one
+      epochs_.pop_front();
+      next_ = 0;
+    } else {
+      front_ended_ = true;
+    }
+    return std::nullopt;
+  }
+  if (threads_) {
+    ready_.wait(lock, [&] { return !pending_.empty() && pending_.front()->done(); });
+  } else {  // no threads: this thread reads the batch's rows
+    while (pending_.empty() || !pending_.front()->done()) {
+      Task task;
+      const bool claimed = claim(task);
+      TORCH_INTERNAL_ASSERT(claimed, "BatchLoader: no rows to read for the next batch");
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        run(task);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      finish(task, error);
+    }
+  }
+  Pending& p = *pending_.front();
+  if (p.error) std::rethrow_exception(p.error);
+  Batch batch = {p.buffers.images, p.buffers.labels};
+  if (p.rows < options_.batch_size) batch = {batch.images.narrow(0, 0, p.rows), batch.labels.narrow(0, 0, p.rows)};
+  pending_.pop_front();
   ++next_;
   lock.unlock();
-  cv_.notify_all();
-  return std::move(node.mapped());
+  if (threads_) threads_->work_.notify_all();  // room for one more batch ahead: its rows for every thread
+  return batch;
+}
+
+int64_t BatchLoader::prefetched() {
+  std::lock_guard<std::mutex> lock(*mu_);
+  return std::count_if(pending_.begin(), pending_.end(), [](const auto& p) { return p->done(); });
 }
 
 }  // namespace ddp

@@ -1,18 +1,9 @@
 // ddprun worker environment: torchrun's per-worker variables and the OMP_NUM_THREADS default.
 #include "launcher/env.h"
 
-#include <sched.h>
-
 #include <algorithm>
 
 namespace ddp {
-
-int64_t available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
 
 int64_t default_omp_threads(int64_t local_workers) {
   return std::max<int64_t>(1, available_cpus() / std::max<int64_t>(1, local_workers));

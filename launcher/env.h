@@ -1,6 +1,7 @@
 // ddprun worker environment: torchrun's variables for one worker, and the per-worker OMP_NUM_THREADS default.
 #pragma once
 
+#include "base/cpus.h"
 #include "launcher/options.h"
 
 #include <cstdint>
@@ -8,9 +9,6 @@
 #include <string>
 
 namespace ddp {
-
-// CPUs this process may run on (sched_getaffinity), at least 1.
-int64_t available_cpus();
 
 // OMP_NUM_THREADS for each worker when the variable is unset: available CPUs / local workers, at least 1.
 int64_t default_omp_threads(int64_t local_workers);

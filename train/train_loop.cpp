@@ -45,6 +45,7 @@ void Trainer::train() {
   total_steps_ = planned_steps(epochs);
   if (cfg_.training.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.training.max_steps);
   dataset_.train.ensure_images();
+  start_loader_threads();
   reporter_.start();
   PhaseScope loop(*ctx_.activity, Phase::kLoop);
   bool evaluated = false;  // the last finished epoch was evaluated
@@ -65,16 +66,15 @@ Trainer::EpochEnd Trainer::train_epoch() {
   EpochPosition& position = state_.position;
   DistributedSampler sampler = train_sampler();
   sampler.set_epoch(position.epoch);
-  std::vector<int64_t> indices = sampler.indices_from(position.sample_offset);
+  const std::vector<int64_t> indices = sampler.indices_from(position.sample_offset);
   // An epoch resumed from a checkpoint of another world size or batch size is a different length.
   if (position.sample_offset != 0)
     check_training_batches(static_cast<int64_t>(indices.size()), " in epoch " + std::to_string(position.epoch + 1) +
                                                                      " resumed from sample " +
                                                                      std::to_string(position.sample_offset));
-  BatchLoader loader(dataset_.train, std::move(indices), loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
-                     position.batch_in_epoch);
-  const int64_t num_batches = loader.num_batches();
-  auto feed = make_device_feed(loader, ctx_.device);
+  const int64_t num_batches =
+      batches_in(static_cast<int64_t>(indices.size()), cfg_.data.batch_size, cfg_.data.drop_last);
+  DeviceFeed& feed = training_feed(indices);
   std::vector<Batch> group;
   double data_s = 0;  // the step's wait for its batches
   while (true) {
@@ -86,7 +86,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     {
       PhaseScope phase(*ctx_.activity, Phase::kData, "ddptrain::data");  // waiting for the next batch
       const auto wait = std::chrono::steady_clock::now();
-      batch = feed->next();
+      batch = feed.next();
       data_s += seconds_since(wait);
     }
     if (!batch) break;
@@ -98,8 +98,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
     StepRecord s;
     place(s, num_batches);
     graph_ ? graph_step(group, s) : train_step(group, s);
-    log_samples(loader.indices(), position.batch_in_epoch - static_cast<int64_t>(group.size()),
-                position.batch_in_epoch);
+    log_samples(indices, position.batch_in_epoch - static_cast<int64_t>(group.size()), position.batch_in_epoch);
     group.clear();
     s.lr = lr;
     s.time.data = std::exchange(data_s, 0.0);
@@ -114,7 +113,9 @@ Trainer::EpochEnd Trainer::train_epoch() {
     if (state_.global_step >= total_steps_) break;
   }
   reporter_.end_epoch();
-  return position.batch_in_epoch < num_batches ? EpochEnd::kCut : EpochEnd::kFinished;
+  const bool cut = position.batch_in_epoch < num_batches;
+  end_training_epoch(cut);
+  return cut ? EpochEnd::kCut : EpochEnd::kFinished;
 }
 
 void Trainer::log_samples(const std::vector<int64_t>& epoch_samples, int64_t first_batch, int64_t end_batch) {

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
+#include "data/loader_options.h"
 #include "distributed/gradient_sync.h"
 #include "models/conv.h"
 #include "report/flop_counter.h"
@@ -40,20 +41,13 @@ Trainer::Trainer(Config cfg, DistContext ctx)
 }
 
 LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {
-  LoaderOptions o;
-  o.batch_size = batch_size;
-  o.drop_last = drop_last;
-  o.workers = cfg_.data.workers;
-  o.prefetch = cfg_.data.prefetch;
-  o.mean = cfg_.data.mean;
-  o.std = cfg_.data.std;
-  o.seed = static_cast<uint64_t>(cfg_.job.seed);
+  const bool channels_last = model_config().memory_format == MemoryFormat::ChannelsLast;
+  LoaderOptions o =
+      configured_loader(cfg_.data, batch_size, drop_last, loader_workers(), ctx_.device,
+                        channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous,
+                        static_cast<uint64_t>(cfg_.job.seed));
   o.epoch = state_.position.epoch;
-  // Page-locked host batches make the device copy asynchronous (DataLoader's pin_memory=True).
-  o.pin_memory = ctx_.device.is_cuda() && cfg_.data.pin_memory;
-  // On an accelerator the uint8 images are copied and normalised there; either way into the layout the model takes.
-  o.normalize = ctx_.device.is_cpu();
-  if (model_config().memory_format == MemoryFormat::ChannelsLast) o.memory_format = torch::MemoryFormat::ChannelsLast;
+  o.threads = loader_threads_;
   return o;
 }
 

@@ -27,7 +27,9 @@
 namespace ddp {
 
 class Checkpointer;
+class DeviceFeed;
 class GradientSync;
+class LoaderThreads;
 class DistributedSampler;
 class GradScaler;
 
@@ -130,6 +132,16 @@ class Trainer {
   int64_t nonfinite_skips() const;
 
   EpochEnd train_epoch();
+  // The input side (train_data.cpp). data.workers as a number of threads, "auto" resolved for this rank.
+  int64_t loader_workers() const;
+  // The loader threads every later loader of the run shares; says what data.workers = "auto" chose.
+  void start_loader_threads();
+  // The device feed of the training loader, which lives across epochs: made for the epoch in progress (its samples
+  // `indices`, from position.batch_in_epoch) unless the loader hands that out already; the next epoch is planned on
+  // it when the run will train one.
+  DeviceFeed& training_feed(const std::vector<int64_t>& indices);
+  // After an epoch's last step (cut: by training.max_steps): the training loader goes unless an epoch is planned.
+  void end_training_epoch(bool cut);
   // Where the step about to run (global step + 1) of an epoch of num_batches micro-batches stands, for the Reporter.
   void place(StepRecord& s, int64_t num_batches) const;
   // metrics.sample_ids: the step's samples, batches [first_batch, end_batch) of the epoch's indices.
@@ -156,6 +168,9 @@ class Trainer {
   DistContext ctx_;
   Reporter reporter_;
   Dataset dataset_;
+  std::shared_ptr<LoaderThreads> loader_threads_;  // data.workers threads; null: each loader starts its own
+  std::unique_ptr<BatchLoader> train_loader_;      // reads dataset_.train: declared after it, let go before it
+  std::unique_ptr<DeviceFeed> train_feed_;         // train_loader_'s
   std::shared_ptr<Classifier> model_;
   std::unique_ptr<AveragedModel> ema_;  // training.ema_decay; disabled (a no-op) at 0
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

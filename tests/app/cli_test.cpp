@@ -215,8 +215,9 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
 
 // The type name --help shows for each kind of key.
 const std::map<KeyKind, std::string> kHelpTypeNames = {
-    {KeyKind::Bool, "bool"}, {KeyKind::Int, "int"},       {KeyKind::Float, "float"},   {KeyKind::Floats, "floats"},
-    {KeyKind::Ints, "ints"}, {KeyKind::String, "string"}, {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}};
+    {KeyKind::Bool, "bool"},     {KeyKind::Int, "int"},   {KeyKind::Float, "float"},
+    {KeyKind::Floats, "floats"}, {KeyKind::Ints, "ints"}, {KeyKind::String, "string"},
+    {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}, {KeyKind::IntOrAuto, "int/auto"}};
 
 // "section.key" -> value as --print-config writes a default Config.
 std::map<std::string, std::string> default_values() {
@@ -261,15 +262,15 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
     EXPECT_EQ(type, kHelpTypeNames.at(f.kind)) << line;
     ASSERT_TRUE(defaults.count(key)) << key;
     EXPECT_NE(line.find(" default " + defaults.at(key)), std::string::npos) << line;
-    if (f.kind == KeyKind::Int || f.kind == KeyKind::Float || f.kind == KeyKind::Floats ||
-        f.kind == KeyKind::Ints) {  // every number: both bounds
+    if (f.kind == KeyKind::Int || f.kind == KeyKind::Float || f.kind == KeyKind::Floats || f.kind == KeyKind::Ints ||
+        f.kind == KeyKind::IntOrAuto) {  // every number: both bounds
       EXPECT_NE(line.find("range: "), std::string::npos) << line;
       EXPECT_NE(line.find(" and <"), std::string::npos) << line;
     }
     for (const auto& choice : f.choices) EXPECT_NE(line.find(" " + choice), std::string::npos) << line;
   }
   EXPECT_GE(keys, 60u);
-  EXPECT_NE(help_line(r.output, "data.workers").find("range: >= 0 and <= 64"), std::string::npos) << r.output;
+  EXPECT_NE(help_line(r.output, "data.workers").find("range: >= 0 and <= 64, or auto"), std::string::npos) << r.output;
   EXPECT_NE(help_line(r.output, "optimizer.lr").find("range: > 0.0 and <= 100.0"), std::string::npos) << r.output;
   EXPECT_NE(help_line(r.output, "data.std").find("range: -1.0 (the dataset's default) or > 0.0 and <= 1000.0"),
             std::string::npos)

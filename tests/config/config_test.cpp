@@ -727,6 +727,28 @@ TEST(ConfigOverrides, ListKeyTakesAnArrayOrOneBareWord) {
   EXPECT_EQ(parse_config("", "x.toml", {"data.mirrors=[\"a\"]"}).data.mirrors, std::vector<std::string>{"a"});
 }
 
+// An integer or "auto" (data.workers): from a file or an override, printed back as given; anything else is refused.
+TEST(ConfigGood, IntOrAutoTakesAnIntegerOrAuto) {
+  const Config file = parse_config("[data]\nworkers = \"auto\"\n", "x.toml");
+  EXPECT_TRUE(file.data.workers.automatic);
+  EXPECT_NE(format_config(file).find("\nworkers = \"auto\"\n"), std::string::npos);
+  EXPECT_EQ(format_config(parse_config(format_config(file), "p.toml")), format_config(file));
+  EXPECT_TRUE(parse_config("", "x.toml", {"data.workers=auto"}).data.workers.automatic);
+  const Config number = parse_config("", "x.toml", {"data.workers=3"});
+  EXPECT_FALSE(number.data.workers.automatic);
+  EXPECT_EQ(number.data.workers.value, 3);
+  EXPECT_NE(format_config(number).find("\nworkers = 3\n"), std::string::npos);
+  const Config defaults = parse_config("", "x.toml");
+  EXPECT_FALSE(defaults.data.workers.automatic);
+  EXPECT_EQ(defaults.data.workers.value, 1);
+  EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"data.workers=many"}); }),
+            "--data.workers=many: data.workers must be an integer or \"auto\", got string \"many\"");
+  EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"data.workers=65"}); }),
+            "--data.workers=65: data.workers must be >= 0 and <= 64, got 65");
+  EXPECT_EQ(test::error_of([] { parse_config("[data]\nworkers = 1.5\n", "x.toml"); }),
+            "x.toml:2:11: data.workers must be an integer or \"auto\", got float 1.5");
+}
+
 // -1 stays the "dataset's default" marker for data.mean and data.std; 0 for std is refused (above).
 TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
   Config cfg = parse_config("[data]\nmean = -1\nstd = -1\n", "x.toml");
@@ -742,7 +764,8 @@ TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
 TEST(ConfigKeys, EveryNumberHasADocumentedRange) {
   int numbers = 0;
   for (const KeyInfo& f : describe_keys(Config{})) {
-    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float && f.kind != KeyKind::Floats && f.kind != KeyKind::Ints)
+    if (f.kind != KeyKind::Int && f.kind != KeyKind::Float && f.kind != KeyKind::Floats && f.kind != KeyKind::Ints &&
+        f.kind != KeyKind::IntOrAuto)
       continue;
     ++numbers;
     SCOPED_TRACE(f.section + "." + f.name);
