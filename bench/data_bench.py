@@ -1,8 +1,10 @@
-# Image-folder input pipeline: ddptrain's decode threads vs DataLoader(ImageFolder, num_workers=N) with torchvision
-# v2 transforms, images/s and peak RSS of the whole side (workers included), alternating, medians.
+# Image-folder input pipeline: ddptrain's training loader (as a CPU rank configures it from [data]) vs
+# DataLoader(ImageFolder, num_workers=N) with torchvision v2 transforms: images/s, CPU-seconds per image and peak RSS
+# of the whole side (workers included), alternating, medians.
 #
 # Run with the project venv's Python after building build/ddp_data_pipeline. See bench/README.md.
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -42,6 +44,16 @@ def make_folder(root, count, classes, width, height, quality, seed=0):
     open(marker, "w").close()
 
 
+def process_cpu_s(pid):
+    """User + system CPU seconds of one process so far (all its threads), from /proc; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def dataloader_side(args):
     """Runs inside its own process: DataLoader over ImageFolder, prints the JSON line the harness reads."""
     import torch
@@ -55,18 +67,23 @@ def dataloader_side(args):
     transform = v2.Compose(ops + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     ds = datasets.ImageFolder(os.path.join(args.root, "train"), transform=transform)
     g = torch.Generator().manual_seed(0)
-    n = min(len(ds), (args.batches + 1) * args.batch)
+    n = min(len(ds), (args.batches + 2 * args.skip) * args.batch)
     subset = torch.utils.data.Subset(ds, torch.randperm(len(ds), generator=g)[:n].tolist())
     loader = torch.utils.data.DataLoader(subset, batch_size=args.batch, num_workers=args.workers,
                                          prefetch_factor=2 if args.workers else None)
     it = iter(loader)
-    next(it)  # the workers' start-up, as ddptrain's first batch
+    for _ in range(args.skip):  # the workers' start-up and the batches they assembled ahead meanwhile
+        next(it)
+    side = tree_pids(os.getpid())  # this process and its worker processes
+    cpu_start = sum(process_cpu_s(p) for p in side)
     start = time.perf_counter()
     images = 0
-    for x, _ in it:
+    for x, _ in itertools.islice(it, args.batches):
         images += x.shape[0]
     seconds = time.perf_counter() - start
-    print(json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds}))
+    cpu = sum(process_cpu_s(p) for p in side) - cpu_start
+    print(json.dumps({"images_per_s": images / seconds, "cpu_s_per_image": cpu / images, "images": images,
+                      "seconds": seconds}))
 
 
 def dali_side(args):
@@ -88,18 +105,22 @@ def dali_side(args):
 
     pipe = pipeline()
     pipe.build()
-    pipe.run()  # the threads' start-up, as ddptrain's first batch
+    for _ in range(args.skip):  # the threads' start-up and the batches they assembled ahead meanwhile
+        pipe.run()
+    cpu_start = time.process_time()
     start = time.perf_counter()
     images = 0
     for _ in range(args.batches):
         out, _ = pipe.run()
         images += len(out)
     seconds = time.perf_counter() - start
-    print(json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds}))
+    cpu = time.process_time() - cpu_start
+    print(json.dumps({"images_per_s": images / seconds, "cpu_s_per_image": cpu / images, "images": images,
+                      "seconds": seconds}))
 
 
-def tree_rss_kib(pid):
-    """Resident set size of a process and all its descendants (KiB), from /proc."""
+def tree_pids(pid):
+    """A process and all its descendants, from /proc."""
     children = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -109,10 +130,18 @@ def tree_rss_kib(pid):
                 children.setdefault(ppid, []).append(int(entry))
             except (OSError, ValueError, IndexError):
                 pass
-    total, todo = 0, [pid]
+    tree, todo = [], [pid]
     while todo:
         p = todo.pop()
+        tree.append(p)
         todo.extend(children.get(p, []))
+    return tree
+
+
+def tree_rss_kib(pid):
+    """Resident set size of a process and all its descendants (KiB), from /proc."""
+    total = 0
+    for p in tree_pids(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
@@ -141,21 +170,22 @@ def run_side(cmd):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "ddptrain_data_bench"))
-    p.add_argument("--images", type=int, default=800)
+    p.add_argument("--images", type=int, default=4000)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--width", type=int, default=500)
     p.add_argument("--height", type=int, default=375)
     p.add_argument("--quality", type=int, default=90)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--batches", type=int, default=10)
-    p.add_argument("--workers", default="1,2")
+    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--workers", default="1,2,8")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--transforms", default="pil,tensor", help="DataLoader recipes to run: pil, tensor")
     p.add_argument("--dali-python", default=DALI_PYTHON,
                    help="a Python with NVIDIA DALI (bench/requirements-dali.txt) for the DALI CPU side; left out when "
                         "it does not exist")
+    p.add_argument("--skip", type=int, default=1, help=argparse.SUPPRESS)  # set per worker count by the harness
     p.add_argument("--side", choices=["dataloader", "dali"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side:
@@ -164,10 +194,15 @@ def main():
 
     make_folder(args.root, args.images, args.classes, args.width, args.height, args.quality)
     native = os.path.join(REPO, "build", "ddp_data_pipeline")
-    common = ["--batch", str(args.batch), "--batches", str(args.batches), "--size", str(args.size),
-              "--threads", str(args.threads)]
-    rows = []
+    rows, skips = [], {}
     for workers in (int(w) for w in args.workers.split(",")):
+        # Batches read before the timed ones and after them: more than either side holds ahead (DataLoader's
+        # prefetch_factor of 2 per worker, ddptrain's data.prefetch of 4), so that the timed batches are all
+        # assembled in the window and the pipeline is as full at its end as at its start.
+        # A folder too small for that gets fewer (at least 1, the threads' or processes' start).
+        skip = skips[workers] = max(1, min(2 * workers + 2, (args.images // args.batch - args.batches) // 2))
+        common = ["--batch", str(args.batch), "--batches", str(args.batches), "--skip", str(skip), "--size",
+                  str(args.size), "--threads", str(args.threads)]
         sides = {"ddptrain": [native, args.root, "--workers", str(workers)] + common}
         for recipe in args.transforms.split(","):
             sides[f"DataLoader ({recipe})"] = [sys.executable, os.path.abspath(__file__), "--side", "dataloader",
@@ -184,15 +219,22 @@ def main():
             rows.append(dict(workers=workers, side=name,
                              rates=[r["images_per_s"] for r in results],
                              rate=statistics.median(r["images_per_s"] for r in results),
+                             cpu=statistics.median(r["cpu_s_per_image"] for r in results),
+                             prefetch=results[0].get("prefetch"),
                              rss=statistics.median(r["peak_rss_mib"] for r in results)))
+    prefetch = next(r["prefetch"] for r in rows if r["side"] == "ddptrain")
+    skipped = ", ".join(f"{n} for {w} worker(s)" for w, n in skips.items())
     print(f"{args.images} JPEGs {args.width}x{args.height} q{args.quality}, {args.classes} classes; "
           f"RandomResizedCrop({args.size}) + flip + normalize, batch {args.batch}, {args.batches} batches timed "
-          f"after the first, {args.threads} intra-op thread(s), {args.reps} alternating repetitions, medians")
+          f"between as many read before and after them ({skipped}), {args.threads} intra-op thread(s), "
+          f"{args.reps} alternating repetitions, medians; "
+          f"ddptrain's loader as a CPU rank configures it (data.prefetch = {prefetch}), DataLoader with "
+          f"prefetch_factor 2; {len(os.sched_getaffinity(0))} CPUs")
     if not os.path.exists(args.dali_python):
         print(f"(no DALI side: {args.dali_python} does not exist; see bench/README.md)")
     print("| workers | side | images/s (reps) | median | vs best DataLoader | vs DALI CPU | peak RSS MiB (whole side) "
-          "| RSS vs DataLoader |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| RSS vs DataLoader | CPU s/image | CPU vs DataLoader |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         peers = [r for r in rows if r["workers"] == row["workers"] and r["side"].startswith("DataLoader")]
         best = max(peers, key=lambda r: r["rate"]) if peers else None
@@ -200,8 +242,9 @@ def main():
         ratio = f"{row['rate'] / best['rate']:.2f}x" if best else ""
         vs_dali = f"{row['rate'] / dali['rate']:.2f}x" if dali else ""
         rss = f"{row['rss'] / best['rss']:.2f}x" if best else ""
+        cpu = f"{row['cpu'] / best['cpu']:.2f}x" if best else ""
         print(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | "
-              f"{row['rate']:.0f} | {ratio} | {vs_dali} | {row['rss']:.0f} | {rss} |")
+              f"{row['rate']:.0f} | {ratio} | {vs_dali} | {row['rss']:.0f} | {rss} | {row['cpu']:.5f} | {cpu} |")
 
 
 if __name__ == "__main__":

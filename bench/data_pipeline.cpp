@@ -1,13 +1,23 @@
-// ddptrain's image-folder input pipeline alone, for bench/data_bench.py: decode, RandomResizedCrop, flip, normalise
-// and batch on data.workers threads, timed over a number of batches; prints one JSON line. ROOT "synthetic" times
-// the synthetic dataset's pipeline instead (each image generated, then normalised and batched).
+// ddptrain's image-folder input pipeline alone, for bench/data_bench.py: the training loader a CPU rank configures
+// from its [data] section (decode, RandomResizedCrop, flip, normalise, batch on data.workers threads, data.prefetch
+// batches ahead), timed over a number of batches; prints one JSON line with images/s and CPU-seconds per image.
+// ROOT "synthetic" times the synthetic dataset's pipeline instead (each image generated, then normalised and batched).
 //
-// usage: data_pipeline ROOT --workers N [--batch 64] [--size 224] [--batches 30] [--threads 1] [--augment standard]
-//                      [--channels 3] [--normalize false]   (false: uint8 batches, as CUDA runs take them)
+// usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch 64] [--size 224] [--batches 30]
+//        [--skip 1] [--threads 1] [--augment standard] [--channels 3] [--normalize false]
+//
+// --normalize false: uint8 batches, as CUDA runs take them (normalised on the device).
+//
+// --skip S batches are read before the --batches timed ones (the threads starting, the batches assembled ahead while
+// the first was awaited), and S more follow them in the sample order, so that the loader is as full at the end of the
+// timed batches as at their start.
+#include "base/cpus.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/loader_options.h"
 
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -15,11 +25,23 @@
 #include <iostream>
 #include <string>
 
+namespace {
+
+// CPU time of the whole process so far (every thread), user and system.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ddp;
   if (argc < 2) {
-    std::cerr << "usage: data_pipeline ROOT|synthetic --workers N [--batch B] [--size S] [--batches K] [--threads T] "
-                 "[--channels C] [--normalize false]\n";
+    std::cerr << "usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch B] [--size S] "
+                 "[--batches K] [--skip S] [--threads T] [--augment standard|none] [--channels C] [--normalize false]\n";
     return 2;
   }
   const bool synthetic = std::string(argv[1]) == "synthetic";
@@ -29,13 +51,15 @@ int main(int argc, char** argv) {
   } else {
     overrides.insert(overrides.end(), {"data.dataset=image_folder", std::string("data.dir=") + argv[1]});
   }
-  int64_t workers = 1, batch = 64, batches = 30, threads = 1;
+  int64_t batches = 30, skip = 1, threads = 1;
   bool normalize = true;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--workers") workers = std::stoll(value);
-    if (flag == "--batch") batch = std::stoll(value);
+    if (flag == "--workers") overrides.push_back("data.workers=" + value);
+    if (flag == "--prefetch") overrides.push_back("data.prefetch=" + value);
+    if (flag == "--batch") overrides.push_back("data.batch_size=" + value);
     if (flag == "--batches") batches = std::stoll(value);
+    if (flag == "--skip") skip = std::stoll(value);
     if (flag == "--threads") threads = std::stoll(value);
     if (flag == "--size") overrides.push_back("data.image_size=" + value);
     if (flag == "--augment") overrides.push_back("data.augment=" + value);
@@ -48,34 +72,38 @@ int main(int argc, char** argv) {
     const Dataset ds = synthetic ? load_dataset(cfg.data, cfg.model, cfg.job.seed, [](const std::string&) {})
                                  : load_image_folder(cfg.data);
     torch::manual_seed(0);
+    const int64_t batch = cfg.data.batch_size;
     const torch::Tensor order = torch::randperm(ds.train.size(), torch::kInt64);
     std::vector<int64_t> indices(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
-    indices.resize(static_cast<size_t>(std::min<int64_t>(ds.train.size(), (batches + 1) * batch)));
-    LoaderOptions o;
-    o.batch_size = batch;
-    o.workers = workers;
-    o.prefetch = std::max<int64_t>(2, 2 * workers);
-    o.mean = cfg.data.mean;
-    o.std = cfg.data.std;
+    indices.resize(static_cast<size_t>(std::min<int64_t>(ds.train.size(), (batches + 2 * skip) * batch)));
+    // As Trainer::loader_options makes it for a rank of one on the CPU whose step runs on `threads` threads.
+    const int64_t workers = resolve_workers(cfg.data.workers, available_cpus(), 1, threads);
+    LoaderOptions o = configured_loader(cfg.data, batch, cfg.data.drop_last, workers, torch::kCPU,
+                                        torch::MemoryFormat::Contiguous, static_cast<uint64_t>(cfg.job.seed));
     o.normalize = normalize;
     BatchLoader loader(ds.train, indices, o);
-    // The first batch carries the threads' start: timing starts once it is out.
     auto first = loader.next();
+    for (int64_t i = 1; i < skip; ++i) loader.next();
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_seconds();
     int64_t images = 0, timed = 0;
     double checksum = 0;
-    while (auto b = loader.next()) {
+    for (; timed < batches; ++timed) {
+      const auto b = loader.next();
+      if (!b) break;
       images += b->size();
       checksum += b->images[0][0][0][0].item<double>();
-      ++timed;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = process_cpu_seconds() - cpu_start;
     std::printf(
-        "{\"images_per_s\": %.2f, \"images\": %lld, \"batches\": %lld, \"seconds\": %.3f, \"shape\": [%lld, %lld, "
-        "%lld], \"checksum\": %.4f}\n",
-        static_cast<double>(images) / seconds, static_cast<long long>(images), static_cast<long long>(timed), seconds,
-        static_cast<long long>(first->images.size(1)), static_cast<long long>(first->images.size(2)),
-        static_cast<long long>(first->images.size(3)), checksum);
+        "{\"images_per_s\": %.2f, \"cpu_s_per_image\": %.6f, \"images\": %lld, \"batches\": %lld, "
+        "\"seconds\": %.3f, \"cpu_seconds\": %.3f, \"workers\": %lld, \"prefetch\": %lld, \"shape\": [%lld, "
+        "%lld, %lld], \"checksum\": %.4f}\n",
+        static_cast<double>(images) / seconds, cpu / static_cast<double>(std::max<int64_t>(images, 1)),
+        static_cast<long long>(images), static_cast<long long>(timed), seconds, cpu, static_cast<long long>(workers),
+        static_cast<long long>(o.prefetch), static_cast<long long>(first->images.size(1)),
+        static_cast<long long>(first->images.size(2)), static_cast<long long>(first->images.size(3)), checksum);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
