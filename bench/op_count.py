@@ -66,12 +66,13 @@ def count(ops):
 
 
 def ddptrain_step(trace):
-    """ddptrain's traced step: the training thread's operators (the thread of ddptrain::step) but its batch wait's."""
+    """ddptrain's traced step: the training thread's operators but those of its wait for the batch."""
     ev = events(trace)
-    step = [e for e in ev if e["name"] == "ddptrain::step"]
-    if len(step) != 1:
-        raise SystemExit(f"{trace}: {len(step)} ddptrain::step ranges, expected 1")
-    tid = step[0]["tid"]
+    # The training thread: the one that ran the step's forward (a ddptrain before the ddptrain::step range had it too).
+    forward = [e for e in ev if e["name"] == "ddptrain::forward"]
+    if not forward:
+        raise SystemExit(f"{trace}: no ddptrain::forward range")
+    tid = forward[0]["tid"]
     waits = [e for e in ev if e["name"] == "ddptrain::data" and e["tid"] == tid]
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e["tid"] == tid and not any(inside(e, w) for w in waits)]
     return count(ops)
