@@ -591,8 +591,8 @@ TEST(ConfigBad, LoadConfigRejectsMissingFilesAndDirectories) {
   }
 }
 
-// A device, a FIFO or an oversized file is refused by its path without reading it all (/dev/urandom
-// used to be read forever).
+// A device, a FIFO or an oversized file is refused by its path without reading it all (/dev/urandom would never
+// end).
 TEST(ConfigBad, LoadConfigRefusesNonRegularAndOversizedFiles) {
   auto error = [](const std::string& path) { return test::error_of([&] { load_config(path); }); };
   EXPECT_EQ(error("/dev/urandom"), "/dev/urandom: is not a regular file (a device, pipe or socket); give a TOML file");

@@ -64,7 +64,7 @@ std::pair<CommandResult, std::string> views_two_ranks(const TempDir& dir, const 
   return {r, read_file(dir / "rank1.log")};
 }
 
-// Seen: a WORLD_SIZE that differs across ranks was never reported as such (the ranks timed out, or hung).
+// A WORLD_SIZE that differs across ranks is reported as such, not left to time out or hang.
 TEST(RankViews, DifferingWorldSizeIsOneLineNamingTheRanks) {
   TempDir dir;
   const std::string cfg = views_job(dir);
@@ -97,8 +97,8 @@ TEST(RankViews, DifferingConfigIsOneLineNamingTheRanks) {
   EXPECT_NE(r1.find("the config differs between ranks"), std::string::npos) << r1;
 }
 
-// Seen: when a rank never joined, its peers printed only "Broken pipe" (rank 0, which named it, had exited and taken
-// the store along). Every rank now names the missing rank.
+// A rank that never joins is named by every peer, not only by rank 0 (whose exit takes the store along, which must
+// not leave the others with a bare "Broken pipe").
 TEST(RankViews, ARankThatNeverJoinsIsNamedByEveryPeer) {
   TempDir dir;
   const std::string cfg = views_job(dir);
@@ -129,7 +129,7 @@ TEST(RankViews, AMissingRanksNodeIsNamedOnlyWhenEveryNodeRunsAsManyRanks) {
   EXPECT_NE(mixed.output.find("waiting for rank(s) 2 of 3 to join"), std::string::npos) << mixed.output;
 }
 
-// Seen: a rank dying during start-up left survivors printing a Gloo line that named no rank. Rank 1 is killed (-9)
+// A rank dying during start-up is named by the survivors (not a Gloo line naming no rank). Rank 1 is killed (-9)
 // at several points after it joined; rank 0's one error line names it by number, host and pid.
 TEST(RankViews, ARankKilledDuringStartUpIsNamedBySurvivors) {
   TempDir dir;

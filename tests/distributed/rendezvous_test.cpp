@@ -92,8 +92,8 @@ TEST(Rendezvous, MalformedVariablesNameTheVariable) {
             std::string::npos);
 }
 
-// Seen: WORLD_SIZE=4294967297 never exited (it wrapped to 1 in an int) and WORLD_SIZE=10^6 took 40 s. Every count
-// and rank is bounded, and the error names the variable at once.
+// Every count and rank is bounded and the error names the variable at once: WORLD_SIZE=4294967297 must not wrap to 1
+// in an int, and WORLD_SIZE=10^6 must not be waited for.
 TEST(Rendezvous, OutOfRangeCountsNameTheVariableAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   const Env addr = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};

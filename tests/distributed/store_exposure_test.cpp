@@ -1,9 +1,9 @@
 // Who can reach the rendezvous store, and what an outsider who does can learn or change.
 //
-// Seen: the store listened on every interface (*:PORT) even with --standalone / MASTER_ADDR=127.0.0.1 (the tests read
-// the kernel's table of listening sockets, /proc/net/tcp and tcp6, while the store waits for a peer); a process
-// that connected read every key (the shared-memory segment's name and token included) and wrote keys the job then
-// obeyed. With the job's secret (DDPTRAIN_JOB_SECRET, as ddprun passes it) an outsider using TCPStore's own
+// The store listens on the rendezvous address only (with --standalone / MASTER_ADDR=127.0.0.1, not on every
+// interface: the tests read the kernel's table of listening sockets, /proc/net/tcp and tcp6, while the store waits
+// for a peer); a process that connects must not read the keys (the shared-memory segment's name and token among
+// them) nor write keys the job obeys. With the job's secret (DDPTRAIN_JOB_SECRET, as ddprun passes it) an outsider using TCPStore's own
 // protocol (the venv's torch.distributed.TCPStore) sees opaque names and ciphertext, and its writes change nothing.
 #include "tests/launcher/launcher_test_support.h"
 #include "tests/support/test_support.h"

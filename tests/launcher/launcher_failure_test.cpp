@@ -47,8 +47,8 @@ TEST(LauncherFailureTest, WorkerExitCodeStopsTheOthers) {
   job.expect_nothing_survives();
 }
 
-// Seen: when a rank never joined, ddprun blamed the rank that reported it (rank 0, which timed out waiting) and its
-// one error line named no culprit. The failing worker's own error line now ends ddprun's.
+// A rank that never joins is the one ddprun's error line names (not rank 0, which times out waiting for it and
+// reports it): the failing worker's own error line ends ddprun's.
 TEST(LauncherFailureTest, ARankThatNeverJoinsIsNamedInDdprunsErrorLine) {
   Job job;
   const std::string cfg = write_tiny_job(job.dir, 64, 16, 1, {"dist.timeout_s=3.0", "metrics.progress=off"});

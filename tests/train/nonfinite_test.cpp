@@ -9,8 +9,8 @@
 namespace ddp::test {
 namespace {
 
-// SGD at lr 50 with momentum and dropout on Fashion-MNIST: the loss is NaN within a few steps (before this guard the
-// run went on to the end and exited 0 with a NaN model.pt).
+// SGD at lr 50 with momentum and dropout on Fashion-MNIST: the loss is NaN within a few steps; the run must stop
+// there, not go on to exit 0 with a NaN model.pt.
 std::string diverging_run(const std::string& out) {
   return source_dir() +
          "/configs/quickstart.toml --optimizer.lr=50 --model.dropout=0.5 "
@@ -82,7 +82,7 @@ TEST(NonFinite, SkipModeSkipsOnEveryRankThenStopsAfterTheLimitInARow) {
   EXPECT_FALSE(std::filesystem::exists(dir / "skip/model.pt"));
 }
 
-// A checkpoint whose weights are not finite (written by another tool, or by a run before this guard) is passed over
+// A checkpoint whose weights are not finite (written by another tool, or by an older ddptrain) is passed over
 // by checkpoint.resume = "auto", which resumes from the newest good one before it, saying so.
 TEST(NonFinite, AutoResumePassesOverACheckpointWithNonFiniteWeights) {
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();

@@ -62,7 +62,7 @@ void expect_trains(const std::string& config, const std::string& overrides = "")
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(config).parent_path() / "out/model.pt"));
 }
 
-// A dataset smaller than one batch with drop_last used to train zero steps, save the untrained model.pt and exit 0.
+// A dataset smaller than one batch with drop_last trains no step: that is an error, not an untrained model.pt and exit 0.
 TEST(TrainValues, ZeroOptimizerStepsIsAnErrorNotAnUntrainedModel) {
   test::TempDir dir;
   const auto cfg = values_synthetic_job(dir, "net",

@@ -1,7 +1,7 @@
 // No kill leaks a shared-memory segment: ranks killed (-9) at several start-up points leave /dev/shm empty.
 //
-// Seen: killing a rank during start-up leaked 4-8 MiB /dev/shm segments (rank 0 had made the named file, and the
-// kill came before every rank had answered). The ranks run in a mount namespace with a tmpfs of their own on
+// The points that matter are those between rank 0 making the named file and every rank answering: a segment
+// (4-8 MiB) left there would stay in /dev/shm. The ranks run in a mount namespace with a tmpfs of their own on
 // /dev/shm, so the test sees only their files.
 #include "tests/support/test_support.h"
 
