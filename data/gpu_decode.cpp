@@ -35,7 +35,7 @@ bool decode_on_device(const DataConfig& data, c10::Device device) {
 #ifdef DDP_WITH_CUDA
                                  "no nvJPEG (CMake found no nvjpeg.h and libnvjpeg)"
 #else
-                                  "no CUDA"
+                                 "no CUDA"
 #endif
                                  ) +
                              "; use data.decode = \"cpu\" or \"auto\"");
@@ -114,7 +114,6 @@ class NvjpegDecoder final : public DeviceDecoder {
     c10::cuda::CUDAGuard guard(device_);
     const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
     std::vector<JpegRow> jpegs;
-    int64_t bytes = 0;
     const int64_t n = std::min<int64_t>(images.size(0), static_cast<int64_t>(rows.rows.size()));
     for (int64_t r = 0; r < n; ++r) {
       const auto& e = rows.rows[static_cast<size_t>(r)];
@@ -123,10 +122,28 @@ class NvjpegDecoder final : public DeviceDecoder {
       j.row = r;
       j.sample = e.get();
       jpegs.push_back(j);
-      bytes += 3 * e->height * e->width;
     }
-    if (jpegs.empty()) return;
-    // One output buffer for the batch, planar RGB per image, allocated on this stream.
+    // A chunk of rows at a time, at most kChunkBytes of decoded pixels (or one image) on the device at once: a batch
+    // of large photos would otherwise ask for gigabytes.
+    for (size_t begin = 0, end = 0; begin < jpegs.size(); begin = end) {
+      int64_t bytes = 0;
+      for (end = begin; end < jpegs.size(); ++end) {
+        const int64_t more = 3 * jpegs[end].sample->height * jpegs[end].sample->width;
+        if (end > begin && bytes + more > kChunkBytes) break;
+        bytes += more;
+      }
+      std::vector<JpegRow> chunk(jpegs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 jpegs.begin() + static_cast<std::ptrdiff_t>(end));
+      decode_chunk(rows, chunk, bytes, stream, images, labels);
+    }
+  }
+
+ private:
+  static constexpr int64_t kChunkBytes = int64_t{512} << 20;
+
+  void decode_chunk(const DeviceRows& rows, std::vector<JpegRow>& jpegs, int64_t bytes,
+                    const c10::cuda::CUDAStream& stream, const torch::Tensor& images, const torch::Tensor& labels) {
+    // One output buffer for the chunk, planar RGB per image, allocated on this stream.
     const torch::Tensor out = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
     int64_t at = 0;
     for (JpegRow& j : jpegs) {
@@ -146,7 +163,6 @@ class NvjpegDecoder final : public DeviceDecoder {
       if (!j.decoded) read_on_cpu(rows, j, images, labels);
   }
 
- private:
   // The JPEGs the batched decode takes (with a hardware decoder: those it supports, nvjpegDecodeBatchedSupported),
   // in one nvjpegDecodeBatched call; a failed call leaves them to decode_one.
   void decode_batched(std::vector<JpegRow>& jpegs, const c10::cuda::CUDAStream& stream) {

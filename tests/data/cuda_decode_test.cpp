@@ -18,12 +18,16 @@
 namespace ddp::test {
 namespace {
 
-// The mean |difference| in pixel levels (0..255) allowed between a row nvJPEG decoded and the CPU path's: the two
-// decoders differ in their inverse DCT and chroma upsampling, by a mean of under 2 levels in torchvision's own test of
-// decode_jpeg on CUDA against its CPU decoder (test/test_image.py, test_decode_jpegs_cuda: mean < 2), and the float32
-// resize differs from the CPU's uint8 kernel by at most 1 level (DeviceRows.JpegRowsAreLeftForTheDevice...); a
-// resize averages the decoders' differences, so their mean bounds the rows' too.
+// The mean |difference| in pixel levels (0..255) allowed between rows nvJPEG decoded and the CPU path's, over all such
+// rows and in any one row. The decoders differ in their inverse DCT and chroma upsampling: torchvision's own test of
+// decode_jpeg on CUDA against its CPU decoder allows a mean of 2 levels per image (test/test_image.py,
+// test_decode_jpegs_cuda). Measured with libjpeg-turbo standing in for another decoder (float IDCT and replicated
+// instead of interpolated chroma, against its defaults) on this folder's images, cropped and resized to 16 as here:
+// a mean of 0.91 levels per crop (median), 3.45 in the worst of 800 crops; on 500x375 photo-like JPEGs resized to 224,
+// 0.93 and 2.01. The float32 resize adds at most 1 level against the CPU's uint8 kernel
+// (DeviceRows.JpegRowsAreLeftForTheDeviceWithTheCpuPathsTransform).
 constexpr double kCudaDecodeMeanLevels = 2.0;
+constexpr double kCudaDecodeRowLevels = 4.0;
 
 // The split's batches in the order of `indices` through the CUDA DeviceFeed, normalised, copied to the host.
 std::vector<Batch> cuda_decode_batches(const Split& split, bool device_decode, const std::vector<int64_t>& indices,
@@ -61,7 +65,8 @@ TEST(CudaDecode, NvjpegRowsMatchTheCpuPathWithinTheBound) {
     const std::vector<Batch> cpu = cuda_decode_batches(split, false, indices, cfg);
     const std::vector<Batch> gpu = cuda_decode_batches(split, true, indices, cfg);
     ASSERT_EQ(cpu.size(), gpu.size());
-    double worst = 0;
+    double worst = 0, sum = 0;
+    int rows = 0;
     for (size_t b = 0; b < cpu.size(); ++b) {
       ASSERT_TRUE(torch::equal(cpu[b].labels, gpu[b].labels)) << "batch " << b;  // same samples, same classes
       const torch::Tensor diff = (cpu[b].images - gpu[b].images).abs() * levels;
@@ -72,13 +77,17 @@ TEST(CudaDecode, NvjpegRowsMatchTheCpuPathWithinTheBound) {
           EXPECT_EQ(mean, 0.0) << path << ": decoded on the loader threads in both";
           continue;
         }
-        EXPECT_LE(mean, kCudaDecodeMeanLevels) << path;
+        EXPECT_LE(mean, kCudaDecodeRowLevels) << path;
         worst = std::max(worst, mean);
+        sum += mean;
+        ++rows;
       }
     }
-    report_figure(std::string("nvJPEG rows vs CPU path, mean |diff| in levels, worst row, ") +
-                      (train ? "training" : "evaluation"),
-                  worst);
+    ASSERT_GT(rows, 0);
+    EXPECT_LE(sum / rows, kCudaDecodeMeanLevels);
+    const std::string split_name = train ? "training" : "evaluation";
+    report_figure("nvJPEG rows vs CPU path, mean |diff| in levels, " + split_name, sum / rows);
+    report_figure("nvJPEG rows vs CPU path, mean |diff| in levels, worst row, " + split_name, worst);
   }
 }
 
