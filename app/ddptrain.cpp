@@ -33,14 +33,17 @@ namespace {
 
 // One override flag (args[i] starts with "--" and names section.key before any '='), as "section.key=value":
 // --a.b=VALUE as written; --a.b VALUE takes the next argument; a bool key alone is true, and takes a following
-// true/false. Advances i past a consumed value.
+// true/false (a bool/auto key also "auto"). Advances i past a consumed value.
 std::string cli_override(const std::vector<std::string>& args, size_t& i) {
   const std::string& a = args[i];
   if (a.find('=') != std::string::npos) return a.substr(2);
   const std::string path = a.substr(2);
   const bool has_next = i + 1 < args.size();
-  if (override_kind(path, a) == KeyKind::Bool) {
-    if (has_next && (args[i + 1] == "true" || args[i + 1] == "false")) return path + "=" + args[++i];
+  const KeyKind kind = override_kind(path, a);
+  if (kind == KeyKind::Bool || kind == KeyKind::BoolOrAuto) {
+    const bool word = has_next && (args[i + 1] == "true" || args[i + 1] == "false" ||
+                                   (kind == KeyKind::BoolOrAuto && args[i + 1] == "auto"));
+    if (word) return path + "=" + args[++i];
     return path + "=true";
   }
   if (!has_next) throw ConfigError(a + ": needs a value (" + a + " VALUE or " + a + "=VALUE)");

@@ -38,6 +38,16 @@
 #   python3 bench/gpu_bench.py --sides ddptrain_graph,python_compiled  # a subset of the four sides
 #   .venv/bin/python bench/gpu_bench.py --device cpu --smoke           # plumbing check without a GPU
 #
+# The image-folder configuration (ResNet-50, 224 px, batch 128, fp16, on a folder of generated 500x375 JPEGs on local
+# disk, data_bench.py's make_folder) has five sides of its own: ddptrain CPU decode (data.decode = "cpu", data.workers
+# = cores - 2), ddptrain GPU decode (data.decode = "gpu": nvJPEG and the transforms on the GPU, 3 loader threads, so
+# at most 4 CPU threads with the training thread), Python DataLoader (torch_worker.py, ImageFolder with the v2
+# transforms, cores - 2 workers), DALI (torch_worker.py --loader dali: DALI's mixed pipeline with 4 threads, run where
+# --dali-python's venv exists, bench/requirements-dali.txt) and ddptrain synthetic (the same model and batch on
+# synthetic 224 images: the input pipeline's ceiling). Goals: CPU decode >= 0.9x synthetic and >= 2.5x DataLoader,
+# GPU decode >= 0.9x synthetic and >= 1.0x DALI. Its sides need a GPU but for CPU decode, DataLoader and synthetic; the
+# smoke runs a tiny image folder on the CPU (those three sides; GPU decode and DALI n/a) to check its plumbing.
+#
 # A world of one (one GPU): no side makes a process group or a DDP wrapper (ddptrain never does for a world of one;
 # torch_worker.py does the same), so the comparison is of the training step, data feeding and startup around it. The
 # launching, interval timing and reporting are ddp_bench.py's (launch.py, report.py).
@@ -57,6 +67,7 @@ REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 import launch  # noqa: E402
 import report  # noqa: E402
+from data_bench import DALI_PYTHON, make_folder  # noqa: E402
 from ddp_bench import command_text, ddptrain_intervals, timed_rate  # noqa: E402
 sys.path.insert(0, os.path.join(BENCH_DIR, "..", "reference"))
 from torch_reference import build_model  # noqa: E402
@@ -69,6 +80,19 @@ SIDES = ("ddptrain_eager", "ddptrain_graph", "python_eager", "python_compiled")
 SIDE_NAMES = {"ddptrain_eager": "ddptrain eager", "ddptrain_graph": "ddptrain graph", "python_eager": "Python eager",
               "python_compiled": "Python compiled"}
 BASELINE = "python_eager"  # memory and RSS ratios are each side's over this one's
+# The image-folder configuration's sides: the eager ddptrain and Python sides with data.decode = "cpu" and DataLoader,
+# and three of its own.
+IMAGE_SIDES = ("ddptrain_eager", "ddptrain_gpu_decode", "python_eager", "dali", "synthetic")
+IMAGE_SIDE_NAMES = {"ddptrain_eager": "ddptrain CPU decode", "ddptrain_gpu_decode": "ddptrain GPU decode",
+                    "python_eager": "Python DataLoader", "dali": "DALI mixed", "synthetic": "ddptrain synthetic"}
+IMAGE_RATE_RATIOS = (("ddptrain_eager", "synthetic"), ("ddptrain_eager", "python_eager"),
+                     ("ddptrain_gpu_decode", "synthetic"), ("ddptrain_gpu_decode", "dali"))
+ALL_SIDES = SIDES + tuple(s for s in IMAGE_SIDES if s not in SIDES)
+# The ddptrain sides, each with its config's changes from the eager one.
+DDPTRAIN_SIDES = {"ddptrain_eager": {}, "ddptrain_graph": {"graph": True}, "ddptrain_gpu_decode": {"decode": "gpu"},
+                  "synthetic": {"synthetic": True}}
+GPU_DECODE_WORKERS = 3  # data.workers of ddptrain GPU decode (with the training thread: 4 CPU threads per GPU)
+DALI_THREADS = 4
 # The samples/s ratios reported (the goals' ones).
 RATE_RATIOS = (("ddptrain_eager", "python_eager"), ("ddptrain_graph", "python_eager"),
                ("ddptrain_graph", "python_compiled"))
@@ -85,9 +109,13 @@ RESNET50_GOALS = [("rate", "ddptrain_graph", "python_eager", ">=", 1.3),
                   ("rate", "ddptrain_graph", "python_compiled", ">=", 1.0)] + [
     (metric, side, "python_eager", "<=", 1.0) for metric in ("gpu_mem_peak_mib", "rss_mib")
     for side in ("ddptrain_eager", "ddptrain_graph")]
+IMAGE_GOALS = [("rate", "ddptrain_eager", "synthetic", ">=", 0.9), ("rate", "ddptrain_eager", "python_eager", ">=", 2.5),
+               ("rate", "ddptrain_gpu_decode", "synthetic", ">=", 0.9), ("rate", "ddptrain_gpu_decode", "dali", ">=", 1.0)]
+IMAGE_CONFIG = dict(sides=IMAGE_SIDES, side_names=IMAGE_SIDE_NAMES, rate_ratios=IMAGE_RATE_RATIOS, data="image_folder",
+                    in_channels=3)
 
-# The GPU set: ResNet-50 on synthetic 3x224x224 images (ImageNet's shape and head) and ResNet-18 on
-# Fashion-MNIST, both AMP fp16 and channels_last. Fashion-MNIST's 60000 images leave a partial batch of 96 each
+# The GPU set: ResNet-50 on synthetic 3x224x224 images (ImageNet's shape and head), ResNet-18 on Fashion-MNIST, and
+# ResNet-50 on a JPEG folder (the image-folder sides), all AMP fp16 and channels_last. Fashion-MNIST's 60000 images leave a partial batch of 96 each
 # epoch, dropped (drop_last) on every side.
 GPU_SUITE = [
     dict(COMMON, name="resnet50 synthetic 3x224x224", title="ResNet-50 synthetic fp16", model="resnet50",
@@ -96,6 +124,10 @@ GPU_SUITE = [
     dict(COMMON, name="resnet18 fashion-mnist 1x28x28", title="ResNet-18 Fashion-MNIST fp16", model="resnet18",
          data="fashion-mnist", in_channels=1, image_size=28, num_classes=10, batch=256, steps=300, log_every=20,
          warmup_steps=60, synthetic_size=0, goals=RESNET18_GOALS),
+    dict(COMMON, **IMAGE_CONFIG, name="resnet50 image folder 224", title="ResNet-50 image folder fp16",
+         model="resnet50", image_size=224, num_classes=100, batch=128, steps=100, log_every=10, warmup_steps=30,
+         synthetic_size=2048, folder=dict(images=6400, classes=100, width=500, height=375, quality=90),
+         goals=IMAGE_GOALS),
 ]
 # --smoke: the same plumbing in seconds (CPU: fp16 autocast and GradScaler("cpu") run there too), with the ResNet-18
 # goals stated for it (their verdicts say nothing about a GPU).
@@ -103,14 +135,26 @@ SMOKE_SUITE = [
     dict(COMMON, name="smoke resnet18 synthetic 3x32x32", title="smoke ResNet-18 synthetic fp16", model="resnet18",
          data="synthetic", in_channels=3, image_size=32, num_classes=10, batch=8, steps=4, log_every=1,
          warmup_steps=1, synthetic_size=64, goals=RESNET18_GOALS, cudnn_benchmark=False),
+    dict(COMMON, **IMAGE_CONFIG, name="smoke resnet18 image folder 32", title="smoke ResNet-18 image folder fp16",
+         model="resnet18", image_size=32, num_classes=4, batch=8, steps=4, log_every=1, warmup_steps=1,
+         synthetic_size=64, folder=dict(images=48, classes=4, width=64, height=48, quality=90), goals=[],
+         cudnn_benchmark=False),
 ]
+
+
+def sides_of(c):
+    return c.get("sides", SIDES)
+
+
+def name_of(c, side):
+    return c.get("side_names", {}).get(side, SIDE_NAMES.get(side, side))
 
 
 def side_list(text):
     sides = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in sides if s not in SIDES]
+    unknown = [s for s in sides if s not in ALL_SIDES]
     if unknown or not sides:
-        raise argparse.ArgumentTypeError(f"sides are {', '.join(SIDES)} (comma-separated), not {text!r}")
+        raise argparse.ArgumentTypeError(f"sides are {', '.join(ALL_SIDES)} (comma-separated), not {text!r}")
     return sides
 
 
@@ -119,14 +163,19 @@ def parse_args(argv):
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--smoke", action="store_true", help="tiny ResNet-18 run, world 1, a few steps (plumbing check)")
     p.add_argument("--only", help="run only the configurations whose name contains this text")
-    p.add_argument("--sides", type=side_list, default=list(SIDES),
-                   help=f"the sides to run, comma-separated (default all: {','.join(SIDES)}); the others are n/a")
+    p.add_argument("--sides", type=side_list, default=list(ALL_SIDES),
+                   help=f"the sides to run, comma-separated (default all: {','.join(ALL_SIDES)}); the others are n/a")
     p.add_argument("--reps", type=int, help="repetitions per side (default 3, smoke 1)")
     p.add_argument("--steps", type=int, help="override every configuration's step count")
     p.add_argument("--workers", type=int, default=4, help="batch-assembly workers on every side (ddptrain "
                    "data.workers, Python DataLoader num_workers with --device cuda)")
     p.add_argument("--threads", type=int, help="intra-op CPU threads per rank (default nproc / world)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--image-root", default=os.path.join(tempfile.gettempdir(), "ddptrain_gpu_bench_images"),
+                   help="where the image-folder configuration's JPEG folder is generated (once; local disk)")
+    p.add_argument("--dali-python", default=DALI_PYTHON,
+                   help="the Python of a venv with NVIDIA DALI (bench/requirements-dali.txt) for the DALI side; its "
+                        "packages join this torch's (PYTHONPATH); the side is n/a where it does not exist")
     default_ddptrain = os.path.join(REPO, "build-gpu", "ddptrain")
     if not os.access(default_ddptrain, os.X_OK):
         default_ddptrain = os.path.join(REPO, "build", "ddptrain")
@@ -163,6 +212,10 @@ def configs_from(args):
             c["cudnn_benchmark"] = False
             if not args.smoke:
                 c["goals"] = []  # the GPU set's goals are about a GPU
+        if "folder" in c:  # cores - 2 loader threads or workers for the CPU decoders, a folder of its own
+            c["workers"] = max(1, (os.cpu_count() or 2) - 2)
+            f = c["folder"]
+            c["data_dir"] = os.path.join(args.image_root, f"{f['images']}x{f['width']}x{f['height']}q{f['quality']}")
         configs.append(c)
     if not configs:
         raise SystemExit(f"no configuration matches --only {args.only!r}")
@@ -187,13 +240,19 @@ def ddptrain_capabilities(ddptrain):
     return keys, ("float16" if probe.returncode == 0 else "fp16")
 
 
-def side_plan(c, sides, keys):
+def side_plan(c, sides, keys, dali_python):
     """side -> None where it runs, else why not (its cells are n/a)."""
     plan = {}
-    for side in SIDES:
+    for side in sides_of(c):
         unknown = [k for k in GRAPH_KEYS if k not in keys]
         if side not in sides:
             plan[side] = "not selected (--sides)"
+        elif side in ("ddptrain_gpu_decode", "dali") and c["device"] != "cuda":
+            plan[side] = f"decodes JPEGs with nvJPEG on a CUDA device: not attempted on --device {c['device']}"
+        elif side == "ddptrain_gpu_decode" and "data.decode" not in keys:
+            plan[side] = "this ddptrain does not know data.decode"
+        elif side == "dali" and not os.access(dali_python, os.X_OK):
+            plan[side] = f"no DALI venv at {dali_python} (bench/requirements-dali.txt)"
         elif side == "ddptrain_graph" and c["device"] != "cuda":
             plan[side] = ("training.cuda_graph captures the step as a CUDA graph and needs a CUDA device: not "
                           f"attempted on --device {c['device']}")
@@ -204,19 +263,25 @@ def side_plan(c, sides, keys):
     return plan
 
 
-def ddptrain_toml(c, init_path, keys, fp16_name, graph=False):
-    """ddptrain's config for configuration c (graph: the ddptrain graph side's). Keys an older ddptrain lacks are
-    left out (and listed by the caller)."""
+def ddptrain_toml(c, init_path, keys, fp16_name, graph=False, decode="cpu", synthetic=False):
+    """ddptrain's config for configuration c (graph: the ddptrain graph side's; decode: an image folder's
+    data.decode, "gpu" with GPU_DECODE_WORKERS loader threads; synthetic: the same model on synthetic images). Keys an
+    older ddptrain lacks are left out (and listed by the caller)."""
     amp_dtype = {"fp16": fp16_name, "bf16": "bfloat16" if fp16_name == "float16" else "bf16"}.get(c["precision"])
+    data = "synthetic" if synthetic else c["data"]
+    folder = data == "image_folder"
+    workers = GPU_DECODE_WORKERS if decode == "gpu" else c["workers"]
     sections = {
         "job": [("out_dir", '"out"'), ("seed", c["seed"]), ("threads", c["threads"])],
-        "data": [("dataset", f'"{c["data"]}"')]
-        + ([("dir", json.dumps(c["data_dir"]))] if c["data"] != "synthetic" else [])
-        + [("batch_size", c["batch"]), ("eval_batch_size", c["batch"]), ("workers", c["workers"]),
+        "data": [("dataset", f'"{data}"')]
+        + ([("dir", json.dumps(c["data_dir"]))] if data != "synthetic" else [])
+        + [("batch_size", c["batch"]), ("eval_batch_size", c["batch"]), ("workers", workers),
            ("pin_memory", "true" if c["device"] == "cuda" else "false"),
            ("drop_last", "true" if c["drop_last"] else "false")]
-        + ([("synthetic_train_size", c["synthetic_size"]), ("synthetic_test_size", c["batch"]),
-            ("image_size", c["image_size"])] if c["data"] == "synthetic" else []),
+        + ([("synthetic_train_size", c["synthetic_size"]), ("synthetic_test_size", c["batch"])]
+           if data == "synthetic" else [])
+        + ([("image_size", c["image_size"])] if data == "synthetic" or folder else [])
+        + ([("decode", f'"{decode}"')] if folder else []),
         "model": [("name", f'"{c["model"]}"'), ("in_channels", c["in_channels"]), ("num_classes", c["num_classes"]),
                   ("init_from", json.dumps(init_path)),
                   ("memory_format", '"channels_last"' if c["channels_last"] else '"contiguous"')],
@@ -241,7 +306,7 @@ def ddptrain_toml(c, init_path, keys, fp16_name, graph=False):
     return "\n".join(lines), missing
 
 
-def python_argv(c, init_path, run_dir, rank, compiled=False):
+def python_argv(c, init_path, run_dir, rank, compiled=False, dali=False):
     argv = [sys.executable, os.path.join(BENCH_DIR, "torch_worker.py"), "--model", c["model"], "--data", c["data"],
             "--data-dir", c["data_dir"], "--init", init_path, "--precision", c["precision"], "--device", c["device"],
             "--steps", str(c["steps"]), "--log-every", str(c["log_every"]), "--batch", str(c["batch"]),
@@ -251,7 +316,15 @@ def python_argv(c, init_path, run_dir, rank, compiled=False):
             "--workers", str(c["workers"]), "--result", os.path.join(run_dir, f"result.rank{rank}.json")]
     return argv + (["--channels-last"] if c["channels_last"] else []) + (
         ["--cudnn-benchmark"] if c["cudnn_benchmark"] else []) + (["--drop-last"] if c["drop_last"] else []) + (
-        ["--compile", c["compile_mode"], "--compile-backend", c["compile_backend"]] if compiled else [])
+        ["--compile", c["compile_mode"], "--compile-backend", c["compile_backend"]] if compiled else []) + (
+        ["--loader", "dali", "--workers", str(DALI_THREADS)] if dali else [])
+
+
+def dali_site_packages(dali_python):
+    """The site-packages folder of the DALI venv (its packages join this Python's torch for the DALI side)."""
+    out = subprocess.run([dali_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
 
 
 def run_side(side, c, args, work, rep, commands):
@@ -260,15 +333,19 @@ def run_side(side, c, args, work, rep, commands):
     port = launch.free_port()
     argvs, envs = [], []
     for rank in range(c["world"]):
-        if side.startswith("ddptrain"):
+        if side in DDPTRAIN_SIDES:
             argvs.append([args.ddptrain, os.path.join(work, f"{side}.toml"), f"--job.out_dir={run_dir}/out"])
         else:
-            argvs.append(python_argv(c, os.path.join(work, "init.pt"), run_dir, rank, side == "python_compiled"))
+            argvs.append(python_argv(c, os.path.join(work, "init.pt"), run_dir, rank, side == "python_compiled",
+                                     side == "dali"))
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
+        if side == "dali":
+            envs[-1]["PYTHONPATH"] = os.pathsep.join(
+                p for p in (envs[-1].get("PYTHONPATH"), dali_site_packages(args.dali_python)) if p)
     commands.setdefault(side, command_text(argvs[0], envs[0]))
     r = launch.run_ranks(argvs, envs, run_dir, args.compile_timeout if side == "python_compiled" else args.timeout)
     out = {}
-    if side.startswith("ddptrain"):
+    if side in DDPTRAIN_SIDES:
         with open(os.path.join(run_dir, "out", "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         peaks = [x["gpu_mem_peak_mib"] for x in records if x.get("kind") == "train" and "gpu_mem_peak_mib" in x]
@@ -289,14 +366,21 @@ def run_config(c, args, work_root, index, keys, fp16_name):
     torch.manual_seed(c["seed"])
     torch.save(dict(build_model(c["model"], 0.0, c["in_channels"], c["num_classes"]).state_dict()),
                os.path.join(work, "init.pt"))
-    plan = side_plan(c, args.sides, keys)
-    for side, graph in (("ddptrain_eager", False), ("ddptrain_graph", True)):
-        text, missing_keys = ddptrain_toml(c, os.path.join(work, "init.pt"), keys, fp16_name, graph)
+    plan = side_plan(c, args.sides, keys, args.dali_python)
+    if "folder" in c and any(plan[s] is None for s in ("ddptrain_eager", "ddptrain_gpu_decode", "python_eager",
+                                                        "dali")):
+        f = c["folder"]
+        print(f"  JPEG folder {c['data_dir']} ({f['images']} images, made once)", flush=True)
+        make_folder(c["data_dir"], f["images"], f["classes"], f["width"], f["height"], f["quality"])
+    for side, changes in DDPTRAIN_SIDES.items():
+        if side not in sides_of(c):
+            continue
+        text, missing_keys = ddptrain_toml(c, os.path.join(work, "init.pt"), keys, fp16_name, **changes)
         with open(os.path.join(work, f"{side}.toml"), "w") as f:
             f.write(text)
-        if not graph:
+        if side == "ddptrain_eager":
             toml_text, missing = text, missing_keys
-    running = [side for side in SIDES if plan[side] is None]
+    running = [side for side in sides_of(c) if plan[side] is None]
     results = {side: [] for side in running}
     order, commands, failed = [], {}, []
     for rep in range(c["reps"]):
@@ -308,7 +392,7 @@ def run_config(c, args, work_root, index, keys, fp16_name):
             except (launch.RunError, OSError, KeyError, ValueError) as e:
                 # A side that fails is reported n/a with its error (and the run exits non-zero at the end); the
                 # other sides go on, so that one failing side does not cost the others' figures.
-                print(f"  rep {rep + 1}/{c['reps']} {SIDE_NAMES[side]} FAILED: {e}", flush=True)
+                print(f"  rep {rep + 1}/{c['reps']} {name_of(c, side)} FAILED: {e}", flush=True)
                 what = " ".join(str(e).split("\nstdout rank 0:")[0].split())[:300]  # stderr's tail, one line
                 plan[side] = f"failed in repetition {rep + 1}: {what}"
                 failed.append(side)
@@ -316,7 +400,7 @@ def run_config(c, args, work_root, index, keys, fp16_name):
                 continue
             results[side].append(r)
             order.append((rep, side))
-            print(f"  rep {rep + 1}/{c['reps']} {SIDE_NAMES[side]:15s}: {r['rate']:9.1f} samples/s, peak GPU memory "
+            print(f"  rep {rep + 1}/{c['reps']} {name_of(c, side):15s}: {r['rate']:9.1f} samples/s, peak GPU memory "
                   f"{report.fmt(r['gpu_mem_peak_mib'])} MiB, peak RSS {' / '.join(map(report.fmt, r['rss_mib']))} "
                   "MiB" + (f", compiled at steps {r['compiled_at_steps']}" if "compiled_at_steps" in r else ""),
                   flush=True)
@@ -329,16 +413,18 @@ def divide(a, b):
     return None if a is None or b in (None, 0) else a / b
 
 
-def summarize(plan, results):
-    """Each side's medians (None for a side that did not run) and the ratios of the medians: samples/s as
-    RATE_RATIOS, peak GPU memory and RSS of every side over Python eager's; keyed 'side/reference'."""
+def summarize(c, results):
+    """Each side's medians (None for a side that did not run) and the ratios of the medians: samples/s as the
+    configuration's rate ratios (RATE_RATIOS by default), peak GPU memory and RSS of every side over Python eager's;
+    keyed 'side/reference'."""
     med = {}
-    for side in SIDES:
+    sides = sides_of(c)
+    for side in sides:
         reps = results.get(side, [])
         med[side] = {"rate": report.median([r["rate"] for r in reps]),
                      "gpu_mem_peak_mib": report.median([r["gpu_mem_peak_mib"] for r in reps]),
                      "rss_mib": report.median([v for r in reps for v in r["rss_mib"]])}
-    pairs = {"rate": RATE_RATIOS, "gpu_mem_peak_mib": [(s, BASELINE) for s in SIDES if s != BASELINE]}
+    pairs = {"rate": c.get("rate_ratios", RATE_RATIOS), "gpu_mem_peak_mib": [(s, BASELINE) for s in sides if s != BASELINE]}
     pairs["rss_mib"] = pairs["gpu_mem_peak_mib"]
     ratio = {metric: {f"{a}/{b}": divide(med[a][metric], med[b][metric]) for a, b in ab}
              for metric, ab in pairs.items()}
@@ -354,11 +440,11 @@ def goal_lines(c, plan, med, ratio):
     lines = []
     for metric, side, ref, op, bound in c["goals"]:
         what, unit = METRIC_TEXT[metric]
-        goal = f"{c['title']}: {SIDE_NAMES[side]} {what} {op} {bound:.1f}x {SIDE_NAMES[ref]}"
+        goal = f"{c['title']}: {name_of(c, side)} {what} {op} {bound:.1f}x {name_of(c, ref)}"
         value = ratio[metric][f"{side}/{ref}"]
         not_run = [s for s in (side, ref) if plan[s]]
         if not_run:
-            figure = "; ".join(f"{SIDE_NAMES[s]} did not run: {plan[s]}" for s in not_run)
+            figure = "; ".join(f"{name_of(c, s)} did not run: {plan[s]}" for s in not_run)
         else:
             figure = f"{report.fmt(med[side][metric])} vs {report.fmt(med[ref][metric])} {unit} = {times(value)}"
         met = None if value is None or not_run else (value >= bound if op == ">=" else value <= bound)
@@ -390,42 +476,59 @@ def label_of(c):
 
 
 def markdown_tables(rows):
-    """rows: (label, med, ratio). samples/s of the four sides with the goals' ratios; peak GPU memory and RSS of each
-    side with its ratio over Python eager's."""
-    names = [SIDE_NAMES[s] for s in SIDES]
-    rate = ["| configuration | " + " | ".join(f"{n} samples/s" for n in names) + " | "
-            + " | ".join(f"{SIDE_NAMES[a]} / {SIDE_NAMES[b]}" for a, b in RATE_RATIOS) + " |",
-            "| --- |" + " ---: |" * (len(SIDES) + len(RATE_RATIOS))]
-    memory = ["| configuration | " + " | ".join(f"{n} peak GPU MiB" for n in names) + " | "
-              + " | ".join(f"{n} peak RSS MiB" for n in names) + " |", "| --- |" + " ---: |" * (2 * len(SIDES))]
-    for label, med, ratio in rows:
-        rate.append(f"| {label} | " + " | ".join(report.fmt(med[s]["rate"]) for s in SIDES) + " | "
-                    + " | ".join(times(ratio["rate"][f"{a}/{b}"]) for a, b in RATE_RATIOS) + " |")
-        cells = []
-        for metric in ("gpu_mem_peak_mib", "rss_mib"):
-            for s in SIDES:
-                value = report.fmt(med[s][metric])
-                if s != BASELINE and med[s][metric] is not None:
-                    value += f" ({times(ratio[metric][f'{s}/{BASELINE}'])})"
-                cells.append(value)
-        memory.append(f"| {label} | " + " | ".join(cells) + " |")
-    return (["samples/s (medians) and their ratios:", ""] + rate
-            + ["", "Peak GPU memory and peak host RSS (medians; in brackets, over Python eager's):", ""] + memory)
+    """rows: (label, c, med, ratio). Per set of sides (the four-sided configurations, the image folder's): samples/s
+    of each side with the configuration's ratios; peak GPU memory and RSS of each side with its ratio over Python
+    eager's."""
+    groups = []
+    for row in rows:
+        key = tuple(sides_of(row[1]))
+        if not groups or groups[-1][0] != key:
+            groups.append((key, []))
+        groups[-1][1].append(row)
+    lines = []
+    for sides, group in groups:
+        c = group[0][1]
+        ratios = c.get("rate_ratios", RATE_RATIOS)
+        names = [name_of(c, s) for s in sides]
+        rate = ["| configuration | " + " | ".join(f"{n} samples/s" for n in names) + " | "
+                + " | ".join(f"{name_of(c, a)} / {name_of(c, b)}" for a, b in ratios) + " |",
+                "| --- |" + " ---: |" * (len(sides) + len(ratios))]
+        memory = ["| configuration | " + " | ".join(f"{n} peak GPU MiB" for n in names) + " | "
+                  + " | ".join(f"{n} peak RSS MiB" for n in names) + " |", "| --- |" + " ---: |" * (2 * len(sides))]
+        for label, _, med, ratio in group:
+            rate.append(f"| {label} | " + " | ".join(report.fmt(med[s]["rate"]) for s in sides) + " | "
+                        + " | ".join(times(ratio["rate"][f"{a}/{b}"]) for a, b in ratios) + " |")
+            cells = []
+            for metric in ("gpu_mem_peak_mib", "rss_mib"):
+                for s in sides:
+                    value = report.fmt(med[s][metric])
+                    if s != BASELINE and med[s][metric] is not None and f"{s}/{BASELINE}" in ratio[metric]:
+                        value += f" ({times(ratio[metric][f'{s}/{BASELINE}'])})"
+                    cells.append(value)
+            memory.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines += (([""] if lines else []) + ["samples/s (medians) and their ratios:", ""] + rate
+                  + ["", f"Peak GPU memory and peak host RSS (medians; in brackets, over {name_of(c, BASELINE)}'s):",
+                     ""] + memory)
+    return lines
 
 
 def details(label, c, run):
     """The configuration's collapsible section: each repetition in the order run, the commands, ddptrain's config."""
     lines = [f"<details><summary>{label}: per repetition, commands, ddptrain's config</summary>", ""]
-    index = {side: 0 for side in SIDES}
+    index = {side: 0 for side in sides_of(c)}
     for rep, side in run["order"]:
         r = run["results"][side][index[side]]
         index[side] += 1
-        lines.append(f"  - rep {rep + 1} {SIDE_NAMES[side]}: {report.fmt(r['rate'])} samples/s, peak GPU "
+        lines.append(f"  - rep {rep + 1} {name_of(c, side)}: {report.fmt(r['rate'])} samples/s, peak GPU "
                      f"{report.fmt(r['gpu_mem_peak_mib'])} MiB, peak RSS {' / '.join(map(report.fmt, r['rss_mib']))}"
                      " MiB")
-    lines += ["", "```sh"] + [run["commands"][s] for s in SIDES if s in run["commands"]] + ["```", ""]
-    lines += ["ddptrain eager's config (ddptrain graph's adds `cuda_graph = true` to `[training]`):", "", "```toml",
-              run["toml"], "```"]
+    lines += ["", "```sh"] + [run["commands"][s] for s in sides_of(c) if s in run["commands"]] + ["```", ""]
+    if "folder" in c:
+        lines += [f"ddptrain CPU decode's config (GPU decode's sets `decode = \"gpu\"` and `workers = "
+                  f"{GPU_DECODE_WORKERS}` in `[data]`; synthetic's `dataset = \"synthetic\"`):"]
+    else:
+        lines += ["ddptrain eager's config (ddptrain graph's adds `cuda_graph = true` to `[training]`):"]
+    lines += ["", "```toml", run["toml"], "```"]
     if run["missing"]:
         lines += ["", f"This ddptrain does not know {', '.join(run['missing'])}: left out of its config."]
     return lines + ["", "</details>", ""]
@@ -459,6 +562,20 @@ def header(invocation, date, gpu, machine, c):
             "process's maximum resident set; n/a where not reported or where a side did not run."]
 
 
+def image_folder_text(c):
+    """What the image-folder configuration's sides are, for the report."""
+    f = c["folder"]
+    return [f"The image-folder configuration trains on {f['images']} generated {f['width']}x{f['height']} JPEGs "
+            f"(quality {f['quality']}, {f['classes']} classes, on local disk; `bench/data_bench.py`'s generator) with "
+            f"RandomResizedCrop({c['image_size']}) + flip: **ddptrain CPU decode**, `data.decode = \"cpu\"` with "
+            f"{c['workers']} loader threads; **ddptrain GPU decode**, `data.decode = \"gpu\"` (nvJPEG and the "
+            f"transforms on the GPU) with {GPU_DECODE_WORKERS} loader threads, at most {GPU_DECODE_WORKERS + 1} CPU "
+            f"threads with the training thread; **Python DataLoader**, `bench/torch_worker.py` with ImageFolder and "
+            f"the v2 transforms, {c['workers']} workers; **DALI mixed**, `torch_worker.py --loader dali` "
+            f"(`fn.decoders.image_random_crop(device=\"mixed\")`, {DALI_THREADS} threads); **ddptrain synthetic**, "
+            "the same model and batch on synthetic images, the input pipeline's ceiling."]
+
+
 def main(argv):
     args = parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -477,20 +594,22 @@ def main(argv):
         label = label_of(c)
         print(f"[{i + 1}/{len(configs)}] {label}", flush=True)
         run = run_config(c, args, work_root, i, keys, fp16_name)
-        med, ratio = summarize(run["plan"], run["results"])
-        rows.append((label, med, ratio))
+        med, ratio = summarize(c, run["results"])
+        rows.append((label, c, med, ratio))
         goals += goal_lines(c, run["plan"], med, ratio)
-        notes += [f"- {c['name']}: {SIDE_NAMES[s]} n/a: {why}." for s, why in run["plan"].items() if why]
+        notes += [f"- {c['name']}: {name_of(c, s)} n/a: {why}." for s, why in run["plan"].items() if why]
         notes += compile_note(c, run["results"])
         sides = {s: {"ran": why is None, "reason": why, "failed": s in run["failed"]} for s, why in run["plan"].items()}
         figures.append({"label": label, "config": c, "sides": sides,
                         "order": run["order"], "results": run["results"], "median": med, "ratio": ratio,
                         "ddptrain_keys_missing": run["missing"]})
         per_config += details(label, c, run)
-        failed += [f"{c['name']}: {SIDE_NAMES[s]}" for s in run["failed"]]
+        failed += [f"{c['name']}: {name_of(c, s)}" for s in run["failed"]]
     invocation = "python3 bench/gpu_bench.py " + " ".join(shlex.quote(a) for a in argv)
     goal_md = [f"- {g}: {fig}: **{v}**" for g, fig, v in goals]
-    text = "\n".join(header(invocation, date, gpu, machine, configs[0]) + [""] + markdown_tables(rows) + [""]
+    folders = [c for c in configs if "folder" in c]
+    text = "\n".join(header(invocation, date, gpu, machine, configs[0])
+                     + ([""] + image_folder_text(folders[0]) if folders else []) + [""] + markdown_tables(rows) + [""]
                      + notes + ([""] if notes else []) + goal_md + ([""] if goal_md else []) + per_config) + "\n"
     print()
     print(text)

@@ -95,6 +95,39 @@ def load_train_set(args):
     return TensorDataset(images.unsqueeze(1), labels)
 
 
+class DaliLoader:
+    """NVIDIA DALI's GPU pipeline over DIR/train, as DALI's ResNet-50 example builds it: fn.readers.file (sharded by
+    rank, shuffled), fn.decoders.image_random_crop(device="mixed") (nvJPEG, RandomResizedCrop's area and ratio
+    ranges), fn.resize to the crop size, fn.crop_mirror_normalize with a coin-flip mirror to uint8 CHW; batches of
+    (uint8 images on the GPU, int64 labels), full ones only, normalised by the training loop as the others are."""
+
+    def __init__(self, args, device, rank, world):
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        @pipeline_def(batch_size=args.batch, num_threads=args.workers, device_id=device.index, seed=args.seed + rank)
+        def pipeline():
+            jpegs, labels = fn.readers.file(file_root=os.path.join(args.data_dir, "train"), random_shuffle=True,
+                                            shard_id=rank, num_shards=world, name="Reader")
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+            images = fn.resize(images, resize_x=args.image_size, resize_y=args.image_size)
+            images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW",
+                                              mirror=fn.random.coin_flip())
+            return images, labels.gpu()
+
+        pipe = pipeline()
+        pipe.build()
+        self.iterator = DALIGenericIterator(pipe, ["data", "label"], reader_name="Reader", auto_reset=True,
+                                            last_batch_policy=LastBatchPolicy.DROP)
+
+    def __len__(self):
+        return len(self.iterator)
+
+    def __iter__(self):
+        for out in self.iterator:
+            yield out[0]["data"], out[0]["label"].view(-1).long()
+
+
 def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["net", "resnet18", "resnet50"], required=True)
@@ -109,7 +142,10 @@ def parse_args():
     p.add_argument("--channels-last", action="store_true", help="model and inputs in torch.channels_last")
     p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
     p.add_argument("--workers", type=int, default=4,
-                   help="DataLoader workers with --device cuda or --data image_folder")
+                   help="DataLoader workers with --device cuda or --data image_folder (--loader dali: DALI's threads)")
+    p.add_argument("--loader", choices=["dataloader", "dali"], default="dataloader",
+                   help="dali (--data image_folder, CUDA): NVIDIA DALI's mixed pipeline instead of DataLoader; the "
+                        "Python running this needs nvidia.dali (bench/requirements-dali.txt)")
     p.add_argument("--in-channels", type=int, default=1)
     p.add_argument("--num-classes", type=int, default=10)
     p.add_argument("--image-size", type=int, default=28, help="synthetic images' side; image_folder: the crop's")
@@ -193,7 +229,9 @@ def train(args, rank, world, device, sync):
     dataset = load_train_set(args)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
                                  drop_last=args.drop_last)
-    if cuda:
+    if args.loader == "dali":
+        loader = DaliLoader(args, device, rank, world)
+    elif cuda:
         loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                             pin_memory=True, persistent_workers=args.workers > 0, drop_last=args.drop_last)
     elif args.data == "image_folder":

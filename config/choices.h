@@ -44,6 +44,14 @@ struct ChoiceTable<OnBadSample> {
   static constexpr NamedChoice<OnBadSample> names[] = {{OnBadSample::Error, "error"}, {OnBadSample::Skip, "skip"}};
 };
 
+// data.decode: where an image folder's JPEGs are decoded and transformed (auto: the GPU on a CUDA device).
+enum class DecodeChoice { Cpu, Gpu, Auto };
+template <>
+struct ChoiceTable<DecodeChoice> {
+  static constexpr NamedChoice<DecodeChoice> names[] = {
+      {DecodeChoice::Cpu, "cpu"}, {DecodeChoice::Gpu, "gpu"}, {DecodeChoice::Auto, "auto"}};
+};
+
 // data.augment: the training transform of an image folder.
 enum class Augment { Standard, None };
 template <>

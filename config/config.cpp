@@ -57,6 +57,7 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
     std::string allowed;
     if (kind == KeyKind::Choice)
       allowed = "one of: " + join(names_of<T>(), " | ") + (takes_a_path<T> ? " or a path" : "");
+    if (kind == KeyKind::BoolOrAuto) allowed = "one of: true | false | auto";
     if (kind == KeyKind::Int || kind == KeyKind::Float || kind == KeyKind::Floats || kind == KeyKind::Ints ||
         kind == KeyKind::IntOrAuto)
       allowed = "range: " + range_text(key, kind) +

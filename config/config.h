@@ -56,6 +56,12 @@ struct IntOrAuto {
   int64_t value = 0;  // when not automatic
 };
 
+// A boolean, or "auto": a switch the run decides from its device when it starts (training.cudnn_benchmark).
+struct BoolOrAuto {
+  bool automatic = false;
+  bool value = false;  // when not automatic
+};
+
 // A number for every image channel alike, or one per channel: TOML `0.5` or `[0.4914, 0.4822, 0.4465]`.
 using PerChannel = std::vector<double>;
 
@@ -81,6 +87,7 @@ struct DataConfig {
   Augment augment = Augment::Standard;
   int64_t max_image_pixels = 89478485;
   OnBadSample on_bad_sample = OnBadSample::Error;
+  DecodeChoice decode = DecodeChoice::Cpu;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -140,6 +147,10 @@ struct DataConfig {
                              "image_folder: an image that cannot be decoded stops the run (error, naming file and "
                              "rank), or the next readable sample of the split takes its place (skip, counted)")
                              .resume_may_differ());
+    key(s.decode, Key("decode",
+                      "image_folder: where JPEGs are decoded and transformed: cpu (loader threads), gpu (nvJPEG on "
+                      "the training GPU; PNG, CMYK, 12-bit, arithmetic and lossless JPEGs still on the CPU), auto = "
+                      "gpu on a CUDA device"));
   }
 };
 
@@ -259,7 +270,7 @@ struct TrainingConfig {
   int64_t max_nonfinite_skips = 10;
   int64_t eval_every_epochs = 1;
   bool deterministic = false;
-  bool cudnn_benchmark = false;
+  BoolOrAuto cudnn_benchmark{true, false};
   bool cudnn_allow_tf32 = true;
   bool cuda_graph = false;
 
@@ -297,7 +308,10 @@ struct TrainingConfig {
     key(s.eval_every_epochs,
         Key("eval_every_epochs", "evaluate every N epochs; 0 = only at the end").at_least(0).at_most(kMaxEpochs));
     key(s.deterministic, Key("deterministic", "torch.use_deterministic_algorithms + cudnn.deterministic (CUDA)"));
-    key(s.cudnn_benchmark, Key("cudnn_benchmark", "torch.backends.cudnn.benchmark (CUDA; not with deterministic)"));
+    key(s.cudnn_benchmark, Key("cudnn_benchmark",
+                               "torch.backends.cudnn.benchmark: convolution algorithms picked by timing them (CUDA; "
+                               "not with deterministic); auto = on for CUDA unless deterministic")
+                               .resume_may_differ());
     key(s.cudnn_allow_tf32,
         Key("cudnn_allow_tf32", "torch.backends.cudnn.allow_tf32: float32 convolutions may use TF32 (CUDA, Ampere+)"));
     key(s.cuda_graph, Key("cuda_graph",
@@ -518,7 +532,7 @@ std::string format_resume_config(const Config& cfg);
 std::string config_digest(const std::string& config_text);
 
 // What a key's value is, as --help names it.
-enum class KeyKind { Bool, Int, Float, Floats, Ints, String, Choice, List, IntOrAuto };
+enum class KeyKind { Bool, Int, Float, Floats, Ints, String, Choice, List, IntOrAuto, BoolOrAuto };
 // One key as the reference shows it.
 struct KeyInfo {
   std::string section, name;  // "data", "batch_size"
@@ -532,7 +546,8 @@ struct KeyInfo {
 };
 // Every key of cfg with its current value, in declaration order.
 std::vector<KeyInfo> describe_keys(const Config& cfg);
-const char* kind_label(KeyKind kind);  // bool, int, float, floats, ints, string, choice, list, int/auto
+// bool, int, float, floats, ints, string, choice, list, int/auto, bool/auto
+const char* kind_label(KeyKind kind);
 // The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
 // did-you-mean, when there is no such key.
 KeyKind override_kind(const std::string& path, const std::string& loc);

@@ -130,6 +130,14 @@ class Assign {
     if (!v_.is_integer()) throw type_error(KeyKind::IntOrAuto);
     f = IntOrAuto{false, integer(v_, KeyKind::IntOrAuto)};
   }
+  void operator()(BoolOrAuto& f) const {
+    if (v_.is_string() && *v_.value<std::string>() == "auto") {
+      f = BoolOrAuto{true, false};
+      return;
+    }
+    if (!v_.is_boolean()) throw type_error(KeyKind::BoolOrAuto);
+    f = BoolOrAuto{false, *v_.value<bool>()};
+  }
   void operator()(ResumeFrom& f) const {
     const std::string s = choice_text<ResumeFrom>();
     const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(s);
@@ -258,8 +266,8 @@ void apply_override(Config& cfg, const std::string& text, KeyLocations& location
   with_key(cfg, section, key, [&](auto& field, const Key& declared) {
     using T = std::decay_t<decltype(field)>;
     constexpr KeyKind kind = kind_of<T>();
-    constexpr bool words =
-        kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List || kind == KeyKind::IntOrAuto;
+    constexpr bool words = kind == KeyKind::String || kind == KeyKind::Choice || kind == KeyKind::List ||
+                           kind == KeyKind::IntOrAuto || kind == KeyKind::BoolOrAuto;
     toml::table parsed;
     try {
       parsed = toml::parse("v = " + raw);
@@ -435,10 +443,14 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"lr_scheduler.milestones", "lr_scheduler.decay"},
          "lr_scheduler.milestones are read by lr_scheduler.decay = \"multistep\" only; set that decay, or "
          "milestones = []");
-  if (cfg.training.deterministic && cfg.training.cudnn_benchmark)
+  if (cfg.training.deterministic && !cfg.training.cudnn_benchmark.automatic && cfg.training.cudnn_benchmark.value)
     fail({"training.cudnn_benchmark", "training.deterministic"},
          "training.cudnn_benchmark picks convolution algorithms by timing them, which training.deterministic = true "
          "rules out; set one of them to false");
+  if (cfg.data.decode == DecodeChoice::Gpu && cfg.dist.device == DeviceChoice::Cpu)
+    fail({"data.decode", "dist.device"},
+         "data.decode = \"gpu\" decodes JPEGs with nvJPEG on the training GPU, but dist.device = \"cpu\"; use "
+         "data.decode = \"cpu\" or \"auto\" on CPU");
   const DistConfig& dist = cfg.dist;
   if (dist.device == DeviceChoice::Cpu && dist.backend == BackendChoice::Nccl)
     fail({"dist.backend", "dist.device"},

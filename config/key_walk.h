@@ -65,6 +65,8 @@ constexpr KeyKind kind_of() {
     return KeyKind::List;
   else if constexpr (std::is_same_v<T, IntOrAuto>)
     return KeyKind::IntOrAuto;
+  else if constexpr (std::is_same_v<T, BoolOrAuto>)
+    return KeyKind::BoolOrAuto;
   else
     return KeyKind::Choice;  // an enum of config/choices.h, or ResumeFrom
 }
@@ -98,6 +100,7 @@ inline constexpr KindText kKindTexts[] = {
     {KeyKind::Choice, "choice", "a string"},
     {KeyKind::List, "list", "an array of strings"},
     {KeyKind::IntOrAuto, "int/auto", "an integer or \"auto\""},
+    {KeyKind::BoolOrAuto, "bool/auto", "a boolean (true/false) or \"auto\""},
 };
 
 inline const KindText& kind_text(KeyKind k) {
@@ -149,6 +152,7 @@ inline std::string value_text(const std::vector<int64_t>& values) {
 inline std::string value_text(const std::string& v) { return quoted(v); }
 inline std::string value_text(const std::vector<std::string>& items) { return array_text(items, quoted); }
 inline std::string value_text(const IntOrAuto& v) { return v.automatic ? quoted("auto") : std::to_string(v.value); }
+inline std::string value_text(const BoolOrAuto& v) { return v.automatic ? quoted("auto") : value_text(v.value); }
 inline std::string value_text(const ResumeFrom& r) {
   return quoted(r.mode == ResumeMode::Path ? r.path : choice_name(r.mode));
 }

@@ -3,6 +3,7 @@
 
 #include "config/config.h"
 #include "data/download/download.h"
+#include "data/image_transforms.h"
 
 #include <torch/types.h>
 
@@ -14,6 +15,17 @@
 
 namespace ddp {
 
+// A sample left for the training device to decode and transform (data.decode = "gpu"): its file and the transform
+// drawn for it on the loader thread.
+struct EncodedSample {
+  std::string path;               // named by errors
+  std::vector<uint8_t> bytes;     // the whole file
+  int64_t index = 0;              // the sample (the one asked for, or the readable one that replaced it)
+  uint64_t seed = 0;              // its augmentation's seed: a decode on the CPU instead draws the same transform
+  int64_t height = 0, width = 0;  // from the header
+  DeviceTransform transform;
+};
+
 // A split whose samples are read one at a time when a batch is assembled: files decoded and transformed (image
 // folders), or images generated from their index (synthetic).
 class SampleSource {
@@ -22,12 +34,21 @@ class SampleSource {
     torch::Tensor image;  // uint8 [C, H, W]
     int64_t index;        // the sample read: the one asked for, or the readable one that replaced it
   };
+  // A sample for a device that decodes files: its pixels (image defined), or its file (encoded set).
+  struct Prepared {
+    Sample sample;
+    std::shared_ptr<const EncodedSample> encoded;
+  };
   virtual ~SampleSource() = default;
   // Sample `index`; `seed` keys its random augmentation, if it has one. Throws naming the file, unless the source
   // replaces unreadable samples (data.on_bad_sample = "skip").
   virtual Sample read(int64_t index, uint64_t seed) const = 0;
   // Unreadable samples replaced so far; -1 for a source that reads no files.
   virtual int64_t bad_samples() const = 0;
+  // read() for a loader whose device decodes JPEGs: a file the device can decode is only read and its transform
+  // drawn, the same draws read() makes; any other sample is read() (decoded here, with read()'s errors and
+  // replacements). A source without such files: read().
+  virtual Prepared prepare_for_device(int64_t index, uint64_t seed) const { return {read(index, seed), nullptr}; }
 };
 
 struct Split {

@@ -2,6 +2,7 @@
 #include "data/device_feed.h"
 
 #include "data/dataset.h"
+#include "data/gpu_decode.h"
 
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
@@ -28,7 +29,8 @@ class StreamFeed final : public DeviceFeed {
         device_(device),
         guard_impl_(device.type()),
         copy_stream_(guard_impl_.getStreamFromGlobalPool(device)),
-        normalize_(loader.options().mean, loader.options().std, device) {}
+        normalize_(loader.options().mean, loader.options().std, device),
+        decoder_(loader.options().device_decode ? device_decoder(device) : nullptr) {}
 
   ~StreamFeed() override {
     for (const Copy& c : copies_) c.done.synchronize();  // the loader may reuse their host buffers once they end
@@ -69,7 +71,10 @@ class StreamFeed final : public DeviceFeed {
     std::optional<Batch> host = loader_.next();
     if (!host) return false;
     c10::StreamGuard on_copy_stream(copy_stream_);
-    Batch device = {host->images.to(device_, /*non_blocking=*/true), host->labels.to(device_, /*non_blocking=*/true)};
+    Batch device = {host->images.to(device_, /*non_blocking=*/true), host->labels.to(device_, /*non_blocking=*/true),
+                    nullptr};
+    // The rows whose files the device decodes, on the copy stream too; the file bytes are held with the host batch.
+    if (host->device_rows) decoder_->decode(*host->device_rows, device.images, device.labels);
     copies_.push_back(Copy{std::move(*host), std::move(device), c10::Event(device_.type())});
     copies_.back().done.record(copy_stream_);
     return true;
@@ -84,8 +89,9 @@ class StreamFeed final : public DeviceFeed {
   c10::Device device_;
   c10::impl::VirtualGuardImpl guard_impl_;
   c10::Stream copy_stream_;
-  Normalizer normalize_;     // its mean and std on the device once
-  std::deque<Copy> copies_;  // oldest first; the last one not handed out yet is the batch ahead
+  Normalizer normalize_;                    // its mean and std on the device once
+  std::shared_ptr<DeviceDecoder> decoder_;  // with the loader's device_decode
+  std::deque<Copy> copies_;                 // oldest first; the last one not handed out yet is the batch ahead
   bool epoch_ended_ = false;
 };
 

@@ -379,21 +379,28 @@ DecodedImage decode_image(const uint8_t* bytes, size_t size, const DecodeOptions
        ", are neither JPEG's FF D8 FF nor PNG's signature)");
 }
 
-DecodedImage read_image(const std::string& path, const DecodeOptions& options) {
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::vector<uint8_t> bytes;
-  {
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
-    if (!file) fail(path + ": cannot open: " + std::strerror(errno));
-    uint8_t buffer[1 << 16];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
-    if (std::ferror(file.get())) fail(path + ": cannot read: " + std::strerror(errno));
-  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file) fail(path + ": cannot open: " + std::strerror(errno));
+  uint8_t buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
+  if (std::ferror(file.get())) fail(path + ": cannot read: " + std::strerror(errno));
+  return bytes;
+}
+
+DecodedImage decode_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                               const DecodeOptions& options) {
   try {
     return decode_image(bytes.data(), bytes.size(), options);
   } catch (const std::runtime_error& e) {
     fail(path + ": " + e.what());
   }
+}
+
+DecodedImage read_image(const std::string& path, const DecodeOptions& options) {
+  return decode_file_bytes(path, read_file_bytes(path), options);
 }
 
 }  // namespace ddp

@@ -54,4 +54,10 @@ DecodedImage decode_image(const uint8_t* bytes, size_t size, const DecodeOptions
 // Reads the file and decodes it; every error message starts with "<path>: ".
 DecodedImage read_image(const std::string& path, const DecodeOptions& options);
 
+// read_image in two steps: the file's bytes (errors "<path>: cannot open: ...", "<path>: cannot read: ..."), then
+// their decoding (errors "<path>: " and decode_image's message).
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+DecodedImage decode_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                               const DecodeOptions& options);
+
 }  // namespace ddp

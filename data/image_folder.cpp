@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "data/image_decode.h"
 #include "data/image_transforms.h"
+#include "data/jpeg_header.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <filesystem>
 #include <set>
+#include <type_traits>
 
 namespace ddp {
 namespace {
@@ -121,17 +123,36 @@ class ImageFolderSamples : public SampleSource {
   }
 
   Sample read(int64_t index, uint64_t seed) const override {
-    const auto n = static_cast<int64_t>(paths_.size());
-    for (int64_t tries = 0; tries < n; ++tries) {
-      const int64_t i = (index + tries) % n;
-      try {
-        return {load(paths_[static_cast<size_t>(i)], seed), i};
-      } catch (const std::exception&) {
-        if (!skip_bad_) throw;
-        bad_.fetch_add(1);
+    return first_readable(index, [&](const std::string& path, int64_t i) {
+      return Sample{load(path, read_file_bytes(path), seed), i};
+    });
+  }
+
+  // A JPEG nvJPEG can decode (cpu_decode_reason) is read, its transform drawn as load() draws it: the crop from the
+  // header's size, then the flip.
+  Prepared prepare_for_device(int64_t index, uint64_t seed) const override {
+    return first_readable(index, [&](const std::string& path, int64_t i) {
+      std::vector<uint8_t> bytes = read_file_bytes(path);
+      if (!cpu_decode_reason(bytes.data(), bytes.size(), decode_.max_pixels).empty())
+        return Prepared{Sample{load(path, bytes, seed), i}, nullptr};
+      const JpegFrame frame = *parse_jpeg_frame(bytes.data(), bytes.size());
+      auto e = std::make_shared<EncodedSample>();
+      e->path = path;
+      e->index = i;
+      e->seed = seed;
+      e->height = frame.height;
+      e->width = frame.width;
+      e->transform.train = augment_;
+      e->transform.size = image_size_;
+      e->transform.resize = resize_size_;
+      if (augment_) {
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+        e->transform.crop = random_resized_crop_box(frame.height, frame.width, CropRanges{}, gen);
+        e->transform.flip = random_flip(gen);
       }
-    }
-    throw std::runtime_error(root_ + ": no image of the split can be read (data.on_bad_sample = \"skip\")");
+      e->bytes = std::move(bytes);
+      return Prepared{Sample{torch::Tensor(), i}, std::move(e)};
+    });
   }
 
   int64_t bad_samples() const override { return bad_.load(); }
@@ -143,10 +164,29 @@ class ImageFolderSamples : public SampleSource {
         .permute({2, 0, 1});
   }
 
-  // The file read and transformed; the copy returned owns its pixels (a crop is a view of the decoded image).
-  torch::Tensor load(const std::string& path, uint64_t seed) const {
+  // f(path, i) for sample `index`, or with data.on_bad_sample = "skip" for the first of the split from it (wrapping)
+  // for which f does not throw, each failure counted.
+  template <class F>
+  std::invoke_result_t<const F&, const std::string&, int64_t> first_readable(int64_t index, const F& f) const {
+    const auto n = static_cast<int64_t>(paths_.size());
+    for (int64_t tries = 0; tries < n; ++tries) {
+      const int64_t i = (index + tries) % n;
+      try {
+        return f(paths_[static_cast<size_t>(i)], i);
+      } catch (const std::exception&) {
+        if (!skip_bad_) throw;
+        bad_.fetch_add(1);
+      }
+    }
+    throw std::runtime_error(root_ + ": no image of the split can be read (data.on_bad_sample = \"skip\")");
+  }
+
+  // The file's bytes decoded and transformed; the copy returned owns its pixels (a crop is a view of the decoded
+  // image).
+  torch::Tensor load(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t seed) const {
     if (!augment_)
-      return center_crop(resize_shorter_side(chw(read_image(path, decode_)), resize_size_), image_size_).clone();
+      return center_crop(resize_shorter_side(chw(decode_file_bytes(path, bytes, decode_)), resize_size_), image_size_)
+          .clone();
     // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much
     // larger than the output at 1/2, 1/4 or 1/8 scale, libjpeg's DCT scaling, so that the output is still a downscale
     // of at least its own size): fewer pixels through the inverse DCT, colour conversion and resize.
@@ -159,7 +199,7 @@ class ImageFolderSamples : public SampleSource {
       const CropBox region = scaled_box(box, scale, (height + scale - 1) / scale, (width + scale - 1) / scale);
       return DecodeRegion{scale, region.top, region.left, region.height, region.width};
     };
-    const DecodedImage decoded = read_image(path, options);
+    const DecodedImage decoded = decode_file_bytes(path, bytes, options);
     CropBox at = scaled_box(box, decoded.scale, decoded.top + decoded.height, decoded.left + decoded.width);
     at.top -= decoded.top;
     at.left -= decoded.left;

@@ -43,12 +43,35 @@ torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t widt
   return x.reshape({c, height, width});
 }
 
-torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size) {
-  const int64_t h = image.size(1), w = image.size(2);
+std::pair<int64_t, int64_t> shorter_side_size(int64_t height, int64_t width, int64_t size) {
   // _compute_resized_output_size: the longer side is int(size * long / short), a true division then truncated.
-  const int64_t shorter = std::min(w, h), longer = std::max(w, h);
+  const int64_t shorter = std::min(width, height), longer = std::max(width, height);
   const auto other = static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
-  return w <= h ? resize_to(image, other, size) : resize_to(image, size, other);
+  return width <= height ? std::pair{other, size} : std::pair{size, other};
+}
+
+torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size) {
+  const auto [height, width] = shorter_side_size(image.size(1), image.size(2), size);
+  return resize_to(image, height, width);
+}
+
+torch::Tensor apply_device_transform(const torch::Tensor& image, const DeviceTransform& t) {
+  auto resized = [](const torch::Tensor& x, int64_t height, int64_t width) {
+    const int64_t c = x.size(0), h = x.size(1), w = x.size(2);
+    torch::Tensor f = x.reshape({1, c, h, w}).to(torch::kFloat32);
+    if (height != h || width != w)
+      f = at::_upsample_bilinear2d_aa(f, c10::IntArrayRef{height, width}, /*align_corners=*/false, std::nullopt);
+    return f.reshape({c, height, width});
+  };
+  torch::Tensor out;
+  if (t.train) {
+    const CropBox& b = t.crop;
+    out = resized(image.slice(1, b.top, b.top + b.height).slice(2, b.left, b.left + b.width), t.size, t.size);
+  } else {
+    const auto [height, width] = shorter_side_size(image.size(1), image.size(2), t.resize);
+    out = center_crop(resized(image, height, width), t.size);
+  }
+  return t.flip ? out.flip(-1) : out;
 }
 
 torch::Tensor center_crop(const torch::Tensor& image, int64_t size) {

@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace ddp {
 
@@ -31,6 +32,9 @@ torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size);
 // v2.Resize([height, width]): the same kernel to an exact size.
 torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width);
 
+// The size v2.Resize(size) gives an image of height x width: {height, width} with the shorter side `size`.
+std::pair<int64_t, int64_t> shorter_side_size(int64_t height, int64_t width, int64_t size);
+
 // v2.CenterCrop(size) for an image at least `size` on both sides (torchvision rounds the offsets half to even).
 torch::Tensor center_crop(const torch::Tensor& image, int64_t size);
 
@@ -48,6 +52,21 @@ CropBox scaled_box(const CropBox& box, unsigned scale, int64_t height, int64_t w
 
 // RandomHorizontalFlip(p = 0.5)'s draw: torch.rand(1) < 0.5, from `gen`.
 bool random_flip(at::Generator& gen);
+
+// A sample's transform as parameters, for the device that decodes its file whole (data.decode = "gpu"): training's
+// RandomResizedCrop (the box drawn from the full size in the header, resized to size x size) and flip, or
+// evaluation's Resize(resize) + CenterCrop(size).
+struct DeviceTransform {
+  bool train = true;
+  CropBox crop;  // training
+  bool flip = false;
+  int64_t size = 0, resize = 0;
+};
+
+// The transform of a uint8 [C, H, W] image decoded whole, on the image's device, in float32 and not rounded: as
+// torchvision transforms a uint8 tensor off the CPU (ATen's antialiased bilinear kernel in float32, then round, which
+// the caller does for a whole batch at once). Returns float32 [C, size, size], flipped when the transform says so.
+torch::Tensor apply_device_transform(const torch::Tensor& image, const DeviceTransform& t);
 
 // The per-sample generator seed of an augmented epoch: a 64-bit mix of (seed, epoch, sample index), so a sample's
 // crop and flip do not depend on which thread or rank decodes it, nor on a resume.

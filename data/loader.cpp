@@ -24,6 +24,7 @@ bool unused(const torch::Tensor& t) { return t.use_count() == 1 && t.storage().u
 BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch)
     : split_(split), options_(std::move(options)), mu_(&own_mu_) {
   TORCH_CHECK(options_.batch_size >= 1 && options_.prefetch >= 1, "BatchLoader: batch_size and prefetch must be >= 1");
+  TORCH_CHECK(!options_.device_decode || !options_.normalize, "BatchLoader: the device normalises what it decodes");
   if (options_.normalize) table_.emplace(options_.mean, options_.std);
   rows_per_task_ = 1;
   if (!split_.source && split_.images.defined() && split_.images.size(0) > 0)
@@ -103,6 +104,12 @@ bool BatchLoader::claim(Task& task) {
   batch->epoch = e;
   batch->index = index;
   batch->rows = rows_of(*e, index);
+  if (options_.device_decode && split_.source) {
+    batch->device_rows = std::make_shared<DeviceRows>();
+    batch->device_rows->rows.resize(static_cast<size_t>(batch->rows));
+    batch->device_rows->source = split_.source;
+    batch->device_rows->labels = split_.labels;
+  }
   pending_.push_back(std::move(batch));
   return hand_out(*pending_.back());
 }
@@ -139,7 +146,7 @@ void BatchLoader::write_sample(const Task& task, int64_t row, const uint8_t* pix
     take_buffers(*task.batch, sizes);
     buffers = task.batch->buffers;
   }
-  write_row(buffers.images, row, pixels, sizes, strides, table_ ? &*table_ : nullptr);
+  if (pixels) write_row(buffers.images, row, pixels, sizes, strides, table_ ? &*table_ : nullptr);
   buffers.labels.data_ptr<int64_t>()[row] = split_.labels.data_ptr<int64_t>()[label_index * split_.labels.stride(0)];
 }
 
@@ -148,7 +155,19 @@ void BatchLoader::run(const Task& task) {
   const int64_t first = task.batch->index * options_.batch_size;
   for (int64_t row = task.begin; row < task.end; ++row) {
     const int64_t index = e.indices[static_cast<size_t>(first + row)];
-    if (split_.source) {
+    if (split_.source && task.batch->device_rows) {
+      const uint64_t seed = sample_seed(options_.seed, e.epoch, index);
+      SampleSource::Prepared p = split_.source->prepare_for_device(index, seed);
+      if (p.encoded) {
+        const int64_t side = p.encoded->transform.size, label = p.encoded->index;
+        write_sample(task, row, nullptr, {3, side, side}, {}, label);
+        task.batch->device_rows->rows[static_cast<size_t>(row)] = std::move(p.encoded);  // this row's own slot
+        continue;
+      }
+      const torch::Tensor& image = p.sample.image;
+      TORCH_CHECK(image.scalar_type() == torch::kUInt8, "sample ", p.sample.index, " is not uint8");
+      write_sample(task, row, image.data_ptr<uint8_t>(), image.sizes(), image.strides(), p.sample.index);
+    } else if (split_.source) {
       const SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, e.epoch, index));
       TORCH_CHECK(s.image.scalar_type() == torch::kUInt8, "sample ", s.index, " is not uint8");
       write_sample(task, row, s.image.data_ptr<uint8_t>(), s.image.sizes(), s.image.strides(), s.index);
@@ -203,8 +222,12 @@ std::optional<Batch> BatchLoader::next() {
   }
   Pending& p = *pending_.front();
   if (p.error) std::rethrow_exception(p.error);
-  Batch batch = {p.buffers.images, p.buffers.labels};
-  if (p.rows < options_.batch_size) batch = {batch.images.narrow(0, 0, p.rows), batch.labels.narrow(0, 0, p.rows)};
+  Batch batch = {p.buffers.images, p.buffers.labels, nullptr};
+  if (p.rows < options_.batch_size)
+    batch = {batch.images.narrow(0, 0, p.rows), batch.labels.narrow(0, 0, p.rows), nullptr};
+  if (p.device_rows &&
+      std::any_of(p.device_rows->rows.begin(), p.device_rows->rows.end(), [](const auto& r) { return r != nullptr; }))
+    batch.device_rows = std::move(p.device_rows);
   pending_.pop_front();
   ++next_;
   lock.unlock();

@@ -16,9 +16,19 @@ namespace ddp {
 
 class LoaderThreads;
 
+// The rows of a batch whose files the training device decodes (LoaderOptions::device_decode): per row its file and
+// transform, null for the rows whose pixels the loader wrote. Their rows of Batch::images hold no pixels yet; a row
+// the device cannot decode after all is read again on the CPU through `source` (SampleSource::read).
+struct DeviceRows {
+  std::vector<std::shared_ptr<const EncodedSample>> rows;  // by row of the batch
+  std::shared_ptr<const SampleSource> source;
+  torch::Tensor labels;  // the split's (int64 [N], CPU): a replaced row's label
+};
+
 struct Batch {
   torch::Tensor images;  // float [B, C, H, W], normalised (uint8 between the loader and the DeviceFeed, see normalize)
   torch::Tensor labels;  // int64 [B]
+  std::shared_ptr<const DeviceRows> device_rows;  // null unless some rows are left for the device to decode
   int64_t size() const { return labels.size(0); }
 };
 
@@ -41,6 +51,10 @@ struct LoaderOptions {
   // Batches assembled straight into page-locked host memory, for an asynchronous copy to a CUDA device
   // (DataLoader(pin_memory=True) without its second copy of the batch; needs a CUDA build with a visible GPU).
   bool pin_memory = false;
+  // The training device decodes the JPEGs of a split read per sample (data.decode = "gpu", with normalize false): the
+  // loader threads read those files and draw their transforms (SampleSource::prepare_for_device), and each batch
+  // carries them in Batch::device_rows for the DeviceFeed; other files are decoded here as always.
+  bool device_decode = false;
   // Threads shared by the run's loaders (the training loader and each evaluation's); null: the loader starts its
   // own `workers` threads.
   std::shared_ptr<LoaderThreads> threads;
@@ -95,8 +109,9 @@ class BatchLoader {
   struct Pending {
     const Epoch* epoch = nullptr;
     int64_t index = 0, rows = 0;
-    int64_t claimed = 0, running = 0;  // rows handed to threads; tasks not finished
-    Buffers buffers;                   // undefined until its first sample is read
+    int64_t claimed = 0, running = 0;         // rows handed to threads; tasks not finished
+    Buffers buffers;                          // undefined until its first sample is read
+    std::shared_ptr<DeviceRows> device_rows;  // with options.device_decode: each thread sets the rows it reads
     std::exception_ptr error;
     bool done() const { return claimed == rows && running == 0; }
   };
@@ -120,6 +135,7 @@ class BatchLoader {
   // Under the lock: the batch's buffers, taken from the ring (those nobody outside holds) or allocated for items of
   // `item_sizes`.
   void take_buffers(Pending& batch, c10::IntArrayRef item_sizes);
+  // The sample's pixels (none: left for the device) and label into its row.
   void write_sample(const Task& task, int64_t row, const uint8_t* pixels, c10::IntArrayRef sizes,
                     c10::IntArrayRef strides, int64_t label_index);
 

@@ -1,6 +1,8 @@
 // The loader a run configures: LoaderOptions from [data], data.workers resolved.
 #include "data/loader_options.h"
 
+#include "data/gpu_decode.h"
+
 #include <algorithm>
 
 namespace ddp {
@@ -26,6 +28,7 @@ LoaderOptions configured_loader(const DataConfig& data, int64_t batch_size, bool
   // On an accelerator the uint8 images are copied and normalised there; either way into the layout the model takes.
   o.normalize = device.is_cpu();
   o.memory_format = memory_format;
+  o.device_decode = decode_on_device(data, device);
   return o;
 }
 

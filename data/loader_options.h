@@ -14,7 +14,8 @@ int64_t resolve_workers(const IntOrAuto& workers, int64_t cpus, int64_t local_ra
 // The loader of a rank training on `device` (DataLoader(batch_size, drop_last, num_workers=workers,
 // pin_memory) with ToTensor + Normalize): data.prefetch batches ahead, data.mean and data.std; normalised on the
 // loader threads for the CPU, left uint8 in page-locked memory (data.pin_memory) for a CUDA device, which
-// normalises them; batches in `memory_format`, the layout the model takes.
+// normalises them; batches in `memory_format`, the layout the model takes; an image folder's JPEGs left for the device
+// to decode where data.decode says so (decode_on_device, which throws where "gpu" cannot run).
 LoaderOptions configured_loader(const DataConfig& data, int64_t batch_size, bool drop_last, int64_t workers,
                                 c10::Device device, torch::MemoryFormat memory_format, uint64_t seed);
 

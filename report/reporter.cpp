@@ -31,7 +31,8 @@ std::string banner_text(const RunFacts& f) {
   out += "\n  batch " + std::to_string(f.batch_size) + " per rank x " + std::to_string(f.world_size) + " ranks x " +
          std::to_string(f.grad_accum_steps) +
          " accumulation = " + std::to_string(f.batch_size * f.world_size * f.grad_accum_steps) + " per step | " +
-         std::to_string(f.steps_per_epoch) + " steps/epoch | amp " + f.amp;
+         std::to_string(f.steps_per_epoch) + " steps/epoch | amp " + f.amp +
+         (f.cudnn_benchmark.empty() ? "" : " | " + f.cudnn_benchmark);
   if (!f.classes.empty()) out += " | " + std::to_string(f.classes.size()) + " classes";
   out += "\n  outputs in " + f.out_dir;
   if (!f.init_from_note.empty()) out += "\n  init_from: " + f.init_from_note;

@@ -30,6 +30,7 @@ struct RunFacts {
   std::string allreduce, allreduce_note;
   std::string grad_compression;     // the dtype gradients travel in (dist.grad_compression), "" when uncompressed
   std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
+  std::string cudnn_benchmark;      // "cudnn.benchmark on (auto)", ...; "" off CUDA
   std::string batchnorm;            // how BatchNorm layers normalise in training; "" for a model without them
   int64_t parameters = 0, train_size = 0, test_size = 0;
   int64_t batch_size = 0, grad_accum_steps = 1, steps_per_epoch = 0;

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpointer.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
+#include "data/gpu_decode.h"
 #include "data/loader_options.h"
 #include "distributed/gradient_sync.h"
 #include "models/conv.h"
@@ -17,6 +18,7 @@
 #include "optim/optimizer.h"
 #include "train/batch_norm_sync.h"
 #include "train/device_settings.h"
+#include "train/graph_state.h"
 #include "train/init_weights.h"
 
 #include <ATen/record_function.h>
@@ -58,9 +60,16 @@ DistributedSampler Trainer::train_sampler() const {
 
 void Trainer::setup() {
   if (cfg_.job.threads > 0) torch::set_num_threads(static_cast<int>(cfg_.job.threads));
-  configure_math_modes(cfg_.training);  // before the first CUDA operation (cuBLAS reads its workspace setting)
+  // Before the first CUDA operation (cuBLAS reads its workspace setting).
+  configure_math_modes(cfg_.training, ctx_.device);
   const auto message = [this](const std::string& line) { reporter_.message(line); };
+  // data.decode = "gpu" where it cannot run is an error before anything is read.
+  const bool decode_on_gpu = decode_on_device(cfg_.data, ctx_.device);
   dataset_ = load_dataset(cfg_.data, cfg_.model, cfg_.job.seed, message);
+  if (decode_on_gpu)
+    reporter_.message("data.decode = \"" + choice_name(cfg_.data.decode) +
+                      "\": JPEGs decoded and transformed by nvJPEG on " + ctx_.device.str() +
+                      "; other files (PNG, CMYK, 12-bit, arithmetic, lossless) on the loader threads");
   build_model();
   ema_ = std::make_unique<AveragedModel>(cfg_.training.ema_decay > 0 ? make_model(model_config()) : nullptr,
                                          cfg_.training.ema_decay);
@@ -150,6 +159,7 @@ RunFacts Trainer::run_facts() const {
   f.grad_accum_steps = cfg_.training.grad_accum_steps;
   f.steps_per_epoch = steps_per_epoch();
   f.amp = cfg_.amp.enabled ? amp_dtype_label(amp_dtype_) : "off";
+  f.cudnn_benchmark = cudnn_benchmark_text(cfg_.training, ctx_.device);
   f.out_dir = cfg_.job.out_dir;
   f.init_from_note = init_from_note_;
   f.classes = dataset_.classes;

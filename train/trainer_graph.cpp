@@ -2,11 +2,13 @@
 #include "train/trainer.h"
 
 #include "amp/grad_scaler.h"
+#include "data/device_feed.h"
 #include "base/capturable_step.h"
 #include "checkpoint/checkpointer.h"
 #include "distributed/gradient_sync.h"
 #include "optim/gradients.h"
 #include "train/captured_step.h"
+#include "train/graph_state.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
@@ -17,23 +19,6 @@
 #include <utility>
 
 namespace ddp {
-
-// What the captured step reads and writes besides the model and optimizer: tensors that live as long as the graph,
-// their addresses fixed in it.
-struct Trainer::GraphState {
-  explicit GraphState(c10::Device device, int64_t warmup)
-      : captured(device), warmup_left(warmup), flag_ready(device.type()) {}
-  CapturedStep captured;
-  int64_t warmup_left;              // eager steps before the capture
-  torch::Tensor images, labels;     // the static input: each batch is copied in before a replay
-  torch::Tensor lr;                 // float32 []: the optimizer's learning rate, filled before each replay
-  torch::Tensor loss_sum, correct;  // the replays' figures, summed on the device (read by figures_)
-  torch::Tensor norm;               // the last replay's pre-clip gradient norm
-  torch::Tensor flag;               // the last replay's non-finite check (no loss scaler): 1 when it skipped
-  torch::Tensor flag_host;          // page-locked copy of `flag`
-  c10::Event flag_ready;            // recorded after that copy
-  int64_t flag_step = 0;            // the step whose flag is on its way; 0: none
-};
 
 Trainer::~Trainer() = default;
 
@@ -95,7 +80,7 @@ void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& to
   if (capturing) {
     zero_grad(*optimizer_);  // backward then makes the gradients in the graph's memory pool
     g.captured.capture([&] {
-      const MicroBatchResult r = forward_backward(Batch{g.images, g.labels}, /*sync=*/true, 1.0);
+      const MicroBatchResult r = forward_backward(Batch{g.images, g.labels, nullptr}, /*sync=*/true, 1.0);
       torch::NoGradGuard no_grad;
       scaler_->unscale(*optimizer_);
       const std::vector<torch::Tensor> grads = defined_grads(model_->parameters());

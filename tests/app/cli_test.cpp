@@ -184,6 +184,11 @@ TEST(CliOverrides, BareBoolFlagIsTrueAndLeavesTheConfigPathAlone) {
   EXPECT_EQ(value_of("off.toml --training.deterministic true", "deterministic"), "true");
   EXPECT_EQ(value_of("on.toml --training.deterministic=false", "deterministic"), "false");
   EXPECT_EQ(value_of("--metrics.tensorboard --training.deterministic off.toml", "tensorboard"), "true");
+  // A bool/auto key alone is true too, and also takes a following "auto".
+  EXPECT_EQ(value_of("--training.cudnn_benchmark off.toml", "cudnn_benchmark"), "true");
+  EXPECT_EQ(value_of("--training.cudnn_benchmark false off.toml", "cudnn_benchmark"), "false");
+  EXPECT_EQ(value_of("off.toml --training.cudnn_benchmark auto", "cudnn_benchmark"), "\"auto\"");
+  EXPECT_EQ(value_of("off.toml", "cudnn_benchmark"), "\"auto\"");
 }
 
 // ddptrain `args` run from `dir` exits 2 with one error line starting with `prefix`.
@@ -215,9 +220,10 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
 
 // The type name --help shows for each kind of key.
 const std::map<KeyKind, std::string> kHelpTypeNames = {
-    {KeyKind::Bool, "bool"},     {KeyKind::Int, "int"},   {KeyKind::Float, "float"},
-    {KeyKind::Floats, "floats"}, {KeyKind::Ints, "ints"}, {KeyKind::String, "string"},
-    {KeyKind::Choice, "choice"}, {KeyKind::List, "list"}, {KeyKind::IntOrAuto, "int/auto"}};
+    {KeyKind::Bool, "bool"},           {KeyKind::Int, "int"},   {KeyKind::Float, "float"},
+    {KeyKind::Floats, "floats"},       {KeyKind::Ints, "ints"}, {KeyKind::String, "string"},
+    {KeyKind::Choice, "choice"},       {KeyKind::List, "list"}, {KeyKind::IntOrAuto, "int/auto"},
+    {KeyKind::BoolOrAuto, "bool/auto"}};
 
 // "section.key" -> value as --print-config writes a default Config.
 std::map<std::string, std::string> default_values() {
@@ -278,6 +284,10 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
   EXPECT_NE(help_line(r.output, "dist.timeout_s").find("range: > 0.0 and <= 604800.0"), std::string::npos);
   EXPECT_NE(help_line(r.output, "optimizer.beta2").find("range: >= 0.0 and < 1.0"), std::string::npos) << r.output;
   EXPECT_NE(help_line(r.output, "metrics.progress").find("one of: auto | bar | plain | off"), std::string::npos);
+  EXPECT_NE(
+      help_line(r.output, "training.cudnn_benchmark").find("bool/auto default \"auto\"  one of: true | false | auto"),
+      std::string::npos)
+      << r.output;
   EXPECT_NE(help_line(r.output, "checkpoint.resume").find("one of: auto | never or a path"), std::string::npos);
   EXPECT_EQ(help_line(r.output, "job.name").find("range"), std::string::npos);
   // Keys resolved from others when unset say what the defaults resolve to (--print-config of an empty file).

@@ -68,15 +68,19 @@ assert all("ddptrain graph did not run" in figure for _, figure, _ in goals[1:])
 print("ok", {s: med[s]["rate"] for s in sides}, eager)
 )PY";
 
+// bench/gpu_bench.py --device cpu --smoke `flags` from the checkout with `ddptrain`, its outputs in dir: work/,
+// bench.json, bench.md, goals.tsv.
+CommandResult gpu_bench_smoke(const TempDir& dir, const std::string& ddptrain, const std::string& flags) {
+  return run_command("cd " + shell_quote(source_dir()) + " && " + python() +
+                     " bench/gpu_bench.py --device cpu --smoke " + flags + " --ddptrain " + shell_quote(ddptrain) +
+                     " --work-dir " + shell_quote(dir / "work") + " --json " + shell_quote(dir / "bench.json") +
+                     " --markdown " + shell_quote(dir / "bench.md") + " --goals " + shell_quote(dir / "goals.tsv"));
+}
+
 TEST(GpuBench, CpuSmokeRunsEverySideButTheGraphOneAndWritesTheReport) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
-  const auto r =
-      run_command("cd " + shell_quote(source_dir()) + " && " + python() +
-                  " bench/gpu_bench.py --device cpu --smoke --timeout 120 --compile-timeout 120 --ddptrain " +
-                  shell_quote(ddptrain_path()) + " --work-dir " + shell_quote(dir / "work") + " --json " +
-                  shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") + " --goals " +
-                  shell_quote(dir / "goals.tsv"));
+  const auto r = gpu_bench_smoke(dir, ddptrain_path(), "--only synthetic --timeout 120 --compile-timeout 120");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // The graph side was not attempted on a CPU: no run folder, no ddptrain started for it.
@@ -119,11 +123,7 @@ TEST(GpuBench, FailingSideIsReportedNotApplicableAndTheRunFails) {
                                    shell_quote(ddptrain_path()) +
                                    " \"$@\" ;; esac\necho 'capture refused here' >&2\nexit 3\n");
   ASSERT_EQ(run_command("chmod +x " + shell_quote(dir / "ddptrain")).exit_code, 0);
-  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() +
-                             " bench/gpu_bench.py --device cpu --smoke --sides ddptrain_eager --ddptrain " +
-                             shell_quote(dir / "ddptrain") + " --work-dir " + shell_quote(dir / "work") + " --json " +
-                             shell_quote(dir / "bench.json") + " --markdown " + shell_quote(dir / "bench.md") +
-                             " --goals " + shell_quote(dir / "goals.tsv"));
+  const auto r = gpu_bench_smoke(dir, dir / "ddptrain", "--sides ddptrain_eager");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("failed: smoke resnet18 synthetic 3x32x32: ddptrain eager"), std::string::npos) << r.output;
   const std::string md = read_file(dir / "bench.md");
@@ -145,6 +145,47 @@ TEST(GpuBench, FailingSideIsReportedNotApplicableAndTheRunFails) {
           "assert len(goals) == 3 and all(v == 'n/a' for _, _, v in goals), goals\n") +
       " " + shell_quote(dir / "bench.json") + " " + shell_quote(dir / "goals.tsv"));
   EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// The image-folder configuration's plumbing on a CPU: the JPEG folder generated once, the sides that run on a CPU
+// (ddptrain CPU decode, Python DataLoader, ddptrain synthetic) train on it or beside it, GPU decode and DALI are n/a
+// with their reasons, the ratios come from the medians.
+TEST(GpuBench, ImageFolderSmokeGeneratesTheFolderAndRunsTheCpuSides) {
+  if (!python_has_modules("torch, torchvision, PIL, numpy")) GTEST_SKIP() << python() << " lacks torchvision or PIL";
+  TempDir dir;
+  const auto r = gpu_bench_smoke(dir, ddptrain_path(),
+                                 "--only 'image folder' --timeout 120 --image-root " + shell_quote(dir / "images"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "images/48x64x48q90/train/class_03/img_00003.jpg"));
+  const std::string toml = read_file(dir / "work/config0/ddptrain_eager.toml");
+  EXPECT_NE(toml.find("dataset = \"image_folder\""), std::string::npos) << toml;
+  EXPECT_NE(toml.find("decode = \"cpu\""), std::string::npos) << toml;
+  EXPECT_NE(read_file(dir / "work/config0/ddptrain_gpu_decode.toml").find("decode = \"gpu\""), std::string::npos);
+  EXPECT_NE(read_file(dir / "work/config0/synthetic.toml").find("dataset = \"synthetic\""), std::string::npos);
+  const auto check = run_command(
+      python() + " -c " +
+      shell_quote(
+          "import json, sys\n"
+          "f = json.load(open(sys.argv[1]))['figures'][0]\n"
+          "ran = [s for s, v in f['sides'].items() if v['ran']]\n"
+          "assert ran == ['ddptrain_eager', 'python_eager', 'synthetic'], f['sides']\n"
+          "for s in ('ddptrain_gpu_decode', 'dali'):\n"
+          "    assert 'CUDA' in f['sides'][s]['reason'], f['sides'][s]\n"
+          "med, ratio = f['median'], f['ratio']['rate']\n"
+          "assert all(med[s]['rate'] > 0 for s in ran), med\n"
+          "want = med['ddptrain_eager']['rate'] / med['synthetic']['rate']\n"
+          "assert abs(ratio['ddptrain_eager/synthetic'] - want) < 1e-12, ratio\n"
+          "want = med['ddptrain_eager']['rate'] / med['python_eager']['rate']\n"
+          "assert abs(ratio['ddptrain_eager/python_eager'] - want) < 1e-12, ratio\n"
+          "assert ratio['ddptrain_gpu_decode/synthetic'] is None and ratio['ddptrain_gpu_decode/dali'] is None\n") +
+      " " + shell_quote(dir / "bench.json"));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  const std::string md = read_file(dir / "bench.md");
+  EXPECT_NE(md.find("| configuration | ddptrain CPU decode samples/s | ddptrain GPU decode samples/s | Python "
+                    "DataLoader samples/s | DALI mixed samples/s | ddptrain synthetic samples/s |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("ddptrain GPU decode n/a: decodes JPEGs with nvJPEG on a CUDA device"), std::string::npos) << md;
 }
 
 TEST(GpuBench, UnknownSideIsRefused) {

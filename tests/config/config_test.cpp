@@ -749,6 +749,42 @@ TEST(ConfigGood, IntOrAutoTakesAnIntegerOrAuto) {
             "x.toml:2:11: data.workers must be an integer or \"auto\", got float 1.5");
 }
 
+// A boolean or "auto" (training.cudnn_benchmark, default "auto"): from a file or an override, printed back as given;
+// an explicit true with training.deterministic is refused, "auto" with it is not.
+TEST(ConfigGood, BoolOrAutoTakesABooleanOrAuto) {
+  const Config defaults = parse_config("", "x.toml");
+  EXPECT_TRUE(defaults.training.cudnn_benchmark.automatic);
+  EXPECT_NE(format_config(defaults).find("\ncudnn_benchmark = \"auto\"\n"), std::string::npos);
+  EXPECT_EQ(format_config(parse_config(format_config(defaults), "p.toml")), format_config(defaults));
+  const Config off = parse_config("[training]\ncudnn_benchmark = false\n", "x.toml");
+  EXPECT_FALSE(off.training.cudnn_benchmark.automatic);
+  EXPECT_FALSE(off.training.cudnn_benchmark.value);
+  EXPECT_NE(format_config(off).find("\ncudnn_benchmark = false\n"), std::string::npos);
+  const Config on = parse_config("", "x.toml", {"training.cudnn_benchmark=true"});
+  EXPECT_FALSE(on.training.cudnn_benchmark.automatic);
+  EXPECT_TRUE(on.training.cudnn_benchmark.value);
+  EXPECT_TRUE(parse_config("", "x.toml", {"training.cudnn_benchmark=auto"}).training.cudnn_benchmark.automatic);
+  EXPECT_TRUE(parse_config("[training]\ndeterministic = true\ncudnn_benchmark = \"auto\"\n", "x.toml")
+                  .training.cudnn_benchmark.automatic);
+  EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"training.cudnn_benchmark=sometimes"}); }),
+            "--training.cudnn_benchmark=sometimes: training.cudnn_benchmark must be a boolean (true/false) or "
+            "\"auto\", got string \"sometimes\"");
+  EXPECT_EQ(test::error_of([] { parse_config("[training]\ncudnn_benchmark = 1\n", "x.toml"); }),
+            "x.toml:2:19: training.cudnn_benchmark must be a boolean (true/false) or \"auto\", got integer 1");
+}
+
+// data.decode: cpu by default; gpu is refused with dist.device = "cpu" (auto is not: it means cpu there).
+TEST(ConfigGood, DataDecodeChoicesAndTheirDeviceRule) {
+  EXPECT_EQ(parse_config("", "x.toml").data.decode, DecodeChoice::Cpu);
+  EXPECT_EQ(parse_config("", "x.toml", {"data.decode=gpu"}).data.decode, DecodeChoice::Gpu);
+  EXPECT_EQ(parse_config("", "x.toml", {"data.decode=auto", "dist.device=cpu"}).data.decode, DecodeChoice::Auto);
+  EXPECT_EQ(test::error_of([] { parse_config("[data]\ndecode = \"gpu\"\n[dist]\ndevice = \"cpu\"\n", "x.toml"); }),
+            "x.toml:2:10: data.decode = \"gpu\" decodes JPEGs with nvJPEG on the training GPU, but dist.device = "
+            "\"cpu\"; use data.decode = \"cpu\" or \"auto\" on CPU");
+  EXPECT_EQ(test::error_of([] { parse_config("", "x.toml", {"data.decode=nvjpeg"}); }),
+            "--data.decode=nvjpeg: data.decode must be one of cpu, gpu, auto, got \"nvjpeg\"");
+}
+
 // -1 stays the "dataset's default" marker for data.mean and data.std; 0 for std is refused (above).
 TEST(ConfigGood, DefaultMarkerResolvesToTheDatasetStatistics) {
   Config cfg = parse_config("[data]\nmean = -1\nstd = -1\n", "x.toml");
@@ -870,7 +906,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 19);
+  EXPECT_EQ(keys, 20);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),

@@ -16,7 +16,7 @@ namespace ddp::test {
 namespace {
 
 struct ContextFlagsRestore {
-  ~ContextFlagsRestore() { configure_math_modes(TrainingConfig{}); }
+  ~ContextFlagsRestore() { configure_math_modes(TrainingConfig{}, torch::kCPU); }
 };
 
 TEST(MathModes, DeterministicSetsTorchsSwitchesAndCublasWorkspace) {
@@ -24,7 +24,7 @@ TEST(MathModes, DeterministicSetsTorchsSwitchesAndCublasWorkspace) {
   unsetenv("CUBLAS_WORKSPACE_CONFIG");
   TrainingConfig t;
   t.deterministic = true;
-  configure_math_modes(t);
+  configure_math_modes(t, torch::kCPU);
   auto& ctx = at::globalContext();
   EXPECT_TRUE(ctx.deterministicAlgorithms());
   EXPECT_FALSE(ctx.deterministicAlgorithmsWarnOnly());
@@ -34,22 +34,49 @@ TEST(MathModes, DeterministicSetsTorchsSwitchesAndCublasWorkspace) {
   EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
   // A user's own workspace setting is kept.
   setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1);
-  configure_math_modes(t);
+  configure_math_modes(t, torch::kCPU);
   EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":16:8");
   unsetenv("CUBLAS_WORKSPACE_CONFIG");
 
   TrainingConfig fast;
-  fast.cudnn_benchmark = true;
-  configure_math_modes(fast);
+  fast.cudnn_benchmark = {false, true};
+  configure_math_modes(fast, torch::kCPU);
   EXPECT_FALSE(ctx.deterministicAlgorithms());
   EXPECT_FALSE(ctx.deterministicCuDNN());
   EXPECT_TRUE(ctx.benchmarkCuDNN());
   EXPECT_TRUE(ctx.allowTF32CuDNN());  // PyTorch's default
   fast.cudnn_allow_tf32 = false;
-  configure_math_modes(fast);
+  configure_math_modes(fast, torch::kCPU);
   EXPECT_FALSE(ctx.allowTF32CuDNN());
-  configure_math_modes(TrainingConfig{});
+  configure_math_modes(TrainingConfig{}, torch::kCPU);
   EXPECT_TRUE(ctx.allowTF32CuDNN());
+}
+
+// training.cudnn_benchmark = "auto" (the default) is on for CUDA unless training.deterministic, off elsewhere; an
+// explicit true or false is kept; the banner names the choice on CUDA only.
+TEST(MathModes, CudnnBenchmarkAutoIsOnForCudaUnlessDeterministic) {
+  const c10::Device cuda(torch::kCUDA, 0);
+  const TrainingConfig defaults = parse_config("", "x.toml").training;
+  EXPECT_TRUE(defaults.cudnn_benchmark.automatic);
+  EXPECT_TRUE(cudnn_benchmark_on(defaults, cuda));
+  EXPECT_FALSE(cudnn_benchmark_on(defaults, torch::kCPU));
+  EXPECT_EQ(cudnn_benchmark_text(defaults, cuda), "cudnn.benchmark on (auto)");
+  EXPECT_EQ(cudnn_benchmark_text(defaults, torch::kCPU), "");
+  const TrainingConfig deterministic = parse_config("[training]\ndeterministic = true\n", "x.toml").training;
+  EXPECT_FALSE(cudnn_benchmark_on(deterministic, cuda));
+  EXPECT_EQ(cudnn_benchmark_text(deterministic, cuda), "cudnn.benchmark off (auto: deterministic)");
+  const TrainingConfig off = parse_config("[training]\ncudnn_benchmark = false\n", "x.toml").training;
+  EXPECT_FALSE(cudnn_benchmark_on(off, cuda));
+  EXPECT_EQ(cudnn_benchmark_text(off, cuda), "cudnn.benchmark off");
+  const TrainingConfig on = parse_config("", "x.toml", {"training.cudnn_benchmark=true"}).training;
+  EXPECT_TRUE(cudnn_benchmark_on(on, cuda));
+  EXPECT_TRUE(cudnn_benchmark_on(on, torch::kCPU));  // as torch.backends.cudnn.benchmark = True on a CPU run
+  EXPECT_EQ(cudnn_benchmark_text(on, cuda), "cudnn.benchmark on");
+  ContextFlagsRestore restore;
+  configure_math_modes(defaults, torch::kCPU);
+  EXPECT_FALSE(at::globalContext().benchmarkCuDNN());
+  configure_math_modes(defaults, cuda);  // sets ATen's flag only: no CUDA operation
+  EXPECT_TRUE(at::globalContext().benchmarkCuDNN());
 }
 
 TEST(MathModes, CpuRunReportsNoGpu) {
