@@ -89,14 +89,6 @@ struct ChoiceTable<Foreach> {
   static constexpr NamedChoice<Foreach> names[] = {{Foreach::Auto, "auto"}, {Foreach::On, "on"}, {Foreach::Off, "off"}};
 };
 
-// optimizer.name: the update rules optim/registry.cpp builds.
-enum class OptimizerName { Sgd, AdamW, Adam };
-template <>
-struct ChoiceTable<OptimizerName> {
-  static constexpr NamedChoice<OptimizerName> names[] = {
-      {OptimizerName::Sgd, "sgd"}, {OptimizerName::AdamW, "adamw"}, {OptimizerName::Adam, "adam"}};
-};
-
 // optimizer.scale_lr
 enum class LrScaling { None, Linear };
 template <>

@@ -3,6 +3,7 @@
 
 #include "config/choices.h"
 #include "config/key.h"
+#include "config/optimizer_rows.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -193,33 +194,25 @@ struct ModelConfig {
   }
 };
 
-// [optimizer]: update rule (torch.optim.SGD / AdamW / Adam).
+// [optimizer]: the update rule, one of the optimizer rows of optim/ (config/optimizer_rows.h), and how it runs.
 struct OptimizerConfig {
-  OptimizerName name = OptimizerName::Sgd;
+  OptimizerChoice name;
   double lr = 0.01;
-  double momentum = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  bool amsgrad = false;
+  Hyperparameters hyper;  // every optimizer's own keys (momentum, betas, eps, ...): declared in its row in optim/
   Foreach foreach = Foreach::Auto;
   bool fused = false;
   LrScaling scale_lr = LrScaling::None;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.name, Key("name", "torch.optim.SGD, torch.optim.AdamW or torch.optim.Adam"));
+    key(s.name, Key("name", optimizer_name_doc()));
     key(s.lr, Key("lr", "learning rate before optimizer.scale_lr and the schedule").above(0).at_most(100));
-    key(s.momentum, Key("momentum", "sgd: momentum").at_least(0).at_most(1));
-    key(s.weight_decay,
-        Key("weight_decay", "L2 penalty (sgd, adam) or decoupled weight decay (adamw)").at_least(0).at_most(100));
-    key(s.nesterov, Key("nesterov", "sgd: Nesterov momentum (needs momentum > 0)"));
-    key(s.beta1, Key("beta1", "adamw, adam: first moment decay").at_least(0).below(1));
-    key(s.beta2, Key("beta2", "adamw, adam: second moment decay").at_least(0).below(1));
-    key(s.eps, Key("eps", "adamw, adam: term added to the denominator").above(0).at_most(1));
-    key(s.amsgrad, Key("amsgrad", "adamw, adam: AMSGrad, steps scaled by the largest second-moment average so far"));
+    for (const HyperparameterKey& h : hyperparameter_keys()) {
+      if (h.flag)
+        key(s.hyper.flag_field(h), h.key);
+      else
+        key(s.hyper.number_field(h), h.key);
+    }
     key(s.foreach, Key("foreach",
                        "torch.optim's foreach: multi-tensor kernels (on), the per-parameter loop (off), or auto: "
                        "multi-tensor where every parameter is on CUDA")

@@ -138,6 +138,12 @@ class Assign {
     if (!v_.is_boolean()) throw type_error(KeyKind::BoolOrAuto);
     f = BoolOrAuto{false, *v_.value<bool>()};
   }
+  void operator()(OptimizerChoice& f) const {
+    const std::string s = choice_text<OptimizerChoice>();
+    const std::vector<std::string> names = optimizer_names();
+    if (std::find(names.begin(), names.end(), s) == names.end()) throw bad_choice<OptimizerChoice>(s);
+    f.name = s;
+  }
   void operator()(ResumeFrom& f) const {
     const std::string s = choice_text<ResumeFrom>();
     const std::optional<ResumeMode> mode = parse_choice<ResumeMode>(s);
@@ -355,11 +361,16 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
   if (cfg.training.grad_accum_steps != 1)
     fail({"training.cuda_graph", "training.grad_accum_steps"},
          why + "one micro-batch per optimizer step is captured; set training.grad_accum_steps = 1");
-  if (cfg.optimizer.name != OptimizerName::Sgd || !cfg.optimizer.fused)
+  if (!optimizer_row(cfg.optimizer.name.name).steps_on_device || !cfg.optimizer.fused) {
+    std::vector<std::string> names;
+    for (const OptimizerKeyRow& row : optimizer_rows())
+      if (row.steps_on_device) names.push_back("\"" + std::string(row.name) + "\"");
     fail({"training.cuda_graph", "optimizer.fused", "optimizer.name"},
          why +
              "the optimizer step must take its learning rate and the loss scaler's verdict on the device; set "
-             "optimizer.name = \"sgd\" with optimizer.fused = true (its fused kernel does)");
+             "optimizer.name = " +
+             join(names, " or ") + " with optimizer.fused = true (its fused kernel does)");
+  }
   if (cfg.model.sync_batchnorm)
     fail({"training.cuda_graph", "model.sync_batchnorm"},
          why + "model.sync_batchnorm's collectives in the forward are not captured; set it to false");
@@ -375,10 +386,37 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
              "dist.skip_zero_gradients = false");
 }
 
+// The optimizer's rules: a bool key of another optimizer left on (torch.optim would refuse the argument), fused
+// where torch.optim has no fused implementation, and the rules of its own row.
+template <class Fail>
+void check_optimizer(const OptimizerConfig& opt, const Fail& fail) {
+  const OptimizerKeyRow& row = optimizer_row(opt.name.name);
+  for (const HyperparameterKey& h : hyperparameter_keys()) {
+    if (!h.flag || !opt.hyper.flag(h.key.name)) continue;
+    std::vector<std::string> takers;
+    bool taken = false;
+    for (const OptimizerKeyRow& r : optimizer_rows())
+      for (const HyperparameterKey& k : r.keys)
+        if (std::string_view(k.key.name) == h.key.name) {
+          takers.push_back("\"" + std::string(r.name) + "\"");
+          taken = taken || &r == &row;
+        }
+    if (!taken)
+      fail({"optimizer." + std::string(h.key.name), "optimizer.name"},
+           "optimizer." + std::string(h.key.name) + " is taken by optimizer.name = " + join(takers, " or ") +
+               ", not \"" + opt.name.name + "\"; set " + h.key.name + " = false or another optimizer.name");
+  }
+  if (opt.fused && !row.has_fused)
+    fail({"optimizer.fused", "optimizer.name"},
+         std::string(row.torch_name) + " has no fused implementation in torch.optim; set optimizer.fused = false");
+  if (row.check)
+    if (const std::optional<BrokenRule> broken = row.check(opt)) fail(broken->keys, broken->message);
+}
+
 void check_consistency(const Config& cfg, const std::string& source, const KeyLocations& locations) {
-  auto fail = [&](std::initializer_list<const char*> keys, const std::string& msg) {
+  auto fail = [&](const std::vector<std::string>& keys, const std::string& msg) {
     std::string loc = source + ":1:1";
-    for (const char* k : keys) {
+    for (const std::string& k : keys) {
       auto it = locations.find(k);
       if (it != locations.end()) {
         loc = it->second;
@@ -423,12 +461,7 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          "model.init_from or leave reset_head false");
   if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
     fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
-  if (cfg.optimizer.nesterov && (cfg.optimizer.momentum <= 0 || cfg.optimizer.name != OptimizerName::Sgd))
-    fail({"optimizer.nesterov", "optimizer.momentum", "optimizer.name"},
-         "optimizer.nesterov needs optimizer.name = \"sgd\" and optimizer.momentum > 0");
-  if (cfg.optimizer.amsgrad && cfg.optimizer.name == OptimizerName::Sgd)
-    fail({"optimizer.amsgrad", "optimizer.name"},
-         "optimizer.amsgrad is Adam's and AdamW's; set optimizer.name = \"adam\" or \"adamw\", or amsgrad = false");
+  check_optimizer(cfg.optimizer, fail);
   check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
     fail({"optimizer.fused", "optimizer.foreach"},

@@ -1,9 +1,15 @@
-// Adam and AdamW: torch.optim.Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay) from the
-// same optimizer.* keys, in torch.optim's three implementations on LibTorch's classes (their options and state): the
-// per-parameter loop (LibTorch's own step), foreach (_multi_tensor_adam) and fused (_fused_adam_, _fused_adamw_).
+// optimizer.name = "adam" and "adamw": torch.optim.Adam (L2 weight decay added to the gradient) and AdamW (decoupled
+// weight decay) from the same optimizer.* keys, in torch.optim's three implementations on LibTorch's classes (their
+// options and state): the per-parameter loop (LibTorch's own step), foreach (_multi_tensor_adam) and fused
+// (_fused_adam_, _fused_adamw_); their state in torch.optim's form (torch 2.11's AdamW is Adam with
+// decoupled_weight_decay=True: the same keys), and their rows.
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
+#include "optim/hyperparameter_keys.h"
+#include "optim/optimizer_kind.h"
+#include "optim/param_state_access.h"
+#include "optim/torch_state_form.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
@@ -26,7 +32,7 @@ namespace {
 
 // Base: torch::optim::Adam or AdamW; State: its per-parameter state. AdamW's options and state have Adam's fields.
 template <class Base, class Options, class State, bool kDecoupled>
-class KernelAdam : public Base {
+class KernelAdam : public Base, public TorchStateForm {
  public:
   KernelAdam(std::vector<torch::Tensor> params, const Options& options, UpdateKernels kernels)
       : Base(std::move(params), options), kernels_(kernels) {}
@@ -41,6 +47,41 @@ class KernelAdam : public Base {
     torch::NoGradGuard no_grad;
     for (auto& group : this->param_groups_) step_group(group);
     return loss;
+  }
+
+  // torch.optim.Adam's param_groups keys after "lr", in its order.
+  std::vector<GroupField> group_fields(const torch::optim::OptimizerOptions& options) const override {
+    const auto& a = static_cast<const Options&>(options);
+    return {{"betas", c10::ivalue::Tuple::create({std::get<0>(a.betas()), std::get<1>(a.betas())})},
+            {"eps", a.eps()},
+            {"weight_decay", a.weight_decay()},
+            {"amsgrad", a.amsgrad()},
+            {"maximize", false},
+            {"foreach", c10::IValue(), false},
+            {"capturable", false, false},
+            {"differentiable", false, false},
+            {"fused", c10::IValue(), false},
+            {"decoupled_weight_decay", kDecoupled}};
+  }
+  c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const override {
+    const auto& a = static_cast<const State&>(state);
+    c10::impl::GenericDict out = new_str_dict();
+    out.insert("step", step_tensor(a.step()));
+    out.insert("exp_avg", a.exp_avg().clone());
+    out.insert("exp_avg_sq", a.exp_avg_sq().clone());
+    if (a.max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", a.max_exp_avg_sq().clone());
+    return out;
+  }
+  std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,
+                                                                      const torch::Tensor& p,
+                                                                      const std::string& where) const override {
+    auto s = std::make_unique<State>();
+    s->step(state_step(fields, where));
+    s->exp_avg(state_tensor_like(state_field(fields, "exp_avg", where), p, where + ".exp_avg"));
+    s->exp_avg_sq(state_tensor_like(state_field(fields, "exp_avg_sq", where), p, where + ".exp_avg_sq"));
+    auto amsgrad = fields.find("max_exp_avg_sq");
+    if (amsgrad != fields.end()) s->max_exp_avg_sq(state_tensor_like(amsgrad->value(), p, where + ".max_exp_avg_sq"));
+    return s;
   }
 
  private:
@@ -158,24 +199,50 @@ class KernelAdam : public Base {
 template <class Optim, class Options, class State, bool kDecoupled>
 std::unique_ptr<torch::optim::Optimizer> make_adam_like(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params) {
-  auto options =
-      Options(lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(cfg.weight_decay).amsgrad(cfg.amsgrad);
+  const Hyperparameters& h = cfg.hyper;
+  auto options = Options(lr)
+                     .betas({h.number("beta1"), h.number("beta2")})
+                     .eps(h.number("eps"))
+                     .weight_decay(h.number("weight_decay"))
+                     .amsgrad(h.flag("amsgrad"));
   const UpdateKernels kernels = update_kernels(cfg, params);
   return std::make_unique<KernelAdam<Optim, Options, State, kDecoupled>>(std::move(params), options, kernels);
 }
 
-}  // namespace
-
-std::unique_ptr<torch::optim::Optimizer> make_adam(const OptimizerConfig& cfg, double lr,
-                                                   std::vector<torch::Tensor> params) {
-  return make_adam_like<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>(
-      cfg, lr, std::move(params));
+// The keys of Adam and AdamW; only weight_decay's meaning differs.
+std::vector<HyperparameterKey> adam_keys(const char* weight_decay_doc) {
+  return {float_key(Key("beta1", "first moment decay").at_least(0).below(1), 0.9),
+          float_key(Key("beta2", "second moment decay").at_least(0).below(1), 0.999),
+          eps_key("term added to the denominator"), weight_decay_key(weight_decay_doc),
+          bool_key(Key("amsgrad", "AMSGrad, steps scaled by the largest second-moment average so far"), false)};
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, double lr,
-                                                    std::vector<torch::Tensor> params) {
-  return make_adam_like<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>(
-      cfg, lr, std::move(params));
+// Adam's groups have betas; a torch from before decoupled_weight_decay wrote the same groups for Adam and AdamW,
+// so such a group may be either's.
+template <bool kDecoupled>
+bool wrote_adam(const c10::impl::GenericDict& group) {
+  if (!group.contains("betas")) return false;
+  auto decoupled = group.find("decoupled_weight_decay");
+  return decoupled == group.end() || !decoupled->value().isBool() || decoupled->value().toBool() == kDecoupled;
+}
+
+}  // namespace
+
+const OptimizerKind& adamw_optimizer() {
+  static const OptimizerKind kind{
+      {"adamw", "torch.optim.AdamW", adam_keys("decoupled weight decay"), /*has_fused=*/true,
+       /*steps_on_device=*/false, nullptr},
+      make_adam_like<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>,
+      wrote_adam<true>};
+  return kind;
+}
+
+const OptimizerKind& adam_optimizer() {
+  static const OptimizerKind kind{
+      {"adam", "torch.optim.Adam", adam_keys("L2 penalty"), /*has_fused=*/true, /*steps_on_device=*/false, nullptr},
+      make_adam_like<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>,
+      wrote_adam<false>};
+  return kind;
 }
 
 }  // namespace ddp

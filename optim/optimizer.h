@@ -1,5 +1,5 @@
-// Optimizer factories by optimizer.name (torch.optim's SGD, AdamW and Adam on LibTorch's classes), the kernels their
-// updates run on (torch.optim's for-loop, foreach and fused implementations), and the learning-rate schedule.
+// Building the optimizer optimizer.name names (its row in optim/registry.cpp), the kernels its update runs on
+// (torch.optim's for-loop, foreach and fused implementations), and the learning-rate schedule.
 #pragma once
 
 #include "config/config.h"
@@ -25,14 +25,6 @@ UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch
 // Builds optimizer.name over params with base learning rate `lr` (already scaled for world size if asked).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params);
-
-// Factories: sgd.cpp; adam.cpp, both of the Adam family.
-std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, double lr,
-                                                  std::vector<torch::Tensor> params);
-std::unique_ptr<torch::optim::Optimizer> make_adamw(const OptimizerConfig& cfg, double lr,
-                                                    std::vector<torch::Tensor> params);
-std::unique_ptr<torch::optim::Optimizer> make_adam(const OptimizerConfig& cfg, double lr,
-                                                   std::vector<torch::Tensor> params);
 
 // Learning rate for optimizer step `step` (0-based): linear warmup over warmup_steps ((step + 1) / warmup),
 // then none | cosine (to min_lr at total_steps) | step (x gamma every step_size steps).

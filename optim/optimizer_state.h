@@ -1,8 +1,6 @@
-// Optimizer state (momentum buffers, Adam moments and step counts) in torch.optim's state_dict() form, and the
-// flat layout of checkpoint format 1.
+// Optimizer state (momentum buffers, moments, step counts: each optimizer's own) in torch.optim's state_dict() form,
+// and the flat layout of checkpoint format 1.
 #pragma once
-
-#include "config/choices.h"
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -13,10 +11,10 @@
 
 namespace ddp {
 
-// What torch.optim.SGD / AdamW / Adam(...).state_dict() gives for the same hyperparameters and state:
-// {"state": {param index: {"momentum_buffer": T} | {"step": float32 0-dim T, "exp_avg": T, "exp_avg_sq": T}},
-//  "param_groups": [{"lr", ... every hyperparameter key torch 2.11 writes ..., "params": [0, 1, ...]}]}.
-// Tensors are cloned.
+// What the torch.optim optimizer's state_dict() gives for the same hyperparameters and state:
+// {"state": {param index: {its per-parameter entries, e.g. "momentum_buffer": T or "step": float32 0-dim T,
+//  "exp_avg": T, "exp_avg_sq": T}}, "param_groups": [{"lr", ... every hyperparameter key torch 2.11 writes ...,
+//  "params": [0, 1, ...]}]}. Tensors are cloned.
 c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 
 // Loads the torch.optim form (written by optimizer_state_dict or by Python's optimizer.state_dict()). The state of
@@ -25,12 +23,12 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 // ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
-// The update rules the torch.optim form's param_groups allow: SGD ("momentum"); Adam or AdamW ("betas", told apart
-// by decoupled_weight_decay; a torch from before that key wrote the same groups for both, so such a file allows
-// both); none if neither.
-std::vector<OptimizerName> optimizers_from_param_groups(const c10::impl::GenericDict& state);
+// The optimizer.name of every optimizer whose row says it may have written the torch.optim form's param_groups (Adam
+// and AdamW both, for a torch from before decoupled_weight_decay); none if no row does.
+std::vector<std::string> optimizers_from_param_groups(const c10::impl::GenericDict& state);
 
-// Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int).
+// Checkpoint format 1: keys "<parameter index>.<field>" ("3.momentum_buffer", "3.exp_avg", "3.step" as an int), each
+// parameter's fields read as its torch.optim entry.
 void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
 }  // namespace ddp

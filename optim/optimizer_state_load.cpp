@@ -1,11 +1,10 @@
-// Loading torch.optim's state_dict() form (state + param_groups) into LibTorch's SGD, AdamW and Adam.
+// Loading torch.optim's state_dict() form (state + param_groups) into an optimizer: the parameter order and the
+// hyperparameters checked here, each parameter's entry read by the optimizer's own form (TorchStateForm).
 #include "optim/optimizer_state.h"
 
 #include "base/python_kind.h"
-#include "optim/adam_family.h"
 #include "optim/param_state_access.h"
-
-#include <torch/optim/sgd.h>
+#include "optim/torch_state_form.h"
 
 #include <cmath>
 #include <cstdio>
@@ -14,12 +13,6 @@
 
 namespace ddp {
 namespace {
-
-const c10::IValue& optim_entry(const c10::impl::GenericDict& d, const std::string& key, const std::string& where) {
-  auto it = d.find(key);
-  if (it == d.end()) throw std::runtime_error(where + " has no \"" + key + "\" entry");
-  return it->value();
-}
 
 // A hyperparameter as a double (Python may hold a float, an int, a bool or a 1-element tensor); NaN if not a number.
 double hyper_number(const c10::IValue& v) {
@@ -60,24 +53,16 @@ bool hyper_equal(const c10::IValue& ours, const c10::IValue& theirs) {
 }
 
 // Hyperparameters that change the update (lr excepted: ddptrain's schedule sets it from global_step).
-std::vector<std::pair<std::string, c10::IValue>> update_hyperparameters(const torch::optim::OptimizerOptions& o) {
-  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o))
-    return {{"momentum", s->momentum()},
-            {"dampening", s->dampening()},
-            {"weight_decay", s->weight_decay()},
-            {"nesterov", s->nesterov()},
-            {"maximize", false}};
-  std::vector<std::pair<std::string, c10::IValue>> out;
-  with_adam_options(o, [&](const auto& a, bool decoupled) {
-    for (const GroupField& f : adam_group_fields(a, decoupled))
-      if (f.changes_update) out.emplace_back(f.key, f.value);
-  });
+std::vector<GroupField> update_hyperparameters(const torch::optim::Optimizer& opt) {
+  std::vector<GroupField> out;
+  for (GroupField& f : torch_state_form(opt).group_fields(opt.param_groups().front().options()))
+    if (f.changes_update) out.push_back(std::move(f));
   return out;
 }
 
-void compare_param_group_hyperparameters(const torch::optim::OptimizerOptions& ours,
-                                         const c10::impl::GenericDict& group, std::vector<std::string>& differences) {
-  for (const auto& [key, value] : update_hyperparameters(ours)) {
+void compare_param_group_hyperparameters(const std::vector<GroupField>& ours, const c10::impl::GenericDict& group,
+                                         std::vector<std::string>& differences) {
+  for (const auto& [key, value, changes_update] : ours) {
     auto it = group.find(key);
     if (it == group.end() || hyper_equal(value, it->value())) continue;
     differences.push_back(key + " " + hyper_text(it->value()) + " (config " + hyper_text(value) + ")");
@@ -94,41 +79,19 @@ std::map<int64_t, size_t> param_group_positions(const torch::optim::Optimizer& o
     const std::string where = "optimizer.param_groups[" + std::to_string(gi) + "]";
     const c10::IValue& g = groups.toListRef()[gi];
     if (!g.isGenericDict()) throw std::runtime_error(where + " is not a dict");
-    const c10::IValue& ids = optim_entry(g.toGenericDict(), "params", where);
+    const c10::IValue& ids = state_field(g.toGenericDict(), "params", where);
     if (!ids.isList()) throw std::runtime_error(where + "[\"params\"] is not a list");
     for (const c10::IValue& id : ids.toListRef()) {
       if (!id.isInt()) throw std::runtime_error(where + "[\"params\"] holds " + python_kind(id) + ", not an int");
       if (!position.emplace(id.toInt(), next++).second)
         throw std::runtime_error(where + "[\"params\"] lists parameter " + std::to_string(id.toInt()) + " twice");
     }
-    compare_param_group_hyperparameters(opt.param_groups().front().options(), g.toGenericDict(), differences);
+    compare_param_group_hyperparameters(update_hyperparameters(opt), g.toGenericDict(), differences);
   }
   if (next != num_params)
     throw std::runtime_error("optimizer.param_groups list " + std::to_string(next) + " parameters, the model has " +
                              std::to_string(num_params));
   return position;
-}
-
-std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const torch::optim::Optimizer& opt,
-                                                                    const c10::impl::GenericDict& fields,
-                                                                    const torch::Tensor& p, const std::string& where) {
-  auto get = [&](const char* key) { return optim_entry(fields, key, where); };
-  auto adam = new_adam_state(opt, [&](auto& s) {
-    const double step = hyper_number(get("step"));
-    if (!(step >= 0) || step != std::floor(step))
-      throw std::runtime_error(where + ".step is not a non-negative whole number");
-    s.step(static_cast<int64_t>(step));
-    s.exp_avg(state_tensor_like(get("exp_avg"), p, where + ".exp_avg"));
-    s.exp_avg_sq(state_tensor_like(get("exp_avg_sq"), p, where + ".exp_avg_sq"));
-    auto amsgrad = fields.find("max_exp_avg_sq");
-    if (amsgrad != fields.end()) s.max_exp_avg_sq(state_tensor_like(amsgrad->value(), p, where + ".max_exp_avg_sq"));
-  });
-  if (adam) return adam;
-  const c10::IValue& buf = get("momentum_buffer");
-  if (buf.isNone()) return nullptr;  // torch's "no buffer yet": the next step starts one, as LibTorch's does
-  auto s = std::make_unique<torch::optim::SGDParamState>();
-  s->momentum_buffer(state_tensor_like(buf, p, where + ".momentum_buffer"));
-  return s;
 }
 
 }  // namespace
@@ -137,8 +100,8 @@ std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt,
   const auto params = optimizer_params(opt);
   std::vector<std::string> differences;
   const auto position =
-      param_group_positions(opt, optim_entry(state, "param_groups", "optimizer"), params.size(), differences);
-  const c10::IValue& per_param = optim_entry(state, "state", "optimizer");
+      param_group_positions(opt, state_field(state, "param_groups", "optimizer"), params.size(), differences);
+  const c10::IValue& per_param = state_field(state, "state", "optimizer");
   if (!per_param.isGenericDict())
     throw std::runtime_error("optimizer.state is " + python_kind(per_param) + ", not a dict");
   std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> loaded;
@@ -150,7 +113,7 @@ std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt,
     if (pos == position.end()) throw std::runtime_error(where + " is for a parameter param_groups do not list");
     if (!item.value().isGenericDict()) throw std::runtime_error(where + " is not a dict");
     const torch::Tensor& p = params[pos->second];
-    auto s = param_state_from(opt, item.value().toGenericDict(), p, where);
+    auto s = torch_state_form(opt).param_state_from(item.value().toGenericDict(), p, where);
     if (s) loaded.emplace_back(param_state_key(p), std::move(s));
   }
   opt.state().clear();

@@ -1,9 +1,9 @@
-// Checkpoint format 1's flat optimizer state ("<parameter index>.<field>"), still read for old checkpoints.
+// Checkpoint format 1's flat optimizer state ("<parameter index>.<field>"), still read for old checkpoints: each
+// parameter's fields are read as its torch.optim state entry.
 #include "optim/optimizer_state.h"
-#include "optim/adam_family.h"
-#include "optim/param_state_access.h"
 
-#include <torch/optim/sgd.h>
+#include "optim/param_state_access.h"
+#include "optim/torch_state_form.h"
 
 #include <map>
 #include <stdexcept>
@@ -11,10 +11,8 @@
 namespace ddp {
 namespace {
 
-using FlatFields = std::map<std::string, c10::IValue>;
-
-std::map<size_t, FlatFields> flat_by_param(const c10::impl::GenericDict& state, size_t num_params) {
-  std::map<size_t, FlatFields> by_param;
+std::map<size_t, c10::impl::GenericDict> flat_by_param(const c10::impl::GenericDict& state, size_t num_params) {
+  std::map<size_t, c10::impl::GenericDict> by_param;
   for (const auto& item : state) {
     const std::string key = item.key().isString() ? item.key().toStringRef() : std::string("(not a str)");
     const size_t dot = key.find('.');
@@ -27,7 +25,8 @@ std::map<size_t, FlatFields> flat_by_param(const c10::impl::GenericDict& state, 
     if (dot == std::string::npos || index >= num_params)
       throw std::runtime_error("optimizer state key " + key + " does not match the model's " +
                                std::to_string(num_params) + " parameters");
-    by_param[index][key.substr(dot + 1)] = item.value();
+    auto slot = by_param.try_emplace(index, new_str_dict()).first;
+    slot->second.insert_or_assign(key.substr(dot + 1), item.value());
   }
   return by_param;
 }
@@ -37,29 +36,16 @@ std::map<size_t, FlatFields> flat_by_param(const c10::impl::GenericDict& state, 
 void load_flat_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
   auto params = optimizer_params(opt);
   auto by_param = flat_by_param(state, params.size());
-  opt.state().clear();
+  const TorchStateForm& form = torch_state_form(opt);
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> loaded;
   for (auto& [index, fields] : by_param) {
     const torch::Tensor& p = params[index];
-    const std::string prefix = std::to_string(index) + ".";
-    auto adam = new_adam_state(opt, [&](auto& s) {
-      for (const char* need : {"step", "exp_avg", "exp_avg_sq"})
-        if (!fields.count(need)) throw std::runtime_error("optimizer state " + prefix + need + " is missing");
-      s.step(fields.at("step").toInt());
-      s.exp_avg(state_tensor_like(fields.at("exp_avg"), p, prefix + "exp_avg"));
-      s.exp_avg_sq(state_tensor_like(fields.at("exp_avg_sq"), p, prefix + "exp_avg_sq"));
-      if (fields.count("max_exp_avg_sq"))
-        s.max_exp_avg_sq(state_tensor_like(fields.at("max_exp_avg_sq"), p, prefix + "max_exp_avg_sq"));
-    });
-    if (adam) {
-      opt.state()[param_state_key(p)] = std::move(adam);
-    } else {
-      if (!fields.count("momentum_buffer"))
-        throw std::runtime_error("optimizer state " + prefix + "momentum_buffer is missing");
-      auto s = std::make_unique<torch::optim::SGDParamState>();
-      s->momentum_buffer(state_tensor_like(fields.at("momentum_buffer"), p, prefix + "momentum_buffer"));
-      opt.state()[param_state_key(p)] = std::move(s);
-    }
+    auto s = form.param_state_from(fields, p, "optimizer state " + std::to_string(index));
+    if (!s) throw std::runtime_error("optimizer state " + std::to_string(index) + " holds no state");
+    loaded.emplace_back(param_state_key(p), std::move(s));
   }
+  opt.state().clear();
+  for (auto& [key, s] : loaded) opt.state()[key] = std::move(s);
 }
 
 }  // namespace ddp

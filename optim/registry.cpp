@@ -1,12 +1,42 @@
-// Optimizer registry: builds the update rule optimizer.name names (the names are config/choices.h's) and resolves the
-// kernels it runs on.
+// The optimizer registry: every optimizer.name's row, listed once (an optimizer is its own file declaring
+// NAME_optimizer() plus its entry here); what config loading reads of them; building one and its kernels.
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
+#include "optim/optimizer_kind.h"
 
 #include <stdexcept>
 
 namespace ddp {
+
+// The optimizers, in the order --help lists their names.
+#define DDP_OPTIMIZERS(X) X(sgd) X(adamw) X(adam)
+
+#define DDP_DECLARE_OPTIMIZER(name) const OptimizerKind& name##_optimizer();
+DDP_OPTIMIZERS(DDP_DECLARE_OPTIMIZER)
+#undef DDP_DECLARE_OPTIMIZER
+
+const std::vector<const OptimizerKind*>& optimizer_kinds() {
+#define DDP_LIST_OPTIMIZER(name) &name##_optimizer(),
+  static const std::vector<const OptimizerKind*> kinds{DDP_OPTIMIZERS(DDP_LIST_OPTIMIZER)};
+#undef DDP_LIST_OPTIMIZER
+  return kinds;
+}
+
+const OptimizerKind& optimizer_kind(std::string_view name) {
+  for (const OptimizerKind* kind : optimizer_kinds())
+    if (kind->keys.name == name) return *kind;
+  throw std::invalid_argument("optimizer.name \"" + std::string(name) + "\" names no optimizer");
+}
+
+const std::vector<OptimizerKeyRow>& optimizer_rows() {
+  static const std::vector<OptimizerKeyRow> rows = [] {
+    std::vector<OptimizerKeyRow> out;
+    for (const OptimizerKind* kind : optimizer_kinds()) out.push_back(kind->keys);
+    return out;
+  }();
+  return rows;
+}
 
 UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch::Tensor>& params) {
   if (cfg.fused) return UpdateKernels::kFused;
@@ -19,15 +49,7 @@ UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params) {
-  switch (cfg.name) {
-    case OptimizerName::Sgd:
-      return make_sgd(cfg, lr, std::move(params));
-    case OptimizerName::AdamW:
-      return make_adamw(cfg, lr, std::move(params));
-    case OptimizerName::Adam:
-      return make_adam(cfg, lr, std::move(params));
-  }
-  throw std::invalid_argument("optimizer.name holds no known optimizer");
+  return optimizer_kind(cfg.name.name).make(cfg, lr, std::move(params));
 }
 
 }  // namespace ddp

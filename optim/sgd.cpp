@@ -1,10 +1,15 @@
-// SGD with momentum, dampening 0, nesterov and weight decay: torch.optim.SGD's three implementations (the
-// per-parameter loop, foreach and fused) on LibTorch's SGD class (its options and momentum-buffer state).
+// optimizer.name = "sgd": SGD with momentum, dampening 0, nesterov and weight decay: torch.optim.SGD's three
+// implementations (the per-parameter loop, foreach and fused) on LibTorch's SGD class (its options and momentum-buffer
+// state), its state in torch.optim's form, and its row.
 #include "optim/optimizer.h"
 
-#include "base/foreach.h"
 #include "base/capturable_step.h"
+#include "base/foreach.h"
 #include "base/python_number.h"
+#include "optim/hyperparameter_keys.h"
+#include "optim/optimizer_kind.h"
+#include "optim/param_state_access.h"
+#include "optim/torch_state_form.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_mul.h>
@@ -14,7 +19,7 @@
 namespace ddp {
 namespace {
 
-class KernelSGD : public torch::optim::SGD, public CapturableStep {
+class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchStateForm {
  public:
   KernelSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, UpdateKernels kernels)
       : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
@@ -40,6 +45,30 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep {
     TORCH_CHECK(capturable(), "SGD takes found_inf with optimizer.fused only");
     torch::NoGradGuard no_grad;
     for (auto& group : param_groups_) step_group(group, found_inf);
+  }
+
+  // torch.optim.SGD's param_groups keys after "lr", in its order.
+  std::vector<GroupField> group_fields(const torch::optim::OptimizerOptions& options) const override {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
+    return {{"momentum", o.momentum()},     {"dampening", o.dampening()},
+            {"weight_decay", o.weight_decay()}, {"nesterov", o.nesterov()},
+            {"maximize", false},             {"foreach", c10::IValue(), false},
+            {"differentiable", false, false}, {"fused", c10::IValue(), false}};
+  }
+  c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const override {
+    c10::impl::GenericDict out = new_str_dict();
+    const auto& s = static_cast<const torch::optim::SGDParamState&>(state);
+    if (s.momentum_buffer().defined()) out.insert("momentum_buffer", s.momentum_buffer().clone());
+    return out;
+  }
+  std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,
+                                                                      const torch::Tensor& p,
+                                                                      const std::string& where) const override {
+    const c10::IValue& buf = state_field(fields, "momentum_buffer", where);
+    if (buf.isNone()) return nullptr;  // torch's "no buffer yet": the next step starts one, as LibTorch's does
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(state_tensor_like(buf, p, where + ".momentum_buffer"));
+    return s;
   }
 
  private:
@@ -157,17 +186,35 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep {
   torch::Tensor lr_;  // read_lr_from's; undefined: the param group's lr
 };
 
-}  // namespace
-
 std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, double lr,
                                                   std::vector<torch::Tensor> params) {
   auto options = torch::optim::SGDOptions(lr)
-                     .momentum(cfg.momentum)
-                     .weight_decay(cfg.weight_decay)
-                     .nesterov(cfg.nesterov)
+                     .momentum(cfg.hyper.number("momentum"))
+                     .weight_decay(cfg.hyper.number("weight_decay"))
+                     .nesterov(cfg.hyper.flag("nesterov"))
                      .dampening(0);
   const UpdateKernels kernels = update_kernels(cfg, params);
   return std::make_unique<KernelSGD>(std::move(params), options, kernels);
+}
+
+std::optional<BrokenRule> check_sgd(const OptimizerConfig& cfg) {
+  if (cfg.hyper.flag("nesterov") && cfg.hyper.number("momentum") <= 0)
+    return BrokenRule{{"optimizer.nesterov", "optimizer.momentum"}, "optimizer.nesterov needs optimizer.momentum > 0"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+const OptimizerKind& sgd_optimizer() {
+  static const OptimizerKind kind{
+      {"sgd", "torch.optim.SGD",
+       {momentum_key("momentum factor"), weight_decay_key("L2 penalty"),
+        bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false)},
+       /*has_fused=*/true, /*steps_on_device=*/true, check_sgd},
+      make_sgd,
+      // Only SGD's groups have dampening (RMSprop's have momentum too).
+      [](const c10::impl::GenericDict& group) { return group.contains("momentum") && group.contains("dampening"); }};
+  return kind;
 }
 
 }  // namespace ddp

@@ -23,7 +23,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   out.insert("format_version", kFormatVersion);
   out.insert("model", module_state_entry(*model_));
-  out.insert("optimizer_name", choice_name(cfg_.optimizer.name));
+  out.insert("optimizer_name", cfg_.optimizer.name.name);
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
   out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
   state_.state_dict(out);
@@ -78,12 +78,12 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
   if (name_entry)
     written_with = {name_entry->toStringRef()};
   else
-    for (const OptimizerName name : optimizers_from_param_groups(opt_state)) written_with.push_back(choice_name(name));
+    written_with = optimizers_from_param_groups(opt_state);
   if (written_with.empty())
-    throw std::runtime_error(
-        "checkpoint entry \"optimizer\" is not torch.optim.SGD's, AdamW's or Adam's state_dict() "
-        "(param_groups[0] has neither \"momentum\" nor \"betas\")");
-  const std::string asked = choice_name(cfg_.optimizer.name);
+    throw std::runtime_error("checkpoint entry \"optimizer\" is not the state_dict() of " +
+                             std::string(optimizer_name_doc()) +
+                             " (no optimizer takes the keys of its param_groups[0])");
+  const std::string& asked = cfg_.optimizer.name.name;
   if (std::find(written_with.begin(), written_with.end(), asked) == written_with.end())
     throw std::runtime_error("checkpoint was written with optimizer " + join(written_with, " or ") +
                              ", config asks for " + asked);

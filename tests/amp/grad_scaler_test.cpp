@@ -75,9 +75,9 @@ TEST(GradScalerTest, FusedSgdSkipsOnTheDeviceWithoutAHostRead) {
   torch::manual_seed(1);
   auto model = torch::nn::Linear(3, 2);
   OptimizerConfig cfg;
-  cfg.momentum = 0.9;
+  cfg.hyper.set("momentum", 0.9);
   cfg.fused = true;
-  const auto opt = make_sgd(cfg, 0.1, model->parameters());
+  const auto opt = make_optimizer(cfg, 0.1, model->parameters());
   GradScaler scaler;
   const auto x = torch::randn({4, 3}), y = torch::randn({4, 2});
   for (const bool overflow : {true, false}) {

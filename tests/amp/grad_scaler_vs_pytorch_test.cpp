@@ -230,10 +230,10 @@ void check_against_pytorch(const TrainSpec& spec, uint64_t seed) {
   OneThread one_thread;
   Problem p = make_problem(spec, seed, dir);
   OptimizerConfig sgd;
-  sgd.momentum = spec.momentum;
+  sgd.hyper.set("momentum", spec.momentum);
   sgd.foreach = spec.kernels == "foreach" ? Foreach::On : Foreach::Off;
   sgd.fused = spec.kernels == "fused";
-  const auto optimizer = make_sgd(sgd, spec.lr, p.module->parameters());
+  const auto optimizer = make_optimizer(sgd, spec.lr, p.module->parameters());
   auto& opt = dynamic_cast<torch::optim::SGD&>(*optimizer);
   GradScaler scaler(scaler_options(spec));
   TrainLog log;

@@ -1,0 +1,123 @@
+// The optimizer rows: each optimizer.name has exactly one row; each row's state round-trips through the torch.optim
+// class it names and is recognised as its own by its row alone; the config reads the rows' keys and rules.
+#include "checkpoint/state_dict.h"
+#include "config/config.h"
+#include "optim/optimizer.h"
+#include "optim/optimizer_kind.h"
+#include "optim/optimizer_state.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+namespace ddp::test {
+namespace {
+
+TEST(OptimizerRows, EveryNameHasExactlyOneRowAndTheConfigReadsThem) {
+  std::set<std::string> names;
+  for (const OptimizerKind* kind : optimizer_kinds()) {
+    EXPECT_TRUE(names.insert(std::string(kind->keys.name)).second) << kind->keys.name << " has two rows";
+    EXPECT_EQ(&optimizer_kind(kind->keys.name), kind);
+    EXPECT_TRUE(kind->make && kind->wrote) << kind->keys.name;
+    // Every key the row declares is an [optimizer] key of the config, with the row's default.
+    const Config cfg = parse_config("[optimizer]\nname = \"" + std::string(kind->keys.name) + "\"\n", "f.toml");
+    for (const HyperparameterKey& h : kind->keys.keys) {
+      if (h.flag)
+        EXPECT_EQ(cfg.optimizer.hyper.flag(h.key.name), h.default_value != 0) << h.key.name;
+      else
+        EXPECT_EQ(cfg.optimizer.hyper.number(h.key.name), h.default_value) << h.key.name;
+    }
+  }
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.end()).size(), optimizer_names().size());
+  EXPECT_EQ(optimizer_rows().size(), optimizer_kinds().size());
+  // Shared keys' docs name every optimizer that takes them.
+  for (const HyperparameterKey& h : hyperparameter_keys())
+    if (std::string(h.key.name) == "momentum") EXPECT_EQ(std::string(h.key.doc), "sgd: momentum factor");
+}
+
+TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerIsAConfigError) {
+  auto error = [](const std::string& toml) {
+    try {
+      parse_config(toml, "f.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("[optimizer]\nname = \"sgd\"\namsgrad = true\n"),
+            "f.toml:3:11: optimizer.amsgrad is taken by optimizer.name = \"adamw\" or \"adam\", not \"sgd\"; set "
+            "amsgrad = false or another optimizer.name");
+  EXPECT_EQ(error("[optimizer]\nname = \"adam\"\namsgrad = true\nbeta1 = 0.8\n"), "(no error)");
+  EXPECT_NE(error("[optimizer]\nname = \"adam\"\nbeta1 = 1.5\n").find("optimizer.beta1 must be >= 0.0 and < 1.0"),
+            std::string::npos);
+  EXPECT_NE(error("[optimizer]\nname = \"adan\"\n").find("did you mean \"adam\"?"), std::string::npos);
+}
+
+// Three steps of the row's optimizer with every bool key on and momentum 0.9 (so that every kind of state exists).
+std::unique_ptr<torch::optim::Optimizer> stepped(const OptimizerKind& kind, torch::nn::Linear& model) {
+  OptimizerConfig cfg;
+  cfg.name.name = std::string(kind.keys.name);
+  for (const HyperparameterKey& h : kind.keys.keys) {
+    if (h.flag) cfg.hyper.set(h.key.name, true);
+    if (std::string(h.key.name) == "momentum") cfg.hyper.set("momentum", 0.9);
+  }
+  auto opt = make_optimizer(cfg, 0.01, model->parameters());
+  torch::manual_seed(4);
+  for (int step = 0; step < 3; ++step) {
+    opt->zero_grad();
+    model->forward(torch::randn({5, 3})).pow(2).sum().backward();
+    opt->step();
+  }
+  return opt;
+}
+
+TEST(OptimizerRows, EachRowsStateRoundTripsThroughItsTorchOptimClassAndOnlyItsRowRecognisesIt) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  for (const OptimizerKind* kind : optimizer_kinds()) {
+    SCOPED_TRACE(std::string(kind->keys.name));
+    TempDir dir;
+    torch::manual_seed(1);
+    torch::nn::Linear model(3, 2);
+    const auto opt = stepped(*kind, model);
+    const c10::impl::GenericDict state = optimizer_state_dict(*opt);
+    std::vector<std::string> recognised = optimizers_from_param_groups(state);
+    EXPECT_EQ(recognised, std::vector<std::string>{std::string(kind->keys.name)});
+
+    c10::impl::GenericDict file(c10::StringType::get(), c10::AnyType::get());
+    file.insert("optimizer", state);
+    file.insert("torch_class", std::string(kind->keys.torch_name));
+    c10::impl::GenericList shapes(c10::AnyType::get());
+    for (const auto& p : model->parameters()) shapes.push_back(c10::IValue(p.sizes().vec()));
+    file.insert("shapes", shapes);
+    const std::vector<char> bytes = torch_save_bytes(file);
+    std::ofstream(dir / "ours.pt", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const auto py = run_command(python() + " " + source_dir() + "/tests/python/optimizer_round_trip.py " +
+                                dir / "ours.pt " + dir / "theirs.pt");
+    ASSERT_EQ(py.exit_code, 0) << py.output;
+    EXPECT_NE(py.output.find("layout_equal True"), std::string::npos) << py.output;
+    EXPECT_NE(py.output.find("values_equal True"), std::string::npos) << py.output;
+
+    // PyTorch's state_dict() loads into a fresh optimizer of the row with no hyperparameter difference, and the
+    // state it then writes is the one it was given.
+    torch::nn::Linear fresh_model(3, 2);
+    auto fresh = stepped(*kind, fresh_model);
+    const c10::IValue theirs = read_torch_save_file(dir / "theirs.pt");
+    ASSERT_TRUE(theirs.isGenericDict());
+    EXPECT_EQ(load_optimizer_state_dict(*fresh, theirs.toGenericDict()), std::vector<std::string>{});
+    const c10::impl::GenericDict again = optimizer_state_dict(*fresh);
+    const c10::IValue& a = state.at("state"), &b = again.at("state");
+    ASSERT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
+    for (const auto& entry : a.toGenericDict()) {
+      const auto ours = entry.value().toGenericDict(), back = b.toGenericDict().at(entry.key()).toGenericDict();
+      ASSERT_EQ(ours.size(), back.size());
+      for (const auto& field : ours)
+        EXPECT_TRUE(torch::equal(field.value().toTensor(), back.at(field.key()).toTensor()))
+            << entry.key().toInt() << "." << field.key().toStringRef();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
