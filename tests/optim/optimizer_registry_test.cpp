@@ -32,12 +32,13 @@ TEST(OptimizerRows, EveryNameHasExactlyOneRowAndTheConfigReadsThem) {
   }
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.end()).size(), optimizer_names().size());
   EXPECT_EQ(optimizer_rows().size(), optimizer_kinds().size());
+  EXPECT_TRUE(names.count("rmsprop"));
   // Shared keys' docs name every optimizer that takes them.
   for (const HyperparameterKey& h : hyperparameter_keys())
-    if (std::string(h.key.name) == "momentum") EXPECT_EQ(std::string(h.key.doc), "sgd: momentum factor");
+    if (std::string(h.key.name) == "momentum") EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop: momentum factor");
 }
 
-TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerIsAConfigError) {
+TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerAndFusedWithoutAFusedKernelAreConfigErrors) {
   auto error = [](const std::string& toml) {
     try {
       parse_config(toml, "f.toml");
@@ -50,9 +51,16 @@ TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerIsAConfigError) {
             "f.toml:3:11: optimizer.amsgrad is taken by optimizer.name = \"adamw\" or \"adam\", not \"sgd\"; set "
             "amsgrad = false or another optimizer.name");
   EXPECT_EQ(error("[optimizer]\nname = \"adam\"\namsgrad = true\nbeta1 = 0.8\n"), "(no error)");
-  EXPECT_NE(error("[optimizer]\nname = \"adam\"\nbeta1 = 1.5\n").find("optimizer.beta1 must be >= 0.0 and < 1.0"),
-            std::string::npos);
   EXPECT_NE(error("[optimizer]\nname = \"adan\"\n").find("did you mean \"adam\"?"), std::string::npos);
+  EXPECT_EQ(error("[optimizer]\nname = \"sgd\"\ncentered = true\n"),
+            "f.toml:3:12: optimizer.centered is taken by optimizer.name = \"rmsprop\", not \"sgd\"; set centered = "
+            "false or another optimizer.name");
+  EXPECT_EQ(error("[optimizer]\nname = \"rmsprop\"\nfused = true\n"),
+            "f.toml:3:9: torch.optim.RMSprop has no fused implementation in torch.optim; set optimizer.fused = false");
+  EXPECT_EQ(error("[optimizer]\nname = \"rmsprop\"\ncentered = true\nmomentum = 0.9\nalpha = 0.9\n"), "(no error)");
+  EXPECT_NE(error("[optimizer]\nname = \"rmsprop\"\nalpha = 1.5\n").find("optimizer.alpha must be >= 0.0 and <= 1.0"),
+            std::string::npos);
+  EXPECT_NE(error("[optimizer]\nname = \"rmsprops\"\n").find("did you mean \"rmsprop\"?"), std::string::npos);
 }
 
 // Three steps of the row's optimizer with every bool key on and momentum 0.9 (so that every kind of state exists).

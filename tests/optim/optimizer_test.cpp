@@ -1,7 +1,7 @@
 // Optimizers, LR schedules, gradient clipping and label smoothing against PyTorch.
 //
 // SGD (momentum, nesterov, weight decay) with clip_grad_norm_, AdamW (AMSGrad) with warmup + cosine, Adam (L2) with
-// step decay, from the same init and data order.
+// step decay, RMSprop (centered, momentum), from the same init and data order.
 #include "base/number_text.h"
 #include "optim/optimizer.h"
 #include "tests/support/on_device.h"
@@ -129,7 +129,21 @@ const auto kOptimCases = ::testing::Values(
               "aten::_fused_adamw_"},
     OptimCase{"adam_l2_fused",
               "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.fused=true",
-              "--optimizer adam --lr 0.002 --weight_decay 0.01 --fused 1", "aten::_fused_adam_"});
+              "--optimizer adam --lr 0.002 --weight_decay 0.01 --fused 1", "aten::_fused_adam_"},
+    // torch.optim.RMSprop: the per-parameter loop (centered, with momentum and an L2 penalty) and foreach (plain, and
+    // centered with momentum).
+    OptimCase{"rmsprop_centered_momentum_wd",
+              "--optimizer.name=rmsprop --optimizer.lr=0.002 --optimizer.alpha=0.95 --optimizer.momentum=0.9 "
+              "--optimizer.centered=true --optimizer.weight_decay=0.01 --optimizer.foreach=off",
+              "--optimizer rmsprop --lr 0.002 --alpha 0.95 --momentum 0.9 --centered 1 --weight_decay 0.01 --foreach 0",
+              "aten::lerp_"},
+    OptimCase{"rmsprop_foreach", "--optimizer.name=rmsprop --optimizer.lr=0.001 --optimizer.foreach=on",
+              "--optimizer rmsprop --lr 0.001 --foreach 1", "aten::_foreach_addcdiv_"},
+    OptimCase{"rmsprop_centered_momentum_foreach",
+              "--optimizer.name=rmsprop --optimizer.lr=0.002 --optimizer.momentum=0.5 --optimizer.centered=true "
+              "--lr_scheduler.decay=cosine --optimizer.foreach=on",
+              "--optimizer rmsprop --lr 0.002 --momentum 0.5 --centered 1 --decay cosine --foreach 1",
+              "aten::_foreach_lerp_"});
 INSTANTIATE_TEST_SUITE_P(Optim, OptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(Optim, CudaOptimizerVsPyTorch, kOptimCases, [](const auto& info) { return info.param.name; });
 

@@ -1,4 +1,4 @@
-# Single-process reference for optimizer tests: PyTorch's SGD/AdamW/Adam, clip_grad_norm_, LR schedules, label smoothing.
+# Single-process reference for optimizer tests: PyTorch's SGD/AdamW/Adam/RMSprop, clip_grad_norm_, LR schedules, label smoothing.
 #
 # The schedule is PyTorch's own schedulers, stepped after each optimizer step: LinearLR from 1/warmup to 1 over the
 # warmup steps, then (SequentialLR) CosineAnnealingLR to min_lr, StepLR or MultiStepLR; on the classic Net, data order
@@ -43,7 +43,8 @@ def main():
                          ("nesterov", int, 0), ("clip", float, 0.0), ("warmup", int, 0), ("decay", str, "none"),
                          ("min_lr", float, 0.0), ("step_size", int, 1000), ("gamma", float, 0.1),
                          ("label_smoothing", float, 0.0), ("device", str, "cpu"), ("amsgrad", int, 0),
-                         ("milestones", str, ""), ("foreach", int, -1), ("fused", int, 0)])
+                         ("milestones", str, ""), ("foreach", int, -1), ("fused", int, 0),
+                         ("alpha", float, 0.99), ("centered", int, 0)])
     torch.set_num_threads(1)
     device = torch.device(a.device)
     model = Net(0.0)
@@ -62,6 +63,9 @@ def main():
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
                               nesterov=bool(a.nesterov), **kernels)
+    elif a.optimizer == "rmsprop":
+        opt = torch.optim.RMSprop(model.parameters(), lr=a.lr, alpha=a.alpha, momentum=a.momentum,
+                                  centered=bool(a.centered), weight_decay=a.weight_decay, **kernels)
     else:
         adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
         opt = adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay, amsgrad=bool(a.amsgrad), **kernels)
