@@ -12,7 +12,7 @@ struct CliArgs {
   bool print_config = false;
   bool eval_only = false;  // evaluate model.init_from (or the initial weights) and exit
   bool help = false;
-  bool help_markdown = false;  // the config key reference as README's table
+  bool help_markdown = false;  // the config key reference as docs/configuration.md's table
   bool version = false;        // --version
 };
 

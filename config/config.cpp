@@ -1,5 +1,5 @@
-// The texts made of the config's declarations: --print-config, the resume comparison, --help, README's key table, and
-// the did-you-mean matching of names.
+// The texts made of the config's declarations: --print-config, the resume comparison, --help, the key table of
+// docs/configuration.md, and the did-you-mean matching of names.
 #include "config/config.h"
 
 #include "base/digest.h"

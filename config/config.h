@@ -15,9 +15,10 @@
 namespace ddp {
 
 // A section lists its keys in keys(s, key): key(s.field, Key(...)) for each field, in the order --help, --print-config
-// and README show them. The field's initialiser is the key's default. Adding a key is its field and its key() line.
+// and docs/configuration.md show them. The field's initialiser is the key's default. Adding a key is its field and
+// its key() line.
 
-// Bounds shared by several keys (README "Failure behaviour and security"): wide enough for any real run, small enough
+// Bounds shared by several keys (docs/security.md): wide enough for any real run, small enough
 // that no arithmetic on them (epochs x steps per epoch, batch x world x accumulation, seconds in milliseconds)
 // overflows and no size asks for more memory than the values can honestly need.
 constexpr double kMaxSeed = 4611686018427387904.0;  // 2^62: seed + epoch, seed + rank stay within int64
@@ -491,7 +492,7 @@ struct Config {
 };
 
 // Keys an earlier ddptrain read and this one ignores, so that its config files and the config a checkpoint holds
-// still load: "section.key" and why it is gone (README "Config keys").
+// still load: "section.key" and why it is gone (docs/configuration.md).
 struct RetiredKey {
   const char* path;
   const char* reason;
@@ -545,7 +546,8 @@ const char* kind_label(KeyKind kind);
 // did-you-mean, when there is no such key.
 KeyKind override_kind(const std::string& path, const std::string& loc);
 
-// --help's key reference and README's key table, from the declarations: type, default, range or choices, doc.
+// --help's key reference and the key table of docs/configuration.md, from the declarations: type, default, range or
+// choices, doc.
 std::string config_help();
 std::string config_markdown();
 

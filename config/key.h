@@ -8,7 +8,8 @@ namespace ddp {
 
 // Written in a section's keys() next to the field it describes, e.g.
 //   key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
-// Parsing, overrides, --print-config, --help, README's key table and the checkpoint's config comparison all read it.
+// Parsing, overrides, --print-config, --help, docs/configuration.md's key table and the checkpoint's config comparison
+// all read it.
 struct Key {
   const char* name;
   const char* doc;  // one line

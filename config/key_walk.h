@@ -86,7 +86,7 @@ std::vector<std::string> names_of() {
 template <class T>
 constexpr bool takes_a_path = std::is_same_v<T, ResumeFrom>;
 
-// Each kind of value once: its label in --help and README's table, and what an error says a value must be.
+// Each kind of value once: its label in --help and the docs' key table, and what an error says a value must be.
 struct KindText {
   KeyKind kind;
   const char* label;

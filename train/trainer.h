@@ -79,8 +79,8 @@ class Trainer {
   // "" when a checkpoint dict is one this run can continue from, else why not: each part's range checks.
   std::string check_state_dict(const c10::impl::GenericDict& state) const;
   // Restores state_dict() (format 2, or format 1's flat optimizer layout), or a checkpoint Python wrote: model,
-  // optimizer (torch.optim form) and global_step required, every other entry optional (README). Mismatched model
-  // keys/shapes throw listing them; a missing required entry or a wrong type throws naming the entry.
+  // optimizer (torch.optim form) and global_step required, every other entry optional (docs/checkpoints.md).
+  // Mismatched model keys/shapes throw listing them; a missing required entry or a wrong type throws naming the entry.
   void load_state_dict(const c10::impl::GenericDict& state);
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }

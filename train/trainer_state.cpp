@@ -19,7 +19,7 @@ constexpr int64_t kFormatVersion = 2;
 }  // namespace
 
 c10::impl::GenericDict Trainer::state_dict() {
-  // Entry order is the file's layout (README "Checkpoints"): torch.load users see the same dict as ever.
+  // Entry order is the file's layout (docs/checkpoints.md): torch.load users see the same dict as ever.
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   out.insert("format_version", kFormatVersion);
   out.insert("model", module_state_entry(*model_));

@@ -16,7 +16,7 @@
 namespace ddp::test {
 namespace {
 
-// Max |weight difference| after 10 steps continued in the other framework (README "Checkpoints and resuming"), as
+// Max |weight difference| after 10 steps continued in the other framework (docs/checkpoints.md), as
 // OptimizerVsPyTorch's bound. Measured 2026-11-23: ddptrain -> Python 1.8e-7 (SGD nesterov), 3.0e-8 (AdamW);
 // Python -> ddptrain 1.2e-7 / 3.0e-8, ddptrain resumed vs uninterrupted 1.2e-7 / 4.2e-7.
 constexpr double kInteropBound = 2e-6;

@@ -921,15 +921,15 @@ TEST(ConfigHints, ClosestMatchSuggestsOnlyNearNames) {
   EXPECT_EQ(closest_match("zzzzzz", names), "");
 }
 
-// README's key table is what the declarations make of it (scripts/update-readme writes it).
-TEST(ConfigReference, ReadmeKeyTableIsCurrent) {
-  const std::string readme = test::read_file(test::source_dir() + "/README.md");
+// The key table of docs/configuration.md is what the declarations make of it (scripts/update-docs writes it).
+TEST(ConfigReference, DocsKeyTableIsCurrent) {
+  const std::string page = test::read_file(test::source_dir() + "/docs/configuration.md");
   const std::string begin = "<!-- config keys: begin -->\n", end = "<!-- config keys: end -->\n";
-  const size_t from = readme.find(begin), to = readme.find(end);
-  ASSERT_NE(from, std::string::npos) << "README.md has no " << begin;
-  ASSERT_NE(to, std::string::npos) << "README.md has no " << end;
-  const std::string table = readme.substr(from + begin.size(), to - from - begin.size());
-  EXPECT_EQ(table, config_markdown()) << "README's config key table is stale: run scripts/update-readme";
+  const size_t from = page.find(begin), to = page.find(end);
+  ASSERT_NE(from, std::string::npos) << "docs/configuration.md has no " << begin;
+  ASSERT_NE(to, std::string::npos) << "docs/configuration.md has no " << end;
+  const std::string table = page.substr(from + begin.size(), to - from - begin.size());
+  EXPECT_EQ(table, config_markdown()) << "docs/configuration.md's config key table is stale: run scripts/update-docs";
   // One row per key, each naming its key.
   for (const KeyInfo& k : describe_keys(Config{}))
     EXPECT_NE(table.find("| `" + k.section + "." + k.name + "` |"), std::string::npos) << k.section << "." << k.name;

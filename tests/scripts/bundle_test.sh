@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bundle end to end: the archive, a clean copy of the checkout, README's build from the bundle inside a
+# scripts/bundle end to end: the archive, a clean copy of the checkout, docs/setup.md's build from the bundle inside a
 # network namespace with no network (unshare -n), the bundled libraries linked, a short training run on the bundled
 # data, and scripts/gpu-check stopping, with exit 3 and a reason, where it needs a GPU.
 # Usage: tests/scripts/bundle_test.sh SOURCE_DIR PYTHON   (PYTHON: one with torch; its LibTorch is built against)
@@ -16,7 +16,7 @@ mkdir "$work/src" "$work/node"
 tar -xzf "$work/ddptrain-bundle.tar.gz" -C "$work/node"
 bundle=$work/node/ddptrain-bundle
 
-# README's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others).
+# docs/setup.md's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others).
 unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDP_BUNDLE="$bundle" \
   -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" | grep ddptrain:
 grep -q "data.download (libcurl) OFF" "$work/configure.log" || fail "data.download is built from a bundle"
