@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
+#include "report/metrics_table.h"
 #include "report/version.h"
 #include "base/first_line.h"
 #include "distributed/process_group.h"
@@ -23,7 +24,12 @@ std::string usage() {
          "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
          "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
-         "  --help-markdown  print the config key reference as docs/configuration.md's Markdown table and exit\n"
+         "  --help-markdown  print the config key reference as docs/configuration.md's Markdown table and exit
+"
+         "  --help-metrics-markdown  print the metrics.jsonl fields and TensorBoard tags as docs/metrics.md's
+"
+         "                   Markdown table and exit
+"
          "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
          "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
          "  --help, -h       this text and every config key with its type, default and allowed values\n";
@@ -69,6 +75,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.version = true;
     } else if (a == "--help-markdown") {
       out.help_markdown = true;
+    } else if (a == "--help-metrics-markdown") {
+      out.help_metrics_markdown = true;
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--eval-only") {
@@ -83,7 +91,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
     }
   }
-  if (out.config_path.empty() && !out.help && !out.help_markdown && !out.version)
+  if (out.config_path.empty() && !out.help && !out.help_markdown && !out.help_metrics_markdown && !out.version)
     throw ConfigError("missing CONFIG.toml argument");
   return out;
 }
@@ -100,6 +108,10 @@ int ddptrain_main(const std::vector<std::string>& args) {
     }
     if (cli.help_markdown) {
       std::cout << config_markdown();
+      return 0;
+    }
+    if (cli.help_metrics_markdown) {
+      std::cout << metrics_markdown();
       return 0;
     }
     if (cli.version) {

@@ -12,8 +12,9 @@ struct CliArgs {
   bool print_config = false;
   bool eval_only = false;  // evaluate model.init_from (or the initial weights) and exit
   bool help = false;
-  bool help_markdown = false;  // the config key reference as docs/configuration.md's table
-  bool version = false;        // --version
+  bool help_markdown = false;          // the config key reference as docs/configuration.md's table
+  bool help_metrics_markdown = false;  // the metrics table as docs/metrics.md's
+  bool version = false;                // --version
 };
 
 // Throws ConfigError (exit code 2) for usage errors.

@@ -1,4 +1,4 @@
-// Reporter: the console lines, metrics.jsonl records (field order fixed, README) and TensorBoard scalars of a run.
+// Reporter: the console lines, metrics.jsonl records and TensorBoard scalars of a run (both from metrics_table.h).
 #include "report/reporter.h"
 
 #include "base/atomic_file.h"
@@ -6,12 +6,14 @@
 #include "base/number_text.h"
 #include "report/gpu_memory.h"
 #include "report/jsonl_writer.h"
+#include "report/metrics_table.h"
 #include "report/progress.h"
 #include "report/tensorboard/tensorboard.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <utility>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -48,13 +50,6 @@ std::string eval_text(const EvalRecord& e, const std::string& label) {
   return "eval " + label + ": loss " + number_text("%.4f", e.loss) + " accuracy " + number_text("%.4f", e.accuracy) +
          " (" + std::to_string(e.correct) + "/" + std::to_string(e.total) + ")" + top5 +
          (std::isnan(e.accuracy_ema) ? "" : " | EMA accuracy " + number_text("%.4f", e.accuracy_ema));
-}
-
-// The fields every metrics.jsonl record starts with, in README's order.
-JsonRecord record_head(const char* kind, int64_t step, int64_t epoch, double loss, double accuracy) {
-  JsonRecord r;
-  r.add("kind", kind).add("step", step).add("epoch", epoch).add("loss", loss).add("accuracy", accuracy);
-  return r;
 }
 
 }  // namespace
@@ -206,60 +201,27 @@ std::optional<double> Reporter::gpu_peak_mib() {
 
 void Reporter::write_train(const StepRecord& s, const IntervalSplit& split, std::optional<double> gpu_mib,
                            double wall_s) {
-  const auto phases = split.mean.values();
-  if (jsonl_) {
-    JsonRecord r = record_head("train", s.step, s.epoch, s.loss, s.accuracy);
-    r.add("lr", s.lr)
-        .add("samples_per_s", s.samples_per_s)
-        .add("samples", s.samples)
-        .add("loss_scale", s.loss_scale)
-        .add("skipped_steps", s.skipped_steps)
-        .add("grad_norm", s.grad_norm);
-    if (flops_per_sample_ > 0) r.add("tflops", tflops(s.samples_per_s));
-    if (const auto m = mfu(s.samples_per_s)) r.add("mfu", *m);
-    if (s.bad_samples >= 0) r.add("bad_samples", s.bad_samples);
-    if (s.nonfinite_skips >= 0) r.add("nonfinite_skips", s.nonfinite_skips);
-    if (gpu_mib) r.add("gpu_mem_peak_mib", *gpu_mib);
-    r.add("rss_peak_mib", split.rss_peak_mib);
-    for (size_t i = 0; i < phases.size(); ++i) r.add("time_" + std::string(PhaseTimes::kNames[i]) + "_s", phases[i]);
-    if (split.slowest)
-      r.add("slowest_rank", split.slowest->rank)
-          .add("slowest_phase", split.slowest->phase)
-          .add("slowest_excess_s", split.slowest->excess_s);
-    jsonl_->write(r.add("wall_s", wall_s));
-  }
-  if (!tensorboard_) return;
-  if (gpu_mib) tensorboard_->add_scalar("perf/gpu_mem_peak_mib", *gpu_mib, s.step);
-  tensorboard_->add_scalar("perf/rss_peak_mib", split.rss_peak_mib, s.step);
-  for (size_t i = 0; i < phases.size(); ++i)
-    tensorboard_->add_scalar("time/" + std::string(PhaseTimes::kNames[i]) + "_s", phases[i], s.step);
-  if (flops_per_sample_ > 0) tensorboard_->add_scalar("perf/tflops", tflops(s.samples_per_s), s.step);
-  if (const auto m = mfu(s.samples_per_s)) tensorboard_->add_scalar("perf/mfu", *m, s.step);
-  for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", s.loss},
-                                   {"train/accuracy", s.accuracy},
-                                   {"lr", s.lr},
-                                   {"amp/loss_scale", s.loss_scale},
-                                   {"perf/samples_per_s", s.samples_per_s},
-                                   {"amp/skipped_steps", static_cast<double>(s.skipped_steps)}})
-    tensorboard_->add_scalar(tag, value, s.step);
+  const std::optional<double> flops =
+      flops_per_sample_ > 0 ? std::optional<double>(tflops(s.samples_per_s)) : std::nullopt;
+  write_record(train_values({s, split, gpu_mib, flops, mfu(s.samples_per_s), wall_s}), s.step);
 }
 
-void Reporter::write_eval(const EvalRecord& e, double wall_s) {
-  const bool top5 = e.correct_top5 >= 0;
+void Reporter::write_eval(const EvalRecord& e, double wall_s) { write_record(eval_values({e, wall_s}), e.step); }
+
+// metrics.jsonl's line and TensorBoard's scalars of one record: each the metrics table's, in its order.
+void Reporter::write_record(const MetricValues& values, int64_t step) {
   if (jsonl_) {
-    JsonRecord r = record_head("eval", e.step, e.epoch, e.loss, e.accuracy);
-    r.add("correct", e.correct);
-    if (top5) r.add("accuracy_top5", e.accuracy_top5).add("correct_top5", e.correct_top5);
-    if (!std::isnan(e.accuracy_ema)) r.add("loss_ema", e.loss_ema).add("accuracy_ema", e.accuracy_ema);
-    jsonl_->write(r.add("total", e.total).add("wall_s", wall_s));
+    JsonRecord r;
+    for (const auto& field : values) std::visit([&](const auto& v) { r.add(field.first->field, v); }, field.second);
+    jsonl_->write(r);
   }
   if (!tensorboard_) return;
-  tensorboard_->add_scalar("eval/loss", e.loss, e.step);
-  tensorboard_->add_scalar("eval/accuracy", e.accuracy, e.step);
-  if (top5) tensorboard_->add_scalar("eval/accuracy_top5", e.accuracy_top5, e.step);
-  if (!std::isnan(e.accuracy_ema)) {
-    tensorboard_->add_scalar("eval/loss_ema", e.loss_ema, e.step);
-    tensorboard_->add_scalar("eval/accuracy_ema", e.accuracy_ema, e.step);
+  for (const auto& field : values) {
+    if (!field.first->tag) continue;
+    const MetricValue& v = field.second;
+    tensorboard_->add_scalar(
+        field.first->tag,
+        std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v), step);
   }
 }
 

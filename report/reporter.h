@@ -3,7 +3,9 @@
 
 #include "config/config.h"
 #include "report/device_peak.h"
+#include "report/metrics_table.h"
 #include "report/phase_times.h"
+#include "report/records.h"
 
 #include <c10/core/Device.h>
 
@@ -38,36 +40,6 @@ struct RunFacts {
   std::vector<std::string> classes;  // class names by label, written to out_dir/classes.json (image folders)
 };
 
-// One optimizer step: where it stands, what this rank computed in it, the optimizer and scaler after it.
-struct StepRecord {
-  int64_t step = 0, total_steps = 0;              // optimizer steps done (this one included), of the run
-  int64_t epoch = 1, epochs = 1;                  // 1-based
-  int64_t step_in_epoch = 0, steps_in_epoch = 0;  // steps_in_epoch: those this run will take of the epoch
-  bool ends_epoch = false;
-  double loss_sum = 0;  // over this rank's samples of the step
-  int64_t correct = 0, samples = 0;
-  double grad_norm = NAN;  // global L2 norm of the unscaled gradients before clipping (inf/NaN: the scaler skipped)
-  double lr = 0, loss_scale = 1;
-  int64_t skipped_steps = 0;  // steps the loss scaler skipped so far in this run
-  // Unreadable training samples replaced so far in this run, this rank (-1: not read per sample), and steps skipped
-  // for non-finite gradients so far in this run (-1: such a step stops the run).
-  int64_t bad_samples = -1, nonfinite_skips = -1;
-  PhaseTimes time;  // this rank's seconds in each phase of the step
-  // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
-  double loss = NAN, accuracy = NAN, samples_per_s = NAN;
-};
-
-// One evaluation over the whole test split, all ranks' counts summed.
-struct EvalRecord {
-  int64_t step = 0, epoch = 0;  // optimizer steps and epochs done
-  double loss = 0;              // mean over the test split
-  double accuracy = 0;          // correct / total
-  int64_t correct = 0, total = 0;
-  int64_t correct_top5 = -1;  // the label among the 5 largest outputs; -1 when the model has 5 classes or fewer
-  double accuracy_top5 = -1;
-  double loss_ema = NAN, accuracy_ema = NAN;  // of training.ema_decay's averaged weights; NaN when off
-};
-
 // How a training run ended, for the summary.
 struct RunEnd {
   int64_t steps = 0, epochs_done = 0;
@@ -85,14 +57,6 @@ struct RunEnd {
 struct ReportingRanks {
   int64_t rank = 0, world_size = 1;
   std::vector<std::string> places;
-};
-
-// What a log interval's train record says of every rank's time, from one reduction.
-struct IntervalSplit {
-  PhaseTimes mean;                   // seconds per step in each phase, mean over ranks
-  std::optional<Straggler> slowest;  // none for a world of one
-  double rss_peak_mib = 0;           // the largest peak RSS of any rank so far
-  int64_t rss_peak_rank = 0;
 };
 
 class Reporter {
@@ -144,6 +108,7 @@ class Reporter {
   std::string rank_place(int64_t rank) const;                      // "rank 1 (host h, pid 123)"
   void write_train(const StepRecord& s, const IntervalSplit& split, std::optional<double> gpu_mib, double wall_s);
   void write_eval(const EvalRecord& e, double wall_s);
+  void write_record(const MetricValues& values, int64_t step);
   void write_classes() const;
 
   MetricsConfig cfg_;

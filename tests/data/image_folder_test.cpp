@@ -6,6 +6,8 @@
 #include "data/image_folder.h"
 #include "data/image_transforms.h"
 #include "data/loader.h"
+#include "tests/report/metrics_fields.h"
+#include "tests/report/tensorboard/tensorboard_scalars.h"
 #include "tests/support/test_support.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -14,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace ddp::test {
 namespace {
@@ -225,7 +228,7 @@ TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCro
 
 // A file that cannot be decoded: by default the run stops, the rank that read it naming the file, and no rank is
 // left waiting; with data.on_bad_sample = "skip" the next readable sample takes its place and the replacements are
-// counted over all ranks (metrics.jsonl, summary).
+// counted over all ranks (metrics.jsonl, TensorBoard, summary).
 TEST(ImageFolder, BadSamplesStopTheRunOrAreReplacedAndCounted) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
@@ -245,16 +248,26 @@ TEST(ImageFolder, BadSamplesStopTheRunOrAreReplacedAndCounted) {
   }
   EXPECT_TRUE(named) << "no rank named the file it could not read";
 
-  const auto skipped = run_ranks(2, cfg + " --data.on_bad_sample=skip");
+  const auto skipped = run_ranks(2, cfg + " --data.on_bad_sample=skip --metrics.tensorboard=true");
   for (const auto& r : skipped) ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(skipped[0].output.find("bad samples replaced   2"), std::string::npos) << skipped[0].output;
   const std::vector<std::string> lines = read_lines(dir / "out/metrics.jsonl");
   int64_t last = -1;
+  std::map<int64_t, double> by_step;
   for (const std::string& line : lines) {
     const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["kind"] == "train") last = record["bad_samples"].get<int64_t>();
+    if (record["kind"] == "train") by_step[record["step"].get<int64_t>()] = last = record["bad_samples"].get<int64_t>();
   }
   EXPECT_EQ(last, 2);  // 8 samples over 2 ranks, no padding: each bad file read once in the epoch
+  if (python_has_modules("tensorboard")) {
+    std::map<int64_t, double> scalars;
+    for (const auto& s : read_tensorboard_scalars(dir / "out/tensorboard"))
+      if (s.tag == "data/bad_samples") scalars[s.step] = s.value;
+    EXPECT_EQ(scalars, by_step);
+  }
+  RunConditions run;
+  run.multi_rank = run.image_folder = true;  // 2 classes: no top-5
+  EXPECT_GT(expect_records_as_the_table_says(dir / "out/metrics.jsonl", run).first, 0);
 }
 
 // A folder whose classes differ in colour and in the direction of a bar, trained from scratch with the standard

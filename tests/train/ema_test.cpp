@@ -1,6 +1,7 @@
 // training.ema_decay: the averaged weights and buffers equal torch.optim.swa_utils.AveragedModel's (EMA, buffers
 // included) on two ranks of Python DDP, are evaluated beside the raw ones and saved as model_ema.pt. (A resumed run
 // continues the average bit for bit: tests/models/torchscript_test.cpp.)
+#include "tests/report/metrics_fields.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +48,11 @@ TEST(Ema, TwoRanksMatchAveragedModelOfPythonDdp) {
     if (record["kind"] == "eval") accuracy_ema = record.value("accuracy_ema", -2.0);
   }
   EXPECT_GE(accuracy_ema, 0.0);
+  RunConditions run;
+  run.multi_rank = run.ema = run.more_than_five_classes = true;
+  const auto records = expect_records_as_the_table_says(dir / "out/metrics.jsonl", run);
+  EXPECT_GT(records.first, 0);
+  EXPECT_GT(records.second, 0);
 }
 
 }  // namespace

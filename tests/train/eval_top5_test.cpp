@@ -1,4 +1,5 @@
 // Tests: top-5 accuracy is reported (metrics.jsonl, log line, summary) exactly when the model has more than 5 classes.
+#include "tests/report/metrics_fields.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -46,12 +47,18 @@ TEST(EvalTop5, ReportedForSixClassesNotForFive) {
   EXPECT_NE(six.run.output.find(" top-5 "), std::string::npos) << six.run.output;  // the eval log line
   EXPECT_NE(six.run.output.find("(" + std::to_string(correct_top5) + "/40)"), std::string::npos) << six.run.output;
   EXPECT_NE(six.run.output.find("  final eval top-5"), std::string::npos) << six.run.output;
+  // Every record carries the fields the metrics table says of one rank on CPU.
+  RunConditions run;
+  run.more_than_five_classes = true;
+  EXPECT_EQ(expect_records_as_the_table_says(dir / "out6/metrics.jsonl", run), std::make_pair(1, 1));
 
   const Top5Run five = run_with_classes(dir, 5);
   ASSERT_EQ(five.run.exit_code, 0) << five.run.output;
   ASSERT_NE(five.eval_record.find("\"correct\":"), std::string::npos) << five.eval_record;
   EXPECT_EQ(five.eval_record.find("top5"), std::string::npos) << five.eval_record;
   EXPECT_EQ(five.run.output.find("top-5"), std::string::npos) << five.run.output;
+  run.more_than_five_classes = false;
+  EXPECT_EQ(expect_records_as_the_table_says(dir / "out5/metrics.jsonl", run), std::make_pair(1, 1));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // A run whose gradients stop being finite ends there: exit 1 and one error line naming the step, the parameter
 // and the newest checkpoint, no model.pt, and no checkpoint holding a non-finite value.
+#include "tests/report/metrics_fields.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -79,6 +80,9 @@ TEST(NonFinite, SkipModeSkipsOnEveryRankThenStopsAfterTheLimitInARow) {
       skips = std::stoll(line.substr(at + 18));
     }
   EXPECT_EQ(skips, 3);
+  RunConditions run;  // the records of skipped steps too (grad_norm null)
+  run.multi_rank = run.nonfinite_skip = run.more_than_five_classes = true;
+  EXPECT_GT(expect_records_as_the_table_says(dir / "skip/metrics.jsonl", run).first, 0);
   EXPECT_FALSE(std::filesystem::exists(dir / "skip/model.pt"));
 }
 
