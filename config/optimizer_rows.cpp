@@ -14,8 +14,8 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 }
 
 bool same_declaration(const HyperparameterKey& a, const HyperparameterKey& b) {
-  return a.flag == b.flag && a.default_value == b.default_value && a.key.min == b.key.min &&
-         a.key.max == b.key.max && a.key.min_open == b.key.min_open && a.key.max_open == b.key.max_open &&
+  return a.flag == b.flag && a.default_value == b.default_value && a.key.min == b.key.min && a.key.max == b.key.max &&
+         a.key.min_open == b.key.min_open && a.key.max_open == b.key.max_open &&
          a.key.resume_may_change == b.key.resume_may_change;
 }
 

@@ -20,8 +20,8 @@ struct OptimizerConfig;
 // eps, weight_decay) declare it alike; its doc may differ per optimizer.
 struct HyperparameterKey {
   Key key;
-  bool flag = false;          // a bool key (true) or a float key (false)
-  double default_value = 0;   // a bool key's: 0 (false) or 1 (true)
+  bool flag = false;         // a bool key (true) or a float key (false)
+  double default_value = 0;  // a bool key's: 0 (false) or 1 (true)
 };
 
 // A rule across an optimizer's keys that a config breaks: the keys it concerns (the error points at the first one
@@ -35,8 +35,8 @@ struct OptimizerKeyRow {
   std::string_view name;        // optimizer.name
   std::string_view torch_name;  // what it is in torch.optim ("torch.optim.RMSprop")
   std::vector<HyperparameterKey> keys;
-  bool has_fused = false;       // torch.optim has a fused=True implementation of it (optimizer.fused)
-  bool steps_on_device = false; // with optimizer.fused, its step takes lr and found_inf on the device (cuda_graph)
+  bool has_fused = false;        // torch.optim has a fused=True implementation of it (optimizer.fused)
+  bool steps_on_device = false;  // with optimizer.fused, its step takes lr and found_inf on the device (cuda_graph)
   std::function<std::optional<BrokenRule>(const OptimizerConfig&)> check;  // rules across its own keys, or null
 };
 

@@ -10,6 +10,7 @@
 #include "optim/optimizer_kind.h"
 #include "optim/param_state_access.h"
 #include "optim/torch_state_form.h"
+#include "optim/update_step.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
@@ -39,14 +40,9 @@ class KernelAdam : public Base, public TorchStateForm {
 
   torch::Tensor step(typename Base::LossClosure closure = nullptr) override {
     if (kernels_ == UpdateKernels::kForLoop) return Base::step(std::move(closure));
-    torch::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& group : this->param_groups_) step_group(group);
-    return loss;
+    return step_with_closure(closure, [&] {
+      for (auto& group : this->param_groups_) step_group(group);
+    });
   }
 
   // torch.optim.Adam's param_groups keys after "lr", in its order.
@@ -93,12 +89,7 @@ class KernelAdam : public Base, public TorchStateForm {
 
   void step_group(torch::optim::OptimizerParamGroup& group) {
     const auto& o = static_cast<const Options&>(group.options());
-    std::vector<torch::Tensor> params;
-    for (const auto& p : group.params())
-      if (p.grad().defined()) {
-        TORCH_CHECK(!p.grad().is_sparse(), "Adam does not support sparse gradients");
-        params.push_back(p);
-      }
+    const std::vector<torch::Tensor> params = params_with_grad(group, "Adam");
     for (const auto& indices : group_by_device_and_dtype(params)) {
       Lists l;
       for (size_t i : indices) {

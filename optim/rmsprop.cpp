@@ -9,6 +9,7 @@
 #include "optim/optimizer_kind.h"
 #include "optim/param_state_access.h"
 #include "optim/torch_state_form.h"
+#include "optim/update_step.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
@@ -29,14 +30,9 @@ class KernelRMSprop : public torch::optim::RMSprop, public TorchStateForm {
       : torch::optim::RMSprop(std::move(params), options), kernels_(kernels) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    torch::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& group : param_groups_) step_group(group);
-    return loss;
+    return step_with_closure(closure, [&] {
+      for (auto& group : param_groups_) step_group(group);
+    });
   }
 
   // torch.optim.RMSprop's param_groups keys after "lr", in its order.
@@ -82,12 +78,7 @@ class KernelRMSprop : public torch::optim::RMSprop, public TorchStateForm {
 
   void step_group(torch::optim::OptimizerParamGroup& group) {
     const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
-    std::vector<torch::Tensor> params;
-    for (const auto& p : group.params())
-      if (p.grad().defined()) {
-        TORCH_CHECK(!p.grad().is_sparse(), "RMSprop does not support sparse gradients");
-        params.push_back(p);
-      }
+    const std::vector<torch::Tensor> params = params_with_grad(group, "RMSprop");
     for (const auto& indices : group_by_device_and_dtype(params)) {
       Lists l;
       for (size_t i : indices) {
@@ -196,12 +187,15 @@ std::unique_ptr<torch::optim::Optimizer> make_rmsprop(const OptimizerConfig& cfg
 
 const OptimizerKind& rmsprop_optimizer() {
   static const OptimizerKind kind{
-      {"rmsprop", "torch.optim.RMSprop",
+      {"rmsprop",
+       "torch.optim.RMSprop",
        {momentum_key("momentum factor"),
         float_key(Key("alpha", "smoothing constant of the squared-gradient average").at_least(0).at_most(1), 0.99),
         eps_key("term added to the denominator"), weight_decay_key("L2 penalty"),
         bool_key(Key("centered", "centered RMSprop: gradients normalised by an estimate of their variance"), false)},
-       /*has_fused=*/false, /*steps_on_device=*/false, nullptr},
+       /*has_fused=*/false,
+       /*steps_on_device=*/false,
+       nullptr},
       make_rmsprop,
       [](const c10::impl::GenericDict& group) { return group.contains("alpha") && group.contains("centered"); }};
   return kind;

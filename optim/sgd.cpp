@@ -10,6 +10,7 @@
 #include "optim/optimizer_kind.h"
 #include "optim/param_state_access.h"
 #include "optim/torch_state_form.h"
+#include "optim/update_step.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_mul.h>
@@ -25,14 +26,9 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchS
       : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
-    torch::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& group : param_groups_) step_group(group, torch::Tensor());
-    return loss;
+    return step_with_closure(closure, [&] {
+      for (auto& group : param_groups_) step_group(group, torch::Tensor());
+    });
   }
 
   // The fused kernel takes found_inf (torch.optim's fused SGD has _step_supports_amp_scaling) and a tensor lr.
@@ -50,10 +46,14 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchS
   // torch.optim.SGD's param_groups keys after "lr", in its order.
   std::vector<GroupField> group_fields(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
-    return {{"momentum", o.momentum()},     {"dampening", o.dampening()},
-            {"weight_decay", o.weight_decay()}, {"nesterov", o.nesterov()},
-            {"maximize", false},             {"foreach", c10::IValue(), false},
-            {"differentiable", false, false}, {"fused", c10::IValue(), false}};
+    return {{"momentum", o.momentum()},
+            {"dampening", o.dampening()},
+            {"weight_decay", o.weight_decay()},
+            {"nesterov", o.nesterov()},
+            {"maximize", false},
+            {"foreach", c10::IValue(), false},
+            {"differentiable", false, false},
+            {"fused", c10::IValue(), false}};
   }
   c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const override {
     c10::impl::GenericDict out = new_str_dict();
@@ -74,13 +74,9 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchS
  private:
   void step_group(torch::optim::OptimizerParamGroup& group, const torch::Tensor& found_inf) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-    std::vector<torch::Tensor> params, grads;
-    for (const auto& p : group.params())
-      if (p.grad().defined()) {
-        TORCH_CHECK(!p.grad().is_sparse(), "SGD does not support sparse gradients");
-        params.push_back(p);
-        grads.push_back(p.grad());
-      }
+    const std::vector<torch::Tensor> params = params_with_grad(group, "SGD");
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
     for (const auto& indices : group_by_device_and_dtype(params)) {
       std::vector<torch::Tensor> device_params = pick(params, indices), device_grads = pick(grads, indices);
       if (kernels_ == UpdateKernels::kFused)
@@ -207,10 +203,13 @@ std::optional<BrokenRule> check_sgd(const OptimizerConfig& cfg) {
 
 const OptimizerKind& sgd_optimizer() {
   static const OptimizerKind kind{
-      {"sgd", "torch.optim.SGD",
+      {"sgd",
+       "torch.optim.SGD",
        {momentum_key("momentum factor"), weight_decay_key("L2 penalty"),
         bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false)},
-       /*has_fused=*/true, /*steps_on_device=*/true, check_sgd},
+       /*has_fused=*/true,
+       /*steps_on_device=*/true,
+       check_sgd},
       make_sgd,
       // Only SGD's groups have dampening (RMSprop's have momentum too).
       [](const c10::impl::GenericDict& group) { return group.contains("momentum") && group.contains("dampening"); }};

@@ -115,7 +115,7 @@ TEST(OptimizerRows, EachRowsStateRoundTripsThroughItsTorchOptimClassAndOnlyItsRo
     ASSERT_TRUE(theirs.isGenericDict());
     EXPECT_EQ(load_optimizer_state_dict(*fresh, theirs.toGenericDict()), std::vector<std::string>{});
     const c10::impl::GenericDict again = optimizer_state_dict(*fresh);
-    const c10::IValue& a = state.at("state"), &b = again.at("state");
+    const c10::IValue &a = state.at("state"), &b = again.at("state");
     ASSERT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
     for (const auto& entry : a.toGenericDict()) {
       const auto ours = entry.value().toGenericDict(), back = b.toGenericDict().at(entry.key()).toGenericDict();
