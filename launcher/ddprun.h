@@ -1,11 +1,15 @@
-// ddprun: starts worker processes with torchrun's environment contract.
+// launch_job: runs one ddprun job: its secret, the workers' environment, the job store and rendezvous, the agent loop.
 #pragma once
 
+#include "launcher/options.h"
+
 #include <string>
-#include <vector>
 
 namespace ddp {
 
-int ddprun_main(const std::vector<std::string>& args);
+// Runs PROGRAM (`program_path`, resolved) as `o` asks and returns ddprun's exit code. Throws LaunchUsageError for a
+// bad DDPTRAIN_JOB_SECRET or flags that differ from the job's other nodes, std::runtime_error when the job store
+// cannot be served or reached.
+int launch_job(const LaunchOptions& o, const std::string& program_path);
 
 }  // namespace ddp

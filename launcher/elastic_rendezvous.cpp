@@ -75,7 +75,7 @@ std::optional<Membership> ElasticRendezvous::join(int64_t from_round, const std:
         break;  // it started without this node: wait for the next round
       }
       if (auto stopped = store_.stopped()) {
-        *none = {false, "the job was stopped: " + *stopped};
+        *none = {false, *stopped};
         return std::nullopt;
       }
       if (store_.get_if_set("finished")) {

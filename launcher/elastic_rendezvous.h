@@ -27,7 +27,8 @@ struct Membership {
   int64_t nnodes() const { return static_cast<int64_t>(nodes.size()); }
 };
 
-// Why join() gave no round: the job finished (a node that waited for room), or it was stopped or interrupted.
+// Why join() gave no round: the job finished (a node that waited for room: `why` says so), or it was stopped (`why`:
+// the stop's reason) or interrupted.
 struct NoRound {
   bool job_finished = false;
   std::string why;

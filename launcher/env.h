@@ -2,6 +2,7 @@
 #pragma once
 
 #include "base/cpus.h"
+#include "launcher/assignment.h"
 #include "launcher/options.h"
 
 #include <cstdint>
@@ -18,7 +19,8 @@ int64_t default_omp_threads(int64_t local_workers);
 // MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
 // TORCHELASTIC_USE_AGENT_STORE (False: rank 0 serves the store) and TORCH_NCCL_ASYNC_ERROR_HANDLING (kept if set,
 // else 1, as torchrun 2.x).
+// What the round decided comes from `a`; the role, local world size and restart budget from `o`.
 std::map<std::string, std::string> worker_env(std::map<std::string, std::string> base, const LaunchOptions& o,
-                                              int64_t local_rank, int64_t restart_count);
+                                              const RoundAssignment& a, int64_t local_rank);
 
 }  // namespace ddp

@@ -1,9 +1,8 @@
-// ddprun command line: torchrun's flags (dashes or underscores, --flag=value or --flag value) into LaunchOptions.
+// LaunchOptions: what the user asked ddprun for (its parsed flags), fixed once the command line is parsed.
 #pragma once
 
 #include <csignal>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -16,7 +15,11 @@ namespace ddp {
 struct StreamSelection {
   int all = 0;
   std::map<int64_t, int> by_local_rank;
-  int for_local_rank(int64_t local_rank) const;
+  int for_local_rank(int64_t local_rank) const {
+    if (by_local_rank.empty()) return all;
+    const auto it = by_local_rank.find(local_rank);
+    return it == by_local_rank.end() ? 0 : it->second;
+  }
 };
 constexpr int kStdout = 1;
 constexpr int kStderr = 2;
@@ -32,12 +35,13 @@ struct RendezvousConf {
   int is_host = -1;                    // c10d: 1 = serve the endpoint's store, 0 = never, -1 = when the host is this one
 };
 
+// The flags as given (launcher/flags.cpp declares each with its default); what a round decides is a RoundAssignment.
 struct LaunchOptions {
   int64_t nnodes = 1;     // static: the nodes of the job; c10d: at most this many (--nnodes MIN:MAX's MAX)
   int64_t min_nodes = 1;  // c10d: a round starts with at least this many nodes (MIN)
   int64_t nproc_per_node = 1;
-  int64_t node_rank = 0;
-  std::string master_addr = "127.0.0.1";
+  int64_t node_rank = 0;                 // static: this node's rank (c10d: agreed at each rendezvous instead)
+  std::string master_addr = "127.0.0.1";  // static: node 0's address (c10d: agreed at each rendezvous instead)
   int master_port = 29500;
   bool standalone = false;          // one node, a free port on 127.0.0.1, a random run id
   int64_t max_restarts = 0;
@@ -48,10 +52,10 @@ struct LaunchOptions {
   std::string run_id = "none";      // TORCHELASTIC_RUN_ID
   std::string role = "default";     // ROLE_NAME
   std::string rdzv_backend = "static";  // "static": --node-rank and --master-addr given; "c10d": nodes meet at an endpoint
+  std::string rdzv_endpoint;             // as written ("" = none)
   std::string rdzv_host;                 // c10d: --rdzv-endpoint's host (its ddprun serves the rendezvous store)
   int rdzv_port = 29400;                 // c10d: --rdzv-endpoint's port (torchrun's default)
   RendezvousConf rdzv_conf;
-  bool node_rank_given = false;
   std::string local_addr;           // how other nodes reach this one ("" = the address that routes to the endpoint)
   double monitor_interval_s = 0.1;  // how often ddprun looks at its workers and the other nodes (torchrun's default)
   double grace_period_s = 30;       // SIGTERM to SIGKILL when stopping workers (torchrun's default)
@@ -61,16 +65,7 @@ struct LaunchOptions {
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
   // --local-ranks-filter: the local ranks whose output reaches the console (empty: all); log files keep every rank's
   std::vector<int64_t> local_ranks_filter;
-  // Where this node's workers sit among the job's ranks in the current round (set when the nodes meet, by with_ranks):
-  // the global rank of its local rank 0, and the number of ranks of the whole job.
-  int64_t first_rank = 0;
-  int64_t world_size = 1;
 };
-
-// `o` with first_rank and world_size for node o.node_rank of nodes that run local_world_sizes[n] workers each
-// (node-rank order), as torchrun's agent assigns ranks (_assign_worker_ranks): each node's ranks follow those of the
-// nodes before it, so nodes may run different numbers of workers.
-LaunchOptions with_ranks(LaunchOptions o, const std::vector<int64_t>& local_world_sizes);
 
 // Whether nodes meet at a --rdzv-endpoint (torchrun's c10d rendezvous) rather than at --master-addr with --node-rank.
 inline bool elastic(const LaunchOptions& o) { return o.rdzv_backend == "c10d"; }
@@ -79,18 +74,5 @@ inline bool elastic(const LaunchOptions& o) { return o.rdzv_backend == "c10d"; }
 struct LaunchUsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// What --nproc-per-node's words count on this node, asked only when a word needs it.
-struct NodeCounts {
-  std::function<int64_t()> gpus;  // CUDA devices the workers can use (0 without CUDA, or in a CPU-only build)
-  std::function<int64_t()> cpus;  // CPUs this process may run on
-};
-NodeCounts this_node();
-
-// Parses ddprun's argv[1..]; the first argument that is not a flag (or everything after "--") is PROGRAM ARGS.
-// --nproc-per-node takes a number or torchrun's words: gpu (CUDA devices; an error without any), cpu, auto (GPUs when
-// there are any, else CPUs), counted by `node`.
-LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node = this_node());
-std::string launch_usage();
 
 }  // namespace ddp

@@ -1,4 +1,4 @@
-// ddprun worker output: line splitting, [rank N] prefixes, per-rank log files and the failure tail.
+// ddprun output: line splitting, [rank N] prefixes, per-rank log files, the failure tail and [ddprun] lines.
 #include "launcher/output.h"
 
 #include <fcntl.h>
@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 namespace ddp {
+
+void launcher_log(const std::string& message) { write_fully(STDERR_FILENO, "[ddprun] " + message + "\n"); }
 
 void write_fully(int fd, const std::string& text) {
   size_t done = 0;

@@ -1,4 +1,4 @@
-// ddprun worker output: one rank's stdout/stderr to the console ([rank N] prefix), its log file and a tail.
+// ddprun output: each rank's stdout/stderr to the console ([rank N] prefix), log file and tail; [ddprun] lines.
 #pragma once
 
 #include <cstdint>
@@ -41,5 +41,8 @@ class RankOutput {
 
 // Writes all of `text` to fd, retrying short writes; errors (a closed console) are ignored.
 void write_fully(int fd, const std::string& text);
+
+// Writes "[ddprun] <message>" on stderr.
+void launcher_log(const std::string& message);
 
 }  // namespace ddp

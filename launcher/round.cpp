@@ -20,8 +20,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string describe_worker(const Worker& w, const LaunchOptions& o) {
-  return "rank " + std::to_string(w.rank) + " (node " + std::to_string(o.node_rank) + ", local rank " +
+std::string describe_worker(const Worker& w, int64_t node_rank) {
+  return "rank " + std::to_string(w.rank) + " (node " + std::to_string(node_rank) + ", local rank " +
          std::to_string(w.local_rank) + ", pid " + std::to_string(w.process.pid) + ")";
 }
 
@@ -61,13 +61,14 @@ struct Stop {
 // workers, the other nodes' news (through the job store) and the grace period, in that order.
 class Round {
  public:
-  Round(const LaunchOptions& o, int64_t restart_count, int64_t round, const std::string& program_path,
+  Round(const LaunchOptions& o, const RoundAssignment& a, const std::string& program_path,
         const std::map<std::string, std::string>& base_env, JobStore* store, ElasticRendezvous* rendezvous)
-      : o_(o),
-        round_(round),
+      : node_rank_(a.node_rank),
+        round_(a.round),
         store_(store),
         rendezvous_(rendezvous),
-        group_(o, restart_count, program_path, base_env),
+        group_(o, a, program_path, base_env),
+        monitor_interval_(std::max<int64_t>(1, static_cast<int64_t>(o.monitor_interval_s * 1000))),
         grace_(std::chrono::milliseconds(static_cast<int64_t>(o.grace_period_s * 1000))) {
     std::ostringstream os;
     os << o.grace_period_s << " s";
@@ -106,7 +107,7 @@ class Round {
     for (const Worker& w : group_.workers()) {
       char state = 0;
       if (w.exited || process_start_time(w.process.pid, &state) == 0 || (state != 'T' && state != 't')) continue;
-      launcher_log(describe_worker(w, o_) + " is stopped (SIGSTOP or a debugger): the job's collectives wait for " +
+      launcher_log(describe_worker(w, node_rank_) + " is stopped (SIGSTOP or a debugger): the job's collectives wait for " +
                    "it, and it cannot act on " + signal_name(sig));
     }
   }
@@ -130,7 +131,7 @@ class Round {
     if (result_.signal == 0) {
       result_.signal = sig;
       result_.reason = "ddprun received " + signal_name(sig);
-      const std::string why = "node " + std::to_string(o_.node_rank) + "'s ddprun received " + signal_name(sig);
+      const std::string why = "node " + std::to_string(node_rank_) + "'s ddprun received " + signal_name(sig);
       if (sig != SIGUSR1) tell_store([&] { store_->report_stopped(why); });
     }
     if (again) {
@@ -152,7 +153,7 @@ class Round {
       }
       if (stop_.started || wait_status_ok(w->wait_status)) continue;
       result_.end = RoundEnd::kWorkerFailed;
-      result_.reason = describe_worker(*w, o_) + " " + describe_wait_status(w->wait_status);
+      result_.reason = describe_worker(*w, node_rank_) + " " + describe_wait_status(w->wait_status);
       group_.read_available(*w);  // what it wrote last belongs to the tail
       launcher_log(result_.reason);
       log_last_lines(*w);
@@ -216,28 +217,26 @@ class Round {
     stop_.killed = true;
   }
 
-  const LaunchOptions& o_;
+  int64_t node_rank_;
   int64_t round_;
   JobStore* store_;
   ElasticRendezvous* rendezvous_;
   WorkerGroup group_;
+  std::chrono::milliseconds monitor_interval_;
   std::chrono::milliseconds grace_;
   std::string grace_text_;
   RoundResult result_;
   Stop stop_;
   int signals_seen_ = 0;
   Clock::time_point last_store_poll_ = Clock::now();
-  std::chrono::milliseconds monitor_interval_{std::max<int64_t>(1, static_cast<int64_t>(o_.monitor_interval_s * 1000))};
 };
 
 }  // namespace
 
-void launcher_log(const std::string& message) { write_fully(STDERR_FILENO, "[ddprun] " + message + "\n"); }
-
-RoundResult run_round(const LaunchOptions& o, int64_t restart_count, int64_t round, const std::string& program_path,
+RoundResult run_round(const LaunchOptions& o, const RoundAssignment& a, const std::string& program_path,
                       const std::map<std::string, std::string>& base_env, JobStore* store,
                       ElasticRendezvous* rendezvous) {
-  return Round(o, restart_count, round, program_path, base_env, store, rendezvous).run();
+  return Round(o, a, program_path, base_env, store, rendezvous).run();
 }
 
 }  // namespace ddp

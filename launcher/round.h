@@ -1,6 +1,7 @@
 // ddprun's round: runs this node's workers once, until all exit, one fails, a signal arrives or another node fails.
 #pragma once
 
+#include "launcher/assignment.h"
 #include "launcher/elastic_rendezvous.h"
 #include "launcher/options.h"
 #include "launcher/store.h"
@@ -20,6 +21,7 @@ enum class RoundEnd {
                   // again
 };
 
+// What supervising the round saw (torchelastic's RunResult); launcher/outcome.h says what it means for the job.
 struct RoundResult {
   RoundEnd end = RoundEnd::kSucceeded;
   std::string reason;     // for every end but kSucceeded
@@ -27,16 +29,13 @@ struct RoundResult {
   bool requeued = false;  // a worker exited kRequeueExitCode: it checkpointed before a scheduler's time limit
 };
 
-// Starts the workers (TORCHELASTIC_RESTART_COUNT=`restart_count`) of the job store's round `round` and supervises
-// them; when one fails, ddprun received a stop signal, or the job store says the round failed, it stops all local
-// workers (the signal, or SIGTERM, then SIGKILL after --grace-period) and returns only once no process of any
-// worker's process group is left. With `rendezvous` (c10d) it also sends keep-alives, ends the round when a member
-// misses them (a failure), and when nodes wait to join it sends the workers SIGUSR1 (checkpoint at the next step).
-RoundResult run_round(const LaunchOptions& o, int64_t restart_count, int64_t round, const std::string& program_path,
+// Starts the workers of round `a` (its ranks, a.restart_count as TORCHELASTIC_RESTART_COUNT) and supervises them;
+// when one fails, ddprun received a stop signal, or the job store says the round failed, it stops all local workers
+// (the signal, or SIGTERM, then SIGKILL after --grace-period) and returns only once no process of any worker's
+// process group is left. With `rendezvous` (c10d) it also sends keep-alives, ends the round when a member misses
+// them (a failure), and when nodes wait to join it sends the workers SIGUSR1 (checkpoint at the next step).
+RoundResult run_round(const LaunchOptions& o, const RoundAssignment& a, const std::string& program_path,
                       const std::map<std::string, std::string>& base_env, JobStore* store,
                       ElasticRendezvous* rendezvous);
-
-// Writes "[ddprun] <message>" on stderr.
-void launcher_log(const std::string& message);
 
 }  // namespace ddp

@@ -19,22 +19,23 @@ std::string rank_log_path(const std::string& log_dir, int64_t restart_count, int
   return log_dir + "/attempt_" + std::to_string(restart_count) + "/rank_" + std::to_string(rank) + ".log";
 }
 
-WorkerGroup::WorkerGroup(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
+WorkerGroup::WorkerGroup(const LaunchOptions& o, const RoundAssignment& a, const std::string& program_path,
                          const std::map<std::string, std::string>& base_env) {
+  const int64_t restart_count = a.restart_count;
   try {
     if (!o.log_dir.empty())
       std::filesystem::create_directories(o.log_dir + "/attempt_" + std::to_string(restart_count));
     for (int64_t local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
       Worker w;
       w.local_rank = local_rank;
-      w.rank = o.first_rank + local_rank;
+      w.rank = a.first_rank + local_rank;
       const int redirected = o.redirects.for_local_rank(local_rank);
       const int to_file = o.streams_chosen ? (redirected | o.tee.for_local_rank(local_rank)) : (kStdout | kStderr);
       const bool shown = o.local_ranks_filter.empty() ||
                          std::count(o.local_ranks_filter.begin(), o.local_ranks_filter.end(), local_rank) > 0;
       w.output = std::make_unique<RankOutput>(w.rank, shown ? (kStdout | kStderr) & ~redirected : 0, to_file,
                                               o.log_dir.empty() ? "" : rank_log_path(o.log_dir, restart_count, w.rank));
-      w.process = spawn_worker(program_path, o.program, worker_env(base_env, o, local_rank, restart_count));
+      w.process = spawn_worker(program_path, o.program, worker_env(base_env, o, a, local_rank));
       workers_.push_back(std::move(w));
     }
   } catch (...) {

@@ -1,6 +1,7 @@
 // ddprun's local worker group: starts this node's workers for one round, routes their output, reaps and signals them.
 #pragma once
 
+#include "launcher/assignment.h"
 #include "launcher/options.h"
 #include "launcher/output.h"
 #include "launcher/process.h"
@@ -23,9 +24,9 @@ struct Worker {
 
 class WorkerGroup {
  public:
-  // Starts --nproc-per-node workers of PROGRAM for restart round `restart_count` (throws if one cannot start,
-  // after killing those already started).
-  WorkerGroup(const LaunchOptions& o, int64_t restart_count, const std::string& program_path,
+  // Starts --nproc-per-node workers of PROGRAM with the ranks of `a` (throws if one cannot start, after killing
+  // those already started).
+  WorkerGroup(const LaunchOptions& o, const RoundAssignment& a, const std::string& program_path,
               const std::map<std::string, std::string>& base_env);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;

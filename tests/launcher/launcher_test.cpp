@@ -1,13 +1,15 @@
 // ddprun: the workers' environment (against torchrun itself), flag spellings, --standalone, usage errors.
 #include "tests/launcher/launcher_test_support.h"
 
-#include "launcher/options.h"
+#include "launcher/command_line.h"
+#include "launcher/flags.h"
 
 #include <gtest/gtest.h>
 
 #include <sched.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -416,6 +418,43 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
                            "--monitor-interval",
                            "MIN:MAX"})
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+}
+
+// --help is generated from the flag table: every row shows its spellings, default, torchrun flag, worker variable and
+// doc, and every spelling it shows is one the parser takes.
+TEST(LauncherFlagsTest, HelpListsEveryFlagRowAndTheParserTakesEverySpelling) {
+  auto collapsed = [](const std::string& text) {  // wrapped lines read as one
+    std::string out;
+    for (char c : text) {
+      if (!std::isspace(static_cast<unsigned char>(c)))
+        out += c;
+      else if (!out.empty() && out.back() != ' ')
+        out += ' ';
+    }
+    return out;
+  };
+  const std::map<std::string, std::string> samples = {
+      {"node-rank", "0"}, {"rdzv-backend", "static"}, {"rdzv-conf", "timeout=5"}, {"signals-to-handle", "SIGTERM"}};
+  const std::string usage = collapsed(launch_usage());
+  for (const FlagRow& row : launch_flags()) {
+    std::vector<std::string> spellings = {std::string("--") + row.name};
+    for (const char* alias : row.aliases) spellings.push_back(alias[0] == '-' ? alias : std::string("--") + alias);
+    for (const auto& spelling : spellings) {
+      EXPECT_NE(usage.find(spelling), std::string::npos) << spelling;
+      std::vector<std::string> args = {"--log-dir=/tmp", spelling};
+      if (*row.value) args.push_back(samples.count(row.name) ? samples.at(row.name) : "1");
+      args.push_back("prog");
+      EXPECT_NO_THROW(parse_launch_args(args)) << spelling;
+    }
+    EXPECT_NE(usage.find(collapsed(row.doc)), std::string::npos) << row.name;
+    const std::vector<std::pair<std::string, const char*>> facts = {
+        {"default ", row.default_text}, {"torchrun ", row.torchrun}, {"sets ", row.worker_env}};
+    for (const auto& [label, fact] : facts) {
+      if (*fact) {
+        EXPECT_NE(usage.find(label + fact), std::string::npos) << row.name << ": " << label << fact;
+      }
+    }
+  }
 }
 
 TEST(LauncherFlagsTest, StandaloneUsesAFreeLocalPortAndARunId) {
