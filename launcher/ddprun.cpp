@@ -28,8 +28,6 @@ std::string random_run_id() {
   return id;
 }
 
-bool interrupted() { return received_stop_signal() != 0; }
-
 // Round 0's assignment before the nodes meet: the flags' node rank and master (--standalone: 127.0.0.1, a free port
 // and a random run id, as torchrun's --standalone picks its own rendezvous).
 RoundAssignment first_assignment(const LaunchOptions& o) {

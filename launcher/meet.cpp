@@ -9,8 +9,6 @@ namespace {
 
 using Kind = RoundOutcome::Kind;
 
-bool interrupted() { return received_stop_signal() != 0; }
-
 // `a` with first_rank and world_size for node a.node_rank of nodes that run local_world_sizes[n] workers each
 // (node-rank order), as torchrun's agent assigns ranks (_assign_worker_ranks): each node's ranks follow those of the
 // nodes before it, so nodes may run different numbers of workers.

@@ -14,5 +14,7 @@ void drain_wake_fd();
 // The first forwarded signal received (0 if none), and how many have arrived (a SIGUSR1 after another not counted).
 int received_stop_signal();
 int received_stop_signal_count();
+// Whether a stop signal has arrived: what the launcher's waits check to give up.
+inline bool interrupted() { return received_stop_signal() != 0; }
 
 }  // namespace ddp
