@@ -24,12 +24,9 @@ std::string usage() {
          "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
          "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
-         "  --help-markdown  print the config key reference as docs/configuration.md's Markdown table and exit
-"
-         "  --help-metrics-markdown  print the metrics.jsonl fields and TensorBoard tags as docs/metrics.md's
-"
-         "                   Markdown table and exit
-"
+         "  --help-markdown  print the config key reference as docs/configuration.md's Markdown table and exit\n"
+         "  --help-metrics-markdown  print the metrics.jsonl fields and TensorBoard tags as docs/metrics.md's\n"
+         "                   Markdown table and exit\n"
          "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
          "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
          "  --help, -h       this text and every config key with its type, default and allowed values\n";
