@@ -71,6 +71,7 @@ constexpr KeyKind kind_of() {
     return KeyKind::Choice;  // an enum of config/choices.h, ResumeFrom or a RowChoice
 }
 
+// Whether T holds a row's name (RowChoice: optimizer.name, model.name, data.dataset).
 template <class T>
 struct is_row_choice : std::false_type {};
 template <class Row>

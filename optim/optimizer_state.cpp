@@ -6,6 +6,8 @@
 #include "optim/param_state_access.h"
 #include "optim/torch_state_form.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 #include <stdexcept>
 
