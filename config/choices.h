@@ -1,4 +1,5 @@
-// Config choices: every closed set of names a key accepts, as an enum whose names are written here once.
+// Config choices: every closed set of names a key accepts, as an enum whose names are written here once (the names
+// of optimizer.name, model.name and data.dataset are rows: config/row_choice.h).
 #pragma once
 
 #include <optional>
@@ -18,17 +19,6 @@ struct NamedChoice {
 // a later name for the same value is an alias accepted at load (amp.dtype's fp16, bf16).
 template <class E>
 struct ChoiceTable;
-
-// data.dataset: the datasets data/dataset.cpp builds.
-enum class DatasetName { Mnist, FashionMnist, Cifar10, ImageFolder, Synthetic };
-template <>
-struct ChoiceTable<DatasetName> {
-  static constexpr NamedChoice<DatasetName> names[] = {{DatasetName::Mnist, "mnist"},
-                                                       {DatasetName::FashionMnist, "fashion-mnist"},
-                                                       {DatasetName::Cifar10, "cifar10"},
-                                                       {DatasetName::ImageFolder, "image_folder"},
-                                                       {DatasetName::Synthetic, "synthetic"}};
-};
 
 // training.on_nonfinite: what a step whose gradients are not finite does (when no loss scaler handles it).
 enum class OnNonFinite { Stop, Skip };
@@ -57,19 +47,6 @@ enum class Augment { Standard, None };
 template <>
 struct ChoiceTable<Augment> {
   static constexpr NamedChoice<Augment> names[] = {{Augment::Standard, "standard"}, {Augment::None, "none"}};
-};
-
-// model.name: the architectures models/registry.cpp builds.
-enum class ModelName { Net, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152, TorchScript };
-template <>
-struct ChoiceTable<ModelName> {
-  static constexpr NamedChoice<ModelName> names[] = {{ModelName::Net, "net"},
-                                                     {ModelName::ResNet18, "resnet18"},
-                                                     {ModelName::ResNet34, "resnet34"},
-                                                     {ModelName::ResNet50, "resnet50"},
-                                                     {ModelName::ResNet101, "resnet101"},
-                                                     {ModelName::ResNet152, "resnet152"},
-                                                     {ModelName::TorchScript, "torchscript"}};
 };
 
 // model.memory_format

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "config/choices.h"
+#include "config/dataset_rows.h"
 #include "config/key.h"
+#include "config/model_rows.h"
 #include "config/optimizer_rows.h"
 
 #include <cstddef>
@@ -64,12 +66,9 @@ struct BoolOrAuto {
   bool value = false;  // when not automatic
 };
 
-// A number for every image channel alike, or one per channel: TOML `0.5` or `[0.4914, 0.4822, 0.4465]`.
-using PerChannel = std::vector<double>;
-
 // [data]: dataset, batching and normalisation.
 struct DataConfig {
-  DatasetName dataset = DatasetName::FashionMnist;
+  DatasetChoice dataset{"fashion-mnist"};
   std::string dir;
   int64_t batch_size = 64;
   int64_t eval_batch_size = 1000;
@@ -93,9 +92,7 @@ struct DataConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.dataset, Key("dataset",
-                       "the images: MNIST-format IDX files, CIFAR-10's binary batches, a folder of "
-                       "JPEG/PNG images per class (ImageNet's layout), or class templates made in memory"));
+    key(s.dataset, Key("dataset", dataset_name_doc()));
     key(s.dir, Key("dir", "folder of the dataset's files; \"\" = the dataset's default folder"));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
     key(s.eval_batch_size,
@@ -158,7 +155,7 @@ struct DataConfig {
 
 // [model]: architecture and optional starting weights.
 struct ModelConfig {
-  ModelName name = ModelName::Net;
+  ModelChoice name{"net"};
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   double dropout = 0.5;
@@ -171,9 +168,7 @@ struct ModelConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.name, Key("name",
-                    "net: the classic MNIST CNN; resnet*: torchvision's ResNets; torchscript: your module from "
-                    "Python (model.path)"));
+    key(s.name, Key("name", model_name_doc()));
     key(s.path, Key("path", "torchscript: the file torch.jit.save wrote (scripted or traced)"));
     key(s.in_channels, Key("in_channels", "image channels the first convolution takes; unset: the dataset's")
                            .at_least(1)
@@ -189,15 +184,13 @@ struct ModelConfig {
     key(s.memory_format, Key("memory_format", "layout convolutions run in; auto = channels_last for net and on CUDA"));
     key(s.skip_padding_taps,
         Key("skip_padding_taps", "convolutions leave out kernel taps that only read zero padding (same sums)"));
-    key(s.sync_batchnorm, Key("sync_batchnorm",
-                              "torch.nn.SyncBatchNorm: BatchNorm statistics over every rank's batch in training "
-                              "(built-in ResNets)"));
+    key(s.sync_batchnorm, Key("sync_batchnorm", sync_batchnorm_doc()));
   }
 };
 
 // [optimizer]: the update rule, one of the optimizer rows of optim/ (config/optimizer_rows.h), and how it runs.
 struct OptimizerConfig {
-  OptimizerChoice name;
+  OptimizerChoice name{"sgd"};
   double lr = 0.01;
   Hyperparameters hyper;  // every optimizer's own keys (momentum, betas, eps, ...): declared in its row in optim/
   Foreach foreach = Foreach::Auto;

@@ -138,10 +138,11 @@ class Assign {
     if (!v_.is_boolean()) throw type_error(KeyKind::BoolOrAuto);
     f = BoolOrAuto{false, *v_.value<bool>()};
   }
-  void operator()(OptimizerChoice& f) const {
-    const std::string s = choice_text<OptimizerChoice>();
-    const std::vector<std::string> names = optimizer_names();
-    if (std::find(names.begin(), names.end(), s) == names.end()) throw bad_choice<OptimizerChoice>(s);
+  template <class Row>
+  void operator()(RowChoice<Row>& f) const {
+    const std::string s = choice_text<RowChoice<Row>>();
+    const std::vector<std::string> names = row_names<Row>();
+    if (std::find(names.begin(), names.end(), s) == names.end()) throw bad_choice<RowChoice<Row>>(s);
     f.name = s;
   }
   void operator()(ResumeFrom& f) const {
@@ -297,46 +298,23 @@ void apply_override(Config& cfg, const std::string& text, KeyLocations& location
   locations[path] = loc;
 }
 
-// The defaults "" and -1 stand for: each dataset's folder and normalisation.
-// What a dataset of files is: where it lives by default, its images and their statistics (torchvision's usual
-// Normalize values). Synthetic images are what [data] and [model] say: no files, mean 0 and std 1.
-struct DatasetFacts {
-  const char* dir;
-  PerChannel mean, std;
-  int64_t channels, image_size;
-  bool any_image_size = false;  // data.image_size is the config's choice (synthetic images, image-folder crops)
-};
-
-DatasetFacts dataset_facts(const Config& cfg) {
-  switch (cfg.data.dataset) {
-    case DatasetName::FashionMnist:
-      return {"/usr/share/datasets/fashion-mnist", {0.2860}, {0.3530}, 1, 28};
-    case DatasetName::Mnist:
-      return {"data/mnist", {0.1307}, {0.3081}, 1, 28};
-    case DatasetName::Cifar10:
-      return {"data/cifar-10-batches-bin", {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, 3, 32};
-    case DatasetName::ImageFolder:
-      return {"data/imagenet", {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}, 3, 224, true};
-    case DatasetName::Synthetic:
-      break;
-  }
-  return {"", {0.0}, {1.0}, cfg.model.in_channels, cfg.data.image_size, true};
-}
-
 bool is_set(const KeyLocations& locations, const char* key) { return locations.count(key) > 0; }
 
+// The defaults "" and -1 stand for, and the keys the config leaves unset, from data.dataset's row: its folder, its
+// normalisation, its images' channels and size, its classes.
 void resolve_defaults(Config& cfg, const KeyLocations& locations) {
-  const DatasetFacts d = dataset_facts(cfg);
+  const DatasetRow& d = dataset_row(cfg.data.dataset.name);
   if (cfg.data.dir.empty()) cfg.data.dir = d.dir;
   if (cfg.data.mean == PerChannel{-1}) cfg.data.mean = d.mean;
   if (cfg.data.std == PerChannel{-1}) cfg.data.std = d.std;
   // A dataset of files decides its image shape unless the config says otherwise (then check_consistency objects).
-  if (!is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
-  if (!is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
-  if (cfg.data.dataset == DatasetName::ImageFolder) {
+  if (d.channels && !is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
+  if (d.image_size && !is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
+  if (d.num_classes && !is_set(locations, "model.num_classes")) cfg.model.num_classes = d.num_classes;
+  if (d.class_folders) {
     if (cfg.data.resize_size == 0) cfg.data.resize_size = cfg.data.image_size * 256 / 224;
-    // An image folder's classes are its training split's class folders (torchvision's find_classes); a folder that
-    // cannot be read leaves the default for the dataset's own error to explain.
+    // The classes are the training split's class folders (torchvision's find_classes); a folder that cannot be
+    // read leaves the default for the dataset's own error to explain.
     const size_t classes = sorted_subfolders(cfg.data.dir + "/train").size();
     if (!is_set(locations, "model.num_classes") && classes >= 2) cfg.model.num_classes = static_cast<int64_t>(classes);
   }
@@ -355,9 +333,11 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
   if (cfg.dist.backend == BackendChoice::Gloo)
     fail({"training.cuda_graph", "dist.backend"},
          why + "Gloo's collectives run on the host and cannot be captured; set dist.backend = \"nccl\" or \"auto\"");
-  if (cfg.model.name == ModelName::TorchScript)
+  if (!model_row(cfg.model.name.name).cuda_graph)
     fail({"training.cuda_graph", "model.name"},
-         why + "a TorchScript module may change shapes or read the host inside its forward; use a built-in model");
+         why + "model.name = \"" + cfg.model.name.name +
+             "\" may change shapes or read the host inside its forward; set model.name = " +
+             spoken_list(quoted_names(model_rows(), [](const ModelRow& row) { return row.cuda_graph; }), "or"));
   if (cfg.training.grad_accum_steps != 1)
     fail({"training.cuda_graph", "training.grad_accum_steps"},
          why + "one micro-batch per optimizer step is captured; set training.grad_accum_steps = 1");
@@ -425,16 +405,23 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     }
     throw ConfigError(loc + ": " + msg);
   };
-  if (cfg.data.download && cfg.data.dataset != DatasetName::Mnist)
-    fail({"data.download", "data.dataset"},
-         "data.download is only supported for dataset \"mnist\" (got \"" + choice_name(cfg.data.dataset) + "\")");
-  const DatasetFacts facts = dataset_facts(cfg);
-  const std::string dataset = "data.dataset = \"" + choice_name(cfg.data.dataset) + "\"";
+  const DatasetRow& facts = dataset_row(cfg.data.dataset.name);
+  // "dataset \"mnist\"", "datasets \"image_folder\" and \"synthetic\"": the rows `pick` selects.
+  auto datasets = [](auto&& pick) {
+    const std::vector<std::string> names = quoted_names(dataset_rows(), pick);
+    return (names.size() == 1 ? "dataset " : "datasets ") + spoken_list(names, "and");
+  };
+  if (cfg.data.download && !facts.download)
+    fail({"data.download", "data.dataset"}, "data.download is only supported for " +
+                                                datasets([](const DatasetRow& row) { return row.download; }) +
+                                                " (got \"" + cfg.data.dataset.name + "\")");
+  const std::string dataset = "data.dataset = \"" + cfg.data.dataset.name + "\"";
   if (!facts.any_image_size && cfg.data.image_size != facts.image_size)
-    fail({"data.image_size", "data.dataset"},
-         "data.image_size applies to datasets \"synthetic\" and \"image_folder\" only; " + dataset + " has " +
-             std::to_string(facts.image_size) + "x" + std::to_string(facts.image_size) + " images");
-  if (cfg.model.in_channels != facts.channels)
+    fail({"data.image_size", "data.dataset"}, "data.image_size applies to " +
+                                                  datasets([](const DatasetRow& row) { return row.any_image_size; }) +
+                                                  " only; " + dataset + " has " + std::to_string(facts.image_size) +
+                                                  "x" + std::to_string(facts.image_size) + " images");
+  if (facts.channels && cfg.model.in_channels != facts.channels)
     fail({"model.in_channels", "data.dataset"},
          dataset + " has " + std::to_string(facts.channels) +
              "-channel images, but model.in_channels = " + std::to_string(cfg.model.in_channels) +
@@ -443,24 +430,31 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
-  if (cfg.data.dataset == DatasetName::ImageFolder && cfg.data.resize_size < cfg.data.image_size)
+  if (facts.class_folders && cfg.data.resize_size < cfg.data.image_size)
     fail({"data.resize_size", "data.image_size"},
          "data.resize_size = " + std::to_string(cfg.data.resize_size) + " is smaller than data.image_size = " +
              std::to_string(cfg.data.image_size) + ": evaluation resizes the shorter side, then center-crops it");
-  if (cfg.model.name == ModelName::TorchScript && cfg.model.path.empty())
-    fail({"model.name"}, "model.name = \"torchscript\" needs model.path: the module torch.jit.save wrote");
-  if (cfg.model.name != ModelName::TorchScript && !cfg.model.path.empty())
-    fail({"model.path", "model.name"}, "model.path is the TorchScript module of model.name = \"torchscript\"");
-  if (cfg.model.reset_head && cfg.model.name == ModelName::TorchScript)
+  const ModelRow& model = model_row(cfg.model.name.name);
+  const std::string model_name = "model.name = \"" + cfg.model.name.name + "\"";
+  if (!model.path.empty() && cfg.model.path.empty())
+    fail({"model.name"}, model_name + " needs model.path: " + std::string(model.path));
+  if (model.path.empty() && !cfg.model.path.empty())
+    fail({"model.path", "model.name"},
+         "model.path is read by model.name = " +
+             spoken_list(quoted_names(model_rows(), [](const ModelRow& row) { return !row.path.empty(); }), "or") +
+             " only, not by " + model_name);
+  if (cfg.model.reset_head && !model.head_known)
     fail({"model.reset_head", "model.name"},
-         "model.reset_head needs a built-in model (its head is known); a "
-         "TorchScript module is loaded whole");
+         "model.reset_head needs a model whose classifier head is known; " + model_name + " is loaded whole");
   if (cfg.model.reset_head && cfg.model.init_from.empty())
     fail({"model.reset_head"},
          "model.reset_head re-initialises the head of the weights model.init_from loads; set "
          "model.init_from or leave reset_head false");
-  if (cfg.model.name == ModelName::Net && cfg.data.image_size != 28)
-    fail({"data.image_size", "model.name"}, "model net expects 28x28 images (data.image_size = 28)");
+  if (model.image_size && cfg.data.image_size != model.image_size) {
+    const std::string side = std::to_string(model.image_size);
+    fail({"data.image_size", "model.name"},
+         "model " + cfg.model.name.name + " expects " + side + "x" + side + " images (data.image_size = " + side + ")");
+  }
   check_optimizer(cfg.optimizer, fail);
   check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)

@@ -68,8 +68,14 @@ constexpr KeyKind kind_of() {
   else if constexpr (std::is_same_v<T, BoolOrAuto>)
     return KeyKind::BoolOrAuto;
   else
-    return KeyKind::Choice;  // an enum of config/choices.h, ResumeFrom or OptimizerChoice
+    return KeyKind::Choice;  // an enum of config/choices.h, ResumeFrom or a RowChoice
 }
+
+// Whether T holds a row's name (RowChoice: optimizer.name, model.name, data.dataset).
+template <class T>
+struct is_row_choice : std::false_type {};
+template <class Row>
+struct is_row_choice<RowChoice<Row>> : std::true_type {};
 
 // A choice key's names (aliases included); ResumeFrom also takes any other value, as a path.
 template <class T>
@@ -78,8 +84,8 @@ std::vector<std::string> names_of() {
     return choice_names<T>();
   else if constexpr (std::is_same_v<T, ResumeFrom>)
     return choice_names<ResumeMode>();
-  else if constexpr (std::is_same_v<T, OptimizerChoice>)
-    return optimizer_names();
+  else if constexpr (is_row_choice<T>::value)
+    return row_names<typename T::RowType>();
   else
     return {};
 }
@@ -158,7 +164,10 @@ inline std::string value_text(const BoolOrAuto& v) { return v.automatic ? quoted
 inline std::string value_text(const ResumeFrom& r) {
   return quoted(r.mode == ResumeMode::Path ? r.path : choice_name(r.mode));
 }
-inline std::string value_text(const OptimizerChoice& c) { return quoted(c.name); }
+template <class Row>
+std::string value_text(const RowChoice<Row>& c) {
+  return quoted(c.name);
+}
 template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
 std::string value_text(E v) {
   return quoted(choice_name(v));

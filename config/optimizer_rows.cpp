@@ -66,17 +66,9 @@ const HyperparameterKey& declared(std::string_view key) {
 
 }  // namespace
 
-const OptimizerKeyRow& optimizer_row(std::string_view name) {
-  for (const OptimizerKeyRow& row : optimizer_rows())
-    if (row.name == name) return row;
-  throw std::logic_error("no optimizer row is named \"" + std::string(name) + "\"");
-}
+const OptimizerKeyRow& optimizer_row(std::string_view name) { return row_named(optimizer_rows(), name, "optimizer"); }
 
-std::vector<std::string> optimizer_names() {
-  std::vector<std::string> out;
-  for (const OptimizerKeyRow& row : optimizer_rows()) out.emplace_back(row.name);
-  return out;
-}
+std::vector<std::string> optimizer_names() { return names_in(optimizer_rows()); }
 
 const std::vector<HyperparameterKey>& hyperparameter_keys() { return hyperparameter_table().keys; }
 

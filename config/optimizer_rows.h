@@ -4,6 +4,7 @@
 #pragma once
 
 #include "config/key.h"
+#include "config/row_choice.h"
 
 #include <functional>
 #include <map>
@@ -48,6 +49,10 @@ const OptimizerKeyRow& optimizer_row(std::string_view name);
 
 // optimizer.name's names in row order.
 std::vector<std::string> optimizer_names();
+template <>
+inline std::vector<std::string> row_names<OptimizerKeyRow>() {
+  return optimizer_names();
+}
 
 // Every hyperparameter key of every row, once each, in the order the rows first declare them; its doc names the
 // optimizers that take it ("sgd, rmsprop: momentum factor"). Throws std::logic_error where two rows declare one key
@@ -58,11 +63,7 @@ const std::vector<HyperparameterKey>& hyperparameter_keys();
 const char* optimizer_name_doc();
 
 // optimizer.name: a name of optimizer_rows().
-struct OptimizerChoice {
-  std::string name = "sgd";
-  bool operator==(std::string_view other) const { return name == other; }
-  bool operator!=(std::string_view other) const { return name != other; }
-};
+using OptimizerChoice = RowChoice<OptimizerKeyRow>;
 
 // The values of the hyperparameter keys, by key name; every key of hyperparameter_keys() is present from construction.
 struct Hyperparameters {

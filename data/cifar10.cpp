@@ -1,6 +1,8 @@
 // CIFAR-10, binary version: data_batch_1..5.bin and test_batch.bin from data.dir, each record a label byte and a
-// 3x32x32 image (red, green, blue planes, rows in order), as https://www.cs.toronto.edu/~kriz/cifar.html gives them.
+// 3x32x32 image (red, green, blue planes, rows in order), as https://www.cs.toronto.edu/~kriz/cifar.html gives them;
+// its row.
 #include "data/dataset.h"
+#include "data/dataset_kind.h"
 
 #include <filesystem>
 #include <fstream>
@@ -62,6 +64,24 @@ Dataset load_cifar10(const DataConfig& data) {
   ds.image_size = kCifarSide;
   ds.num_classes = kCifarClasses;
   return ds;
+}
+
+// torchvision.datasets.CIFAR10's images with the usual Normalize values for them.
+const DatasetKind& cifar10_dataset() {
+  static const DatasetKind kind{
+      {"cifar10",
+       "CIFAR-10's binary batches",
+       "data/cifar-10-batches-bin",
+       {0.4914, 0.4822, 0.4465},
+       {0.2470, 0.2435, 0.2616},
+       kCifarChannels,
+       kCifarSide,
+       /*any_image_size=*/false,
+       kCifarClasses,
+       /*download=*/false,
+       /*class_folders=*/false},
+      [](const DataConfig& data, const ModelConfig&, int64_t, const DownloadNote&) { return load_cifar10(data); }};
+  return kind;
 }
 
 }  // namespace ddp

@@ -1,39 +1,9 @@
-// Dataset registry: builds the dataset data.dataset names (the names are config/choices.h's); shared normalisation.
+// Dataset splits read on demand, and the normalisation every dataset shares.
 #include "data/dataset.h"
 
 #include <stdexcept>
 
 namespace ddp {
-namespace {
-
-Dataset build_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note) {
-  switch (data.dataset) {
-    case DatasetName::Mnist:
-    case DatasetName::FashionMnist:
-      return load_mnist_format(choice_name(data.dataset), data, note);
-    case DatasetName::Cifar10:
-      return load_cifar10(data);
-    case DatasetName::ImageFolder:
-      return load_image_folder(data);
-    case DatasetName::Synthetic:
-      return make_synthetic(data, model, seed);
-  }
-  throw std::runtime_error("data.dataset holds no known dataset");
-}
-
-}  // namespace
-
-Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note) {
-  Dataset ds = build_dataset(data, model, seed, note);
-  if (ds.channels != model.in_channels)
-    throw std::runtime_error("dataset " + ds.name + " has " + std::to_string(ds.channels) +
-                             " channel(s) but model.in_channels = " + std::to_string(model.in_channels));
-  int64_t max_label = std::max(ds.train.labels.max().item<int64_t>(), ds.test.labels.max().item<int64_t>());
-  if (max_label >= model.num_classes)
-    throw std::runtime_error("dataset " + ds.name + " has label " + std::to_string(max_label) +
-                             " but model.num_classes = " + std::to_string(model.num_classes));
-  return ds;
-}
 
 const torch::Tensor& Split::ensure_images() {
   static const torch::Tensor per_sample;

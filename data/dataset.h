@@ -1,4 +1,5 @@
-// Image classification datasets (train + test split, uint8 images) and the registry that builds them by name.
+// Image classification datasets (train + test split, uint8 images), built by name through their rows
+// (data/dataset_kind.h).
 #pragma once
 
 #include "config/config.h"
@@ -77,11 +78,11 @@ struct Dataset {
   std::vector<std::string> classes;  // class names by label, where the dataset has them (image folders)
 };
 
-// Builds data.dataset; throws std::runtime_error naming the missing or bad file.
+// Builds data.dataset (its row's loader, data/registry.cpp); throws std::runtime_error naming the missing or bad file.
 // `note`: progress lines of a data.download (the trainer's rank-0 console).
 Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note);
 
-// Factories, one file each.
+// The loaders, one file each (each beside its row).
 Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note);
 Dataset load_cifar10(const DataConfig& data);
 Dataset load_image_folder(const DataConfig& data);

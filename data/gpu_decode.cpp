@@ -26,9 +26,12 @@ bool gpu_decode_built() {
 #endif
 }
 
-bool decode_on_device(const DataConfig& data, c10::Device device) {
-  if (data.dataset != DatasetName::ImageFolder || data.decode == DecodeChoice::Cpu) return false;
-  if (data.decode == DecodeChoice::Auto) return device.is_cuda() && gpu_decode_built();
+namespace {
+
+// decode_on_device for a dataset of image files.
+bool decode_images_on_device(DecodeChoice decode, c10::Device device) {
+  if (decode == DecodeChoice::Cpu) return false;
+  if (decode == DecodeChoice::Auto) return device.is_cuda() && gpu_decode_built();
   if (!gpu_decode_built())
     throw std::runtime_error("data.decode = \"gpu\" needs a build of ddptrain with CUDA and nvJPEG, and this one has " +
                              std::string(
@@ -44,6 +47,12 @@ bool decode_on_device(const DataConfig& data, c10::Device device) {
         "data.decode = \"gpu\" decodes JPEGs with nvJPEG on a CUDA device, and this rank trains on " + device.str() +
         " (no GPU visible); use data.decode = \"cpu\" or \"auto\"");
   return true;
+}
+
+}  // namespace
+
+bool decode_on_device(const DataConfig& data, c10::Device device) {
+  return dataset_row(data.dataset.name).class_folders && decode_images_on_device(data.decode, device);
 }
 
 #if defined(DDP_WITH_CUDA) && defined(DDP_WITH_NVJPEG)
@@ -266,10 +275,7 @@ std::shared_ptr<DeviceDecoder> device_decoder(c10::Device device) {
 #else
 
 std::shared_ptr<DeviceDecoder> device_decoder(c10::Device device) {
-  DataConfig gpu;
-  gpu.dataset = DatasetName::ImageFolder;
-  gpu.decode = DecodeChoice::Gpu;
-  decode_on_device(gpu, device);  // throws: this build has no nvJPEG
+  decode_images_on_device(DecodeChoice::Gpu, device);  // throws: this build has no nvJPEG
   throw std::logic_error("device_decoder: no nvJPEG in this build");
 }
 

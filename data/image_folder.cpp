@@ -1,6 +1,8 @@
 // torchvision.datasets.ImageFolder's listing (torchvision/datasets/folder.py: find_classes, make_dataset), and the
-// image_folder dataset: train/ and val/ splits whose samples are decoded and transformed as batches are assembled.
+// image_folder dataset: train/ and val/ splits whose samples are decoded and transformed as batches are assembled;
+// its row.
 #include "data/image_folder.h"
+#include "data/dataset_kind.h"
 
 #include "base/folders.h"
 #include "config/config.h"
@@ -245,6 +247,25 @@ Dataset load_image_folder(const DataConfig& data) {
   ds.image_size = data.image_size;
   ds.num_classes = static_cast<int64_t>(ds.classes.size());
   return ds;
+}
+
+// ImageNet's layout and ImageNet's Normalize values (torchvision's reference training scripts); the crop the model sees
+// is data.image_size (224 by default, torchvision's RandomResizedCrop(224)), the classes train/'s folders.
+const DatasetKind& image_folder_dataset() {
+  static const DatasetKind kind{
+      {"image_folder",
+       "a folder of JPEG/PNG images per class (ImageNet's layout)",
+       "data/imagenet",
+       {0.485, 0.456, 0.406},
+       {0.229, 0.224, 0.225},
+       /*channels=*/3,
+       /*image_size=*/224,
+       /*any_image_size=*/true,
+       /*num_classes=*/0,
+       /*download=*/false,
+       /*class_folders=*/true},
+      [](const DataConfig& data, const ModelConfig&, int64_t, const DownloadNote&) { return load_image_folder(data); }};
+  return kind;
 }
 
 }  // namespace ddp

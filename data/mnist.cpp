@@ -1,5 +1,6 @@
-// MNIST and Fashion-MNIST: the four IDX files (raw or .gz) read from data.dir, with count checks.
+// MNIST and Fashion-MNIST: the four IDX files (raw or .gz) read from data.dir, with count checks; their two rows.
 #include "data/dataset.h"
+#include "data/dataset_kind.h"
 #include "data/download/download.h"
 #include "data/idx.h"
 
@@ -76,6 +77,46 @@ Dataset load_mnist_format(const std::string& name, const DataConfig& data, const
   ds.image_size = 28;
   ds.num_classes = 10;
   return ds;
+}
+
+namespace {
+Dataset load_mnist_files(const DataConfig& data, const ModelConfig&, int64_t, const DownloadNote& note) {
+  return load_mnist_format(data.dataset.name, data, note);
+}
+}  // namespace
+
+// torchvision.datasets.MNIST: its files, fetched by data.download from torchvision's mirrors.
+const DatasetKind& mnist_dataset() {
+  static const DatasetKind kind{{"mnist",
+                                 "MNIST-format IDX files",
+                                 "data/mnist",
+                                 {0.1307},
+                                 {0.3081},
+                                 /*channels=*/1,
+                                 /*image_size=*/28,
+                                 /*any_image_size=*/false,
+                                 /*num_classes=*/10,
+                                 /*download=*/true,
+                                 /*class_folders=*/false},
+                                load_mnist_files};
+  return kind;
+}
+
+// torchvision.datasets.FashionMNIST, where Debian's dataset-fashion-mnist puts it.
+const DatasetKind& fashion_mnist_dataset() {
+  static const DatasetKind kind{{"fashion-mnist",
+                                 "MNIST-format IDX files",
+                                 "/usr/share/datasets/fashion-mnist",
+                                 {0.2860},
+                                 {0.3530},
+                                 /*channels=*/1,
+                                 /*image_size=*/28,
+                                 /*any_image_size=*/false,
+                                 /*num_classes=*/10,
+                                 /*download=*/false,
+                                 /*class_folders=*/false},
+                                load_mnist_files};
+  return kind;
 }
 
 }  // namespace ddp

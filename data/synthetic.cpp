@@ -1,6 +1,7 @@
 // Synthetic dataset (a random classification set, made learnable): class templates plus bounded noise, each sample
-// generated from (seed, split, index) alone when a batch asks for it.
+// generated from (seed, split, index) alone when a batch asks for it; its row.
 #include "data/dataset.h"
+#include "data/dataset_kind.h"
 
 #include "data/sample_key.h"
 
@@ -100,13 +101,32 @@ Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t
     fill_random_bytes(sample_key(key_seed, kTemplateStream, k), templates.data_ptr<uint8_t>() + k * per_class,
                       per_class);
   Dataset ds;
-  ds.name = choice_name(DatasetName::Synthetic);
+  ds.name = "synthetic";
   ds.train = make_split(templates, key_seed, kTrainStreams, data.synthetic_train_size);
   ds.test = make_split(templates, key_seed, kTestStreams, data.synthetic_test_size);
   ds.channels = c;
   ds.image_size = s;
   ds.num_classes = model.num_classes;
   return ds;
+}
+
+// No files: the images are what [data] and [model] say (model.in_channels, data.image_size, model.num_classes); mean 0
+// and std 1 leave them as ToTensor scales them.
+const DatasetKind& synthetic_dataset() {
+  static const DatasetKind kind{{"synthetic",
+                                 "class templates made in memory",
+                                 /*dir=*/"",
+                                 {0.0},
+                                 {1.0},
+                                 /*channels=*/0,
+                                 /*image_size=*/0,
+                                 /*any_image_size=*/true,
+                                 /*num_classes=*/0,
+                                 /*download=*/false,
+                                 /*class_folders=*/false},
+                                [](const DataConfig& data, const ModelConfig& model, int64_t seed,
+                                   const DownloadNote&) { return make_synthetic(data, model, seed); }};
+  return kind;
 }
 
 }  // namespace ddp

@@ -1,8 +1,6 @@
 // Classifier: the interface every model implements (a Module whose forward maps images to class scores).
 #pragma once
 
-#include "config/choices.h"
-
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -34,15 +32,9 @@ class Classifier : public torch::nn::Module {
   virtual void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& /*collectives*/) {}
 };
 
-// Builds model.name; parameters are initialised from the global CPU generator (seed it first).
+// Builds model.name (its row's factory, models/model_kind.h); parameters are initialised from the global CPU generator
+// (seed it first).
 std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
-
-// Factories, one file each.
-std::shared_ptr<Classifier> make_net(const ModelConfig& cfg);
-// `variant`: one of the ResNet names (resnet18 ... resnet152); any other throws std::invalid_argument.
-std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cfg);
-// model.path's TorchScript module; throws naming the file when it is none or has nothing to train.
-std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg);
 
 // Number of trainable parameters.
 int64_t count_parameters(const torch::nn::Module& m);

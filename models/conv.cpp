@@ -3,6 +3,7 @@
 
 #include "config/config.h"
 
+#include <torch/autograd.h>
 #include <torch/nn/functional/conv.h>
 
 namespace ddp {

@@ -2,6 +2,7 @@
 #include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
+#include "models/model_kind.h"
 
 #include <torch/nn.h>
 
@@ -41,6 +42,12 @@ class Net : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_net(const ModelConfig& cfg) { return std::make_shared<Net>(cfg); }
+const ModelKind& net_model() {
+  static const ModelKind kind{
+      {"net", /*torchvision=*/"", "the classic MNIST CNN", /*batch_norm=*/false, /*cuda_graph=*/true,
+       /*head_known=*/true, /*path=*/"", /*image_size=*/28},  // fc1 takes conv2's 20x4x4 features of 28x28 inputs
+      [](const ModelConfig& cfg) { return std::make_shared<Net>(cfg); }};
+  return kind;
+}
 
 }  // namespace ddp

@@ -1,26 +1,35 @@
-// Model registry: builds the architecture model.name names (the names are config/choices.h's).
-#include "config/config.h"
-#include "models/classifier.h"
+// The model registry: every model.name's row, listed once (a model is its own file declaring NAME_model() plus its
+// entry here); what config loading reads of them; building one.
+#include "models/model_kind.h"
 
 #include <stdexcept>
 
 namespace ddp {
 
-std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) {
-  switch (cfg.name) {
-    case ModelName::Net:
-      return make_net(cfg);
-    case ModelName::ResNet18:
-    case ModelName::ResNet34:
-    case ModelName::ResNet50:
-    case ModelName::ResNet101:
-    case ModelName::ResNet152:
-      return make_resnet(cfg.name, cfg);
-    case ModelName::TorchScript:
-      return make_torchscript(cfg);
-  }
-  throw std::invalid_argument("model.name holds no known model");
+// The models, in the order --help lists their names.
+#define DDP_MODELS(X) X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) X(torchscript)
+
+#define DDP_DECLARE_MODEL(name) const ModelKind& name##_model();
+DDP_MODELS(DDP_DECLARE_MODEL)
+#undef DDP_DECLARE_MODEL
+
+const std::vector<const ModelKind*>& model_kinds() {
+#define DDP_LIST_MODEL(name) &name##_model(),
+  static const std::vector<const ModelKind*> kinds{DDP_MODELS(DDP_LIST_MODEL)};
+#undef DDP_LIST_MODEL
+  return kinds;
 }
+
+const ModelKind& model_kind(std::string_view name) {
+  return kind_named(model_kinds(), &ModelKind::row, name, "model.name");
+}
+
+const std::vector<ModelRow>& model_rows() {
+  static const std::vector<ModelRow> rows = rows_of(model_kinds(), &ModelKind::row);
+  return rows;
+}
+
+std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) { return model_kind(cfg.name.name).make(cfg); }
 
 int64_t count_parameters(const torch::nn::Module& m) {
   int64_t n = 0;

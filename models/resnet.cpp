@@ -1,8 +1,9 @@
-// ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem.
+// ResNet-18/34/50/101/152 as torchvision defines them (names, shapes, init), with a configurable stem: five model rows.
 #include "config/config.h"
 #include "models/batch_norm.h"
 #include "models/classifier.h"
 #include "models/conv.h"
+#include "models/model_kind.h"
 
 #include <torch/nn.h>
 
@@ -141,25 +142,35 @@ class ResNet : public Classifier {
   nn::Linear fc_{nullptr};
 };
 
+// One row per depth: torchvision's resnetN, whether its blocks are bottlenecks and the blocks per stage
+// (torchvision/models/resnet.py: resnet18 ... resnet152).
+ModelKind resnet_kind(std::string_view name, std::string_view torchvision, bool bottleneck,
+                      std::vector<int64_t> blocks) {
+  return {{name, torchvision, "torchvision's ResNets", /*batch_norm=*/true, /*cuda_graph=*/true, /*head_known=*/true,
+           /*path=*/"", /*image_size=*/0},
+          [bottleneck, blocks](const ModelConfig& cfg) { return std::make_shared<ResNet>(bottleneck, blocks, cfg); }};
+}
 }  // namespace
 
-std::shared_ptr<Classifier> make_resnet(ModelName variant, const ModelConfig& cfg) {
-  switch (variant) {  // bottleneck blocks, and the blocks per stage
-    case ModelName::ResNet18:
-      return std::make_shared<ResNet>(false, std::vector<int64_t>{2, 2, 2, 2}, cfg);
-    case ModelName::ResNet34:
-      return std::make_shared<ResNet>(false, std::vector<int64_t>{3, 4, 6, 3}, cfg);
-    case ModelName::ResNet50:
-      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 6, 3}, cfg);
-    case ModelName::ResNet101:
-      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 23, 3}, cfg);
-    case ModelName::ResNet152:
-      return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 8, 36, 3}, cfg);
-    case ModelName::Net:
-    case ModelName::TorchScript:
-      break;
-  }
-  throw std::invalid_argument("model " + choice_name(variant) + " is not a ResNet");
+const ModelKind& resnet18_model() {
+  static const ModelKind kind = resnet_kind("resnet18", "torchvision.models.resnet18", false, {2, 2, 2, 2});
+  return kind;
+}
+const ModelKind& resnet34_model() {
+  static const ModelKind kind = resnet_kind("resnet34", "torchvision.models.resnet34", false, {3, 4, 6, 3});
+  return kind;
+}
+const ModelKind& resnet50_model() {
+  static const ModelKind kind = resnet_kind("resnet50", "torchvision.models.resnet50", true, {3, 4, 6, 3});
+  return kind;
+}
+const ModelKind& resnet101_model() {
+  static const ModelKind kind = resnet_kind("resnet101", "torchvision.models.resnet101", true, {3, 4, 23, 3});
+  return kind;
+}
+const ModelKind& resnet152_model() {
+  static const ModelKind kind = resnet_kind("resnet152", "torchvision.models.resnet152", true, {3, 8, 36, 3});
+  return kind;
 }
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #include "base/atomic_file.h"
 #include "config/config.h"
 #include "models/classifier.h"
+#include "models/model_kind.h"
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/export.h>
@@ -110,8 +111,7 @@ class ScriptedClassifier : public Classifier {
   int64_t num_classes_;
 };
 
-}  // namespace
-
+// model.path's TorchScript module; throws naming the file when it is none or has nothing to train.
 std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg) {
   torch::jit::Module module;
   try {
@@ -123,6 +123,17 @@ std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg) {
                              std::string(e.what_without_backtrace()).substr(0, 200));
   }
   return std::make_shared<ScriptedClassifier>(std::move(module), cfg);
+}
+
+}  // namespace
+
+// Its forward is the user's: it may change shapes or read the host (no CUDA graph), and its head is not known.
+const ModelKind& torchscript_model() {
+  static const ModelKind kind{{"torchscript", /*torchvision=*/"", "your module from Python (model.path)",
+                               /*batch_norm=*/false, /*cuda_graph=*/false, /*head_known=*/false,
+                               /*path=*/"the module torch.jit.save wrote", /*image_size=*/0},
+                              make_torchscript};
+  return kind;
 }
 
 }  // namespace ddp

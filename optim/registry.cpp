@@ -24,17 +24,11 @@ const std::vector<const OptimizerKind*>& optimizer_kinds() {
 }
 
 const OptimizerKind& optimizer_kind(std::string_view name) {
-  for (const OptimizerKind* kind : optimizer_kinds())
-    if (kind->keys.name == name) return *kind;
-  throw std::invalid_argument("optimizer.name \"" + std::string(name) + "\" names no optimizer");
+  return kind_named(optimizer_kinds(), &OptimizerKind::keys, name, "optimizer.name");
 }
 
 const std::vector<OptimizerKeyRow>& optimizer_rows() {
-  static const std::vector<OptimizerKeyRow> rows = [] {
-    std::vector<OptimizerKeyRow> out;
-    for (const OptimizerKind* kind : optimizer_kinds()) out.push_back(kind->keys);
-    return out;
-  }();
+  static const std::vector<OptimizerKeyRow> rows = rows_of(optimizer_kinds(), &OptimizerKind::keys);
   return rows;
 }
 

@@ -3,6 +3,7 @@
 
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
+#include "models/model_kind.h"
 
 #include <algorithm>
 #include <set>
@@ -86,20 +87,20 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
   if (file_keys == own_keys)
     return "hint: same keys, other shapes: the file comes from this architecture with "
            "other sizes (model.num_classes, model.in_channels)";
-  for (const ModelName other_name : choice_values<ModelName>()) {
-    if (other_name == model_cfg.name || other_name == ModelName::TorchScript) continue;
+  for (const ModelKind* kind : model_kinds()) {  // the models built without a file of their own
+    const std::string name(kind->row.name);
+    if (name == model_cfg.name.name || !kind->row.path.empty()) continue;
     ModelConfig other = model_cfg;
-    other.name = other_name;
-    const std::string name = choice_name(other_name);
-    if (key_set(module_state(*make_model(other))) == file_keys)
+    other.name.name = name;
+    if (key_set(module_state(*kind->make(other))) == file_keys)
       return "hint: the keys are those of model.name = \"" + name + "\" (--model.name=" + name + ")";
   }
   size_t shared = 0;
   for (const auto& k : file_keys) shared += own_keys.count(k);
   if (shared * 2 >= own_keys.size()) return "";
   return "hint: only " + std::to_string(shared) + " of the model's " + std::to_string(own_keys.size()) +
-         " keys are in the file: it looks like a different architecture than model.name = \"" +
-         choice_name(model_cfg.name) + "\"";
+         " keys are in the file: it looks like a different architecture than model.name = \"" + model_cfg.name.name +
+         "\"";
 }
 
 // model.reset_head: the file's head entries give way to the module's own (freshly initialised) ones, whatever their

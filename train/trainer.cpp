@@ -110,7 +110,7 @@ void Trainer::build_model() {
     model_ = make_model(model_cfg);
   } catch (const c10::Error& e) {  // the allocator's message names bytes, not the keys that asked for them
     if (std::string(e.what()).find("can't allocate memory") == std::string::npos) throw;
-    throw std::runtime_error("model.name = \"" + choice_name(cfg_.model.name) +
+    throw std::runtime_error("model.name = \"" + cfg_.model.name.name +
                              "\" with model.num_classes = " + std::to_string(cfg_.model.num_classes) +
                              " and model.in_channels = " + std::to_string(cfg_.model.in_channels) +
                              " does not fit in memory: " + first_line(e.what()));
@@ -142,7 +142,7 @@ RunFacts Trainer::run_facts() const {
   f.allreduce = ctx_.allreduce;
   f.allreduce_note = ctx_.allreduce_note;
   if (cfg_.dist.grad_compression != GradCompression::None) f.grad_compression = choice_name(cfg_.dist.grad_compression);
-  f.model = choice_name(cfg_.model.name);
+  f.model = cfg_.model.name.name;
   f.parameters = count_parameters(*model_);
   const int64_t batchnorm_layers = count_batchnorm_layers(*model_);
   const std::string layers = std::to_string(batchnorm_layers) + " BatchNorm layers";
@@ -202,12 +202,12 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
   const int64_t smallest = (partial != 0 && !cfg_.data.drop_last) ? partial : b;
   const int64_t needed = model_->min_training_batch(dataset_.image_size);
   if (smallest >= needed) return;
-  throw ConfigError(
-      "data.batch_size = " + std::to_string(b) + " leaves a training batch of " + std::to_string(smallest) +
-      " sample(s) on each rank (" + split + "), but " + choice_name(cfg_.model.name) + "'s BatchNorm needs at least " +
-      std::to_string(needed) + " samples per batch on " + std::to_string(dataset_.image_size) + "x" +
-      std::to_string(dataset_.image_size) +
-      " images; set data.drop_last = true or a data.batch_size that leaves no batch of " + std::to_string(smallest));
+  throw ConfigError("data.batch_size = " + std::to_string(b) + " leaves a training batch of " +
+                    std::to_string(smallest) + " sample(s) on each rank (" + split + "), but " + cfg_.model.name.name +
+                    "'s BatchNorm needs at least " + std::to_string(needed) + " samples per batch on " +
+                    std::to_string(dataset_.image_size) + "x" + std::to_string(dataset_.image_size) +
+                    " images; set data.drop_last = true or a data.batch_size that leaves no batch of " +
+                    std::to_string(smallest));
 }
 
 Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {

@@ -141,7 +141,7 @@ TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
     TempDir dir;
     torch::manual_seed(11);
     ModelConfig cfg;
-    cfg.name = ModelName::Net;
+    cfg.name = ModelChoice{"net"};
     cfg.dropout = 0.0;
     cfg.memory_format = *parse_choice<MemoryFormat>(format);
     auto model = make_model(cfg);

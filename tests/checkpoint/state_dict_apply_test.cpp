@@ -11,7 +11,7 @@ namespace {
 
 std::shared_ptr<Classifier> model_named(const std::string& name) {
   ModelConfig cfg;
-  cfg.name = *parse_choice<ModelName>(name);
+  cfg.name = ModelChoice{name};
   return make_model(cfg);
 }
 

@@ -70,7 +70,7 @@ TEST(StateDictPythonLoad, OrderedDictAppliesIntoOurResNet18) {
   TempDir dir;
   auto [expected, loaded] = python_save_then_load(dir, "resnet18", "--seed 11");
   ModelConfig cfg;
-  cfg.name = ModelName::ResNet18;
+  cfg.name = ModelChoice{"resnet18"};
   auto model = make_model(cfg);
   apply_state(*model, loaded, dir / "sd.pt");
   EXPECT_EQ(bitwise_difference(expected, module_state(*model)), "");
@@ -81,7 +81,7 @@ TEST(StateDictPythonLoad, OrderedDictAppliesIntoOurNet) {
   TempDir dir;
   auto [expected, loaded] = python_save_then_load(dir, "net", "--seed 12");
   ModelConfig cfg;
-  cfg.name = ModelName::Net;
+  cfg.name = ModelChoice{"net"};
   auto model = make_model(cfg);
   apply_state(*model, loaded, dir / "sd.pt");
   EXPECT_EQ(bitwise_difference(expected, module_state(*model)), "");

@@ -21,7 +21,7 @@ TEST(StateDictPythonSave, ResNet18LoadsIntoTorchvisionResNet18Strict) {
   SKIP_WITHOUT_PYTHON_TORCH();
   torch::manual_seed(21);
   ModelConfig cfg;
-  cfg.name = ModelName::ResNet18;
+  cfg.name = ModelChoice{"resnet18"};
   auto model = make_model(cfg);
   {
     torch::NoGradGuard no_grad;
@@ -35,7 +35,7 @@ TEST(StateDictPythonSave, NetLoadsIntoPythonNetStrict) {
   SKIP_WITHOUT_PYTHON_TORCH();
   torch::manual_seed(22);
   ModelConfig cfg;
-  cfg.name = ModelName::Net;
+  cfg.name = ModelChoice{"net"};
   auto model = make_model(cfg);
   expect_python_loads_bit_exact(*model, "net");
 }

@@ -19,7 +19,7 @@ TEST(StateDictStream, SameBytesAsTheInMemoryArchive) {
   TempDir dir;
   for (const std::string name : {"net", "resnet18"}) {
     ModelConfig cfg;
-    cfg.name = *parse_choice<ModelName>(name);
+    cfg.name = ModelChoice{name};
     torch::manual_seed(1);
     const NamedTensors state = module_state(*make_model(cfg));
     save_state_dict(dir / (name + ".pt"), state);

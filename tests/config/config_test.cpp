@@ -401,7 +401,7 @@ const std::vector<BadCase>& bad_files() {
        "[data]\nimage_size = 32\n",
        {},
        "bad.toml:2:14",
-       {"data.image_size applies to datasets \"synthetic\" and \"image_folder\" only"}},
+       {"data.image_size applies to datasets \"image_folder\" and \"synthetic\" only"}},
       {"deterministic with cudnn_benchmark",
        "[training]\ndeterministic = true\ncudnn_benchmark = true\n",
        {},
@@ -431,7 +431,7 @@ const std::vector<BadCase>& bad_files() {
        "[data]\ndataset = \"cifar10\"\nimage_size = 28\n",
        {},
        "bad.toml:3:14",
-       {"data.image_size applies to datasets \"synthetic\" and \"image_folder\" only", "has 32x32 images"}},
+       {"data.image_size applies to datasets \"image_folder\" and \"synthetic\" only", "has 32x32 images"}},
       {"two means for three channels",
        "[data]\ndataset = \"cifar10\"\nmean = [0.5, 0.5]\n",
        {},
@@ -625,9 +625,9 @@ TEST(ConfigGood, EmptyFileGivesTheDocumentedDefaults) {
   Config defaults;
   EXPECT_EQ(cfg.source, "empty.toml");
   EXPECT_EQ(cfg.data.batch_size, defaults.data.batch_size);
-  EXPECT_EQ(cfg.data.dataset, DatasetName::FashionMnist);
+  EXPECT_EQ(cfg.data.dataset.name, "fashion-mnist");
   EXPECT_EQ(cfg.data.dir, test::fashion_mnist_dir());
-  EXPECT_EQ(cfg.model.name, defaults.model.name);
+  EXPECT_EQ(cfg.model.name.name, defaults.model.name.name);
   EXPECT_EQ(cfg.optimizer.lr, defaults.optimizer.lr);
   EXPECT_EQ(cfg.training.epochs, defaults.training.epochs);
   EXPECT_EQ(cfg.checkpoint.dir, defaults.job.out_dir + "/checkpoints");
@@ -674,7 +674,7 @@ TEST(ConfigGood, FileValuesAreApplied) {
   EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
   EXPECT_EQ(cfg.optimizer.name.name, "adamw");
   EXPECT_EQ(cfg.optimizer.lr, 1.0);  // an integer is accepted for a float key
-  EXPECT_EQ(cfg.model.name, ModelName::ResNet18);
+  EXPECT_EQ(cfg.model.name.name, "resnet18");
 }
 
 TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
@@ -682,7 +682,7 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
                             {"model.name=resnet18", "optimizer.name=\"adamw\"", "optimizer.lr=1", "data.shuffle=false",
                              "job.name=2024", "data.dir=/tmp/with space", "data.mirrors=[\"http://a/\", \"http://b/\"]",
                              "checkpoint.resume=runs/x/ckpt.pt", "data.mean=0.5", "training.epochs=3"});
-  EXPECT_EQ(cfg.model.name, ModelName::ResNet18);       // bare word for a choice key
+  EXPECT_EQ(cfg.model.name.name, "resnet18");  // bare word for a choice key
   EXPECT_EQ(cfg.optimizer.name.name, "adamw");  // quoted string
   EXPECT_EQ(cfg.optimizer.lr, 1.0);                     // int for float
   EXPECT_FALSE(cfg.data.shuffle);                       // bool
@@ -875,8 +875,9 @@ TEST(ConfigPrint, RoundTripsThroughParse) {
                                                                              "e\x01"));
 }
 
-// A choice key is an enum once loaded. Every name --help lists for it parses, and --print-config writes the value's
-// own name back (an alias such as amp.dtype's fp16 as float16), which parses to the same value again.
+// A choice key is an enum (or a row's name) once loaded. Every name --help lists for it parses, and --print-config
+// writes the value's own name back (an alias such as amp.dtype's fp16 as float16), which parses to the same value
+// again.
 TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
   int keys = 0;
   for (const KeyInfo& f : describe_keys(Config{})) {

@@ -182,7 +182,7 @@ TEST_F(IdxErrors, TruncatedDataInsideGzip) {
 
 DataConfig mnist_config(const std::string& dir) {
   DataConfig d;
-  d.dataset = DatasetName::Mnist;
+  d.dataset = DatasetChoice{"mnist"};
   d.dir = dir;
   return d;
 }

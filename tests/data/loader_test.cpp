@@ -15,7 +15,7 @@ namespace {
 
 Dataset synthetic(int64_t seed, int64_t channels = 1) {
   DataConfig d;
-  d.dataset = DatasetName::Synthetic;
+  d.dataset = DatasetChoice{"synthetic"};
   d.synthetic_train_size = 300;
   d.synthetic_test_size = 50;
   ModelConfig m;

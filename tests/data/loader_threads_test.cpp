@@ -204,7 +204,7 @@ TEST(BatchLoader, PlannedEpochsFollowWithTheirOwnSamplesAndSeeds) {
 TEST(CudaDeviceFeed, GoesOnIntoThePlannedEpochOverReusedPinnedBuffers) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   DataConfig d;
-  d.dataset = DatasetName::Synthetic;
+  d.dataset = DatasetChoice{"synthetic"};
   d.synthetic_train_size = 120;
   d.synthetic_test_size = 10;
   ModelConfig m;

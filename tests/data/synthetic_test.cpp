@@ -17,7 +17,7 @@ namespace {
 
 Dataset synthetic_set(int64_t seed, int64_t train, int64_t test, int64_t channels = 1, int64_t side = 28) {
   DataConfig d;
-  d.dataset = DatasetName::Synthetic;
+  d.dataset = DatasetChoice{"synthetic"};
   d.synthetic_train_size = train;
   d.synthetic_test_size = test;
   d.image_size = side;

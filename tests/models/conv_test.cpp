@@ -174,7 +174,7 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
     for (const auto& [format, skip] : std::vector<std::pair<std::string, bool>>{
              {"contiguous", false}, {"channels_last", false}, {"contiguous", true}, {"channels_last", true}}) {
       ModelConfig cfg;
-      cfg.name = *parse_choice<ModelName>(name);
+      cfg.name = ModelChoice{name};
       cfg.dropout = 0;
       cfg.memory_format = *parse_choice<MemoryFormat>(format);
       cfg.skip_padding_taps = skip;
@@ -216,7 +216,7 @@ TEST(ConvKernels, ModelsTrainTheSameWithEveryKernelChoice) {
 TEST(ConvKernels, ChannelsLastStorageKeepsValuesAndTrainsExactlyTheSame) {
   for (const std::string name : {"net", "resnet18"}) {
     ModelConfig cfg;
-    cfg.name = *parse_choice<ModelName>(name);
+    cfg.name = ModelChoice{name};
     cfg.dropout = 0;
     cfg.memory_format = MemoryFormat::ChannelsLast;
     std::vector<std::shared_ptr<Classifier>> models;

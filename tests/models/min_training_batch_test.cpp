@@ -26,7 +26,7 @@ bool one_sample_trains(Classifier& model, int64_t size) {
 TEST(MinTrainingBatch, MatchesWhatAOneSampleForwardDoes) {
   for (const std::string name : {"net", "resnet18", "resnet50"}) {
     ModelConfig cfg;
-    cfg.name = *parse_choice<ModelName>(name);
+    cfg.name = ModelChoice{name};
     auto model = make_model(cfg);
     // net takes 28x28 only; ResNet's last BatchNorm map is ceil(size / 32) wide: 1x1 up to 32, 2x2 from 33.
     for (int64_t size : name == "net" ? std::vector<int64_t>{28} : std::vector<int64_t>{16, 28, 32, 33}) {

@@ -17,7 +17,7 @@ TEST(InitWeights, ResetHeadLoadsAllButTheHeadOfATorchvisionResnet) {
   const CommandResult saved = save_torchvision_init(dir / "imagenet.pt", "resnet18", 1000, 4);
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
   ModelConfig cfg;
-  cfg.name = ModelName::ResNet18;
+  cfg.name = ModelChoice{"resnet18"};
   cfg.in_channels = 3;
   cfg.num_classes = 7;
   torch::manual_seed(0);

@@ -1,0 +1,47 @@
+// What config loading reads of each model: its model.name, the torchvision model it matches and which keys apply to
+// it. Each model declares its row beside its factory in models/; models/registry.cpp lists the rows once and defines
+// model_rows(), so config/ learns of a new model without naming it.
+#pragma once
+
+#include "config/row_choice.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddp {
+
+struct ModelRow {
+  std::string_view name;         // model.name
+  std::string_view torchvision;  // the torchvision model it matches ("torchvision.models.resnet50"); "" for none
+  std::string_view doc;          // what model.name's doc says of it; rows with one doc share it ("resnet18, ...: ...")
+  bool batch_norm = false;       // BatchNorm layers model.sync_batchnorm converts (torch.nn.SyncBatchNorm)
+  bool cuda_graph = true;        // training.cuda_graph may capture its forward (static shapes, no host reads)
+  bool head_known = true;        // its classifier head is known, so model.reset_head applies
+  std::string_view path;         // what model.path must name for it ("the module torch.jit.save wrote"); "": none
+  int64_t image_size = 0;        // the one data.image_size it takes (Net's 28x28); 0: any
+};
+
+// Every model's row, in the order --help lists the names (defined by models/registry.cpp).
+const std::vector<ModelRow>& model_rows();
+
+// The row of model.name `name`; throws std::logic_error for a name without one (the config refused it before).
+const ModelRow& model_row(std::string_view name);
+
+// model.name's names in row order.
+std::vector<std::string> model_names();
+template <>
+inline std::vector<std::string> row_names<ModelRow>() {
+  return model_names();
+}
+
+// model.name's doc: each row's doc after the names that give it.
+const char* model_name_doc();
+// model.sync_batchnorm's doc: the models whose BatchNorm it converts.
+const char* sync_batchnorm_doc();
+
+// model.name: a name of model_rows().
+using ModelChoice = RowChoice<ModelRow>;
+
+}  // namespace ddp

@@ -1,0 +1,91 @@
+// The model rows: each model.name has exactly one row; the config accepts each and applies its flags; each built-in
+// row's flags say what the model it builds is.
+#include "config/config.h"
+#include "models/batch_norm.h"
+#include "models/model_kind.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace ddp::test {
+namespace {
+
+// The overrides a config needs for `row` alone to be its model: a file for a model that reads one, the image size of
+// a model that takes one size, and a dataset whose images are that size or any.
+std::vector<std::string> overrides_for(const ModelRow& row) {
+  std::vector<std::string> o{"model.name=" + std::string(row.name)};
+  if (!row.path.empty()) o.push_back("model.path=m.pt");
+  if (row.image_size == 0) o.insert(o.end(), {"data.dataset=synthetic", "data.image_size=32"});
+  return o;
+}
+
+std::string config_error(std::vector<std::string> overrides, const std::vector<std::string>& more) {
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  try {
+    parse_config("", "m.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
+  std::set<std::string> names;
+  for (const ModelKind* kind : model_kinds()) {
+    const ModelRow& row = kind->row;
+    SCOPED_TRACE(std::string(row.name));
+    EXPECT_TRUE(names.insert(std::string(row.name)).second) << "two rows";
+    EXPECT_EQ(&model_kind(row.name), kind);
+    EXPECT_EQ(&model_row(row.name), &model_rows()[names.size() - 1]);
+    EXPECT_TRUE(kind->make);
+    EXPECT_FALSE(row.doc.empty());
+    EXPECT_TRUE(row.torchvision.empty() || row.torchvision == "torchvision.models." + std::string(row.name));
+
+    const std::vector<std::string> own = overrides_for(row);
+    const Config cfg = parse_config("", "m.toml", own);
+    EXPECT_EQ(cfg.model.name, row.name);
+    EXPECT_NE(format_config(cfg).find("[model]\nname = \"" + std::string(row.name) + "\"\n"), std::string::npos);
+    // model.path: read by the rows that say what it names, refused beside the others.
+    if (row.path.empty())
+      EXPECT_NE(config_error(own, {"model.path=m.pt"}).find("model.path is"), std::string::npos);
+    else
+      EXPECT_NE(config_error({"model.name=" + std::string(row.name)}, {}).find("needs model.path"), std::string::npos);
+    // model.reset_head: a model whose head is known takes it.
+    const std::string reset = config_error(own, {"model.reset_head=true", "model.init_from=w.pt"});
+    EXPECT_EQ(reset.empty(), row.head_known) << reset;
+    // data.image_size: a model of one size refuses another.
+    if (row.image_size != 0) {
+      EXPECT_EQ(cfg.data.image_size, row.image_size);
+      EXPECT_NE(config_error(own, {"data.dataset=synthetic", "data.image_size=" + std::to_string(row.image_size + 4)}),
+                "");
+    }
+    // training.cuda_graph's rules name model.name only for a model it cannot capture.
+    const std::string graph = config_error(own, {"training.cuda_graph=true", "optimizer.fused=true"});
+    EXPECT_EQ(graph.find("model.name") == std::string::npos, row.cuda_graph) << graph;
+  }
+  EXPECT_EQ(names.size(), model_names().size());
+  EXPECT_EQ(model_rows().size(), model_kinds().size());
+}
+
+// A built-in model (one that reads no file) is what its row says: BatchNorm layers where sync_batchnorm applies, a
+// head module under head_name() where reset_head applies.
+TEST(ModelRows, BuiltInModelsAreWhatTheirRowsSay) {
+  for (const ModelKind* kind : model_kinds()) {
+    const ModelRow& row = kind->row;
+    if (!row.path.empty()) continue;
+    SCOPED_TRACE(std::string(row.name));
+    ModelConfig cfg;
+    cfg.name.name = std::string(row.name);
+    torch::manual_seed(0);
+    const std::shared_ptr<Classifier> model = kind->make(cfg);
+    EXPECT_EQ(count_batchnorm_layers(*model) > 0, row.batch_norm);
+    bool head = false;
+    for (const auto& item : model->named_children()) head = head || item.key() == model->head_name();
+    EXPECT_EQ(head, row.head_known);
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
