@@ -242,7 +242,8 @@ def main():
         ratio = f"{row['rate'] / best['rate']:.2f}x" if best else ""
         vs_dali = f"{row['rate'] / dali['rate']:.2f}x" if dali else ""
         rss = f"{row['rss'] / best['rss']:.2f}x" if best else ""
-        cpu = f"{row['cpu'] / best['cpu']:.2f}x" if best else ""
+        # A tiny run's CPU time can fall below the clock's resolution (a tick of the process's CPU clock): no ratio.
+        cpu = f"{row['cpu'] / best['cpu']:.2f}x" if best and best["cpu"] > 0 else ("n/a" if best else "")
         print(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | "
               f"{row['rate']:.0f} | {ratio} | {vs_dali} | {row['rss']:.0f} | {rss} | {row['cpu']:.5f} | {cpu} |")
 
