@@ -49,6 +49,15 @@ struct ChoiceTable<Augment> {
   static constexpr NamedChoice<Augment> names[] = {{Augment::Standard, "standard"}, {Augment::None, "none"}};
 };
 
+// data.interpolation: the resize of an image folder's training crop and evaluation image (torchvision's
+// InterpolationMode; antialiased, as v2.Resize and v2.RandomResizedCrop by default).
+enum class Interpolation { Bilinear, Bicubic };
+template <>
+struct ChoiceTable<Interpolation> {
+  static constexpr NamedChoice<Interpolation> names[] = {{Interpolation::Bilinear, "bilinear"},
+                                                         {Interpolation::Bicubic, "bicubic"}};
+};
+
 // model.memory_format
 enum class MemoryFormat { Auto, Contiguous, ChannelsLast };
 template <>
@@ -71,6 +80,14 @@ enum class LrScaling { None, Linear };
 template <>
 struct ChoiceTable<LrScaling> {
   static constexpr NamedChoice<LrScaling> names[] = {{LrScaling::None, "none"}, {LrScaling::Linear, "linear"}};
+};
+
+// lr_scheduler.warmup_method: torch.optim.lr_scheduler's LinearLR (a ramp) or ConstantLR (a step) before the decay.
+enum class WarmupMethod { Linear, Constant };
+template <>
+struct ChoiceTable<WarmupMethod> {
+  static constexpr NamedChoice<WarmupMethod> names[] = {{WarmupMethod::Linear, "linear"},
+                                                        {WarmupMethod::Constant, "constant"}};
 };
 
 // lr_scheduler.decay

@@ -85,6 +85,10 @@ struct DataConfig {
   int64_t synthetic_test_size = 1000;
   int64_t image_size = 28;
   int64_t resize_size = 0;
+  int64_t train_crop_size = 0;
+  int64_t val_crop_size = 0;
+  int64_t val_resize_size = 0;
+  Interpolation interpolation = Interpolation::Bilinear;
   Augment augment = Augment::Standard;
   int64_t max_image_pixels = 89478485;
   OnBadSample on_bad_sample = OnBadSample::Error;
@@ -134,6 +138,22 @@ struct DataConfig {
                            "image_size * 256 / 224")
                            .at_least(0)
                            .at_most(16384));
+    key(s.train_crop_size, Key("train_crop_size",
+                               "image_folder: the side of training's RandomResizedCrop (torchvision's "
+                               "--train-crop-size; FixRes trains smaller than it evaluates); 0 = image_size")
+                               .at_least(0)
+                               .at_most(4096));
+    key(s.val_crop_size, Key("val_crop_size", "image_folder: evaluation's CenterCrop (--val-crop-size); 0 = image_size")
+                             .at_least(0)
+                             .at_most(4096));
+    key(s.val_resize_size, Key("val_resize_size",
+                               "image_folder: evaluation's Resize of the shorter side (--val-resize-size); 0 = "
+                               "resize_size")
+                               .at_least(0)
+                               .at_most(16384));
+    key(s.interpolation, Key("interpolation",
+                             "image_folder: the antialiased resize of the training crop and the evaluation image "
+                             "(--interpolation)"));
     key(s.augment, Key("augment",
                        "image_folder training: RandomResizedCrop(image_size) + RandomHorizontalFlip, or none (the "
                        "evaluation transform)"));
@@ -222,6 +242,8 @@ struct OptimizerConfig {
 // [lr_scheduler]: the learning rate per optimizer step: linear warmup, then decay.
 struct LrSchedulerConfig {
   int64_t warmup_steps = 0;
+  WarmupMethod warmup_method = WarmupMethod::Linear;
+  double warmup_start_factor = 0.0;
   LrDecay decay = LrDecay::None;
   double min_lr = 0.0;
   int64_t step_size = 1000;
@@ -230,7 +252,18 @@ struct LrSchedulerConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.warmup_steps, Key("warmup_steps", "steps of linear warmup from 0 to lr").at_least(0).at_most(kMaxSteps));
+    key(s.warmup_steps,
+        Key("warmup_steps", "optimizer steps of warmup before the decay").at_least(0).at_most(kMaxSteps));
+    key(s.warmup_method, Key("warmup_method",
+                             "linear: from lr x warmup_start_factor up to lr (LinearLR); constant: lr x "
+                             "warmup_start_factor throughout (ConstantLR)"));
+    key(s.warmup_start_factor,
+        Key("warmup_start_factor",
+            "LinearLR's start_factor or ConstantLR's factor (torchvision's --lr-warmup-decay; its reference scripts "
+            "use 0.01): step k of the warmup has lr x (f + (1 - f) k / warmup_steps); 0 = linear from lr / "
+            "warmup_steps to lr on the last warmup step, lr x (k + 1) / warmup_steps")
+            .at_least(0)
+            .at_most(1));
     key(s.decay, Key("decay",
                      "after warmup: constant, cosine to min_lr, x gamma every step_size steps, or x gamma at each "
                      "of the milestones"));
@@ -253,6 +286,8 @@ struct TrainingConfig {
   double clip_grad_norm = 0.0;
   double label_smoothing = 0.0;
   double ema_decay = 0.0;
+  int64_t ema_every_steps = 1;
+  bool ema_adjust = false;
   OnNonFinite on_nonfinite = OnNonFinite::Stop;
   int64_t max_nonfinite_skips = 10;
   int64_t eval_every_epochs = 1;
@@ -263,11 +298,17 @@ struct TrainingConfig {
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
-    key(s.epochs, Key("epochs", "passes over the training split").at_least(1).at_most(kMaxEpochs).resume_may_differ());
-    key(s.max_steps, Key("max_steps", "stop after this many optimizer steps; 0 = no limit")
-                         .at_least(0)
-                         .at_most(kMaxSteps)
-                         .resume_may_differ());
+    key(s.epochs, Key("epochs",
+                      "passes over the training split; 0 = as many as training.max_steps takes (the default when "
+                      "max_steps is set: PyTorch Lightning's rule)")
+                      .at_least(0)
+                      .at_most(kMaxEpochs)
+                      .resume_may_differ());
+    key(s.max_steps,
+        Key("max_steps", "stop after this many optimizer steps; 0 = no limit (training.epochs ends the run)")
+            .at_least(0)
+            .at_most(kMaxSteps)
+            .resume_may_differ());
     key(s.grad_accum_steps, Key("grad_accum_steps", "micro-batches per optimizer step (gradients synced on the last)")
                                 .at_least(1)
                                 .at_most(1 << 20));
@@ -283,6 +324,15 @@ struct TrainingConfig {
                          "beside them (accuracy_ema) and saved as model_ema.pt; 0 = off")
                          .at_least(0)
                          .below(1));
+    key(s.ema_every_steps, Key("ema_every_steps",
+                               "the EMA is updated after every Nth optimizer step of an epoch, the first included "
+                               "(torchvision's reference train.py: --model-ema-steps)")
+                               .at_least(1)
+                               .at_most(kMaxSteps));
+    key(s.ema_adjust, Key("ema_adjust",
+                          "torchvision's reference train.py: the EMA decays by 1 - min(1, (1 - ema_decay) x world size "
+                          "x data.batch_size x ema_every_steps / epochs), and during lr_scheduler's warmup each "
+                          "update copies the weights"));
     key(s.on_nonfinite, Key("on_nonfinite",
                             "a step whose gradients are not finite (no loss scaler to handle it): stop every rank, "
                             "or skip it on every rank (no optimizer step, counted)")

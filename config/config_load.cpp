@@ -311,14 +311,66 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
   if (d.channels && !is_set(locations, "model.in_channels")) cfg.model.in_channels = d.channels;
   if (d.image_size && !is_set(locations, "data.image_size")) cfg.data.image_size = d.image_size;
   if (d.num_classes && !is_set(locations, "model.num_classes")) cfg.model.num_classes = d.num_classes;
+  // training.max_steps without training.epochs trains that many steps (PyTorch Lightning's max_epochs = -1).
+  if (cfg.training.max_steps > 0 && !is_set(locations, "training.epochs")) cfg.training.epochs = 0;
   if (d.class_folders) {
-    if (cfg.data.resize_size == 0) cfg.data.resize_size = cfg.data.image_size * 256 / 224;
+    DataConfig& data = cfg.data;
+    if (data.train_crop_size == 0) data.train_crop_size = data.image_size;
+    if (data.val_crop_size == 0) data.val_crop_size = data.image_size;
+    if (data.resize_size == 0) data.resize_size = data.val_crop_size * 256 / 224;
+    if (data.val_resize_size == 0) data.val_resize_size = data.resize_size;
     // The classes are the training split's class folders (torchvision's find_classes); a folder that cannot be
     // read leaves the default for the dataset's own error to explain.
     const size_t classes = sorted_subfolders(cfg.data.dir + "/train").size();
     if (!is_set(locations, "model.num_classes") && classes >= 2) cfg.model.num_classes = static_cast<int64_t>(classes);
   }
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
+}
+
+// An image folder's crop and resize sizes (image_size and resize_size, or the FixRes keys that refine them); the other
+// datasets' images are the model's input as they are.
+template <class Fail>
+void check_crop_sizes(const Config& cfg, const KeyLocations& locations, const Fail& fail) {
+  const DataConfig& data = cfg.data;
+  if (!dataset_row(data.dataset.name).class_folders) {
+    const std::string only = " applies to data.dataset = \"image_folder\" only, not \"" + data.dataset.name + "\"";
+    for (const auto& [key, value] :
+         {std::pair{"data.train_crop_size", data.train_crop_size}, std::pair{"data.val_crop_size", data.val_crop_size},
+          std::pair{"data.val_resize_size", data.val_resize_size}})
+      if (value != 0) fail({key, "data.dataset"}, std::string(key) + only);
+    if (data.interpolation != Interpolation::Bilinear)
+      fail({"data.interpolation", "data.dataset"}, "data.interpolation" + only);
+    return;
+  }
+  const char* resize = is_set(locations, "data.val_resize_size") ? "data.val_resize_size" : "data.resize_size";
+  const char* crop = is_set(locations, "data.val_crop_size") ? "data.val_crop_size" : "data.image_size";
+  if (data.val_resize_size < data.val_crop_size)
+    fail({resize, crop}, std::string(resize) + " = " + std::to_string(data.val_resize_size) + " is smaller than " +
+                             crop + " = " + std::to_string(data.val_crop_size) +
+                             ": evaluation resizes the shorter side, then center-crops it");
+}
+
+// lr_scheduler's warmup, training's stopping rule and the EMA's schedule.
+template <class Fail>
+void check_schedules(const Config& cfg, const Fail& fail) {
+  const TrainingConfig& t = cfg.training;
+  const LrSchedulerConfig& lr = cfg.lr_scheduler;
+  if (t.epochs == 0 && t.max_steps == 0)
+    fail({"training.epochs", "training.max_steps"},
+         "training.epochs = 0 trains until training.max_steps, and max_steps = 0 sets no limit; set one of them");
+  if (lr.warmup_method == WarmupMethod::Constant && lr.warmup_start_factor == 0 && lr.warmup_steps > 0)
+    fail({"lr_scheduler.warmup_method", "lr_scheduler.warmup_start_factor"},
+         "lr_scheduler.warmup_method = \"constant\" trains the warmup at lr x warmup_start_factor; set "
+         "lr_scheduler.warmup_start_factor (torchvision's reference scripts use 0.01)");
+  const bool ema_schedule = t.ema_every_steps != 1 || t.ema_adjust;
+  if (ema_schedule && t.ema_decay == 0)
+    fail({t.ema_adjust ? "training.ema_adjust" : "training.ema_every_steps", "training.ema_decay"},
+         std::string(t.ema_adjust ? "training.ema_adjust" : "training.ema_every_steps") +
+             " shapes the EMA of training.ema_decay, which is 0 (off); set ema_decay, e.g. 0.99998");
+  if (t.ema_adjust && t.epochs == 0)
+    fail({"training.ema_adjust", "training.epochs"},
+         "training.ema_adjust divides by training.epochs, which is 0 (training.max_steps ends the run); set "
+         "training.epochs");
 }
 
 // Rules across keys; the error points at the first of `keys` that the file or an override set.
@@ -333,6 +385,12 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
   if (cfg.dist.backend == BackendChoice::Gloo)
     fail({"training.cuda_graph", "dist.backend"},
          why + "Gloo's collectives run on the host and cannot be captured; set dist.backend = \"nccl\" or \"auto\"");
+  if (cfg.training.ema_every_steps != 1 || (cfg.training.ema_adjust && cfg.lr_scheduler.warmup_steps > 0))
+    fail(
+        {"training.cuda_graph", cfg.training.ema_every_steps != 1 ? "training.ema_every_steps" : "training.ema_adjust"},
+        why +
+            "the graph updates the EMA after every step it replays; set training.ema_every_steps = 1 and, during "
+            "a warmup, training.ema_adjust = false");
   if (!model_row(cfg.model.name.name).cuda_graph)
     fail({"training.cuda_graph", "model.name"},
          why + "model.name = \"" + cfg.model.name.name +
@@ -430,10 +488,7 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
-  if (facts.class_folders && cfg.data.resize_size < cfg.data.image_size)
-    fail({"data.resize_size", "data.image_size"},
-         "data.resize_size = " + std::to_string(cfg.data.resize_size) + " is smaller than data.image_size = " +
-             std::to_string(cfg.data.image_size) + ": evaluation resizes the shorter side, then center-crops it");
+  check_crop_sizes(cfg, locations, fail);
   const ModelRow& model = model_row(cfg.model.name.name);
   const std::string model_name = "model.name = \"" + cfg.model.name.name + "\"";
   if (!model.path.empty() && cfg.model.path.empty())
@@ -450,12 +505,17 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"model.reset_head"},
          "model.reset_head re-initialises the head of the weights model.init_from loads; set "
          "model.init_from or leave reset_head false");
-  if (model.image_size && cfg.data.image_size != model.image_size) {
+  if (model.image_size) {
     const std::string side = std::to_string(model.image_size);
-    fail({"data.image_size", "model.name"},
-         "model " + cfg.model.name.name + " expects " + side + "x" + side + " images (data.image_size = " + side + ")");
+    for (const auto& [key, value] : {std::pair{"data.image_size", cfg.data.image_size},
+                                     std::pair{"data.train_crop_size", cfg.data.train_crop_size},
+                                     std::pair{"data.val_crop_size", cfg.data.val_crop_size}})
+      if (value != model.image_size && (value != 0 || key == std::string("data.image_size")))
+        fail({key, "model.name"},
+             "model " + cfg.model.name.name + " expects " + side + "x" + side + " images (" + key + " = " + side + ")");
   }
   check_optimizer(cfg.optimizer, fail);
+  check_schedules(cfg, fail);
   check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
     fail({"optimizer.fused", "optimizer.foreach"},

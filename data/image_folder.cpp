@@ -117,8 +117,9 @@ class ImageFolderSamples : public SampleSource {
         paths_(std::move(paths)),
         augment_(augment),
         skip_bad_(data.on_bad_sample == OnBadSample::Skip),
-        image_size_(data.image_size),
-        resize_size_(data.resize_size) {
+        crop_size_(augment ? data.train_crop_size : data.val_crop_size),
+        resize_size_(data.val_resize_size),
+        interpolation_(data.interpolation) {
     decode_.max_pixels = data.max_image_pixels;
     // Evaluation only: a JPEG at least twice the resize is decoded at 1/2, 1/4 or 1/8 scale (PIL's draft mode).
     if (!augment_) decode_.min_side = 2 * resize_size_;
@@ -145,8 +146,9 @@ class ImageFolderSamples : public SampleSource {
       e->height = frame.height;
       e->width = frame.width;
       e->transform.train = augment_;
-      e->transform.size = image_size_;
+      e->transform.size = crop_size_;
       e->transform.resize = resize_size_;
+      e->transform.interpolation = interpolation_;
       if (augment_) {
         at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
         e->transform.crop = random_resized_crop_box(frame.height, frame.width, CropRanges{}, gen);
@@ -187,7 +189,9 @@ class ImageFolderSamples : public SampleSource {
   // image).
   torch::Tensor load(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t seed) const {
     if (!augment_)
-      return center_crop(resize_shorter_side(chw(decode_file_bytes(path, bytes, decode_)), resize_size_), image_size_)
+      return center_crop(
+                 resize_shorter_side(chw(decode_file_bytes(path, bytes, decode_)), resize_size_, interpolation_),
+                 crop_size_)
           .clone();
     // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much
     // larger than the output at 1/2, 1/4 or 1/8 scale, libjpeg's DCT scaling, so that the output is still a downscale
@@ -197,7 +201,7 @@ class ImageFolderSamples : public SampleSource {
     DecodeOptions options = decode_;
     options.plan = [&](int64_t height, int64_t width) {
       box = random_resized_crop_box(height, width, CropRanges{}, gen);
-      const unsigned scale = training_crop_scale(box, image_size_);
+      const unsigned scale = training_crop_scale(box, crop_size_);
       const CropBox region = scaled_box(box, scale, (height + scale - 1) / scale, (width + scale - 1) / scale);
       return DecodeRegion{scale, region.top, region.left, region.height, region.width};
     };
@@ -206,8 +210,8 @@ class ImageFolderSamples : public SampleSource {
     at.top -= decoded.top;
     at.left -= decoded.left;
     torch::Tensor out =
-        resize_to(chw(decoded).slice(1, at.top, at.top + at.height).slice(2, at.left, at.left + at.width), image_size_,
-                  image_size_);
+        resize_to(chw(decoded).slice(1, at.top, at.top + at.height).slice(2, at.left, at.left + at.width), crop_size_,
+                  crop_size_, interpolation_);
     if (random_flip(gen)) out = out.flip(-1);
     return out.clone();
   }
@@ -215,7 +219,8 @@ class ImageFolderSamples : public SampleSource {
   std::string root_;
   std::vector<std::string> paths_;
   bool augment_, skip_bad_;
-  int64_t image_size_, resize_size_;
+  int64_t crop_size_, resize_size_;  // the crop the model sees; evaluation's Resize
+  Interpolation interpolation_;
   DecodeOptions decode_;
   mutable std::atomic<int64_t> bad_{0};
 };
@@ -244,7 +249,7 @@ Dataset load_image_folder(const DataConfig& data) {
   ds.train = image_folder_split(data.dir + "/train", data, data.augment == Augment::Standard, &ds.classes);
   ds.test = image_folder_split(data.dir + "/val", data, /*augment=*/false, &ds.classes);
   ds.channels = 3;
-  ds.image_size = data.image_size;
+  ds.image_size = data.augment == Augment::Standard ? data.train_crop_size : data.val_crop_size;
   ds.num_classes = static_cast<int64_t>(ds.classes.size());
   return ds;
 }

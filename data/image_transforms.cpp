@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -23,12 +24,20 @@ bool native_uint8_resize() {
   return native;
 }
 
+// F.interpolate(x, size, mode, align_corners=False, antialias=True) for bilinear and bicubic.
+torch::Tensor antialiased_resize(const torch::Tensor& x, int64_t height, int64_t width, Interpolation mode) {
+  const std::array<int64_t, 2> sizes{height, width};
+  const c10::IntArrayRef size(sizes);
+  return mode == Interpolation::Bicubic ? at::_upsample_bicubic2d_aa(x, size, /*align_corners=*/false, std::nullopt)
+                                        : at::_upsample_bilinear2d_aa(x, size, /*align_corners=*/false, std::nullopt);
+}
+
 // Python's int(round(x)): to the nearest integer, halves to even.
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
 }  // namespace
 
-torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width) {
+torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width, Interpolation mode) {
   const int64_t c = image.size(0), h = image.size(1), w = image.size(2);
   if (height == h && width == w) return image;
   torch::Tensor x = image.reshape({1, c, h, w});
@@ -36,9 +45,9 @@ torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t widt
   // the same strides here give the kernel the same input.
   if (x.is_contiguous(at::MemoryFormat::ChannelsLast) && x.stride(0) != x.numel())
     x = x.as_strided({1, c, h, w}, {x.numel(), x.stride(1), x.stride(2), x.stride(3)});
-  const bool cast = !native_uint8_resize();
+  const bool cast = mode == Interpolation::Bilinear && !native_uint8_resize();
   if (cast) x = x.to(torch::kFloat32);
-  x = at::_upsample_bilinear2d_aa(x, c10::IntArrayRef{height, width}, /*align_corners=*/false, std::nullopt);
+  x = antialiased_resize(x, height, width, mode);
   if (cast) x = x.round_().to(torch::kUInt8);
   return x.reshape({c, height, width});
 }
@@ -50,17 +59,19 @@ std::pair<int64_t, int64_t> shorter_side_size(int64_t height, int64_t width, int
   return width <= height ? std::pair{other, size} : std::pair{size, other};
 }
 
-torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size) {
+torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size, Interpolation mode) {
   const auto [height, width] = shorter_side_size(image.size(1), image.size(2), size);
-  return resize_to(image, height, width);
+  return resize_to(image, height, width, mode);
 }
 
 torch::Tensor apply_device_transform(const torch::Tensor& image, const DeviceTransform& t) {
-  auto resized = [](const torch::Tensor& x, int64_t height, int64_t width) {
+  auto resized = [mode = t.interpolation](const torch::Tensor& x, int64_t height, int64_t width) {
     const int64_t c = x.size(0), h = x.size(1), w = x.size(2);
     torch::Tensor f = x.reshape({1, c, h, w}).to(torch::kFloat32);
-    if (height != h || width != w)
-      f = at::_upsample_bilinear2d_aa(f, c10::IntArrayRef{height, width}, /*align_corners=*/false, std::nullopt);
+    if (height != h || width != w) {
+      f = antialiased_resize(f, height, width, mode);
+      if (mode == Interpolation::Bicubic) f.clamp_(0, 255);  // resize_image: bicubic overshoots the uint8 range
+    }
     return f.reshape({c, height, width});
   };
   torch::Tensor out;

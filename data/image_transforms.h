@@ -2,6 +2,8 @@
 // and RandomHorizontalFlip, their random parameters drawn from a generator of the caller's.
 #pragma once
 
+#include "config/choices.h"
+
 #include <ATen/core/Generator.h>
 #include <torch/types.h>
 
@@ -25,12 +27,15 @@ struct CropRanges {
 };
 
 // v2.Resize(size) with one size: the shorter side becomes `size`, the longer one keeps the aspect ratio (truncated),
-// bilinear with antialias. `image`: uint8 [C, H, W] (any strides). Computed as torchvision computes it: uint8 in ATen's
-// antialiased bilinear kernel where the CPU has AVX2 or AVX-512, in float32 then rounded back elsewhere.
-torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size);
+// bilinear (or bicubic) with antialias. `image`: uint8 [C, H, W] (any strides). Computed as torchvision computes it:
+// bilinear in ATen's uint8 kernel where the CPU has AVX2 or AVX-512, in float32 then rounded back elsewhere; bicubic
+// in ATen's uint8 kernel (resize_image's _do_native_uint8_resize_on_cpu).
+torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size,
+                                  Interpolation mode = Interpolation::Bilinear);
 
 // v2.Resize([height, width]): the same kernel to an exact size.
-torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width);
+torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t width,
+                        Interpolation mode = Interpolation::Bilinear);
 
 // The size v2.Resize(size) gives an image of height x width: {height, width} with the shorter side `size`.
 std::pair<int64_t, int64_t> shorter_side_size(int64_t height, int64_t width, int64_t size);
@@ -61,11 +66,13 @@ struct DeviceTransform {
   CropBox crop;  // training
   bool flip = false;
   int64_t size = 0, resize = 0;
+  Interpolation interpolation = Interpolation::Bilinear;
 };
 
 // The transform of a uint8 [C, H, W] image decoded whole, on the image's device, in float32 and not rounded: as
-// torchvision transforms a uint8 tensor off the CPU (ATen's antialiased bilinear kernel in float32, then round, which
-// the caller does for a whole batch at once). Returns float32 [C, size, size], flipped when the transform says so.
+// torchvision transforms a uint8 tensor off the CPU (ATen's antialiased kernel in float32, bicubic's clamped to
+// [0, 255], then round, which the caller does for a whole batch at once). Returns float32 [C, size, size], flipped when
+// the transform says so.
 torch::Tensor apply_device_transform(const torch::Tensor& image, const DeviceTransform& t);
 
 // The per-sample generator seed of an augmented epoch: a 64-bit mix of (seed, epoch, sample index), so a sample's

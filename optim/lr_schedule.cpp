@@ -1,4 +1,5 @@
-// Learning-rate schedule: linear warmup then none / cosine / step / multistep decay, evaluated per optimizer step.
+// Learning-rate schedule: linear or constant warmup then none / cosine / step / multistep decay, evaluated per
+// optimizer step.
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -6,8 +7,21 @@
 
 namespace ddp {
 
+namespace {
+
+// The warmup's factor at its step k < warmup_steps: the closed forms of torch.optim.lr_scheduler's LinearLR(f, 1.0,
+// total_iters=warmup) and ConstantLR(f, total_iters=warmup); factor 0 is LinearLR(1 / warmup, 1.0, warmup - 1).
+double warmup_factor(const LrSchedulerConfig& cfg, int64_t k) {
+  const double f = cfg.warmup_start_factor, w = static_cast<double>(cfg.warmup_steps);
+  if (f == 0) return static_cast<double>(k + 1) / w;
+  if (cfg.warmup_method == WarmupMethod::Constant) return f;
+  return f + (1.0 - f) * static_cast<double>(k) / w;
+}
+
+}  // namespace
+
 double scheduled_lr(const LrSchedulerConfig& cfg, double base_lr, int64_t step, int64_t total_steps) {
-  if (step < cfg.warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(cfg.warmup_steps);
+  if (step < cfg.warmup_steps) return base_lr * warmup_factor(cfg, step);
   const int64_t after = step - cfg.warmup_steps;
   if (cfg.decay == LrDecay::Cosine) {
     const int64_t span = std::max<int64_t>(1, total_steps - cfg.warmup_steps);

@@ -26,8 +26,9 @@ UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params);
 
-// Learning rate for optimizer step `step` (0-based): linear warmup over warmup_steps ((step + 1) / warmup),
-// then none | cosine (to min_lr at total_steps) | step (x gamma every step_size steps).
+// Learning rate for optimizer step `step` (0-based): warmup over warmup_steps (LinearLR from warmup_start_factor,
+// ConstantLR at it, or (step + 1) / warmup when the factor is 0), then none | cosine (to min_lr at total_steps) |
+// step (x gamma every step_size steps) | multistep.
 double scheduled_lr(const LrSchedulerConfig& cfg, double base_lr, int64_t step, int64_t total_steps);
 void set_lr(torch::optim::Optimizer& opt, double lr);
 

@@ -83,7 +83,11 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
     across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
     AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
-    dict saved to args.ema_out. With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
+    dict saved to args.ema_out, updated at the epoch's iterations i with i % args.ema_steps == 0 and restarted
+    (n_averaged = 0) after the updates of steps 1 to args.ema_restart_through, its decay adjusted as torchvision's
+    references/classification/train.py adjusts it when args.ema_adjust_epochs is set (its --epochs). With
+    args.warmup_steps, the learning rate of step k < warmup_steps is lr x (f + (1 - f) k / warmup_steps), f =
+    args.warmup_start_factor (LinearLR's closed form). With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
     bfloat16 or float16) and the loss in float32, as ddptrain's amp.dtype; float16 with torch.amp.GradScaler("cpu")
     (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16. DDP searches
     for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
@@ -108,15 +112,25 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     ema = None
+    ema_steps, ema_restart_through = getattr(args, "ema_steps", 1), getattr(args, "ema_restart_through", 0)
+    warmup, warmup_factor = getattr(args, "warmup_steps", 0), getattr(args, "warmup_start_factor", 0.0)
     if getattr(args, "ema_decay", 0) > 0:
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay), use_buffers=True)
+        decay = args.ema_decay
+        if getattr(args, "ema_adjust_epochs", 0):
+            adjust = dist.get_world_size() * args.batch * ema_steps / args.ema_adjust_epochs
+            decay = 1.0 - min(1.0, (1.0 - decay) * adjust)
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(getattr(args, "amp", ""))
     scaler = torch.amp.GradScaler("cpu") if amp_dtype == torch.float16 else None
     step, epoch = 0, 0
     while step < args.steps:
         sampler.set_epoch(epoch)
-        for xb, yb in loader:
+        for i, (xb, yb) in enumerate(loader):
+            if warmup:
+                for group in opt.param_groups:
+                    group["lr"] = args.lr * (warmup_factor + (1 - warmup_factor) * step / warmup) if step < warmup \
+                        else args.lr
             opt.zero_grad()
             with torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
                 out = ddp(xb)
@@ -128,8 +142,10 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                 scaler.scale(loss).backward()
                 scaler.step(opt)
                 scaler.update()
-            if ema is not None:
+            if ema is not None and i % ema_steps == 0:
                 ema.update_parameters(model)
+                if step + 1 <= ema_restart_through:
+                    ema.n_averaged.fill_(0)
             step += 1
             if step == args.steps:
                 break

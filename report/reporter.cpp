@@ -240,6 +240,7 @@ std::string Reporter::summary(const RunEnd& end) {
   if (e.correct_top5 >= 0) row("final eval top-5", number_text("%.4f", e.accuracy_top5));
   if (!std::isnan(e.accuracy_ema)) row("final eval EMA", number_text("%.4f", e.accuracy_ema));
   row("epochs done / steps", std::to_string(end.epochs_done) + " / " + std::to_string(end.steps));
+  if (!end.ended_by.empty()) row("ended by", end.ended_by);
   if (!end.world_sizes.empty()) row("world sizes", end.world_sizes);
   row("wall time", number_text("%.1f s", wall_s));
   const double mean_samples_per_s = total_samples_ / std::max(wall_s, 1e-9);

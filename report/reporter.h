@@ -50,6 +50,7 @@ struct RunEnd {
   int64_t checkpoints_written = 0;
   std::string model_path;
   std::string world_sizes;  // which steps ran on how many ranks, when that changed on a resume ("" otherwise)
+  std::string ended_by;     // which of training.epochs and max_steps ended the run, when both are set ("" otherwise)
 };
 
 // Which rank a Reporter runs on, of how many, and where ranks run ("host h, pid 123", by rank; may be shorter than the

@@ -18,9 +18,17 @@ std::vector<torch::Tensor> averaged_tensors(const torch::nn::Module& m) {
 
 }  // namespace
 
-AveragedModel::AveragedModel(std::shared_ptr<Classifier> average, double decay)
-    : average_(decay > 0 ? std::move(average) : nullptr), decay_(decay) {
+AveragedModel::AveragedModel(std::shared_ptr<Classifier> average, double decay, EmaSchedule schedule)
+    : average_(std::move(average)), decay_(decay), schedule_(schedule) {
   if (average_) average_->eval();  // only ever evaluated
+}
+
+void AveragedModel::step_ended(const torch::nn::Module& model, int64_t step_in_epoch, int64_t step) {
+  // train.py: `if model_ema and i % args.model_ema_steps == 0`, i the epoch's 0-based iteration; then
+  // `if epoch < args.lr_warmup_epochs: model_ema.n_averaged.fill_(0)`.
+  if ((step_in_epoch - 1) % schedule_.every != 0) return;
+  update(model);
+  if (step <= schedule_.restart_through) n_averaged_ = 0;
 }
 
 void AveragedModel::update(const torch::nn::Module& model) {

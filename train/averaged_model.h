@@ -12,16 +12,28 @@ namespace ddp {
 // torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True), held in a
 // second model of the same architecture: the first update copies the model's parameters and buffers, each later one
 // moves the floating-point ones towards them (torch._foreach_lerp_(ema, model, 1 - decay)) and sets integer buffers
-// (BatchNorm's num_batches_tracked) to decay * ema + (1 - decay) * model, truncated. Decay 0: disabled, every call
-// a no-op and nothing in a checkpoint.
+// (BatchNorm's num_batches_tracked) to decay * ema + (1 - decay) * model, truncated. Without a model to average in:
+// disabled, every call a no-op and nothing in a checkpoint.
+//
+// Which steps update it (torchvision's references/classification/train.py, --model-ema-steps): the first optimizer
+// step of each epoch and every `every`th after it; an update after one of the steps 1 to `restart_through` (the
+// learning rate's warmup) is followed by a restart (n_averaged = 0), so the next update copies the weights again.
+struct EmaSchedule {
+  int64_t every = 1;
+  int64_t restart_through = 0;
+};
+
 class AveragedModel {
  public:
   // `average`: the model the average lives in (built like the trained one; its own values are overwritten by the
-  // first update); null when decay is 0.
-  AveragedModel(std::shared_ptr<Classifier> average, double decay);
+  // first update); null: disabled.
+  AveragedModel(std::shared_ptr<Classifier> average, double decay, EmaSchedule schedule = {});
 
   bool enabled() const { return average_ != nullptr; }
-  // After each optimizer step.
+  // After optimizer step `step` (1-based, of the run), the `step_in_epoch`th of its epoch: an update where the
+  // schedule has one.
+  void step_ended(const torch::nn::Module& model, int64_t step_in_epoch, int64_t step);
+  // One update (update_parameters).
   void update(const torch::nn::Module& model);
   Classifier& model() { return *average_; }
   int64_t updates() const { return n_averaged_; }
@@ -38,6 +50,7 @@ class AveragedModel {
  private:
   std::shared_ptr<Classifier> average_;
   double decay_;
+  EmaSchedule schedule_;
   int64_t n_averaged_ = 0;
 };
 

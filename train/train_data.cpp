@@ -44,8 +44,7 @@ DeviceFeed& Trainer::training_feed(const std::vector<int64_t>& indices) {
   const int64_t next = position.epoch + 1;
   const int64_t steps_left =
       steps_in(train_loader_->num_batches() - position.batch_in_epoch, cfg_.training.grad_accum_steps);
-  if (next < cfg_.training.epochs && state_.global_step + steps_left < total_steps_ &&
-      !train_loader_->epoch_planned()) {
+  if (next < epochs_ && state_.global_step + steps_left < total_steps_ && !train_loader_->epoch_planned()) {
     DistributedSampler sampler = train_sampler();
     sampler.set_epoch(next);
     train_loader_->plan_epoch(sampler.indices_from(0), next);

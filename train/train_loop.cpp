@@ -41,15 +41,15 @@ void Trainer::resume() {
 }
 
 void Trainer::train() {
-  const int64_t epochs = cfg_.training.epochs;
-  total_steps_ = planned_steps(epochs);
+  epochs_ = epochs_to_train();
+  total_steps_ = planned_steps(epochs_);
   if (cfg_.training.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.training.max_steps);
   dataset_.train.ensure_images();
   start_loader_threads();
   reporter_.start();
   PhaseScope loop(*ctx_.activity, Phase::kLoop);
   bool evaluated = false;  // the last finished epoch was evaluated
-  while (state_.position.epoch < epochs && state_.global_step < total_steps_) {
+  while (state_.position.epoch < epochs_ && state_.global_step < total_steps_) {
     const EpochEnd end = train_epoch();
     if (end == EpochEnd::kPreempted) return preempted();
     if (end == EpochEnd::kCut) {  // training.max_steps: steps were trained since the last evaluation
@@ -132,7 +132,7 @@ void Trainer::place(StepRecord& s, int64_t num_batches) const {
   s.step = state_.global_step + 1;
   s.total_steps = total_steps_;
   s.epoch = position.epoch + 1;
-  s.epochs = cfg_.training.epochs;
+  s.epochs = epochs_;
   s.step_in_epoch = (position.batch_in_epoch + k - 1) / k;
   s.steps_in_epoch = std::min((num_batches + k - 1) / k, s.step_in_epoch + total_steps_ - s.step);
   s.ends_epoch = position.batch_in_epoch == num_batches;
@@ -202,6 +202,7 @@ void Trainer::write_model() {
   RunEnd end;
   end.steps = state_.global_step;
   end.epochs_done = state_.position.epoch;
+  end.ended_by = ended_by();
   end.world_sizes = state_.world_sizes_text(state_.global_step);
   end.best_accuracy = state_.best_accuracy;
   end.skipped_steps = scaler_->skipped_steps();

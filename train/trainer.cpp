@@ -71,8 +71,14 @@ void Trainer::setup() {
                       "\": JPEGs decoded and transformed by nvJPEG on " + ctx_.device.str() +
                       "; other files (PNG, CMYK, 12-bit, arithmetic, lossless) on the loader threads");
   build_model();
-  ema_ = std::make_unique<AveragedModel>(cfg_.training.ema_decay > 0 ? make_model(model_config()) : nullptr,
-                                         cfg_.training.ema_decay);
+  const TrainingConfig& t = cfg_.training;
+  // During lr_scheduler's warmup (steps 1 to warmup_steps), training.ema_adjust restarts the average at each update.
+  ema_ = std::make_unique<AveragedModel>(
+      t.ema_decay > 0 ? make_model(model_config()) : nullptr, ema_decay(),
+      EmaSchedule{t.ema_every_steps, t.ema_adjust ? cfg_.lr_scheduler.warmup_steps : 0});
+  if (ema_->enabled() && t.ema_adjust)
+    reporter_.message("training.ema_adjust: EMA decay " + number_text("%.8g", ema_decay()) + " (training.ema_decay " +
+                      number_text("%.8g", t.ema_decay) + ")");
   if (ema_->enabled()) ema_->model().to(ctx_.device);
   gradient_sync_ = make_gradient_sync(model_, ctx_, cfg_.dist);
   generators_.seed_per_rank();  // dropout draws from the global generator
@@ -187,6 +193,36 @@ int64_t Trainer::planned_steps(int64_t epochs) const {
   return total;
 }
 
+int64_t Trainer::epochs_to_train() const {
+  if (cfg_.training.epochs > 0) return cfg_.training.epochs;
+  const int64_t epoch = state_.position.epoch;
+  const int64_t left = cfg_.training.max_steps - planned_steps(epoch + 1);
+  if (left <= 0) return epoch + 1;
+  const int64_t per_epoch = std::max<int64_t>(1, steps_per_epoch());
+  return epoch + 1 + (left + per_epoch - 1) / per_epoch;
+}
+
+std::string Trainer::ended_by() const {
+  const TrainingConfig& t = cfg_.training;
+  if (t.epochs == 0 || t.max_steps == 0) return "";
+  const std::string epochs = "training.epochs = " + std::to_string(t.epochs);
+  const std::string steps = "training.max_steps = " + std::to_string(t.max_steps);
+  const bool all_epochs = state_.position.epoch >= t.epochs, all_steps = state_.global_step >= t.max_steps;
+  if (all_epochs && all_steps) return epochs + " and " + steps + " together";
+  if (all_steps) return steps + " (in epoch " + std::to_string(state_.position.epoch + 1) + " of " + epochs + ")";
+  return epochs + " (at step " + std::to_string(state_.global_step) + " of " + steps + ")";
+}
+
+double Trainer::ema_decay() const {
+  const TrainingConfig& t = cfg_.training;
+  if (!t.ema_adjust) return t.ema_decay;
+  // references/classification/train.py: adjust = world_size * batch_size * model_ema_steps / epochs;
+  // alpha = min(1.0, (1 - model_ema_decay) * adjust); decay = 1 - alpha.
+  const double adjust = static_cast<double>(ctx_.world_size) * static_cast<double>(cfg_.data.batch_size) *
+                        static_cast<double>(t.ema_every_steps) / static_cast<double>(t.epochs);
+  return 1.0 - std::min(1.0, (1.0 - t.ema_decay) * adjust);
+}
+
 void Trainer::check_training_batches(int64_t samples_per_rank, const std::string& where) const {
   const int64_t n = samples_per_rank, b = cfg_.data.batch_size;
   const std::string split = std::to_string(dataset_.train.size()) + " training samples over " +
@@ -282,7 +318,7 @@ void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& to
   } else {
     scaler_->step(*optimizer_);
     scaler_->update();
-    ema_->update(*model_);  // after every optimizer step, as AveragedModel.update_parameters in Python
+    ema_->step_ended(*model_, total.step_in_epoch, total.step);  // AveragedModel.update_parameters on its steps
   }
   total.time.optimizer = seconds_since(optimizer_start);
   end_step(total, logged, norm);

@@ -92,6 +92,13 @@ class Trainer {
   // Optimizer steps the run will have taken when it has trained `epochs`: those done, the rest of the epoch in progress
   // and the epochs after it at this run's world and batch size (epochs x steps_per_epoch unless a resume re-sharded).
   int64_t planned_steps(int64_t epochs) const;
+  // training.epochs, or with epochs = 0 the epochs training.max_steps reaches from here: the epoch in progress, then
+  // as many whole ones as the steps left need.
+  int64_t epochs_to_train() const;
+  // Which of training.epochs and training.max_steps ended the run, when the config sets both ("" otherwise).
+  std::string ended_by() const;
+  // AveragedModel's decay: training.ema_decay, or with training.ema_adjust torchvision's reference adjustment of it.
+  double ema_decay() const;
   enum class EpochEnd { kFinished, kCut, kPreempted };  // every batch done | max_steps inside it | a signal
 
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
@@ -190,6 +197,7 @@ class Trainer {
   std::string init_from_note_;  // how model.init_from's layout was read; "" when plain or unset
   double base_lr_ = 0;
   int64_t total_steps_ = 0;                               // of this run: epochs x steps per epoch, capped by max_steps
+  int64_t epochs_ = 0;                                    // of this run: epochs_to_train() when it starts
   double last_eval_accuracy_ = -1;                        // the latest evaluation's, for the checkpoint that follows it
   int64_t nonfinite_skips_ = 0, nonfinite_in_a_row_ = 0;  // training.on_nonfinite = "skip", in this run
   AsyncAllReduceMax stop_vote_{ctx_};

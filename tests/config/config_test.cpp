@@ -168,7 +168,11 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:2:20",
        {"training.grad_accum_steps must be >= 1"}},
-      {"epochs 0", "[training]\nepochs = 0\n", {}, "bad.toml:2:10", {"training.epochs must be >= 1"}},
+      {"epochs 0",
+       "[training]\nepochs = 0\n",
+       {},
+       "bad.toml:2:10",
+       {"training.epochs = 0 trains until training.max_steps, and max_steps = 0 sets no limit"}},
       {"timeout 0", "[dist]\ntimeout_s = 0\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0"}},
       {"negative seed",
        "[job]\nseed = -1\n",
@@ -192,7 +196,7 @@ const std::vector<BadCase>& bad_files() {
        "[training]\nepochs = 9223372036854775807\n",
        {},
        "bad.toml:2:10",
-       {"training.epochs must be >= 1 and <= 1000000"}},
+       {"training.epochs must be >= 0 and <= 1000000"}},
       {"max_steps huge",
        "[training]\nmax_steps = 9000000000000000000\n",
        {},
@@ -682,11 +686,11 @@ TEST(ConfigOverrides, AreTypedLikeTheValueTheyReplace) {
                             {"model.name=resnet18", "optimizer.name=\"adamw\"", "optimizer.lr=1", "data.shuffle=false",
                              "job.name=2024", "data.dir=/tmp/with space", "data.mirrors=[\"http://a/\", \"http://b/\"]",
                              "checkpoint.resume=runs/x/ckpt.pt", "data.mean=0.5", "training.epochs=3"});
-  EXPECT_EQ(cfg.model.name.name, "resnet18");  // bare word for a choice key
+  EXPECT_EQ(cfg.model.name.name, "resnet18");   // bare word for a choice key
   EXPECT_EQ(cfg.optimizer.name.name, "adamw");  // quoted string
-  EXPECT_EQ(cfg.optimizer.lr, 1.0);                     // int for float
-  EXPECT_FALSE(cfg.data.shuffle);                       // bool
-  EXPECT_EQ(cfg.job.name, "2024");                      // a word TOML reads as a number stays a string for a string key
+  EXPECT_EQ(cfg.optimizer.lr, 1.0);             // int for float
+  EXPECT_FALSE(cfg.data.shuffle);               // bool
+  EXPECT_EQ(cfg.job.name, "2024");              // a word TOML reads as a number stays a string for a string key
   EXPECT_EQ(cfg.data.dir, "/tmp/with space");
   EXPECT_EQ(cfg.data.mirrors, (std::vector<std::string>{"http://a/", "http://b/"}));
   EXPECT_EQ(cfg.checkpoint.resume.mode, ResumeMode::Path);  // a path where a choice is allowed to be one
@@ -892,6 +896,8 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       std::vector<std::string> overrides{key + "=" + name};
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
+      if (key == "data.interpolation")                                        // an image folder's key
+        overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
       if (key == "lr_scheduler.decay" && name == "multistep") overrides.push_back("lr_scheduler.milestones=[5]");
       const Config cfg = parse_config("", "c.toml", overrides);
@@ -907,7 +913,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 20);
+  EXPECT_EQ(keys, 22);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),

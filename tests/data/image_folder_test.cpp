@@ -116,24 +116,67 @@ TEST(ImageTransforms, MatchTorchvisionV2ToTheByte) {
   image_folder_python("transforms " + dir.path());
   const nlohmann::json cases = nlohmann::json::parse(read_file(dir / "cases.json"));
   ASSERT_GT(cases.size(), 30u);
+  int bicubic_cases = 0;
   for (const auto& c : cases) {
     const int64_t h = c["h"], w = c["w"], size = c["size"];
     const torch::Tensor hwc =
         image_folder_raw(dir / ("src_" + std::to_string(c["src"].get<int>()) + ".rgb"), {h, w, 3});
     const torch::Tensor image = hwc.permute({2, 0, 1});
+    const Interpolation mode =
+        c.value("interp", "bilinear") == "bicubic" ? Interpolation::Bicubic : Interpolation::Bilinear;
     torch::Tensor out;
     if (c["kind"] == "eval") {
-      out = center_crop(resize_shorter_side(image, c["resize"].get<int64_t>()), size);
+      out = center_crop(resize_shorter_side(image, c["resize"].get<int64_t>(), mode), size);
     } else {
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(c["seed"].get<uint64_t>());
       const CropBox box = random_resized_crop_box(h, w, CropRanges{}, gen);
-      out =
-          resize_to(image.slice(1, box.top, box.top + box.height).slice(2, box.left, box.left + box.width), size, size);
+      out = resize_to(image.slice(1, box.top, box.top + box.height).slice(2, box.left, box.left + box.width), size,
+                      size, mode);
       if (random_flip(gen)) out = out.flip(-1);
     }
     const torch::Tensor expected = image_folder_raw(dir / c["out"].get<std::string>(), {3, size, size});
     EXPECT_TRUE(torch::equal(out.contiguous(), expected)) << c.dump();
+    bicubic_cases += mode == Interpolation::Bicubic;
   }
+  EXPECT_EQ(bicubic_cases, 10);
+}
+
+// The FixRes keys: training's crop, evaluation's resize and crop, each defaulting to image_size and resize_size; they
+// belong to image folders only.
+TEST(ImageFolder, FixResCropSizesResolveAndApply) {
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
+  TempDir dir;
+  image_folder_python("make " + dir / "f" + " --classes 2 --train 2 --val 2 --seed 3 --min-side 40 --max-side 70");
+  const Config plain = image_folder_config(dir / "f", {"data.image_size=48"});
+  EXPECT_EQ(plain.data.train_crop_size, 48);
+  EXPECT_EQ(plain.data.val_crop_size, 48);
+  EXPECT_EQ(plain.data.resize_size, 54);  // 48 * 256 / 224
+  EXPECT_EQ(plain.data.val_resize_size, 54);
+  const Config fixres = image_folder_config(dir / "f", {"data.train_crop_size=24", "data.val_crop_size=40",
+                                                        "data.val_resize_size=44", "data.interpolation=bicubic"});
+  EXPECT_EQ(fixres.data.image_size, 224);
+  const Dataset ds = load_dataset(fixres.data, fixres.model, 0, {});
+  EXPECT_EQ(ds.image_size, 24);
+  EXPECT_EQ(ds.train.source->read(0, 5).image.sizes(), (c10::IntArrayRef{3, 24, 24}));
+  // Evaluation: Resize(44, bicubic) + CenterCrop(40) of the decoded file.
+  const torch::Tensor val = ds.test.source->read(1, 0).image;
+  DecodeOptions whole;
+  const DecodedImage decoded = read_image(dir / "f/val/class_00/img_0001.png", whole);
+  const torch::Tensor pixels =
+      torch::from_blob(const_cast<uint8_t*>(decoded.rgb.data()), {decoded.height, decoded.width, 3}, torch::kUInt8)
+          .permute({2, 0, 1});
+  EXPECT_TRUE(torch::equal(val, center_crop(resize_shorter_side(pixels, 44, Interpolation::Bicubic), 40)));
+  EXPECT_FALSE(torch::equal(val, center_crop(resize_shorter_side(pixels, 44, Interpolation::Bilinear), 40)));
+  const std::string small = error_of([&] {
+    image_folder_config(dir / "f", {"data.val_crop_size=64", "data.val_resize_size=60"});
+  });
+  EXPECT_NE(small.find("data.val_resize_size = 60 is smaller than data.val_crop_size = 64"), std::string::npos)
+      << small;
+  const std::string elsewhere = error_of([&] {
+    parse_config("", "f.toml", {"data.dataset=synthetic", "data.train_crop_size=24"});
+  });
+  EXPECT_NE(elsewhere.find("data.train_crop_size applies to data.dataset = \"image_folder\" only"), std::string::npos)
+      << elsewhere;
 }
 
 TEST(ImageTransforms, SampleSeedsDifferBySeedEpochAndIndex) {

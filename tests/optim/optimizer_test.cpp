@@ -166,6 +166,19 @@ TEST(LrSchedule, WarmupThenCosineAndStep) {
   EXPECT_DOUBLE_EQ(scheduled_lr(cfg, 1.0, 34, 100), 0.125);
 }
 
+// The learning rates a Python scheduler script prints ("lr VALUE" per step) when run with `args`; a test failure
+// when it fails or prints another count than `steps`.
+std::vector<double> torch_schedule_lrs(const std::string& script, const std::string& args, int steps) {
+  const CommandResult r = run_command(shell_quote(python()) + " -c " + shell_quote(script) + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> lrs;
+  std::istringstream lines(r.output);
+  for (std::string word; lines >> word;)
+    if (word == "lr" && lines >> word) lrs.push_back(std::stod(word));
+  EXPECT_EQ(lrs.size(), static_cast<size_t>(steps)) << r.output;
+  return lrs;
+}
+
 // Warmup then multistep decay against PyTorch's own schedulers: SequentialLR(LinearLR(1/warmup -> 1 over warmup
 // steps), MultiStepLR(milestones, gamma), milestones=[warmup]), stepped once per optimizer step. The milestones are
 // unsorted and one repeats (MultiStepLR then decays twice there).
@@ -194,16 +207,48 @@ TEST(LrSchedule, WarmupThenMultiStepMatchesTorchSchedulers) {
   std::string args = shortest_number(base) + " " + std::to_string(cfg.warmup_steps) + " " + shortest_number(cfg.gamma) +
                      " " + std::to_string(steps);
   for (int64_t m : cfg.milestones) args += " " + std::to_string(m);
-  const CommandResult r = run_command(shell_quote(python()) + " -c " + shell_quote(script) + " " + args);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<double> theirs;
-  std::istringstream lines(r.output);
-  for (std::string word; lines >> word;)
-    if (word == "lr" && lines >> word) theirs.push_back(std::stod(word));
-  ASSERT_EQ(theirs.size(), static_cast<size_t>(steps)) << r.output;
+  const std::vector<double> theirs = torch_schedule_lrs(script, args, steps);
+  ASSERT_EQ(theirs.size(), static_cast<size_t>(steps));
   for (int step = 0; step < steps; ++step)
     EXPECT_NEAR(scheduled_lr(cfg, base, step, 1000), theirs[step], 1e-12 * theirs[step]) << "step " << step;
   EXPECT_NEAR(theirs[24], base * 0.0625, 1e-15);  // four decays by the end: the repeat counted twice
+}
+
+// torchvision's reference schedule: SequentialLR([LinearLR(start_factor=f, total_iters=warmup) or ConstantLR(factor=f,
+// total_iters=warmup), CosineAnnealingLR(T_max=steps - warmup)], milestones=[warmup]), stepped once per optimizer step.
+TEST(LrSchedule, WarmupStartFactorMatchesLinearAndConstantLR) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  const std::string script =
+      "import sys, warnings, torch\n"
+      "warnings.simplefilter('ignore')\n"
+      "lr, warmup, factor, steps, method = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), "
+      "int(sys.argv[4]), sys.argv[5]\n"
+      "opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)\n"
+      "S = torch.optim.lr_scheduler\n"
+      "warm = S.LinearLR(opt, factor, 1.0, total_iters=warmup) if method == 'linear' else "
+      "S.ConstantLR(opt, factor, total_iters=warmup)\n"
+      "sched = S.SequentialLR(opt, [warm, S.CosineAnnealingLR(opt, steps - warmup)], milestones=[warmup])\n"
+      "for _ in range(steps):\n"
+      "    print('lr', repr(opt.param_groups[0]['lr']))\n"
+      "    opt.step()\n"
+      "    sched.step()\n";
+  for (const WarmupMethod method : {WarmupMethod::Linear, WarmupMethod::Constant}) {
+    LrSchedulerConfig cfg;
+    cfg.warmup_steps = 5;
+    cfg.warmup_start_factor = 0.01;
+    cfg.warmup_method = method;
+    cfg.decay = LrDecay::Cosine;
+    const double base = 0.5;
+    const int steps = 30;
+    const std::string name = method == WarmupMethod::Linear ? "linear" : "constant";
+    const std::vector<double> theirs =
+        torch_schedule_lrs(script, "0.5 5 0.01 " + std::to_string(steps) + " " + name, steps);
+    ASSERT_EQ(theirs.size(), static_cast<size_t>(steps));
+    for (int step = 0; step < steps; ++step)
+      EXPECT_NEAR(scheduled_lr(cfg, base, step, steps), theirs[step], 1e-12 * base) << name << " step " << step;
+    EXPECT_NEAR(theirs[0], base * 0.01, 1e-15);
+    EXPECT_EQ(method == WarmupMethod::Constant, theirs[4] == theirs[0]) << name;
+  }
 }
 
 }  // namespace

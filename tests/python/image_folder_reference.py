@@ -50,8 +50,10 @@ def list_folder(args):
 
 def transforms(args):
     """For each case: the source image (HWC bytes) and torchvision's output (CHW bytes). Resize(r) + CenterCrop(s),
-    and RandomResizedCrop(s) + RandomHorizontalFlip() with the global generator seeded first."""
+    and RandomResizedCrop(s) + RandomHorizontalFlip() with the global generator seeded first; bilinear, and some
+    cases bicubic ("interp")."""
     from torchvision.transforms import v2
+    bicubic = v2.InterpolationMode.BICUBIC
     rng = np.random.default_rng(0)
     cases = []
     for n, (h, w) in enumerate([(37, 53), (64, 48), (120, 91), (33, 33), (300, 20)]):
@@ -69,6 +71,17 @@ def transforms(args):
             name = "train_%d_%d.rgb" % (n, seed % 100000)
             out.contiguous().numpy().tofile(os.path.join(args.out, name))
             cases.append({"kind": "train", "src": n, "h": h, "w": w, "size": 24, "seed": seed, "out": name})
+        out = v2.CenterCrop(20)(v2.Resize(27, interpolation=bicubic)(chw))
+        name = "eval_bicubic_%d.rgb" % n
+        out.contiguous().numpy().tofile(os.path.join(args.out, name))
+        cases.append({"kind": "eval", "src": n, "h": h, "w": w, "size": 20, "resize": 27, "out": name,
+                      "interp": "bicubic"})
+        torch.manual_seed(n)
+        out = v2.Compose([v2.RandomResizedCrop(24, interpolation=bicubic), v2.RandomHorizontalFlip()])(chw)
+        name = "train_bicubic_%d.rgb" % n
+        out.contiguous().numpy().tofile(os.path.join(args.out, name))
+        cases.append({"kind": "train", "src": n, "h": h, "w": w, "size": 24, "seed": n, "out": name,
+                      "interp": "bicubic"})
     with open(os.path.join(args.out, "cases.json"), "w") as f:
         json.dump(cases, f)
 

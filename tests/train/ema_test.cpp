@@ -55,5 +55,35 @@ TEST(Ema, TwoRanksMatchAveragedModelOfPythonDdp) {
   EXPECT_GT(records.second, 0);
 }
 
+// training.ema_every_steps and ema_adjust with a LinearLR warmup, as torchvision's reference train.py runs them: the
+// EMA updated at the first step of each epoch and every third after it, restarted during the warmup, with the decay
+// adjusted for world size, batch, update interval and epochs; the warmup's learning rates those of LinearLR(0.1).
+TEST(Ema, EveryStepsAndReferenceAdjustmentMatchPythonDdp) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 200, 32, 5);  // 100 per rank: 7 batches of 16 per epoch, 12 steps span two epochs
+  ema_make_module(dir / "net.pt");
+  const CommandResult ref = run_python_ranks(
+      2, ema_script() + " train --data " + dir / "data" + " --init " + dir / "net.pt" + " --out " + dir / "python.pt" +
+             " --batch 16 --steps 12 --lr 0.05 --momentum 0.9 --seed 3 --ema-decay 0.99 --ema-steps 3 "
+             "--ema-restart-through 4 --ema-adjust-epochs 5 --warmup-steps 4 --warmup-start-factor 0.1 --ema-out " +
+             dir / "python_ema.pt");
+  ASSERT_TRUE(std::filesystem::exists(dir / "python_ema.pt")) << ref.output;
+  const std::string cfg =
+      write_mnist_job(dir, dir / "data",
+                      {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=16", "data.workers=0",
+                       "optimizer.lr=0.05", "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out",
+                       "lr_scheduler.warmup_steps=4", "lr_scheduler.warmup_start_factor=0.1", "training.ema_decay=0.99",
+                       "training.ema_every_steps=3", "training.ema_adjust=true", "training.max_steps=12",
+                       "training.epochs=5", "metrics.progress=plain"});
+  const auto ranks = run_ranks(2, cfg);
+  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 0.0);
+  EXPECT_EQ(max_state_diff(dir / "out/model_ema.pt", dir / "python_ema.pt"), 0.0);
+  EXPECT_GT(max_state_diff(dir / "out/model_ema.pt", dir / "out/model.pt"), 1e-4);  // an average, not a copy
+  // 1 - min(1, 0.01 x 2 ranks x 16 x 3 / 5 epochs)
+  EXPECT_NE(ranks[0].output.find("EMA decay 0.808 "), std::string::npos) << ranks[0].output;
+}
+
 }  // namespace
 }  // namespace ddp::test
