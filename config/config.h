@@ -74,6 +74,9 @@ struct DataConfig {
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
   bool drop_last = false;
+  int64_t ra_reps = 0;
+  double mixup_alpha = 0.0;
+  double cutmix_alpha = 0.0;
   IntOrAuto workers{false, 1};
   int64_t prefetch = 4;
   PerChannel mean{-1};
@@ -104,6 +107,22 @@ struct DataConfig {
     key(s.shuffle, Key("shuffle", "DistributedSampler's shuffle: randperm seeded job.seed + epoch"));
     key(s.drop_last,
         Key("drop_last", "the sampler truncates to a multiple of the world; a partial last batch is dropped"));
+    key(s.ra_reps, Key("ra_reps",
+                       "repeated augmentation: torchvision's RASampler (references/classification, --ra-reps) "
+                       "instead of DistributedSampler, each sample this many times in a row, differently augmented, "
+                       "floor(N // 256 * 256 / world) samples per rank and epoch; 0 or 1 = off")
+                       .at_least(0)
+                       .at_most(1024));
+    key(s.mixup_alpha, Key("mixup_alpha",
+                           "torchvision.transforms.v2.MixUp(alpha) on each training batch on the device (train "
+                           "accuracy then counts the dominant label of the mixed target); 0 = off")
+                           .at_least(0)
+                           .at_most(1e6));
+    key(s.cutmix_alpha, Key("cutmix_alpha",
+                            "torchvision.transforms.v2.CutMix(alpha) on each training batch on the device; with "
+                            "mixup_alpha, one of the two per batch, each with probability 0.5; 0 = off")
+                            .at_least(0)
+                            .at_most(1e6));
     key(s.workers, Key("workers",
                        "threads per rank that read and assemble samples (0 = on the training thread; auto = the "
                        "CPUs left to the rank: available CPUs / ranks on the host - its training threads)")

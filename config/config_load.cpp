@@ -417,6 +417,11 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
          why +
              "dist.find_unused_parameters searches the autograd graph on the host after every forward; set it to "
              "false");
+  if (cfg.data.mixup_alpha > 0 || cfg.data.cutmix_alpha > 0)
+    fail({"training.cuda_graph", "data.mixup_alpha", "data.cutmix_alpha"},
+         why +
+             "data.mixup_alpha and data.cutmix_alpha draw each batch's mixing weight and box on the host, and a "
+             "CutMix box changes the copied slice's shape; set both to 0");
   if (cfg.dist.grad_compression != GradCompression::None || cfg.dist.skip_zero_gradients)
     fail({"training.cuda_graph", "dist.grad_compression", "dist.skip_zero_gradients"},
          why +

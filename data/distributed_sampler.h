@@ -1,17 +1,19 @@
 // DistributedSampler: the index order of torch.utils.data.distributed.DistributedSampler (PyTorch 2.11), exactly.
 #pragma once
 
+#include "data/epoch_sampler.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace ddp {
 
-class DistributedSampler {
+class DistributedSampler : public EpochSampler {
  public:
   DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed,
                      bool drop_last);
 
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   // This rank's indices for the current epoch: randperm(seed + epoch) (or 0..N-1), padded by repeating
   // from the start or truncated (drop_last) to total_size, then [rank : total_size : num_replicas].
@@ -19,9 +21,11 @@ class DistributedSampler {
   // This rank's share of the global order from position `offset` on ([offset + rank : total : replicas]):
   // resuming an epoch that a different world size started, from the saved position in the global order.
   std::vector<int64_t> indices_from(int64_t offset) const;
+  // indices_from(offset), each sample augmented by its index.
+  EpochSamples samples_from(int64_t offset) const override { return {indices_from(offset), {}}; }
   // The padded/truncated global order before striding (what every rank agrees on).
   std::vector<int64_t> global_indices() const;
-  int64_t num_samples() const { return num_samples_; }
+  int64_t num_samples() const override { return num_samples_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }
 
  private:

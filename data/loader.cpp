@@ -21,7 +21,8 @@ bool unused(const torch::Tensor& t) { return t.use_count() == 1 && t.storage().u
 
 }  // namespace
 
-BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch)
+BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch,
+                         std::vector<int64_t> augment_keys)
     : split_(split), options_(std::move(options)), mu_(&own_mu_) {
   TORCH_CHECK(options_.batch_size >= 1 && options_.prefetch >= 1, "BatchLoader: batch_size and prefetch must be >= 1");
   TORCH_CHECK(!options_.device_decode || !options_.normalize, "BatchLoader: the device normalises what it decodes");
@@ -30,7 +31,7 @@ BatchLoader::BatchLoader(const Split& split, std::vector<int64_t> indices, Loade
   if (!split_.source && split_.images.defined() && split_.images.size(0) > 0)
     rows_per_task_ = std::max<int64_t>(1, kTaskBytes / std::max<int64_t>(1, split_.images[0].numel()));
   const int64_t epoch = options_.epoch;
-  plan_epoch(std::move(indices), epoch);
+  plan_epoch(std::move(indices), epoch, std::move(augment_keys));
   epochs_.front()->first = next_ = produce_next_ = std::min(start_batch, epochs_.front()->batches);
   threads_ = options_.threads;
   if (!threads_ && options_.workers > 0) threads_ = std::make_shared<LoaderThreads>(options_.workers);
@@ -43,12 +44,15 @@ BatchLoader::~BatchLoader() {
   if (threads_) threads_->detach(this);
 }
 
-void BatchLoader::plan_epoch(std::vector<int64_t> indices, int64_t epoch) {
+void BatchLoader::plan_epoch(std::vector<int64_t> indices, int64_t epoch, std::vector<int64_t> augment_keys) {
+  TORCH_CHECK(augment_keys.empty() || augment_keys.size() == indices.size(), "BatchLoader: ", augment_keys.size(),
+              " augmentation keys for ", indices.size(), " samples");
   std::lock_guard<std::mutex> lock(*mu_);
   const auto n = static_cast<int64_t>(indices.size()), b = options_.batch_size;
   const int64_t seq = epochs_.empty() ? 0 : epochs_.back()->seq + 1;
-  epochs_.push_back(std::make_unique<Epoch>(
-      Epoch{seq, std::move(indices), epoch, options_.drop_last ? n / b : (n + b - 1) / b, /*first=*/0}));
+  epochs_.push_back(
+      std::make_unique<Epoch>(Epoch{seq, std::move(indices), epoch, options_.drop_last ? n / b : (n + b - 1) / b,
+                                    /*first=*/0, std::move(augment_keys)}));
   if (front_ended_) {  // next() already said the front epoch's end: the new one follows at once
     epochs_.pop_front();
     next_ = 0;
@@ -154,9 +158,10 @@ void BatchLoader::run(const Task& task) {
   const Epoch& e = *task.batch->epoch;
   const int64_t first = task.batch->index * options_.batch_size;
   for (int64_t row = task.begin; row < task.end; ++row) {
-    const int64_t index = e.indices[static_cast<size_t>(first + row)];
+    const auto position = static_cast<size_t>(first + row);
+    const int64_t index = e.indices[position];
     if (split_.source && task.batch->device_rows) {
-      const uint64_t seed = sample_seed(options_.seed, e.epoch, index);
+      const uint64_t seed = sample_seed(options_.seed, e.epoch, e.augment_key(position));
       SampleSource::Prepared p = split_.source->prepare_for_device(index, seed);
       if (p.encoded) {
         const int64_t side = p.encoded->transform.size, label = p.encoded->index;
@@ -168,7 +173,8 @@ void BatchLoader::run(const Task& task) {
       TORCH_CHECK(image.scalar_type() == torch::kUInt8, "sample ", p.sample.index, " is not uint8");
       write_sample(task, row, image.data_ptr<uint8_t>(), image.sizes(), image.strides(), p.sample.index);
     } else if (split_.source) {
-      const SampleSource::Sample s = split_.source->read(index, sample_seed(options_.seed, e.epoch, index));
+      const SampleSource::Sample s =
+          split_.source->read(index, sample_seed(options_.seed, e.epoch, e.augment_key(position)));
       TORCH_CHECK(s.image.scalar_type() == torch::kUInt8, "sample ", s.index, " is not uint8");
       write_sample(task, row, s.image.data_ptr<uint8_t>(), s.image.sizes(), s.image.strides(), s.index);
     } else {

@@ -45,7 +45,8 @@ struct LoaderOptions {
   // The layout the model takes: batches are assembled straight into it, here or on the device (no layout copy in
   // the first layer).
   torch::MemoryFormat memory_format = torch::MemoryFormat::Contiguous;
-  // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, sample index).
+  // Splits read per sample: each sample's augmentation is keyed by (seed, epoch, its augmentation key: the sample
+  // index unless the sampler repeats samples).
   uint64_t seed = 0;
   int64_t epoch = 0;
   // Batches assembled straight into page-locked host memory, for an asynchronous copy to a CUDA device
@@ -69,8 +70,9 @@ struct LoaderOptions {
 class BatchLoader {
  public:
   // indices: this rank's samples of epoch options.epoch in order; start_batch skips the first batches (resume
-  // inside an epoch).
-  BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch = 0);
+  // inside an epoch). augment_keys: each sample's augmentation key (EpochSamples), empty for its index.
+  BatchLoader(const Split& split, std::vector<int64_t> indices, LoaderOptions options, int64_t start_batch = 0,
+              std::vector<int64_t> augment_keys = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -78,7 +80,7 @@ class BatchLoader {
   // Another epoch after those given so far, from its first batch: the threads go on into it as soon as the epoch
   // before has no batch left to start (DataLoader(persistent_workers=True) keeps its workers across epochs; here the
   // next epoch's first batches are also assembled while the last steps of the one before run).
-  void plan_epoch(std::vector<int64_t> indices, int64_t epoch);
+  void plan_epoch(std::vector<int64_t> indices, int64_t epoch, std::vector<int64_t> augment_keys = {});
   // Whether an epoch is planned after the one next() hands out.
   bool epoch_planned();
 
@@ -101,6 +103,11 @@ class BatchLoader {
     int64_t seq;  // 0, 1, ... in the order they were given
     std::vector<int64_t> indices;
     int64_t epoch, batches, first;
+    std::vector<int64_t> augment_keys;  // empty: the indices
+    // Row `position`'s augmentation key.
+    int64_t augment_key(size_t position) const {
+      return augment_keys.empty() ? indices[position] : augment_keys[position];
+    }
   };
   struct Buffers {
     torch::Tensor images, labels;  // a whole batch's, allocated once and reused

@@ -44,7 +44,8 @@ std::vector<MetricRow> make_table() {
       train("loss", kNumber, tag("train/loss"), P::kAlways, "mean training loss over the interval's samples",
             [](const TrainView& v) -> Value { return v.step.loss; }),
       train("accuracy", kNumber, tag("train/accuracy"), P::kAlways,
-            "fraction of the interval's training samples classified right",
+            "fraction of the interval's training samples classified right (a batch mixed by data.mixup_alpha or "
+            "data.cutmix_alpha: its top output is the mixed target's dominant label)",
             [](const TrainView& v) -> Value { return v.step.accuracy; }),
       train("lr", kNumber, tag("lr"), P::kAlways, "the learning rate of the logged step",
             [](const TrainView& v) -> Value { return v.step.lr; }),

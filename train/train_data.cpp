@@ -3,7 +3,7 @@
 
 #include "base/cpus.h"
 #include "data/device_feed.h"
-#include "data/distributed_sampler.h"
+#include "data/epoch_sampler.h"
 #include "data/loader_options.h"
 #include "data/loader_threads.h"
 
@@ -32,22 +32,24 @@ void Trainer::start_loader_threads() {
   if (workers > 0) loader_threads_ = std::make_shared<LoaderThreads>(workers);
 }
 
-DeviceFeed& Trainer::training_feed(const std::vector<int64_t>& indices) {
+DeviceFeed& Trainer::training_feed(const EpochSamples& samples) {
   const EpochPosition& position = state_.position;
   if (!train_loader_ || train_loader_->epoch() != position.epoch ||
       train_loader_->next_batch() != position.batch_in_epoch) {
     train_feed_.reset();
-    train_loader_ = std::make_unique<BatchLoader>(
-        dataset_.train, indices, loader_options(cfg_.data.batch_size, cfg_.data.drop_last), position.batch_in_epoch);
+    train_loader_ = std::make_unique<BatchLoader>(dataset_.train, samples.indices,
+                                                  loader_options(cfg_.data.batch_size, cfg_.data.drop_last),
+                                                  position.batch_in_epoch, samples.augment_keys);
     train_feed_ = make_device_feed(*train_loader_, ctx_.device);
   }
   const int64_t next = position.epoch + 1;
   const int64_t steps_left =
       steps_in(train_loader_->num_batches() - position.batch_in_epoch, cfg_.training.grad_accum_steps);
   if (next < epochs_ && state_.global_step + steps_left < total_steps_ && !train_loader_->epoch_planned()) {
-    DistributedSampler sampler = train_sampler();
-    sampler.set_epoch(next);
-    train_loader_->plan_epoch(sampler.indices_from(0), next);
+    const std::unique_ptr<EpochSampler> sampler = train_sampler();
+    sampler->set_epoch(next);
+    EpochSamples planned = sampler->samples_from(0);
+    train_loader_->plan_epoch(std::move(planned.indices), next, std::move(planned.augment_keys));
   }
   return *train_feed_;
 }

@@ -7,7 +7,7 @@
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_dict.h"
 #include "data/device_feed.h"
-#include "data/distributed_sampler.h"
+#include "data/epoch_sampler.h"
 #include "distributed/gradient_sync.h"
 #include "distributed/rank_zero.h"
 #include "optim/optimizer.h"
@@ -20,7 +20,8 @@
 namespace ddp {
 
 void Trainer::resume() {
-  check_training_batches(train_sampler().num_samples(), "");  // before any step: no untrained model.pt, no late failure
+  // Before any step: no untrained model.pt, no late failure.
+  check_training_batches(train_sampler()->num_samples(), "");
   const auto resumed =
       checkpointer_->resume([this](const c10::impl::GenericDict& state) { return check_state_dict(state); });
   if (resumed) {
@@ -64,9 +65,10 @@ void Trainer::train() {
 Trainer::EpochEnd Trainer::train_epoch() {
   const int64_t k = cfg_.training.grad_accum_steps;
   EpochPosition& position = state_.position;
-  DistributedSampler sampler = train_sampler();
-  sampler.set_epoch(position.epoch);
-  const std::vector<int64_t> indices = sampler.indices_from(position.sample_offset);
+  const std::unique_ptr<EpochSampler> sampler = train_sampler();
+  sampler->set_epoch(position.epoch);
+  const EpochSamples samples = sampler->samples_from(position.sample_offset);
+  const std::vector<int64_t>& indices = samples.indices;
   // An epoch resumed from a checkpoint of another world size or batch size is a different length.
   if (position.sample_offset != 0)
     check_training_batches(static_cast<int64_t>(indices.size()), " in epoch " + std::to_string(position.epoch + 1) +
@@ -74,7 +76,7 @@ Trainer::EpochEnd Trainer::train_epoch() {
                                                                      std::to_string(position.sample_offset));
   const int64_t num_batches =
       batches_in(static_cast<int64_t>(indices.size()), cfg_.data.batch_size, cfg_.data.drop_last);
-  DeviceFeed& feed = training_feed(indices);
+  DeviceFeed& feed = training_feed(samples);
   std::vector<Batch> group;
   double data_s = 0;  // the step's wait for its batches
   while (true) {

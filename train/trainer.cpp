@@ -10,6 +10,7 @@
 #include "data/distributed_sampler.h"
 #include "data/gpu_decode.h"
 #include "data/loader_options.h"
+#include "data/ra_sampler.h"
 #include "distributed/gradient_sync.h"
 #include "models/conv.h"
 #include "report/flop_counter.h"
@@ -20,6 +21,7 @@
 #include "train/device_settings.h"
 #include "train/graph_state.h"
 #include "train/init_weights.h"
+#include "train/training_loss.h"
 
 #include <ATen/record_function.h>
 
@@ -36,7 +38,8 @@ Trainer::Trainer(Config cfg, DistContext ctx)
           ReportingRanks{ctx_.rank, ctx_.world_size, places_of(ctx_.views)},
           [this](const std::vector<double>& v) { return all_reduce_sum(ctx_, v); },
           [this](double v) { return all_reduce_max(ctx_, v); }),
-      generators_(ctx_, cfg_.job.seed) {
+      generators_(ctx_, cfg_.job.seed),
+      mix_(cfg_.data.mixup_alpha, cfg_.data.cutmix_alpha, cfg_.model.num_classes) {
   state_.batch_size = cfg_.data.batch_size;
   state_.world_size = ctx_.world_size;
   state_.world_sizes = {1, ctx_.world_size};
@@ -53,9 +56,13 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   return o;
 }
 
-DistributedSampler Trainer::train_sampler() const {
-  return DistributedSampler(dataset_.train.size(), ctx_.world_size, ctx_.rank, cfg_.data.shuffle,
-                            static_cast<uint64_t>(cfg_.job.seed), cfg_.data.drop_last);
+std::unique_ptr<EpochSampler> Trainer::train_sampler() const {
+  const int64_t n = dataset_.train.size(), reps = cfg_.data.ra_reps;
+  const auto seed = static_cast<uint64_t>(cfg_.job.seed);
+  if (reps <= 1)
+    return std::make_unique<DistributedSampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed,
+                                                cfg_.data.drop_last);
+  return std::make_unique<RASampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed, reps);
 }
 
 void Trainer::setup() {
@@ -173,16 +180,16 @@ RunFacts Trainer::run_facts() const {
 }
 
 int64_t Trainer::steps_per_epoch() const {
-  const int64_t batches = batches_in(train_sampler().num_samples(), cfg_.data.batch_size, cfg_.data.drop_last);
+  const int64_t batches = batches_in(train_sampler()->num_samples(), cfg_.data.batch_size, cfg_.data.drop_last);
   return steps_in(batches, cfg_.training.grad_accum_steps);
 }
 
 int64_t Trainer::planned_steps(int64_t epochs) const {
   const EpochPosition& p = state_.position;
   if (p.epoch >= epochs) return state_.global_step;
-  DistributedSampler sampler = train_sampler();
-  sampler.set_epoch(p.epoch);
-  const int64_t samples_left = static_cast<int64_t>(sampler.indices_from(p.sample_offset).size());
+  const std::unique_ptr<EpochSampler> sampler = train_sampler();
+  sampler->set_epoch(p.epoch);
+  const int64_t samples_left = static_cast<int64_t>(sampler->samples_from(p.sample_offset).indices.size());
   const int64_t batches_left =
       std::max<int64_t>(0, batches_in(samples_left, cfg_.data.batch_size, cfg_.data.drop_last) - p.batch_in_epoch);
   int64_t later = 0, total = 0;
@@ -229,6 +236,13 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
                             std::to_string(ctx_.world_size) + " rank(s) = " + std::to_string(n) + " per rank" + where;
   const bool no_batch = n == 0 || (cfg_.data.drop_last && n < b);
   if (no_batch && !where.empty()) return;  // a resumed epoch with nothing left: the next one is whole
+  const int64_t reps = cfg_.data.ra_reps;
+  if (reps > 1 && n < b && where.empty())
+    throw ConfigError("data.ra_reps = " + std::to_string(reps) +
+                      ": RASampler trains floor(N // 256 * 256 / world) samples per rank and epoch: " + split +
+                      ", fewer than data.batch_size = " + std::to_string(b) +
+                      "; use more data (at least 256 samples, and a batch per rank), fewer ranks, a smaller batch, "
+                      "or data.ra_reps = 0");
   if (no_batch)
     throw ConfigError("no optimizer steps to take: " + split + ", and data.drop_last = " +
                       (cfg_.data.drop_last ? "true drops a batch smaller than" : "false with") + " data.batch_size = " +
@@ -246,12 +260,18 @@ void Trainer::check_training_batches(int64_t samples_per_rank, const std::string
                     std::to_string(smallest));
 }
 
-Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor) {
+Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool sync, double loss_divisor,
+                                                    int64_t micro_batch) {
   const auto start = std::chrono::steady_clock::now();
   model_->train();
   // The device feed delivers batches on the device already; a batch from elsewhere is moved there.
   const auto on_device = [this](const torch::Tensor& t) { return t.device() == ctx_.device ? t : t.to(ctx_.device); };
-  const torch::Tensor x = on_device(batch.images), y = on_device(batch.labels);
+  const torch::Tensor y = on_device(batch.labels);
+  // data.mixup_alpha / data.cutmix_alpha on the device (a no-op when both are 0), drawn for this micro-batch.
+  const MixedBatch mixed = mix_.apply(on_device(batch.images), y,
+                                      mix_key(static_cast<uint64_t>(cfg_.job.seed), state_.position.epoch,
+                                              state_.global_step + 1, ctx_.rank, micro_batch));
+  const torch::Tensor& x = mixed.images;
   gradient_sync_->pre_forward(sync);
   torch::Tensor out, loss;
   {
@@ -262,12 +282,7 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
     }
     gradient_sync_->post_forward(sync, out);
     out = out.to(torch::kFloat32);  // loss and its reduction in fp32
-    // torch.nn.CrossEntropyLoss(label_smoothing=ls); on log-probabilities (net) it is the same loss, since
-    // log_softmax leaves them unchanged.
-    const double ls = cfg_.training.label_smoothing;
-    loss = model_->outputs_log_probs() && ls == 0
-               ? torch::nll_loss(out, y)
-               : torch::cross_entropy_loss(out, y, {}, at::Reduction::Mean, -100, ls);
+    loss = training_loss(out, y, mixed.targets, cfg_.training.label_smoothing, model_->outputs_log_probs());
   }
   {
     PhaseScope phase(*ctx_.activity, Phase::kBackward, "ddptrain::backward");  // with DDP's gradient all-reduce
@@ -281,7 +296,7 @@ Trainer::MicroBatchResult Trainer::forward_backward(const Batch& batch, bool syn
     time.comm = seconds_since(*computed);
     time.compute -= time.comm;
   }
-  return {loss.detach(), out.detach().argmax(1).eq(y).sum(), batch.size(), time};
+  return {loss.detach(), training_correct(out.detach(), y, mixed.targets), batch.size(), time};
 }
 
 void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& total) {
@@ -295,7 +310,8 @@ void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& to
     // The run's first micro-batch is also counted: the model's FLOPs per sample.
     std::optional<FlopCounter> counter;
     if (!flops_counted_) counter.emplace();
-    MicroBatchResult r = forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n));
+    MicroBatchResult r =
+        forward_backward(micro_batches[i], /*sync=*/i + 1 == n, static_cast<double>(n), static_cast<int64_t>(i));
     if (counter) {
       reporter_.set_flops_per_sample(static_cast<double>(counter->flops()) / static_cast<double>(r.samples));
       flops_counted_ = true;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "config/config.h"
+#include "data/batch_mix.h"
 #include "data/dataset.h"
+#include "data/epoch_sampler.h"
 #include "data/loader.h"
 #include "distributed/context.h"
 #include "distributed/reduce.h"
@@ -30,7 +32,6 @@ class Checkpointer;
 class DeviceFeed;
 class GradientSync;
 class LoaderThreads;
-class DistributedSampler;
 class GradScaler;
 
 // A run: setup(), then resume() and train(), or evaluate_only().
@@ -59,8 +60,9 @@ class Trainer {
     int64_t samples = 0;
     PhaseTimes time;  // its compute and its wait for the gradient all-reduce
   };
-  // One micro-batch: forward, loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
-  MicroBatchResult forward_backward(const Batch& batch, bool sync, double loss_divisor);
+  // One micro-batch, the step's `micro_batch`-th: mixed (data.mixup_alpha, data.cutmix_alpha), forward,
+  // loss / loss_divisor, backward; `sync` = all-reduce gradients in this backward.
+  MicroBatchResult forward_backward(const Batch& batch, bool sync, double loss_divisor, int64_t micro_batch = 0);
   // One optimizer step over micro-batches (gradients synced on the last only), recorded into `s`, which place() has
   // filled for it. Gradients that are not finite and that no loss scaler handles stop the run, or skip the step (see
   // skip_if_not_finite). The step's figures stay on the device and are read where the Reporter logs `s`: its
@@ -102,10 +104,12 @@ class Trainer {
   enum class EpochEnd { kFinished, kCut, kPreempted };  // every batch done | max_steps inside it | a signal
 
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
-  DistributedSampler train_sampler() const;  // this rank's share of the training split
+  // This rank's share of the training split: DistributedSampler, or RASampler with data.ra_reps.
+  std::unique_ptr<EpochSampler> train_sampler() const;
   // A ConfigError (exit 2, with the fix) when samples_per_rank training samples give no optimizer step, or a batch
-  // smaller than the model can train on (BatchNorm with one value per channel). `where` ("" for a whole epoch)
-  // names a resumed partial epoch, which may hold no batch at all.
+  // smaller than the model can train on (BatchNorm with one value per channel), or with data.ra_reps less than one
+  // batch per rank (RASampler's length). `where` ("" for a whole epoch) names a resumed partial epoch, which may hold
+  // no batch at all.
   void check_training_batches(int64_t samples_per_rank, const std::string& where) const;
   // The model section as this run builds its models: model.memory_format "auto" resolved (channels_last on CUDA, the
   // model's default elsewhere).
@@ -144,9 +148,9 @@ class Trainer {
   // The loader threads every later loader of the run shares; says what data.workers = "auto" chose.
   void start_loader_threads();
   // The device feed of the training loader, which lives across epochs: made for the epoch in progress (its samples
-  // `indices`, from position.batch_in_epoch) unless the loader hands that out already; the next epoch is planned on
+  // `samples`, from position.batch_in_epoch) unless the loader hands that out already; the next epoch is planned on
   // it when the run will train one.
-  DeviceFeed& training_feed(const std::vector<int64_t>& indices);
+  DeviceFeed& training_feed(const EpochSamples& samples);
   // After an epoch's last step (cut: by training.max_steps): the training loader goes unless an epoch is planned.
   void end_training_epoch(bool cut);
   // Where the step about to run (global step + 1) of an epoch of num_batches micro-batches stands, for the Reporter.
@@ -192,6 +196,7 @@ class Trainer {
   struct GraphState;
   std::unique_ptr<GraphState> graph_;  // training.cuda_graph; null when off
   RankGenerators generators_;
+  BatchMix mix_;  // data.mixup_alpha, data.cutmix_alpha; a no-op when both are 0
   TrainState state_;
   c10::ScalarType amp_dtype_ = c10::ScalarType::BFloat16;
   std::string init_from_note_;  // how model.init_from's layout was read; "" when plain or unset
