@@ -167,6 +167,10 @@ def run_side(cmd):
     return result
 
 
+def augmented_side(args):
+    return f"ddptrain ({args.auto_augment}, erase {args.random_erase})"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "ddptrain_data_bench"))
@@ -182,6 +186,10 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--transforms", default="pil,tensor", help="DataLoader recipes to run: pil, tensor")
+    p.add_argument("--auto-augment", default="ta_wide",
+                   help="a ddptrain side with this data.auto_augment policy (and --random-erase) besides the standard "
+                        "augmentation; none: no such side")
+    p.add_argument("--random-erase", type=float, default=0.25, help="that side's data.random_erase")
     p.add_argument("--dali-python", default=DALI_PYTHON,
                    help="a Python with NVIDIA DALI (bench/requirements-dali.txt) for the DALI CPU side; left out when "
                         "it does not exist")
@@ -204,6 +212,9 @@ def main():
         common = ["--batch", str(args.batch), "--batches", str(args.batches), "--skip", str(skip), "--size",
                   str(args.size), "--threads", str(args.threads)]
         sides = {"ddptrain": [native, args.root, "--workers", str(workers)] + common}
+        if args.auto_augment != "none":
+            sides[augmented_side(args)] = sides["ddptrain"] + ["--auto-augment", args.auto_augment, "--random-erase",
+                                                               str(args.random_erase)]
         for recipe in args.transforms.split(","):
             sides[f"DataLoader ({recipe})"] = [sys.executable, os.path.abspath(__file__), "--side", "dataloader",
                                                "--root", args.root, "--workers", str(workers),
@@ -246,6 +257,12 @@ def main():
         cpu = f"{row['cpu'] / best['cpu']:.2f}x" if best and best["cpu"] > 0 else ("n/a" if best else "")
         print(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | "
               f"{row['rate']:.0f} | {ratio} | {vs_dali} | {row['rss']:.0f} | {rss} | {row['cpu']:.5f} | {cpu} |")
+    for row in rows:  # the policy's and the erasing's cost: images/s against the standard augmentation's
+        if row["side"] == augmented_side(args):
+            standard = next(r for r in rows if r["workers"] == row["workers"] and r["side"] == "ddptrain")
+            print(f"{row['workers']} worker(s): ddptrain with data.auto_augment = \"{args.auto_augment}\", "
+                  f"data.random_erase = {args.random_erase}: {row['rate'] / standard['rate']:.2f}x the images/s of the "
+                  f"standard augmentation")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
 // ROOT "synthetic" times the synthetic dataset's pipeline instead (each image generated, then normalised and batched).
 //
 // usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch 64] [--size 224] [--batches 30]
-//        [--skip 1] [--threads 1] [--augment standard] [--channels 3] [--normalize false]
+//        [--skip 1] [--threads 1] [--augment standard] [--auto-augment none] [--random-erase 0] [--channels 3]
+//        [--normalize false]
+//
+// --auto-augment POLICY, --random-erase P: data.auto_augment and data.random_erase on top of the standard augmentation.
 //
 // --normalize false: uint8 batches, as CUDA runs take them (normalised on the device).
 //
@@ -41,7 +44,8 @@ int main(int argc, char** argv) {
   using namespace ddp;
   if (argc < 2) {
     std::cerr << "usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch B] [--size S] "
-                 "[--batches K] [--skip S] [--threads T] [--augment standard|none] [--channels C] [--normalize false]\n";
+                 "[--batches K] [--skip S] [--threads T] [--augment standard|none] [--auto-augment POLICY] "
+                 "[--random-erase P] [--channels C] [--normalize false]\n";
     return 2;
   }
   const bool synthetic = std::string(argv[1]) == "synthetic";
@@ -63,6 +67,8 @@ int main(int argc, char** argv) {
     if (flag == "--threads") threads = std::stoll(value);
     if (flag == "--size") overrides.push_back("data.image_size=" + value);
     if (flag == "--augment") overrides.push_back("data.augment=" + value);
+    if (flag == "--auto-augment") overrides.push_back("data.auto_augment=" + value);
+    if (flag == "--random-erase") overrides.push_back("data.random_erase=" + value);
     if (flag == "--channels") overrides.push_back("model.in_channels=" + value);
     if (flag == "--normalize") normalize = value != "false";
   }

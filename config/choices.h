@@ -58,6 +58,18 @@ struct ChoiceTable<Interpolation> {
                                                          {Interpolation::Bicubic, "bicubic"}};
 };
 
+// data.auto_augment: the automatic augmentation policy an image folder's training crops go through (torchvision's
+// v2.TrivialAugmentWide, v2.RandAugment, v2.AutoAugment(AutoAugmentPolicy.IMAGENET), v2.AugMix).
+enum class AutoAugmentChoice { None, TaWide, RandAugment, ImageNet, AugMix };
+template <>
+struct ChoiceTable<AutoAugmentChoice> {
+  static constexpr NamedChoice<AutoAugmentChoice> names[] = {{AutoAugmentChoice::None, "none"},
+                                                             {AutoAugmentChoice::TaWide, "ta_wide"},
+                                                             {AutoAugmentChoice::RandAugment, "rand_augment"},
+                                                             {AutoAugmentChoice::ImageNet, "imagenet"},
+                                                             {AutoAugmentChoice::AugMix, "augmix"}};
+};
+
 // model.memory_format
 enum class MemoryFormat { Auto, Contiguous, ChannelsLast };
 template <>

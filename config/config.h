@@ -96,6 +96,11 @@ struct DataConfig {
   int64_t max_image_pixels = 89478485;
   OnBadSample on_bad_sample = OnBadSample::Error;
   DecodeChoice decode = DecodeChoice::Cpu;
+  AutoAugmentChoice auto_augment = AutoAugmentChoice::None;
+  int64_t ra_magnitude = 9;
+  int64_t ra_num_ops = 2;
+  int64_t augmix_severity = 3;
+  double random_erase = 0;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -189,6 +194,27 @@ struct DataConfig {
                       "image_folder: where JPEGs are decoded and transformed: cpu (loader threads), gpu (nvJPEG on "
                       "the training GPU; PNG, CMYK, 12-bit, arithmetic and lossless JPEGs still on the CPU), auto = "
                       "gpu on a CUDA device"));
+    key(s.auto_augment,
+        Key("auto_augment",
+            "image_folder training (data.augment = \"standard\"): an automatic augmentation policy applied to the crop "
+            "after the flip, torchvision's v2.TrivialAugmentWide (ta_wide), v2.RandAugment (rand_augment), "
+            "v2.AutoAugment's ImageNet policy (imagenet) or v2.AugMix (augmix); with data.decode = \"gpu\" such "
+            "samples are decoded on the loader threads"));
+    key(s.ra_magnitude, Key("ra_magnitude", "auto_augment = \"rand_augment\": the magnitude bin of every op (of 31)")
+                            .at_least(0)
+                            .at_most(30));
+    key(s.ra_num_ops,
+        Key("ra_num_ops", "auto_augment = \"rand_augment\": ops applied in a row").at_least(0).at_most(16));
+    key(s.augmix_severity,
+        Key("augmix_severity", "auto_augment = \"augmix\": the severity of its ops (magnitude bins drawn below it)")
+            .at_least(1)
+            .at_most(10));
+    key(s.random_erase, Key("random_erase",
+                            "image_folder training (data.augment = \"standard\"): the probability of "
+                            "v2.RandomErasing(scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0) on the normalised "
+                            "image; 0 = off")
+                            .at_least(0)
+                            .at_most(1));
   }
 };
 

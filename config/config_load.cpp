@@ -494,6 +494,36 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
   check_crop_sizes(cfg, locations, fail);
+  // The automatic augmentation and random erasing keys belong to the standard training transform of a dataset of
+  // class folders, and a policy's own keys to that policy.
+  const DataConfig data_defaults;
+  const std::pair<const char*, bool> augmentation_keys[] = {
+      {"data.auto_augment", cfg.data.auto_augment != data_defaults.auto_augment},
+      {"data.random_erase", cfg.data.random_erase != data_defaults.random_erase},
+      {"data.ra_magnitude", cfg.data.ra_magnitude != data_defaults.ra_magnitude},
+      {"data.ra_num_ops", cfg.data.ra_num_ops != data_defaults.ra_num_ops},
+      {"data.augmix_severity", cfg.data.augmix_severity != data_defaults.augmix_severity}};
+  for (const auto& [key, set] : augmentation_keys) {
+    if (!set) continue;
+    const std::string k = key;
+    if (!facts.class_folders)
+      fail({k, "data.dataset"}, k + " applies to the training transform of " +
+                                    datasets([](const DatasetRow& row) { return row.class_folders; }) + " only, not " +
+                                    dataset);
+    if (cfg.data.augment != Augment::Standard)
+      fail({k, "data.augment"}, k +
+                                    " applies to the standard training transform (RandomResizedCrop + flip); set "
+                                    "data.augment = \"standard\" or leave " +
+                                    k + " at its default");
+  }
+  const std::tuple<const char*, bool, AutoAugmentChoice, const char*> policy_keys[] = {
+      {"data.ra_magnitude", augmentation_keys[2].second, AutoAugmentChoice::RandAugment, "rand_augment"},
+      {"data.ra_num_ops", augmentation_keys[3].second, AutoAugmentChoice::RandAugment, "rand_augment"},
+      {"data.augmix_severity", augmentation_keys[4].second, AutoAugmentChoice::AugMix, "augmix"}};
+  for (const auto& [key, set, policy, name] : policy_keys)
+    if (set && cfg.data.auto_augment != policy)
+      fail({key, "data.auto_augment"}, std::string(key) + " is read by data.auto_augment = \"" + name +
+                                           "\" only; set that policy, or leave " + key + " at its default");
   const ModelRow& model = model_row(cfg.model.name.name);
   const std::string model_name = "model.name = \"" + cfg.model.name.name + "\"";
   if (!model.path.empty() && cfg.model.path.empty())

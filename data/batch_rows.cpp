@@ -1,4 +1,4 @@
-// Batch rows: the three loops ordered by the batch's layout, the innermost writing contiguous memory.
+// Batch rows: the three loops ordered by the batch's layout, the innermost writing contiguous memory; erased boxes.
 #include "data/batch_rows.h"
 
 #include <algorithm>
@@ -77,6 +77,25 @@ void write_row(const torch::Tensor& batch, int64_t row, const uint8_t* pixels, c
     return;
   }
   for_each_pixel(out, os, pixels, is, n, [](int64_t, uint8_t v) { return v; });
+}
+
+void erase_row(const torch::Tensor& batch, int64_t row, const std::optional<CropBox>& box) {
+  if (!box) return;
+  TORCH_CHECK(batch.dim() == 4 && batch.scalar_type() == torch::kFloat32, "erasing needs a normalised batch, got ",
+              batch.sizes(), " ", batch.scalar_type());
+  TORCH_CHECK(box->top >= 0 && box->left >= 0 && box->top + box->height <= batch.size(2) &&
+                  box->left + box->width <= batch.size(3),
+              "an erased box outside the image");
+  const int64_t* os = batch.strides().data() + 1;
+  float* base = batch.data_ptr<float>() + row * batch.stride(0);
+  for (int64_t c = 0; c < batch.size(1); ++c)
+    for (int64_t y = box->top; y < box->top + box->height; ++y)
+      for (int64_t x = box->left; x < box->left + box->width; ++x) base[c * os[0] + y * os[1] + x * os[2]] = 0.0f;
+}
+
+void erase_rows(const torch::Tensor& batch, const std::vector<RowErasure>& erasures) {
+  for (const RowErasure& e : erasures)
+    batch[e.row].slice(1, e.box.top, e.box.top + e.box.height).slice(2, e.box.left, e.box.left + e.box.width).zero_();
 }
 
 }  // namespace ddp

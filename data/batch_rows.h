@@ -1,10 +1,13 @@
-// A sample's uint8 [C, H, W] pixels written into its row of a batch: copied, or normalised through a table.
+// A sample's uint8 [C, H, W] pixels written into its row of a batch: copied, or normalised through a table; and
+// v2.RandomErasing's box zeroed in a normalised row.
 #pragma once
 
 #include "config/config.h"
+#include "data/image_transforms.h"
 
 #include <torch/types.h>
 
+#include <optional>
 #include <vector>
 
 namespace ddp {
@@ -28,5 +31,18 @@ class NormalizeTable {
 // no ATen operation.
 void write_row(const torch::Tensor& batch, int64_t row, const uint8_t* pixels, c10::IntArrayRef sizes,
                c10::IntArrayRef strides, const NormalizeTable* table);
+
+// A row's v2.RandomErasing box (value=0): every channel of the box is 0 after the normalisation.
+struct RowErasure {
+  int64_t row = 0;
+  CropBox box;
+};
+
+// F.erase(batch[row], box, v=0) in place on a float32 batch (normalised), any layout: plain loops on the calling
+// thread, as write_row. No box: nothing.
+void erase_row(const torch::Tensor& batch, int64_t row, const std::optional<CropBox>& box);
+
+// The same for each of `erasures` on a normalised batch on any device (after the DeviceFeed normalised it).
+void erase_rows(const torch::Tensor& batch, const std::vector<RowErasure>& erasures);
 
 }  // namespace ddp

@@ -34,6 +34,8 @@ class SampleSource {
   struct Sample {
     torch::Tensor image;  // uint8 [C, H, W]
     int64_t index;        // the sample read: the one asked for, or the readable one that replaced it
+    // v2.RandomErasing's box, drawn with the sample's augmentation: zeroed in the normalised image; none: kept whole.
+    std::optional<CropBox> erase = std::nullopt;
   };
   // A sample for a device that decodes files: its pixels (image defined), or its file (encoded set).
   struct Prepared {

@@ -53,7 +53,10 @@ class StreamFeed final : public DeviceFeed {
     c.device.labels.record_stream(current);
     c.handed_out = true;
     Batch batch = std::move(c.device);
-    if (!loader_.options().normalize) batch.images = normalize_(batch.images, loader_.options().memory_format);
+    if (!loader_.options().normalize) {
+      batch.images = normalize_(batch.images, loader_.options().memory_format);
+      erase_rows(batch.images, batch.erasures);  // v2.RandomErasing after Normalize
+    }
     epoch_ended_ = !start_copy();  // overlaps the step that uses `batch`
     return batch;
   }
@@ -72,7 +75,7 @@ class StreamFeed final : public DeviceFeed {
     if (!host) return false;
     c10::StreamGuard on_copy_stream(copy_stream_);
     Batch device = {host->images.to(device_, /*non_blocking=*/true), host->labels.to(device_, /*non_blocking=*/true),
-                    nullptr};
+                    nullptr, host->erasures};
     // The rows whose files the device decodes, on the copy stream too; the file bytes are held with the host batch.
     if (host->device_rows) decoder_->decode(*host->device_rows, device.images, device.labels);
     copies_.push_back(Copy{std::move(*host), std::move(device), c10::Event(device_.type())});

@@ -19,10 +19,11 @@ class DeviceFeed {
 // stream while the previous one is in use (DataLoader's pin_memory=True + .cuda(non_blocking=True), one batch ahead
 // within an epoch); next() makes the current stream wait for that copy and records the tensors on it for the caching
 // allocator, then normalises the images there when the loader left them uint8 (LoaderOptions::normalize), with mean
-// and std made on the device once. A batch's host buffers are held until its copy is done: the loader reuses them.
-// With the loader's device_decode, the rows it left for the device are decoded and transformed on the copy stream
-// after the copy (DeviceDecoder), so the next batch's decoding also overlaps the step.
-// Like the loader's, next() says nullopt at each epoch's end and then goes on into the loader's next epoch.
+// and std made on the device once, and zeroes the rows' v2.RandomErasing boxes (Batch::erasures). A batch's host
+// buffers are held until its copy is done: the loader reuses them. With the loader's device_decode, the rows it left
+// for the device are decoded and transformed on the copy stream after the copy (DeviceDecoder), so the next batch's
+// decoding also overlaps the step. Like the loader's, next() says nullopt at each epoch's end and then goes on into the
+// loader's next epoch.
 std::unique_ptr<DeviceFeed> make_device_feed(BatchLoader& loader, c10::Device device);
 
 }  // namespace ddp

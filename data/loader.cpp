@@ -114,6 +114,7 @@ bool BatchLoader::claim(Task& task) {
     batch->device_rows->source = split_.source;
     batch->device_rows->labels = split_.labels;
   }
+  if (!options_.normalize) batch->erase.resize(static_cast<size_t>(batch->rows));
   pending_.push_back(std::move(batch));
   return hand_out(*pending_.back());
 }
@@ -140,7 +141,7 @@ void BatchLoader::take_buffers(Pending& batch, c10::IntArrayRef item_sizes) {
 }
 
 void BatchLoader::write_sample(const Task& task, int64_t row, const uint8_t* pixels, c10::IntArrayRef sizes,
-                               c10::IntArrayRef strides, int64_t label_index) {
+                               c10::IntArrayRef strides, int64_t label_index, const std::optional<CropBox>& erase) {
   TORCH_CHECK(sizes.size() == 3, "a sample must be [C, H, W], got ", sizes);
   const int64_t n = split_.size();
   TORCH_CHECK(label_index >= 0 && label_index < n, "sample index ", label_index, " is out of range for a split of ", n);
@@ -151,6 +152,10 @@ void BatchLoader::write_sample(const Task& task, int64_t row, const uint8_t* pix
     buffers = task.batch->buffers;
   }
   if (pixels) write_row(buffers.images, row, pixels, sizes, strides, table_ ? &*table_ : nullptr);
+  if (table_)
+    erase_row(buffers.images, row, erase);
+  else
+    task.batch->erase[static_cast<size_t>(row)] = erase;  // this row's own slot
   buffers.labels.data_ptr<int64_t>()[row] = split_.labels.data_ptr<int64_t>()[label_index * split_.labels.stride(0)];
 }
 
@@ -165,24 +170,25 @@ void BatchLoader::run(const Task& task) {
       SampleSource::Prepared p = split_.source->prepare_for_device(index, seed);
       if (p.encoded) {
         const int64_t side = p.encoded->transform.size, label = p.encoded->index;
-        write_sample(task, row, nullptr, {3, side, side}, {}, label);
+        write_sample(task, row, nullptr, {3, side, side}, {}, label, p.sample.erase);
         task.batch->device_rows->rows[static_cast<size_t>(row)] = std::move(p.encoded);  // this row's own slot
         continue;
       }
       const torch::Tensor& image = p.sample.image;
       TORCH_CHECK(image.scalar_type() == torch::kUInt8, "sample ", p.sample.index, " is not uint8");
-      write_sample(task, row, image.data_ptr<uint8_t>(), image.sizes(), image.strides(), p.sample.index);
+      write_sample(task, row, image.data_ptr<uint8_t>(), image.sizes(), image.strides(), p.sample.index,
+                   p.sample.erase);
     } else if (split_.source) {
       const SampleSource::Sample s =
           split_.source->read(index, sample_seed(options_.seed, e.epoch, e.augment_key(position)));
       TORCH_CHECK(s.image.scalar_type() == torch::kUInt8, "sample ", s.index, " is not uint8");
-      write_sample(task, row, s.image.data_ptr<uint8_t>(), s.image.sizes(), s.image.strides(), s.index);
+      write_sample(task, row, s.image.data_ptr<uint8_t>(), s.image.sizes(), s.image.strides(), s.index, s.erase);
     } else {
       const torch::Tensor& images = split_.images;
       TORCH_CHECK(index >= 0 && index < images.size(0), "sample index ", index, " is out of range for a split of ",
                   images.size(0));
       write_sample(task, row, images.data_ptr<uint8_t>() + index * images.stride(0), images.sizes().slice(1),
-                   images.strides().slice(1), index);
+                   images.strides().slice(1), index, std::nullopt);
     }
   }
 }
@@ -228,12 +234,14 @@ std::optional<Batch> BatchLoader::next() {
   }
   Pending& p = *pending_.front();
   if (p.error) std::rethrow_exception(p.error);
-  Batch batch = {p.buffers.images, p.buffers.labels, nullptr};
+  Batch batch = {p.buffers.images, p.buffers.labels, nullptr, {}};
   if (p.rows < options_.batch_size)
-    batch = {batch.images.narrow(0, 0, p.rows), batch.labels.narrow(0, 0, p.rows), nullptr};
+    batch = {batch.images.narrow(0, 0, p.rows), batch.labels.narrow(0, 0, p.rows), nullptr, {}};
   if (p.device_rows &&
       std::any_of(p.device_rows->rows.begin(), p.device_rows->rows.end(), [](const auto& r) { return r != nullptr; }))
     batch.device_rows = std::move(p.device_rows);
+  for (size_t row = 0; row < p.erase.size(); ++row)
+    if (p.erase[row]) batch.erasures.push_back({static_cast<int64_t>(row), *p.erase[row]});
   pending_.pop_front();
   ++next_;
   lock.unlock();

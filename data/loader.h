@@ -29,6 +29,9 @@ struct Batch {
   torch::Tensor images;  // float [B, C, H, W], normalised (uint8 between the loader and the DeviceFeed, see normalize)
   torch::Tensor labels;  // int64 [B]
   std::shared_ptr<const DeviceRows> device_rows;  // null unless some rows are left for the device to decode
+  // The rows' v2.RandomErasing boxes while the images are uint8: zeroed after the normalisation on the device
+  // (erase_rows). Empty once normalised here (write_row erased them) and where no row is erased.
+  std::vector<RowErasure> erasures = {};
   int64_t size() const { return labels.size(0); }
 };
 
@@ -116,9 +119,10 @@ class BatchLoader {
   struct Pending {
     const Epoch* epoch = nullptr;
     int64_t index = 0, rows = 0;
-    int64_t claimed = 0, running = 0;         // rows handed to threads; tasks not finished
-    Buffers buffers;                          // undefined until its first sample is read
-    std::shared_ptr<DeviceRows> device_rows;  // with options.device_decode: each thread sets the rows it reads
+    int64_t claimed = 0, running = 0;           // rows handed to threads; tasks not finished
+    Buffers buffers;                            // undefined until its first sample is read
+    std::shared_ptr<DeviceRows> device_rows;    // with options.device_decode: each thread sets the rows it reads
+    std::vector<std::optional<CropBox>> erase;  // uint8 batches: each row's erased box, set by the thread reading it
     std::exception_ptr error;
     bool done() const { return claimed == rows && running == 0; }
   };
@@ -142,9 +146,10 @@ class BatchLoader {
   // Under the lock: the batch's buffers, taken from the ring (those nobody outside holds) or allocated for items of
   // `item_sizes`.
   void take_buffers(Pending& batch, c10::IntArrayRef item_sizes);
-  // The sample's pixels (none: left for the device) and label into its row.
+  // The sample's pixels (none: left for the device) and label into its row; its erased box zeroed once normalised
+  // (here, or on the device for a uint8 batch).
   void write_sample(const Task& task, int64_t row, const uint8_t* pixels, c10::IntArrayRef sizes,
-                    c10::IntArrayRef strides, int64_t label_index);
+                    c10::IntArrayRef strides, int64_t label_index, const std::optional<CropBox>& erase);
 
   const Split& split_;
   LoaderOptions options_;

@@ -80,7 +80,7 @@ void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& to
   if (capturing) {
     zero_grad(*optimizer_);  // backward then makes the gradients in the graph's memory pool
     g.captured.capture([&] {
-      const MicroBatchResult r = forward_backward(Batch{g.images, g.labels, nullptr}, /*sync=*/true, 1.0);
+      const MicroBatchResult r = forward_backward(Batch{g.images, g.labels, nullptr, {}}, /*sync=*/true, 1.0);
       torch::NoGradGuard no_grad;
       scaler_->unscale(*optimizer_);
       const std::vector<torch::Tensor> grads = defined_grads(model_->parameters());

@@ -1,0 +1,2 @@
+# Empty dependencies file for ddp_fault_shim.
+# This may be replaced when dependencies are built.
