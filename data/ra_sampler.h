@@ -23,8 +23,8 @@ class RASampler : public EpochSampler {
   RASampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed, int64_t repetitions);
 
   void set_epoch(int64_t epoch) override { epoch_ = epoch; }
-  // num_selected_samples: what torchvision's RASampler yields per rank and epoch (0 below 256 * world / 256
-  // samples: N // 256 * 256 < world).
+  // num_selected_samples: what torchvision's RASampler yields per rank and epoch (0 when N // 256 * 256 < world,
+  // as below 256 samples).
   int64_t num_samples() const override { return num_selected_; }
   // torchvision's num_samples: this rank's share of the padded list, of which the first num_samples() are trained.
   int64_t padded_per_rank() const { return padded_per_rank_; }
