@@ -10,6 +10,10 @@ namespace ddp {
 
 RandomErasing::RandomErasing(double p) : p_(p) {
   if (!(p >= 0 && p <= 1)) throw std::invalid_argument("RandomErasing: p in [0, 1]");
+  // self._log_ratio = torch.log(torch.tensor(self.ratio)): float32.
+  const torch::Tensor log_ratio = torch::log(torch::tensor({0.3, 3.3}, torch::kFloat64).to(torch::kFloat32));
+  log_ratio_min_ = log_ratio[0].item<double>();
+  log_ratio_max_ = log_ratio[1].item<double>();
 }
 
 std::optional<CropBox> RandomErasing::draw(int64_t height, int64_t width, at::Generator& gen) const {
@@ -17,14 +21,12 @@ std::optional<CropBox> RandomErasing::draw(int64_t height, int64_t width, at::Ge
   // _RandomApplyTransform.forward: `if torch.rand(1) >= self.p: return inputs`, compared in float32.
   if (torch::rand({1}, gen, torch::kFloat32).item<float>() >= static_cast<float>(p_)) return std::nullopt;
   constexpr double scale_min = 0.02, scale_max = 0.33;
-  // self._log_ratio = torch.log(torch.tensor(self.ratio)): float32.
-  const torch::Tensor log_ratio = torch::log(torch::tensor({0.3, 3.3}, torch::kFloat64).to(torch::kFloat32));
-  const double log_lo = log_ratio[0].item<double>(), log_hi = log_ratio[1].item<double>();
   const auto area = static_cast<double>(height * width);
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double erase_area =
         area * torch::empty({1}, torch::kFloat32).uniform_(scale_min, scale_max, gen).item<double>();
-    const double aspect = torch::empty({1}, torch::kFloat32).uniform_(log_lo, log_hi, gen).exp().item<double>();
+    const double aspect =
+        torch::empty({1}, torch::kFloat32).uniform_(log_ratio_min_, log_ratio_max_, gen).exp().item<double>();
     // int(round(...)): halves to even. Unlike RandomResizedCrop, the height takes the product with the ratio.
     const auto h = static_cast<int64_t>(std::nearbyint(std::sqrt(erase_area * aspect)));
     const auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(erase_area / aspect)));

@@ -22,6 +22,7 @@ class RandomErasing {
 
  private:
   double p_;
+  double log_ratio_min_, log_ratio_max_;  // torch.log(torch.tensor((0.3, 3.3))): float32 values
 };
 
 }  // namespace ddp
