@@ -896,7 +896,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       std::vector<std::string> overrides{key + "=" + name};
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
-      if (key == "data.interpolation")                                        // an image folder's key
+      if (key == "data.interpolation" || key == "data.auto_augment")  // an image folder's keys
         overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
       if (key == "lr_scheduler.decay" && name == "multistep") overrides.push_back("lr_scheduler.milestones=[5]");
@@ -913,7 +913,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 22);
+  EXPECT_EQ(keys, 23);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),
