@@ -297,7 +297,7 @@ torch::Tensor AutoAugmentPolicy::apply(const torch::Tensor& image, const PolicyD
   if (options_.policy != AutoAugmentChoice::AugMix) {
     torch::Tensor out = image;
     for (const auto& chain : draw.chains)
-      for (const OpDraw& op : chain) out = apply_aug_op(out, op.op, op.magnitude, Interpolation::Nearest);
+      for (const OpDraw& op : chain) out = apply_aug_op(out, op.op, op.magnitude, GridInterpolation::Nearest);
     return out;
   }
   // AugMix: the image as a batch of one, m[0] of it plus each chain's weight of the chain's result, truncated to uint8.
@@ -306,7 +306,7 @@ torch::Tensor AutoAugmentPolicy::apply(const torch::Tensor& image, const PolicyD
   torch::Tensor mix = draw.mix.select(1, 0).reshape(batch_dims) * batch;
   for (size_t i = 0; i < draw.chains.size(); ++i) {
     torch::Tensor aug = batch;
-    for (const OpDraw& op : draw.chains[i]) aug = apply_aug_op(aug, op.op, op.magnitude, Interpolation::Bilinear);
+    for (const OpDraw& op : draw.chains[i]) aug = apply_aug_op(aug, op.op, op.magnitude, GridInterpolation::Bilinear);
     mix.add_(draw.chain_weights.select(1, static_cast<int64_t>(i)).reshape(batch_dims) * aug);
   }
   return mix.reshape(image.sizes()).to(torch::kUInt8);

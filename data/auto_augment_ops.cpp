@@ -61,17 +61,17 @@ torch::Tensor aug_affine_grid(const torch::Tensor& theta, int64_t w, int64_t h, 
 }
 
 // _apply_grid_transform(img, grid, mode, fill=None): grid_sample of the float32 image with zero padding, rounded.
-torch::Tensor aug_apply_grid(const torch::Tensor& image, const torch::Tensor& grid, Interpolation interpolation) {
+torch::Tensor aug_apply_grid(const torch::Tensor& image, const torch::Tensor& grid, GridInterpolation interpolation) {
   const int64_t c = image.size(-3), h = image.size(-2), w = image.size(-1);
   const torch::Tensor float_img = image.reshape({-1, c, h, w}).to(torch::kFloat32);
   // torch.nn.functional.grid_sample's mode enum: bilinear 0, nearest 1; padding "zeros" 0.
-  const int64_t mode = interpolation == Interpolation::Bilinear ? 0 : 1;
+  const int64_t mode = interpolation == GridInterpolation::Bilinear ? 0 : 1;
   torch::Tensor out = at::grid_sampler(float_img, grid, mode, /*padding_mode=*/0, /*align_corners=*/false);
   return out.round_().to(torch::kUInt8).reshape(image.sizes());
 }
 
 torch::Tensor aug_matrix_transform(const torch::Tensor& image, const std::vector<double>& matrix,
-                                   Interpolation interpolation) {
+                                   GridInterpolation interpolation) {
   const int64_t h = image.size(-2), w = image.size(-1);
   const torch::Tensor theta =
       torch::tensor(matrix, torch::TensorOptions().dtype(torch::kFloat64)).to(torch::kFloat32).reshape({1, 2, 3});
@@ -99,7 +99,7 @@ void aug_check_channels(const torch::Tensor& image, const char* op) {
 }  // namespace
 
 torch::Tensor affine_op(const torch::Tensor& image, double angle, std::array<double, 2> translate, double scale,
-                        std::array<double, 2> shear, Interpolation interpolation,
+                        std::array<double, 2> shear, GridInterpolation interpolation,
                         std::optional<std::array<double, 2>> center) {
   const auto h = static_cast<double>(image.size(-2)), w = static_cast<double>(image.size(-1));
   // affine_image: the center in pixels, moved so that (0, 0) is the image's center.
@@ -109,7 +109,7 @@ torch::Tensor affine_op(const torch::Tensor& image, double angle, std::array<dou
                               interpolation);
 }
 
-torch::Tensor rotate_op(const torch::Tensor& image, double angle, Interpolation interpolation) {
+torch::Tensor rotate_op(const torch::Tensor& image, double angle, GridInterpolation interpolation) {
   angle = aug_python_mod(angle, 360.0);
   if (angle == 0) return image.clone();
   if (angle == 180) return torch::rot90(image, 2, {-2, -1});
@@ -251,7 +251,7 @@ std::string_view aug_op_name(AugOp op) {
   return "?";
 }
 
-torch::Tensor apply_aug_op(const torch::Tensor& image, AugOp op, double magnitude, Interpolation interpolation) {
+torch::Tensor apply_aug_op(const torch::Tensor& image, AugOp op, double magnitude, GridInterpolation interpolation) {
   switch (op) {
     case AugOp::Identity:
       return image;

@@ -11,18 +11,18 @@
 namespace ddp {
 
 // InterpolationMode.NEAREST or BILINEAR of the geometric ops (grid_sample's modes).
-enum class Interpolation { Nearest, Bilinear };
+enum class GridInterpolation { Nearest, Bilinear };
 
 // F.affine(image, angle, translate, scale, shear, interpolation, fill=None, center): _get_inverse_affine_matrix,
 // _affine_grid and _apply_grid_transform (grid_sample in float32 with zero padding, rounded back to uint8). center:
 // in pixels, None = the image's center. Angles and shears in degrees.
 torch::Tensor affine_op(const torch::Tensor& image, double angle, std::array<double, 2> translate, double scale,
-                        std::array<double, 2> shear, Interpolation interpolation,
+                        std::array<double, 2> shear, GridInterpolation interpolation,
                         std::optional<std::array<double, 2>> center);
 
 // F.rotate(image, angle, interpolation, expand=False, center=None, fill=None): counter-clockwise degrees; 0 and 180
 // (and 90 and 270 on a square image) are exact pixel moves, as torchvision's fast path.
-torch::Tensor rotate_op(const torch::Tensor& image, double angle, Interpolation interpolation);
+torch::Tensor rotate_op(const torch::Tensor& image, double angle, GridInterpolation interpolation);
 
 // F.adjust_brightness, F.adjust_saturation, F.adjust_contrast, F.adjust_sharpness (factor >= 0).
 torch::Tensor brightness_op(const torch::Tensor& image, double factor);
@@ -61,6 +61,6 @@ std::string_view aug_op_name(AugOp op);
 // _apply_image_or_video_transform(image, op, magnitude, interpolation, fill=None): the op with its magnitude turned
 // into the functional op's parameter (shear: degrees(atan(magnitude)) about the top-left corner; translate:
 // int(magnitude) pixels; colour factors 1 + magnitude; posterize: int(magnitude) bits; solarize: 255 * magnitude).
-torch::Tensor apply_aug_op(const torch::Tensor& image, AugOp op, double magnitude, Interpolation interpolation);
+torch::Tensor apply_aug_op(const torch::Tensor& image, AugOp op, double magnitude, GridInterpolation interpolation);
 
 }  // namespace ddp

@@ -65,8 +65,8 @@ AugOp aug_op_named(const std::string& name) {
 
 torch::Tensor augment_functional(const nlohmann::json& c, const torch::Tensor& image) {
   const std::string fn = c["fn"];
-  const Interpolation interpolation =
-      c.value("interp", "nearest") == "bilinear" ? Interpolation::Bilinear : Interpolation::Nearest;
+  const GridInterpolation interpolation =
+      c.value("interp", "nearest") == "bilinear" ? GridInterpolation::Bilinear : GridInterpolation::Nearest;
   if (fn == "affine") {
     std::optional<std::array<double, 2>> center;
     if (!c["center"].is_null()) center = std::array<double, 2>{c["center"][0], c["center"][1]};
