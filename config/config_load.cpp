@@ -179,8 +179,8 @@ class Assign {
     const bool low = key_.min_open ? !(x > key_.min) : !(x >= key_.min);
     const bool high = key_.max_open ? !(x < key_.max) : !(x <= key_.max);
     if (!marker_allowed && x == key_.default_marker)
-      throw ConfigError(loc_ + ": " + name_ + ": " + format_number(x) +
-                        " (the dataset's default) stands alone, not in a list");
+      throw ConfigError(loc_ + ": " + name_ + ": " + format_number(x) + " (" + key_.marker_meaning +
+                        ") stands alone, not in a list");
     if ((low || high) && x != key_.default_marker) throw out_of_range(kind, format_number(x));
     return x;
   }

@@ -16,9 +16,11 @@ struct Key {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_open = false, max_open = false;  // the bound itself is excluded
-  std::optional<double> default_marker;     // a number also accepted outside the range: "the dataset's default"
+  std::optional<double> default_marker;     // a number also accepted outside the range, meaning marker_meaning
   bool nonempty = false;                    // a string that may not be ""
   bool resume_may_change = false;           // a resumed run may set another value without a "config differs" warning
+  // What default_marker stands for, as errors and --help say it.
+  const char* marker_meaning = "the dataset's default";
 
   constexpr Key(const char* key_name, const char* key_doc) : name(key_name), doc(key_doc) {}
 
@@ -30,6 +32,13 @@ struct Key {
   constexpr Key or_dataset_default(double marker = -1) const {
     Key k = *this;
     k.default_marker = marker;
+    return k;
+  }
+  // `marker` stands for "unset" beside the range; `meaning` says what unset does ("unset: no norm group").
+  constexpr Key or_unset(double marker, const char* meaning) const {
+    Key k = *this;
+    k.default_marker = marker;
+    k.marker_meaning = meaning;
     return k;
   }
   constexpr Key not_empty() const {

@@ -187,7 +187,7 @@ inline std::string range_text(const Key& k, KeyKind kind) {
   if (std::isfinite(k.min)) rule = std::string(k.min_open ? "> " : ">= ") + bound(k.min);
   if (std::isfinite(k.max))
     rule += (rule.empty() ? "" : " and ") + std::string(k.max_open ? "< " : "<= ") + bound(k.max);
-  if (k.default_marker) rule = bound(*k.default_marker) + " (the dataset's default) or " + rule;
+  if (k.default_marker) rule = bound(*k.default_marker) + " (" + k.marker_meaning + ") or " + rule;
   return rule;
 }
 

@@ -30,6 +30,11 @@ class Classifier : public torch::nn::Module {
   // every rank's batch in training (a model without BatchNorm has nothing to convert); throws a ConfigError naming
   // the layers it cannot convert.
   virtual void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& /*collectives*/) {}
+  // Whether `m`, a module of this model's tree, is a normalisation layer as the norm_classes of torchvision's
+  // set_weight_decay count them (torch.nn's _BatchNorm, LayerNorm, GroupNorm, _InstanceNorm, LocalResponseNorm):
+  // optimizer.norm_weight_decay's param group. By default LibTorch's BatchNorm1d/2d/3d (a built-in model's
+  // model.sync_batchnorm layers among them), InstanceNorm1d/2d/3d, LayerNorm, GroupNorm and LocalResponseNorm.
+  virtual bool is_norm_layer(const torch::nn::Module& m) const;
 };
 
 // Builds model.name (its row's factory, models/model_kind.h); parameters are initialised from the global CPU generator

@@ -2,6 +2,10 @@
 // entry here); what config loading reads of them; building one.
 #include "models/model_kind.h"
 
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/instancenorm.h>
+#include <torch/nn/modules/normalization.h>
+
 #include <stdexcept>
 
 namespace ddp {
@@ -30,6 +34,13 @@ const std::vector<ModelRow>& model_rows() {
 }
 
 std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) { return model_kind(cfg.name.name).make(cfg); }
+
+bool Classifier::is_norm_layer(const torch::nn::Module& m) const {
+  namespace nn = torch::nn;
+  return m.as<nn::BatchNorm1d>() || m.as<nn::BatchNorm2d>() || m.as<nn::BatchNorm3d>() || m.as<nn::InstanceNorm1d>() ||
+         m.as<nn::InstanceNorm2d>() || m.as<nn::InstanceNorm3d>() || m.as<nn::LayerNorm>() || m.as<nn::GroupNorm>() ||
+         m.as<nn::LocalResponseNorm>();
+}
 
 int64_t count_parameters(const torch::nn::Module& m) {
   int64_t n = 0;

@@ -11,20 +11,40 @@
 #include <torch/script.h>
 
 #include <stdexcept>
+#include <string>
+#include <unordered_set>
 
 namespace ddp {
 namespace {
 
+// Whether a script module is one of torch.nn's normalisation layers that set_weight_decay's norm_classes hold
+// (_BatchNorm, LayerNorm, GroupNorm, _InstanceNorm, LocalResponseNorm): TorchScript keeps the class's qualified name
+// ("__torch__.torch.nn.modules.batchnorm.BatchNorm2d", a "___torch_mangle_N" atom inserted for a variant) but not
+// its bases, so a user's subclass of one is not recognised.
+bool is_torch_norm_layer(const torch::jit::Module& m) {
+  static const std::unordered_set<std::string> kNormClasses = {
+      "BatchNorm1d",        "BatchNorm2d",     "BatchNorm3d",        "SyncBatchNorm",
+      "LazyBatchNorm1d",    "LazyBatchNorm2d", "LazyBatchNorm3d",    "InstanceNorm1d",
+      "InstanceNorm2d",     "InstanceNorm3d",  "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+      "LazyInstanceNorm3d", "LayerNorm",       "GroupNorm",          "LocalResponseNorm"};
+  const auto type = m.type()->name();
+  return type && type->qualifiedName().rfind("__torch__.torch.nn.modules.", 0) == 0 &&
+         kNormClasses.count(type->name()) > 0;
+}
+
 // Registers `from`'s own parameters and buffers in `into`, then its children as child modules, recursively
-// (torch.nn.Module.state_dict's order: a module's parameters, its buffers, then each child's).
-void mirror_module(const torch::jit::Module& from, torch::nn::Module& into) {
+// (torch.nn.Module.state_dict's order: a module's parameters, its buffers, then each child's); adds the modules that
+// mirror torch.nn's normalisation layers to `norm_layers`.
+void mirror_module(const torch::jit::Module& from, torch::nn::Module& into,
+                   std::unordered_set<const torch::nn::Module*>& norm_layers) {
+  if (is_torch_norm_layer(from)) norm_layers.insert(&into);
   for (const auto& p : from.named_parameters(/*recurse=*/false))
     into.register_parameter(p.name, p.value, p.value.requires_grad());
   for (const auto& b : from.named_buffers(/*recurse=*/false))
     if (b.value.defined()) into.register_buffer(b.name, b.value);
   for (const auto& child : from.named_children()) {
     auto holder = std::make_shared<torch::nn::Module>(child.name);
-    mirror_module(child.value, *holder);
+    mirror_module(child.value, *holder, norm_layers);
     into.register_module(child.name, holder);
   }
 }
@@ -33,7 +53,7 @@ class ScriptedClassifier : public Classifier {
  public:
   ScriptedClassifier(torch::jit::Module module, const ModelConfig& cfg)
       : module_(std::move(module)), path_(cfg.path), num_classes_(cfg.num_classes) {
-    mirror_module(module_, *this);
+    mirror_module(module_, *this, norm_layers_);
     bool trainable = false;
     for (const auto& p : parameters()) trainable = trainable || p.requires_grad();
     if (!trainable) throw std::runtime_error(path_ + ": the module has no trainable parameters (model.path)");
@@ -72,6 +92,8 @@ class ScriptedClassifier : public Classifier {
 
   std::string head_name() const override { return ""; }
 
+  bool is_norm_layer(const torch::nn::Module& m) const override { return norm_layers_.count(&m) > 0; }
+
   // A script module's BatchNorm layers run its compiled forward, which calls batch_norm itself: there is no layer to
   // swap for SyncBatchNorm (which TorchScript cannot compile either). Without BatchNorm there is nothing to convert.
   void synchronize_batchnorm(const c10::intrusive_ptr<BatchNormCollectives>& /*collectives*/) override {
@@ -107,6 +129,7 @@ class ScriptedClassifier : public Classifier {
   static std::string shape_text(at::IntArrayRef sizes) { return c10::str(sizes); }  // "[2, 1, 28, 28]"
 
   torch::jit::Module module_;
+  std::unordered_set<const torch::nn::Module*> norm_layers_;  // the mirrors of torch.nn's normalisation layers
   std::string path_;
   int64_t num_classes_;
 };

@@ -35,8 +35,8 @@ namespace {
 template <class Base, class Options, class State, bool kDecoupled>
 class KernelAdam : public Base, public TorchStateForm {
  public:
-  KernelAdam(std::vector<torch::Tensor> params, const Options& options, UpdateKernels kernels)
-      : Base(std::move(params), options), kernels_(kernels) {}
+  KernelAdam(const std::vector<ParamGroup>& groups, const Options& options, UpdateKernels kernels)
+      : Base(torch_param_groups(groups, options), options), kernels_(kernels) {}
 
   torch::Tensor step(typename Base::LossClosure closure = nullptr) override {
     if (kernels_ == UpdateKernels::kForLoop) return Base::step(std::move(closure));
@@ -189,22 +189,25 @@ class KernelAdam : public Base, public TorchStateForm {
 
 template <class Optim, class Options, class State, bool kDecoupled>
 std::unique_ptr<torch::optim::Optimizer> make_adam_like(const OptimizerConfig& cfg, double lr,
-                                                        std::vector<torch::Tensor> params) {
+                                                        const std::vector<ParamGroup>& groups) {
   const Hyperparameters& h = cfg.hyper;
   auto options = Options(lr)
                      .betas({h.number("beta1"), h.number("beta2")})
                      .eps(h.number("eps"))
                      .weight_decay(h.number("weight_decay"))
                      .amsgrad(h.flag("amsgrad"));
-  const UpdateKernels kernels = update_kernels(cfg, params);
-  return std::make_unique<KernelAdam<Optim, Options, State, kDecoupled>>(std::move(params), options, kernels);
+  return std::make_unique<KernelAdam<Optim, Options, State, kDecoupled>>(groups, options,
+                                                                         update_kernels(cfg, grouped_params(groups)));
 }
 
 // The keys of Adam and AdamW; only weight_decay's meaning differs.
 std::vector<HyperparameterKey> adam_keys(const char* weight_decay_doc) {
   return {float_key(Key("beta1", "first moment decay").at_least(0).below(1), 0.9),
           float_key(Key("beta2", "second moment decay").at_least(0).below(1), 0.999),
-          eps_key("term added to the denominator"), weight_decay_key(weight_decay_doc),
+          eps_key("term added to the denominator"),
+          weight_decay_key(weight_decay_doc),
+          norm_weight_decay_key(),
+          bias_weight_decay_key(),
           bool_key(Key("amsgrad", "AMSGrad, steps scaled by the largest second-moment average so far"), false)};
 }
 

@@ -1,5 +1,5 @@
-// The [optimizer] keys that several optimizers take (momentum, eps, weight_decay), each declared once with its range
-// and default; an optimizer's row names them with its own doc.
+// The [optimizer] keys that several optimizers take (momentum, eps, weight_decay and its per-group values), each
+// declared once with its range and default; an optimizer's row names them with its own doc.
 #pragma once
 
 #include "config/optimizer_rows.h"
@@ -14,6 +14,28 @@ inline HyperparameterKey momentum_key(const char* doc) {
 }
 inline HyperparameterKey weight_decay_key(const char* doc) {
   return float_key(Key("weight_decay", doc).at_least(0).at_most(100), 0.0);
+}
+// norm_weight_decay and bias_weight_decay: torchvision's reference train.py --norm-weight-decay and
+// --bias-weight-decay, the weight decay of set_weight_decay's "norm" and "bias" param groups; -1 = unset (no such
+// group: those parameters stay in weight_decay's). Every optimizer that takes weight_decay takes both, after it.
+inline HyperparameterKey norm_weight_decay_key() {
+  return float_key(Key("norm_weight_decay",
+                       "weight decay of the normalisation layers' parameters (BatchNorm, LayerNorm, GroupNorm, "
+                       "InstanceNorm, LocalResponseNorm) in a param group of their own, as torchvision's "
+                       "--norm-weight-decay")
+                       .at_least(0)
+                       .at_most(100)
+                       .or_unset(-1, "unset: no norm group"),
+                   -1.0);
+}
+inline HyperparameterKey bias_weight_decay_key() {
+  return float_key(Key("bias_weight_decay",
+                       "weight decay of every parameter named bias (a norm layer's too) in a param group of its own, "
+                       "as torchvision's --bias-weight-decay")
+                       .at_least(0)
+                       .at_most(100)
+                       .or_unset(-1, "unset: no bias group"),
+                   -1.0);
 }
 inline HyperparameterKey eps_key(const char* doc) { return float_key(Key("eps", doc).above(0).at_most(1), 1e-8); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "optim/param_groups.h"
 
 #include <torch/optim/optimizer.h>
 
@@ -22,7 +23,11 @@ enum class UpdateKernels { kForLoop, kForeach, kFused };
 // the loop otherwise.
 UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch::Tensor>& params);
 
-// Builds optimizer.name over params with base learning rate `lr` (already scaled for world size if asked).
+// Builds optimizer.name over `groups` (weight_decay_groups) with base learning rate `lr` (already scaled for world
+// size if asked); the kernels are chosen for all their parameters together.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
+                                                        const std::vector<ParamGroup>& groups);
+// The same over one group of `params` with optimizer.weight_decay.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params);
 
@@ -30,6 +35,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
 // ConstantLR at it, or (step + 1) / warmup when the factor is 0), then none | cosine (to min_lr at total_steps) |
 // step (x gamma every step_size steps) | multistep.
 double scheduled_lr(const LrSchedulerConfig& cfg, double base_lr, int64_t step, int64_t total_steps);
+// Every param group's learning rate (torch's schedulers scale each group's own base lr; ddptrain's groups share one).
 void set_lr(torch::optim::Optimizer& opt, double lr);
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "optim/param_groups.h"
 
 #include <ATen/core/Dict.h>
 #include <torch/optim/optimizer.h>
@@ -16,9 +17,10 @@ namespace ddp {
 
 struct OptimizerKind {
   OptimizerKeyRow keys;  // what config loading reads: name, torch.optim class, [optimizer] keys, rules
-  // The optimizer over params with base learning rate `lr` (already scaled for world size if asked).
+  // The optimizer over `groups` (each with its weight decay) with base learning rate `lr` (already scaled for world
+  // size if asked).
   std::function<std::unique_ptr<torch::optim::Optimizer>(const OptimizerConfig& cfg, double lr,
-                                                         std::vector<torch::Tensor> params)>
+                                                         const std::vector<ParamGroup>& groups)>
       make;
   // Whether a torch.optim state_dict() whose first param_groups entry is `group` may be this optimizer's.
   std::function<bool(const c10::impl::GenericDict& group)> wrote;

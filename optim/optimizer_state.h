@@ -23,6 +23,14 @@ c10::impl::GenericDict optimizer_state_dict(const torch::optim::Optimizer& opt);
 // ("momentum 0.5 (config 0.9)"). Structural problems throw naming the entry ("optimizer.state[3].exp_avg ...").
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
 
+// "" when `state`'s param_groups list as many groups of as many parameters each as `opt` has (what torch.optim's
+// load_state_dict requires), else both layouts: "optimizer.param_groups list 1 param group of 10 parameters, the
+// optimizer has 2 param groups of 6 and 4 parameters". Throws as load_optimizer_state_dict for a misshapen
+// param_groups.
+std::string param_group_layout_difference(const torch::optim::Optimizer& opt, const c10::impl::GenericDict& state);
+// How many parameters each of `state`'s param_groups lists; throws as load_optimizer_state_dict for a misshapen one.
+std::vector<size_t> param_group_sizes(const c10::impl::GenericDict& state);
+
 // The optimizer.name of every optimizer whose row says it may have written the torch.optim form's param_groups (Adam
 // and AdamW both, for a torch from before decoupled_weight_decay); none if no row does.
 std::vector<std::string> optimizers_from_param_groups(const c10::impl::GenericDict& state);

@@ -52,55 +52,93 @@ bool hyper_equal(const c10::IValue& ours, const c10::IValue& theirs) {
   return std::abs(x - y) <= 1e-12 * std::max(1.0, std::abs(x));
 }
 
-// Hyperparameters that change the update (lr excepted: ddptrain's schedule sets it from global_step).
-std::vector<GroupField> update_hyperparameters(const torch::optim::Optimizer& opt) {
+// Hyperparameters of param group `group` that change the update (lr excepted: ddptrain's schedule sets it from
+// global_step).
+std::vector<GroupField> update_hyperparameters(const torch::optim::Optimizer& opt, size_t group) {
   std::vector<GroupField> out;
-  for (GroupField& f : torch_state_form(opt).group_fields(opt.param_groups().front().options()))
+  for (GroupField& f : torch_state_form(opt).group_fields(opt.param_groups().at(group).options()))
     if (f.changes_update) out.push_back(std::move(f));
   return out;
 }
 
+// `prefix` names the group where the optimizer has several ("param_groups[1] ").
 void compare_param_group_hyperparameters(const std::vector<GroupField>& ours, const c10::impl::GenericDict& group,
-                                         std::vector<std::string>& differences) {
+                                         const std::string& prefix, std::vector<std::string>& differences) {
   for (const auto& [key, value, changes_update] : ours) {
     auto it = group.find(key);
     if (it == group.end() || hyper_equal(value, it->value())) continue;
-    differences.push_back(key + " " + hyper_text(it->value()) + " (config " + hyper_text(value) + ")");
+    differences.push_back(prefix + key + " " + hyper_text(it->value()) + " (config " + hyper_text(value) + ")");
   }
 }
 
-// param_groups' parameter ids -> position in the optimizer's parameter order; records hyperparameter differences.
-std::map<int64_t, size_t> param_group_positions(const torch::optim::Optimizer& opt, const c10::IValue& groups,
-                                                size_t num_params, std::vector<std::string>& differences) {
+// The "params" list of each param_groups entry, checked: a list of dicts each holding a list of ints.
+std::vector<c10::ArrayRef<c10::IValue>> param_group_ids(const c10::IValue& groups) {
   if (!groups.isList()) throw std::runtime_error("optimizer.param_groups is " + python_kind(groups) + ", not a list");
-  std::map<int64_t, size_t> position;
-  size_t next = 0;
+  std::vector<c10::ArrayRef<c10::IValue>> out;
   for (size_t gi = 0; gi < groups.toListRef().size(); ++gi) {
     const std::string where = "optimizer.param_groups[" + std::to_string(gi) + "]";
     const c10::IValue& g = groups.toListRef()[gi];
     if (!g.isGenericDict()) throw std::runtime_error(where + " is not a dict");
     const c10::IValue& ids = state_field(g.toGenericDict(), "params", where);
     if (!ids.isList()) throw std::runtime_error(where + "[\"params\"] is not a list");
-    for (const c10::IValue& id : ids.toListRef()) {
+    for (const c10::IValue& id : ids.toListRef())
       if (!id.isInt()) throw std::runtime_error(where + "[\"params\"] holds " + python_kind(id) + ", not an int");
+    out.push_back(ids.toListRef());
+  }
+  return out;
+}
+
+std::string group_sizes_text(const std::vector<size_t>& sizes) {
+  std::string s = std::to_string(sizes.size()) + (sizes.size() == 1 ? " param group of " : " param groups of ");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == sizes.size() ? " and " : ", ") + std::to_string(sizes[i]);
+  return s + " parameters";
+}
+
+// param_group_layout_difference for the checked "params" lists.
+std::string layout_difference(const torch::optim::Optimizer& opt, const std::vector<c10::ArrayRef<c10::IValue>>& ids) {
+  std::vector<size_t> theirs, ours;
+  for (const auto& group : ids) theirs.push_back(group.size());
+  for (const auto& group : opt.param_groups()) ours.push_back(group.params().size());
+  if (theirs == ours) return "";
+  return "optimizer.param_groups list " + group_sizes_text(theirs) + ", the optimizer has " + group_sizes_text(ours);
+}
+
+// param_groups' parameter ids -> position in the optimizer's parameter order (torch.optim's load_state_dict pairs
+// the listed ids group by group with the optimizer's parameters); records hyperparameter differences, group by group.
+std::map<int64_t, size_t> param_group_positions(const torch::optim::Optimizer& opt, const c10::IValue& groups,
+                                                std::vector<std::string>& differences) {
+  const std::vector<c10::ArrayRef<c10::IValue>> ids = param_group_ids(groups);
+  if (const std::string layout = layout_difference(opt, ids); !layout.empty()) throw std::runtime_error(layout);
+  std::map<int64_t, size_t> position;
+  size_t next = 0;
+  for (size_t gi = 0; gi < ids.size(); ++gi) {
+    const std::string where = "optimizer.param_groups[" + std::to_string(gi) + "]";
+    for (const c10::IValue& id : ids[gi])
       if (!position.emplace(id.toInt(), next++).second)
         throw std::runtime_error(where + "[\"params\"] lists parameter " + std::to_string(id.toInt()) + " twice");
-    }
-    compare_param_group_hyperparameters(update_hyperparameters(opt), g.toGenericDict(), differences);
+    compare_param_group_hyperparameters(update_hyperparameters(opt, gi), groups.toListRef()[gi].toGenericDict(),
+                                        ids.size() > 1 ? "param_groups[" + std::to_string(gi) + "] " : "", differences);
   }
-  if (next != num_params)
-    throw std::runtime_error("optimizer.param_groups list " + std::to_string(next) + " parameters, the model has " +
-                             std::to_string(num_params));
   return position;
 }
 
 }  // namespace
 
+std::vector<size_t> param_group_sizes(const c10::impl::GenericDict& state) {
+  std::vector<size_t> sizes;
+  for (const auto& ids : param_group_ids(state_field(state, "param_groups", "optimizer"))) sizes.push_back(ids.size());
+  return sizes;
+}
+
+std::string param_group_layout_difference(const torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
+  return layout_difference(opt, param_group_ids(state_field(state, "param_groups", "optimizer")));
+}
+
 std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::impl::GenericDict& state) {
   const auto params = optimizer_params(opt);
   std::vector<std::string> differences;
-  const auto position =
-      param_group_positions(opt, state_field(state, "param_groups", "optimizer"), params.size(), differences);
+  const auto position = param_group_positions(opt, state_field(state, "param_groups", "optimizer"), differences);
   const c10::IValue& per_param = state_field(state, "state", "optimizer");
   if (!per_param.isGenericDict())
     throw std::runtime_error("optimizer.state is " + python_kind(per_param) + ", not a dict");

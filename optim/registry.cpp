@@ -42,8 +42,13 @@ UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
+                                                        const std::vector<ParamGroup>& groups) {
+  return optimizer_kind(cfg.name.name).make(cfg, lr, groups);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& cfg, double lr,
                                                         std::vector<torch::Tensor> params) {
-  return optimizer_kind(cfg.name.name).make(cfg, lr, std::move(params));
+  return make_optimizer(cfg, lr, single_param_group(cfg, std::move(params)));
 }
 
 }  // namespace ddp

@@ -26,8 +26,9 @@ using RMSpropState = torch::optim::RMSpropParamState;
 
 class KernelRMSprop : public torch::optim::RMSprop, public TorchStateForm {
  public:
-  KernelRMSprop(std::vector<torch::Tensor> params, const torch::optim::RMSpropOptions& options, UpdateKernels kernels)
-      : torch::optim::RMSprop(std::move(params), options), kernels_(kernels) {}
+  KernelRMSprop(const std::vector<ParamGroup>& groups, const torch::optim::RMSpropOptions& options,
+                UpdateKernels kernels)
+      : torch::optim::RMSprop(torch_param_groups(groups, options), options), kernels_(kernels) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     return step_with_closure(closure, [&] {
@@ -171,7 +172,7 @@ class KernelRMSprop : public torch::optim::RMSprop, public TorchStateForm {
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_rmsprop(const OptimizerConfig& cfg, double lr,
-                                                      std::vector<torch::Tensor> params) {
+                                                      const std::vector<ParamGroup>& groups) {
   const Hyperparameters& h = cfg.hyper;
   auto options = torch::optim::RMSpropOptions(lr)
                      .alpha(h.number("alpha"))
@@ -179,8 +180,7 @@ std::unique_ptr<torch::optim::Optimizer> make_rmsprop(const OptimizerConfig& cfg
                      .weight_decay(h.number("weight_decay"))
                      .momentum(h.number("momentum"))
                      .centered(h.flag("centered"));
-  const UpdateKernels kernels = update_kernels(cfg, params);
-  return std::make_unique<KernelRMSprop>(std::move(params), options, kernels);
+  return std::make_unique<KernelRMSprop>(groups, options, update_kernels(cfg, grouped_params(groups)));
 }
 
 }  // namespace
@@ -191,7 +191,8 @@ const OptimizerKind& rmsprop_optimizer() {
        "torch.optim.RMSprop",
        {momentum_key("momentum factor"),
         float_key(Key("alpha", "smoothing constant of the squared-gradient average").at_least(0).at_most(1), 0.99),
-        eps_key("term added to the denominator"), weight_decay_key("L2 penalty"),
+        eps_key("term added to the denominator"), weight_decay_key("L2 penalty"), norm_weight_decay_key(),
+        bias_weight_decay_key(),
         bool_key(Key("centered", "centered RMSprop: gradients normalised by an estimate of their variance"), false)},
        /*has_fused=*/false,
        /*steps_on_device=*/false,

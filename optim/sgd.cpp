@@ -22,8 +22,8 @@ namespace {
 
 class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchStateForm {
  public:
-  KernelSGD(std::vector<torch::Tensor> params, const torch::optim::SGDOptions& options, UpdateKernels kernels)
-      : torch::optim::SGD(std::move(params), options), kernels_(kernels) {}
+  KernelSGD(const std::vector<ParamGroup>& groups, const torch::optim::SGDOptions& options, UpdateKernels kernels)
+      : torch::optim::SGD(torch_param_groups(groups, options), options), kernels_(kernels) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     return step_with_closure(closure, [&] {
@@ -183,14 +183,13 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchS
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, double lr,
-                                                  std::vector<torch::Tensor> params) {
+                                                  const std::vector<ParamGroup>& groups) {
   auto options = torch::optim::SGDOptions(lr)
                      .momentum(cfg.hyper.number("momentum"))
                      .weight_decay(cfg.hyper.number("weight_decay"))
                      .nesterov(cfg.hyper.flag("nesterov"))
                      .dampening(0);
-  const UpdateKernels kernels = update_kernels(cfg, params);
-  return std::make_unique<KernelSGD>(std::move(params), options, kernels);
+  return std::make_unique<KernelSGD>(groups, options, update_kernels(cfg, grouped_params(groups)));
 }
 
 std::optional<BrokenRule> check_sgd(const OptimizerConfig& cfg) {
@@ -205,8 +204,8 @@ const OptimizerKind& sgd_optimizer() {
   static const OptimizerKind kind{
       {"sgd",
        "torch.optim.SGD",
-       {momentum_key("momentum factor"), weight_decay_key("L2 penalty"),
-        bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false)},
+       {momentum_key("momentum factor"), weight_decay_key("L2 penalty"), norm_weight_decay_key(),
+        bias_weight_decay_key(), bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false)},
        /*has_fused=*/true,
        /*steps_on_device=*/true,
        check_sgd},

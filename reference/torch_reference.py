@@ -47,6 +47,50 @@ def build_model(name, dropout=0.5, in_channels=1, num_classes=10):
     return model
 
 
+NORM_CLASSES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.modules.instancenorm._InstanceNorm,
+                nn.LocalResponseNorm)
+
+
+def weight_decay_groups(model, weight_decay, norm_weight_decay=None, bias_weight_decay=None):
+    """The param groups torchvision's reference train.py makes with set_weight_decay(model, weight_decay,
+    norm_weight_decay, custom_keys_weight_decay=[("bias", bias_weight_decay)] when that is given) (references/
+    classification/utils.py): modules depth first, each one's own parameters (requires_grad only) before its
+    children's; a parameter named "bias" to "bias" when bias_weight_decay is given, else a norm layer's to "norm" when
+    norm_weight_decay is given, else to "other"; groups other, norm, bias, empty ones dropped. Each group also carries
+    "names": its parameters' names in model.named_parameters() (pop it before handing the groups to torch.optim)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = {"other": ([], weight_decay), "norm": ([], norm_weight_decay), "bias": ([], bias_weight_decay)}
+
+    def visit(module):
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad:
+                continue
+            if bias_weight_decay is not None and name == "bias":
+                key = "bias"
+            elif norm_weight_decay is not None and isinstance(module, NORM_CLASSES):
+                key = "norm"
+            else:
+                key = "other"
+            groups[key][0].append(p)
+        for child in module.children():
+            visit(child)
+
+    visit(model)
+    return [{"params": params, "weight_decay": decay, "names": [names[id(p)] for p in params]}
+            for params, decay in groups.values() if params]
+
+
+def optimizer_params(model, args):
+    """What the oracles hand torch.optim: model.parameters(), or with args.norm_weight_decay or args.bias_weight_decay
+    >= 0 (ddptrain's optimizer.* keys, -1 = unset) weight_decay_groups' groups with args.weight_decay."""
+    norm, bias = getattr(args, "norm_weight_decay", -1.0), getattr(args, "bias_weight_decay", -1.0)
+    if norm < 0 and bias < 0:
+        return model.parameters()
+    groups = weight_decay_groups(model, getattr(args, "weight_decay", 0.0), norm if norm >= 0 else None,
+                                 bias if bias >= 0 else None)
+    return [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups]
+
+
 def read_idx(path):
     """An IDX file (raw or .gz) as a uint8 tensor, read into one buffer (no transient copies)."""
     opener = gzip.open if path.endswith(".gz") else open
@@ -80,8 +124,8 @@ def read_cifar10(dir_, files):
 
 def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     """PyTorch's DDP recipe as ddptrain runs it, in a joined process group: DistributedSampler(shuffle=True,
-    seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum) for args.steps optimizer steps
-    across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
+    seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum, weight_decay; the param groups
+    of optimizer_params) for args.steps optimizer steps across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
     AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
     dict saved to args.ema_out, updated at the epoch's iterations i with i % args.ema_steps == 0 and restarted
     (n_averaged = 0) after the updates of steps 1 to args.ema_restart_through, its decay adjusted as torchvision's
@@ -110,7 +154,8 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    opt = torch.optim.SGD(optimizer_params(model, args), lr=args.lr, momentum=args.momentum,
+                          weight_decay=getattr(args, "weight_decay", 0.0))
     ema = None
     ema_steps, ema_restart_through = getattr(args, "ema_steps", 1), getattr(args, "ema_restart_through", 0)
     warmup, warmup_factor = getattr(args, "warmup_steps", 0), getattr(args, "warmup_start_factor", 0.0)
@@ -172,7 +217,9 @@ def leave_process_group():
 
 # The options the training scripts share (each may override a default): (name, type, default).
 TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),
-                      ("momentum", float, 0.0), ("seed", int, 0), ("mean", float, 0.1307), ("std", float, 0.3081)]
+                      ("momentum", float, 0.0), ("seed", int, 0), ("mean", float, 0.1307), ("std", float, 0.3081),
+                      ("weight_decay", float, 0.0), ("norm_weight_decay", float, -1.0),
+                      ("bias_weight_decay", float, -1.0)]
 
 
 def add_arguments(parser, table):

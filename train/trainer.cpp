@@ -92,7 +92,10 @@ void Trainer::setup() {
   build_scaler();
   const bool linear = cfg_.optimizer.scale_lr == LrScaling::Linear;
   base_lr_ = cfg_.optimizer.lr * (linear ? static_cast<double>(ctx_.world_size) : 1.0);
-  optimizer_ = make_optimizer(cfg_.optimizer, base_lr_, model_->parameters());
+  optimizer_ = make_optimizer(cfg_.optimizer, base_lr_,
+                              weight_decay_groups(*model_, cfg_.optimizer, [this](const torch::nn::Module& m) {
+                                return model_->is_norm_layer(m);
+                              }));
   build_graph();
   checkpointer_ = std::make_unique<Checkpointer>(cfg_.checkpoint, cfg_.job.out_dir, ctx_, message,
                                                  [this](const std::string& line) { reporter_.warning(line); });

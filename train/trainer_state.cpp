@@ -3,10 +3,12 @@
 
 #include "amp/grad_scaler.h"
 #include "base/first_line.h"
+#include "base/number_text.h"
 #include "checkpoint/checkpoint_entries.h"
 #include "checkpoint/config_snapshot.h"
 #include "checkpoint/state_dict.h"
 #include "optim/optimizer_state.h"
+#include "optim/param_state_access.h"
 
 #include <algorithm>
 
@@ -87,6 +89,29 @@ void Trainer::load_optimizer_entry(const c10::impl::GenericDict& state, int64_t 
   if (std::find(written_with.begin(), written_with.end(), asked) == written_with.end())
     throw std::runtime_error("checkpoint was written with optimizer " + join(written_with, " or ") +
                              ", config asks for " + asked);
+  // torch.optim's load_state_dict refuses another number or size of param groups. Where the checkpoint's groups hold
+  // as many parameters in all as the optimizer's, the groups were split otherwise; format 1 had one group.
+  std::string layout;
+  bool same_parameters = true;
+  if (format_version != 1) {
+    layout = param_group_layout_difference(*optimizer_, opt_state);
+    size_t listed = 0;
+    for (size_t n : param_group_sizes(opt_state)) listed += n;
+    same_parameters = listed == optimizer_params(*optimizer_).size();
+  } else if (optimizer_->param_groups().size() != 1) {
+    layout = "a format 1 checkpoint's optimizer has 1 param group, the optimizer has " +
+             std::to_string(optimizer_->param_groups().size());
+  }
+  if (!layout.empty() && !same_parameters) throw std::runtime_error(layout);
+  if (!layout.empty()) {
+    const auto value = [&](const char* key) {
+      const double v = cfg_.optimizer.hyper.number(key);
+      return std::string("optimizer.") + key + " = " + shortest_number(v) + (v < 0 ? " (unset)" : "");
+    };
+    throw std::runtime_error(layout + ": " + value("norm_weight_decay") + " and " + value("bias_weight_decay") +
+                             " group the parameters otherwise than the run that wrote the checkpoint "
+                             "(torchvision's set_weight_decay); resume with the values it was written with");
+  }
   if (format_version == 1) {
     load_flat_optimizer_state_dict(*optimizer_, opt_state);
     return;

@@ -2,8 +2,9 @@
 //
 // torch.load (weights_only=True) reads a ddptrain checkpoint; Net.load_state_dict (strict), torch.optim.SGD/AdamW
 // and torch.amp.GradScaler("cpu") load its entries; M more steps in Python equal ddptrain's M more steps within
-// kInteropBound. The reverse: Python's {"model", "optimizer", "global_step"} resumes in ddptrain. Format 1 (flat
-// optimizer layout) still resumes exactly. Oracle: tests/python/checkpoint_interop.py.
+// kInteropBound, with one param group or set_weight_decay's several. The reverse: Python's {"model", "optimizer",
+// "global_step"} resumes in ddptrain. Format 1 (flat optimizer layout) still resumes exactly. Oracle:
+// tests/python/checkpoint_interop.py.
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <tuple>
 
 namespace ddp::test {
 namespace {
@@ -119,6 +121,15 @@ INSTANTIATE_TEST_SUITE_P(
                                   "--optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 "
                                   "--optimizer.amsgrad=true",
                                   "--optimizer adam --lr 0.002 --weight-decay 0.01 --amsgrad 1"},
+                      // Param groups as torchvision's set_weight_decay makes them: Net's biases without weight
+                      // decay (optimizer.bias_weight_decay), its weights with it; two param_groups entries. (Every
+                      // optimizer's steps over groups: tests/optim/param_groups_test.cpp.)
+                      InteropCase{"sgd_nesterov_groups",
+                                  "--optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true "
+                                  "--optimizer.weight_decay=0.05 --optimizer.norm_weight_decay=0 "
+                                  "--optimizer.bias_weight_decay=0",
+                                  "--optimizer sgd --lr 0.05 --momentum 0.9 --nesterov 1 --weight-decay 0.05 "
+                                  "--norm-weight-decay 0 --bias-weight-decay 0"},
                       // RMSprop's step g / (sqrt(v) + eps) is ~lr x sign(g) for any |g| >> eps: where a gradient
                       // entry is near zero, ddptrain's and PyTorch's rounding-level differences in it move the
                       // update by up to 8e-5 of lr x 3 with eps 1e-8 (measured); eps 1e-2 keeps the comparison to
@@ -235,6 +246,47 @@ TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparamete
       "warning: the checkpoint's optimizer param_groups differ from the config, whose values "
       "are used: momentum 0.9 (config 0.5), nesterov False (config True)\n";
   EXPECT_EQ(warnings_besides_stragglers(r.output), warning) << r.output;
+}
+
+// A checkpoint whose param groups another optimizer.norm_weight_decay / bias_weight_decay split made is refused, as
+// torch.optim's load_state_dict refuses other groups, in one error naming both keys: ddptrain's without groups resumed
+// with them, and Python's with set_weight_decay's groups resumed without. The same split with another group weight
+// decay resumes with a warning.
+TEST(CheckpointInterop, ResumingWithAnotherParamGroupSplitIsAnErrorNamingTheKeys) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  InteropJob job;
+  ASSERT_EQ(
+      job.ddptrain("--optimizer.momentum=0.9 --job.out_dir=" + job.dir / "run" + job.steps(kFirstSteps)).exit_code, 0);
+  const std::string ours = job.dir / "run/checkpoints/step-00000007.pt", python_ckpt = job.dir / "py.pt";
+  auto write = job.oracle("write --optimizer sgd --momentum 0.9 --bias-weight-decay 0 --steps 7 --then 0 --ckpt " +
+                          python_ckpt + " --out " + job.dir / "py_model.pt");
+  ASSERT_EQ(write.exit_code, 0) << write.output;
+  const std::string keys =
+      " group the parameters otherwise than the run that wrote the checkpoint (torchvision's "
+      "set_weight_decay); resume with the values it was written with";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {ours, "--optimizer.bias_weight_decay=0",
+       "optimizer.param_groups list 1 param group of 8 parameters, the optimizer has 2 param groups of 4 and 4 "
+       "parameters: optimizer.norm_weight_decay = -1 (unset) and optimizer.bias_weight_decay = 0" +
+           keys},
+      {python_ckpt, "",
+       "optimizer.param_groups list 2 param groups of 4 and 4 parameters, the optimizer has 1 param group of 8 "
+       "parameters: optimizer.norm_weight_decay = -1 (unset) and optimizer.bias_weight_decay = -1 (unset)" +
+           keys}};
+  for (const auto& [ckpt, split, message] : cases) {
+    auto r = job.ddptrain("--optimizer.momentum=0.9 " + split + " --job.out_dir=" + job.dir / "o" + job.steps(9) +
+                          " --checkpoint.resume=" + ckpt);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("error: resume from " + ckpt + ": " + message + "\n"), std::string::npos) << r.output;
+  }
+  // The same split with another weight decay for a group: the config's, in one warning naming the group.
+  auto r = job.ddptrain("--optimizer.momentum=0.9 --optimizer.bias_weight_decay=0.5 --job.out_dir=" + job.dir / "w" +
+                        job.steps(9) + " --checkpoint.resume=" + python_ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(warnings_besides_stragglers(r.output),
+            "warning: the checkpoint's optimizer param_groups differ from the config, whose values are used: "
+            "param_groups[1] weight_decay 0 (config 0.5)\n")
+      << r.output;
 }
 
 // An Adam checkpoint from a torch whose param_groups had no decoupled_weight_decay (Adam and AdamW then wrote the

@@ -1,8 +1,9 @@
 // Exact resume from checkpoints, retention, fallbacks and preemption.
 //
 // (run to N) == (run to k, stop, resume to N) bit for bit, mid-epoch and at an epoch boundary, on 1 and 2 ranks,
-// with dropout, gradient accumulation and DDP's static_graph; corrupt newest checkpoint falls back; retention; a failed
-// write keeps earlier checkpoints; a different model is refused; preemption by SIGTERM resumes exactly.
+// with dropout, gradient accumulation, DDP's static_graph and several param groups; corrupt newest checkpoint falls
+// back; retention; a failed write keeps earlier checkpoints; a different model is refused; preemption by SIGTERM
+// resumes exactly.
 #include "checkpoint/checkpoint_store.h"
 #include "tests/checkpoint/resume_job.h"
 
@@ -25,7 +26,9 @@ struct Case {
   int accum;
   bool amp = false;           // bf16 autocast + dynamic loss scaling (scaler state must resume too)
   bool static_graph = false;  // DDP's static_graph: the resumed run's first step all-reduces at the end of backward
-  bool adam = false;          // torch.optim.Adam with L2 weight decay (step counts and moments must resume too)
+  // torch.optim.Adam with L2 weight decay over set_weight_decay's param groups (optimizer.bias_weight_decay: biases
+  // without it): step counts and moments must resume too, group by group.
+  bool adam = false;
 };
 
 class ExactResume : public ::testing::TestWithParam<Case> {};
@@ -36,7 +39,9 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   std::string cfg = ckpt_job_config(dir);
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
   if (c.static_graph) common += " --dist.static_graph=true";
-  if (c.adam) common += " --optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01";
+  if (c.adam)
+    common +=
+        " --optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.bias_weight_decay=0";
   // A non-power-of-two growth factor makes unscaling round, so the weights depend on the exact scale and
   // growth tracker being restored; fp16 autocast with a scale that grows every 3 steps overflows again and again
   // (skipped steps and backoffs before and after the stop point).

@@ -21,19 +21,19 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
-from torch_reference import Net, find, parse_arguments, read_idx  # noqa: E402
+from torch_reference import Net, find, optimizer_params, parse_arguments, read_idx  # noqa: E402
 from optim_reference import warmup_factor  # noqa: E402
 
 
 def make_optimizer(a, model):
     if a.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, dampening=0.0,
+        return torch.optim.SGD(optimizer_params(model, a), lr=a.lr, momentum=a.momentum, dampening=0.0,
                                weight_decay=a.weight_decay, nesterov=bool(a.nesterov))
     if a.optimizer == "rmsprop":
-        return torch.optim.RMSprop(model.parameters(), lr=a.lr, alpha=a.alpha, eps=a.eps, momentum=a.momentum,
+        return torch.optim.RMSprop(optimizer_params(model, a), lr=a.lr, alpha=a.alpha, eps=a.eps, momentum=a.momentum,
                                    centered=bool(a.centered), weight_decay=a.weight_decay)
     adam = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[a.optimizer]
-    return adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay,
+    return adam(optimizer_params(model, a), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay,
                 amsgrad=bool(a.amsgrad))
 
 
