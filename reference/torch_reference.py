@@ -3,10 +3,12 @@
 #
 # bench/ and tests/python/ import this module (from this folder) and nothing of each other.
 import argparse
+import functools
 import gzip
 import math
 import os
 import struct
+import sys
 
 import torch
 import torch.nn as nn
@@ -131,7 +133,9 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     (n_averaged = 0) after the updates of steps 1 to args.ema_restart_through, its decay adjusted as torchvision's
     references/classification/train.py adjusts it when args.ema_adjust_epochs is set (its --epochs). With
     args.warmup_steps, the learning rate of step k < warmup_steps is lr x (f + (1 - f) k / warmup_steps), f =
-    args.warmup_start_factor (LinearLR's closed form). With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
+    args.warmup_start_factor (LinearLR's closed form). With args.ra_reps > 1 the sampler is torchvision's RASampler
+    (references/classification/sampler.py) with that many repetitions; with args.label_smoothing > 0 the loss is
+    F.cross_entropy(label_smoothing=...). With args.amp = "bf16" or "fp16", the forward runs under torch.autocast("cpu",
     bfloat16 or float16) and the loss in float32, as ddptrain's amp.dtype; float16 with torch.amp.GradScaler("cpu")
     (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16. DDP searches
     for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
@@ -153,6 +157,12 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
         ddp.register_comm_hook(None, compress_hook)
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
+    if getattr(args, "ra_reps", 0) > 1:  # torchvision's references/classification/sampler.py, as tests hold it
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+        from ra_sampler_reference import RASampler
+        sampler = RASampler(dataset, shuffle=True, seed=args.seed, repetitions=args.ra_reps)
+    if getattr(args, "label_smoothing", 0.0) > 0:
+        loss_fn = functools.partial(F.cross_entropy, label_smoothing=args.label_smoothing)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
     opt = torch.optim.SGD(optimizer_params(model, args), lr=args.lr, momentum=args.momentum,
                           weight_decay=getattr(args, "weight_decay", 0.0))

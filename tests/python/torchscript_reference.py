@@ -88,7 +88,8 @@ def main():
     extra = [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
              ("ema_decay", float, 0.0), ("ema_out", str, None), ("amp", str, ""), ("kind", str, "residual"),
              ("find_unused", int, 0), ("static_graph", int, 0), ("ema_steps", int, 1), ("ema_restart_through", int, 0),
-             ("ema_adjust_epochs", int, 0), ("warmup_steps", int, 0), ("warmup_start_factor", float, 0.0)]
+             ("ema_adjust_epochs", int, 0), ("warmup_steps", int, 0), ("warmup_start_factor", float, 0.0),
+             ("ra_reps", int, 0), ("label_smoothing", float, 0.0)]
     add_arguments(p, {name: (name, kind, default) for name, kind, default in TRAINING_ARGUMENTS + extra}.values())
     args = parser.parse_args()
     {"make": make, "train": train}[args.command](args)
