@@ -1,2 +1,0 @@
-# Empty dependencies file for ddp_data_pipeline.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for ddpcore.
-# This may be replaced when dependencies are built.

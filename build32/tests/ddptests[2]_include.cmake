@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-aug/build32/tests/ddptests[2]_tests.cmake")
-  include("/work/wt-aug/build32/tests/ddptests[2]_tests.cmake")
-else()
-  add_test(ddptests_NOT_BUILT ddptests_NOT_BUILT)
-endif()
