@@ -46,7 +46,15 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string format_config(const Config& cfg) { return config_text(cfg, false); }
-std::string format_resume_config(const Config& cfg) { return config_text(cfg, true); }
+std::string format_resume_config(const Config& cfg) {
+  // What the model does not read makes no different run: model.dropout beside a model without dropout (which every
+  // config of ddptrain's earlier versions wrote as 0.5) compares as 0, as stochastic_depth beside one without it.
+  Config compared = cfg;
+  const ModelRow& row = model_row(cfg.model.name.name);
+  if (row.dropout < 0) compared.model.dropout = 0;
+  if (row.stochastic_depth < 0) compared.model.stochastic_depth = 0;
+  return config_text(compared, true);
+}
 std::string config_digest(const std::string& config_text) { return sha256_hex(config_text); }
 
 std::vector<KeyInfo> describe_keys(const Config& cfg) {

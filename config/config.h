@@ -223,7 +223,8 @@ struct ModelConfig {
   ModelChoice name{"net"};
   int64_t in_channels = 1;
   int64_t num_classes = 10;
-  double dropout = 0.5;
+  double dropout = -1;           // -1: the model row's default
+  double stochastic_depth = -1;  // -1: the model row's default
   std::string init_from;
   bool reset_head = false;
   std::string path;
@@ -241,7 +242,15 @@ struct ModelConfig {
     key(s.num_classes, Key("num_classes", "outputs of the classifier; image_folder, unset: its class folders")
                            .at_least(2)
                            .at_most(1e6));
-    key(s.dropout, Key("dropout", "net: probability of both dropouts (0 = off)").at_least(0).at_most(1));
+    key(s.dropout, Key("dropout", "probability of the model's dropouts (net: both; torchvision's: the classifier's)")
+                       .at_least(0)
+                       .at_most(1)
+                       .or_unset(-1, "unset: the model's default (net 0.5, torchvision's for its models)"));
+    key(s.stochastic_depth,
+        Key("stochastic_depth", "probability that a residual block is dropped (torchvision.ops.StochasticDepth)")
+            .at_least(0)
+            .below(1)
+            .or_unset(-1, "unset: torchvision's default for the architecture"));
     key(s.init_from, Key("init_from", "starting weights: a state dict saved by torch.save, or model.pt"));
     key(s.reset_head, Key("reset_head",
                           "init_from: every weight but the classifier head's (fc); the head keeps its fresh init "
@@ -252,6 +261,10 @@ struct ModelConfig {
     key(s.sync_batchnorm, Key("sync_batchnorm", sync_batchnorm_doc()));
   }
 };
+
+// model.dropout and model.stochastic_depth where they are unset (-1): model.name's row's defaults (torchvision's for
+// its architectures); what config loading and make_model resolve.
+void resolve_model_defaults(ModelConfig& m);
 
 // [optimizer]: the update rule, one of the optimizer rows of optim/ (config/optimizer_rows.h), and how it runs.
 struct OptimizerConfig {

@@ -325,6 +325,7 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
     if (!is_set(locations, "model.num_classes") && classes >= 2) cfg.model.num_classes = static_cast<int64_t>(classes);
   }
   if (cfg.checkpoint.dir.empty()) cfg.checkpoint.dir = cfg.job.out_dir + "/checkpoints";
+  resolve_model_defaults(cfg.model);
 }
 
 // An image folder's crop and resize sizes (image_size and resize_size, or the FixRes keys that refine them); the other
@@ -533,6 +534,10 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          "model.path is read by model.name = " +
              spoken_list(quoted_names(model_rows(), [](const ModelRow& row) { return !row.path.empty(); }), "or") +
              " only, not by " + model_name);
+  if (model.stochastic_depth < 0 && is_set(locations, "model.stochastic_depth") && cfg.model.stochastic_depth > 0)
+    fail({"model.stochastic_depth", "model.name"},
+         "model.stochastic_depth applies to models with residual blocks torchvision drops at random; " + model_name +
+             " has none");
   if (cfg.model.reset_head && !model.head_known)
     fail({"model.reset_head", "model.name"},
          "model.reset_head needs a model whose classifier head is known; " + model_name + " is loaded whole");

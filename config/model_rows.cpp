@@ -1,9 +1,19 @@
 // The model rows as config loading reads them: names and the docs made of them.
 #include "config/model_rows.h"
 
+#include "config/config.h"
+
+#include <algorithm>
+
 namespace ddp {
 
 const ModelRow& model_row(std::string_view name) { return row_named(model_rows(), name, "model"); }
+
+void resolve_model_defaults(ModelConfig& m) {
+  const ModelRow& row = model_row(m.name.name);
+  if (m.dropout == -1) m.dropout = std::max(row.dropout, 0.0);
+  if (m.stochastic_depth == -1) m.stochastic_depth = std::max(row.stochastic_depth, 0.0);
+}
 
 std::vector<std::string> model_names() { return names_in(model_rows()); }
 

@@ -21,6 +21,8 @@ struct ModelRow {
   bool head_known = true;        // its classifier head is known, so model.reset_head applies
   std::string_view path;         // what model.path must name for it ("the module torch.jit.save wrote"); "": none
   int64_t image_size = 0;        // the one data.image_size it takes (Net's 28x28); 0: any
+  double dropout = -1;           // model.dropout when unset (torchvision's default); -1: the model has no dropout
+  double stochastic_depth = -1;  // model.stochastic_depth when unset; -1: the model has no stochastic depth
 };
 
 // Every model's row, in the order --help lists the names (defined by models/registry.cpp).

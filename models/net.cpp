@@ -45,7 +45,8 @@ class Net : public Classifier {
 const ModelKind& net_model() {
   static const ModelKind kind{
       {"net", /*torchvision=*/"", "the classic MNIST CNN", /*batch_norm=*/false, /*cuda_graph=*/true,
-       /*head_known=*/true, /*path=*/"", /*image_size=*/28},  // fc1 takes conv2's 20x4x4 features of 28x28 inputs
+       /*head_known=*/true, /*path=*/"", /*image_size=*/28,
+       /*dropout=*/0.5},  // fc1 takes conv2's 20x4x4 features of 28x28 inputs
       [](const ModelConfig& cfg) { return std::make_shared<Net>(cfg); }};
   return kind;
 }

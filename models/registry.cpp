@@ -33,7 +33,11 @@ const std::vector<ModelRow>& model_rows() {
   return rows;
 }
 
-std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) { return model_kind(cfg.name.name).make(cfg); }
+std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) {
+  ModelConfig resolved = cfg;
+  resolve_model_defaults(resolved);
+  return model_kind(cfg.name.name).make(resolved);
+}
 
 bool Classifier::is_norm_layer(const torch::nn::Module& m) const {
   namespace nn = torch::nn;

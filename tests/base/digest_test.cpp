@@ -27,5 +27,15 @@ TEST(Digest, ConfigDigestChangesWithAnyKeyThatChangesTheWeights) {
   EXPECT_EQ(config_digest(format_resume_config(base)), config_digest(format_resume_config(moved)));
 }
 
+// A key the model does not read makes no different run: a ResNet config written with model.dropout = 0.5 (every
+// config of earlier versions says so) resumes under today's resolved 0; Net's dropout still counts.
+TEST(Digest, RegularisationTheModelDoesNotReadLeavesTheResumeConfigAsItIs) {
+  const std::string resnet = "[model]\nname = \"resnet18\"\n";
+  EXPECT_EQ(format_resume_config(parse_config(resnet + "dropout = 0.5\n", "old.toml")),
+            format_resume_config(parse_config(resnet, "new.toml")));
+  EXPECT_NE(format_resume_config(parse_config("[model]\ndropout = 0.2\n", "a.toml")),
+            format_resume_config(parse_config("", "b.toml")));
+}
+
 }  // namespace
 }  // namespace ddp

@@ -162,7 +162,7 @@ const std::vector<BadCase>& bad_files() {
        "[model]\ndropout = 2\n",
        {},
        "bad.toml:2:11",
-       {"model.dropout must be >= 0.0 and <= 1.0", "got 2.0"}},
+       {"model.dropout must be -1.0 (unset: the model's default", "or >= 0.0 and <= 1.0, got 2.0"}},
       {"grad_accum_steps 0",
        "[training]\ngrad_accum_steps = 0\n",
        {},

@@ -79,10 +79,10 @@ TEST(ModelRows, BuiltInModelsAreWhatTheirRowsSay) {
     ModelConfig cfg;
     cfg.name.name = std::string(row.name);
     torch::manual_seed(0);
-    const std::shared_ptr<Classifier> model = kind->make(cfg);
+    const std::shared_ptr<Classifier> model = make_model(cfg);
     EXPECT_EQ(count_batchnorm_layers(*model) > 0, row.batch_norm);
     bool head = false;
-    for (const auto& item : model->named_children()) head = head || item.key() == model->head_name();
+    for (const auto& item : model->named_modules()) head = head || item.key() == model->head_name();
     EXPECT_EQ(head, row.head_known);
   }
 }
