@@ -1,11 +1,13 @@
 // model.init_from loading: unwraps checkpoint dicts, strips DDP's `module.` prefix, suggests the fix on a mismatch.
 #include "train/init_weights.h"
 
+#include "checkpoint/safetensors.h"
 #include "checkpoint/state_dict.h"
 #include "models/classifier.h"
 #include "models/model_kind.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <stdexcept>
 
@@ -121,19 +123,34 @@ std::string replace_head(NamedTensors& state, const Classifier& model) {
   return model.head_name() + " re-initialised (" + std::to_string(dropped) + " of the file's entries left out)";
 }
 
+// The wrappers whose prefix every key of a saved model carries: DDP's module, torch.compile's OptimizedModule.
+struct WrapperPrefix {
+  const char* prefix;
+  const char* wrapper;
+};
+constexpr WrapperPrefix kWrapperPrefixes[] = {{"module.", "DDP"}, {"_orig_mod.", "torch.compile"}};
+
+// The file's state dict: a safetensors file's tensors, or a torch.save file's (unwrapped as unwrap_init_state says).
+InitLayout read_init_state(const std::string& path) {
+  if (is_safetensors_file(path)) return {read_safetensors(path).tensors, "safetensors"};
+  return unwrap_init_state(read_torch_save_file(path), path);
+}
+
 }  // namespace
 
 std::string load_init_weights(Classifier& module, const ModelConfig& model_cfg, const std::string& path) {
-  InitLayout layout = unwrap_init_state(read_torch_save_file(path), path);
-  const std::string ddp_prefix = "module.";
-  if (!layout.state.empty() && every_key_starts_with(layout.state, ddp_prefix)) {
-    for (auto& entry : layout.state) entry.first.erase(0, ddp_prefix.size());
-    layout.note += layout.note.empty() ? "DDP state dict, `module.` prefix stripped" : ", `module.` prefix stripped";
+  InitLayout layout = read_init_state(path);
+  const auto add_note = [&](const std::string& note) { layout.note += (layout.note.empty() ? "" : ", ") + note; };
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const WrapperPrefix& w : kWrapperPrefixes)
+      if (!layout.state.empty() && every_key_starts_with(layout.state, w.prefix)) {
+        for (auto& entry : layout.state) entry.first.erase(0, std::strlen(w.prefix));
+        add_note(std::string(w.wrapper) + " state dict, `" + w.prefix + "` prefix stripped");
+        stripped = true;
+      }
   }
-  if (model_cfg.reset_head) {
-    const std::string note = replace_head(layout.state, module);
-    layout.note += layout.note.empty() ? note : ", " + note;
-  }
+  if (model_cfg.reset_head) add_note(replace_head(layout.state, module));
   try {
     apply_state(module, layout.state, path);
   } catch (const std::runtime_error& e) {

@@ -5,6 +5,7 @@
 #include "base/exit_codes.h"
 #include "base/first_line.h"
 #include "checkpoint/checkpointer.h"
+#include "checkpoint/hub_export.h"
 #include "checkpoint/state_dict.h"
 #include "data/device_feed.h"
 #include "data/epoch_sampler.h"
@@ -215,9 +216,16 @@ void Trainer::write_model() {
   const std::string summary = reporter_.summary(end);  // collective on CUDA
   const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
     // Atomic: a full or read-only disk leaves the previous model.pt as it was.
-    save_state_dict(end.model_path, module_state(*model_));
+    const NamedTensors weights = module_state(*model_);
+    save_state_dict(end.model_path, weights);
     model_->write_exports(cfg_.job.out_dir);
-    if (ema_->enabled()) save_state_dict(cfg_.job.out_dir + "/model_ema.pt", module_state(ema_->model()));
+    std::optional<NamedTensors> ema;
+    if (ema_->enabled()) {
+      ema = module_state(ema_->model());
+      save_state_dict(cfg_.job.out_dir + "/model_ema.pt", *ema);
+    }
+    write_hub_files(cfg_.job.out_dir, weights, ema ? &*ema : nullptr,
+                    hub_config_json(cfg_, {dataset_.classes, model_->head_name()}));
     reporter_.message(summary);
   });
   if (!r.failed) return;

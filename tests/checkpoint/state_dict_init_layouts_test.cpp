@@ -40,7 +40,9 @@ TEST(StateDictInitLayouts, PythonLayoutsEvaluateExactlyLikeThePlainStateDict) {
   const std::vector<std::pair<std::string, std::string>> layouts = {
       {"ddp", "  init_from: DDP state dict, `module.` prefix stripped\n"},
       {"model-dict", "  init_from: checkpoint dict, weights under \"model\"\n"},
-      {"state-dict-dict", "  init_from: checkpoint dict, weights under \"state_dict\"\n"}};
+      {"state-dict-dict", "  init_from: checkpoint dict, weights under \"state_dict\"\n"},
+      {"compiled", "  init_from: torch.compile state dict, `_orig_mod.` prefix stripped\n"},
+      {"safetensors", "  init_from: safetensors\n"}};
   std::string commands = "save net " + shell_quote(dir / "init.pt") + " " + shell_quote(dir / "init") + " --seed 7";
   for (const auto& [what, note] : layouts)  // one oracle process writes every file
     commands +=

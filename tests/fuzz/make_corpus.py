@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpus (tests/fuzz/corpus/{torch_save,idx,config}) with the project venv's torch.
+"""Writes the fuzz seed corpus (tests/fuzz/corpus/{torch_save,safetensors,idx,config}) with the project venv's torch.
 
 Usage: .venv/bin/python tests/fuzz/make_corpus.py   (rerun only to regenerate the seeds; they are committed)
 """
@@ -51,6 +51,16 @@ def idx_seeds(out):
                                                 + b"\0\0\0\0")
 
 
+def safetensors_seeds(out):
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({"w": torch.arange(6.0).view(2, 3), "n": torch.tensor(3), "h": torch.ones(2, dtype=torch.half),
+               "bf": torch.ones(1, dtype=torch.bfloat16), "b": torch.tensor([True]), "e": torch.zeros(0, 2)},
+              out / "dtypes.safetensors", metadata={"format": "pt"})
+    save_file(torch.nn.Conv2d(1, 2, 3).state_dict(), out / "conv.safetensors")
+
+
 def config_seeds(out):
     out.mkdir(parents=True, exist_ok=True)
     for toml in sorted((repo / "configs").glob("*.toml")):
@@ -58,5 +68,6 @@ def config_seeds(out):
 
 
 torch_save_seeds(corpus / "torch_save")
+safetensors_seeds(corpus / "safetensors")
 idx_seeds(corpus / "idx")
 config_seeds(corpus / "config")

@@ -9,7 +9,8 @@
   save-layout WHAT SRC_PT PT
       The Net state dict in SRC_PT re-saved to PT as: ddp (the state_dict of a real DistributedDataParallel(Net())
       on a gloo world of one: keys "module.*") | model-dict ({"model": sd, "optimizer": {...}, "epoch": 3}) |
-      state-dict-dict ({"state_dict": sd, "epoch": 3}) | prefixed ({"model." + k: v}) | nested ({"net": sd, "epoch": 3}).
+      state-dict-dict ({"state_dict": sd, "epoch": 3}) | prefixed ({"model." + k: v}) | nested ({"net": sd, "epoch": 3})
+      | compiled (torch.compile(Net()).state_dict(): keys "_orig_mod.*") | safetensors (safetensors.torch.save_file).
   load-into MODEL PT DUMP
       torch.load(PT) into MODEL (resnet18 | net) with strict=True, then dumps model.state_dict() to DUMP.
   eval MODEL PT DATA_DIR [--mean M --std S --batch B]
@@ -132,7 +133,18 @@ def save_layout(args):
         "prefixed": lambda: OrderedDict(("model." + k, v) for k, v in state.items()),
         "nested": lambda: {"net": state, "epoch": 3},
     }
-    torch.save(layouts[args.what](), args.pt)
+    if args.what == "compiled":  # a real OptimizedModule's state dict ("_orig_mod.*"), holding the file's weights
+        compiled = torch.compile(make_model("net"))
+        compiled._orig_mod.load_state_dict(state)
+        out = compiled.state_dict()
+        assert all(k.startswith("_orig_mod.") for k in out), list(out)[:3]
+        torch.save(out, args.pt)
+    elif args.what == "safetensors":  # whatever the file's name says, its bytes are safetensors'
+        import safetensors.torch
+
+        safetensors.torch.save_file(state, args.pt)
+    else:
+        torch.save(layouts[args.what](), args.pt)
 
 
 def load_model(name, pt):
@@ -202,7 +214,8 @@ def main():
     p.add_argument("pt")
     p.set_defaults(fn=save_other)
     p = sub.add_parser("save-layout")
-    p.add_argument("what", choices=["ddp", "model-dict", "state-dict-dict", "prefixed", "nested"])
+    p.add_argument("what", choices=["ddp", "model-dict", "state-dict-dict", "prefixed", "nested", "compiled",
+                                    "safetensors"])
     p.add_argument("src_pt")
     p.add_argument("pt")
     p.set_defaults(fn=save_layout)
