@@ -32,9 +32,11 @@ bool same_abi(const ddptrain::PluginAbi& a, const ddptrain::PluginAbi& b) {
          a.plugin_model_size == b.plugin_model_size && a.string_size == b.string_size;
 }
 
-std::string dl_error() {
+// dlerror's message, without the file name it starts with when it names the file.
+std::string dl_error(const std::string& file) {
   const char* e = dlerror();
-  return e ? first_line(e) : "unknown error";
+  const std::string message = e ? first_line(e) : "unknown error";
+  return message.rfind(file + ": ", 0) == 0 ? message.substr(file.size() + 2) : message;
 }
 
 // The library at model.library, opened for as long as the process runs: the plugin's code and vtables live in it, so
@@ -45,7 +47,8 @@ void* open_library(const std::string& library) {
   const std::string file = library.find('/') == std::string::npos ? "./" + library : library;
   dlerror();
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw std::runtime_error(library + ": cannot load the plugin library (model.library): " + dl_error());
+  if (!handle)
+    throw std::runtime_error(library + ": cannot load the plugin library (model.library): " + dl_error(file));
   return handle;
 }
 

@@ -115,6 +115,23 @@ TEST(Plugin, InstalledPackageBuildsTheExampleOutOfTree) {
   EXPECT_TRUE(fs::exists(dir / "out/model.pt")) << step.output;
 }
 
+// model.init_from reads a plugin's model.pt under the plugin's names; model.reset_head re-initialises the head the
+// plugin names (fine-tuning to other classes), leaving out the file's entries under it.
+TEST(Plugin, InitFromAndResetHeadTakeThePluginsNamesAndHead) {
+  if (kExample.empty()) GTEST_SKIP() << "built without the example plugin (DDP_BUILD_PLUGIN_EXAMPLE=OFF)";
+  TempDir dir;
+  const CommandResult first = train_one_rank(kExample, "--training.max_steps=2 --job.out_dir=" + dir / "first");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string tune =
+      "--model.num_classes=5 --model.reset_head=true --training.max_steps=1 "
+      "--metrics.progress=plain --model.init_from=" +
+      dir / "first/model.pt";
+  const CommandResult tuned = train_one_rank(kExample, tune + " --job.out_dir=" + dir / "tuned");
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  EXPECT_NE(tuned.output.find("fc re-initialised (2 of the file's entries left out)"), std::string::npos)
+      << tuned.output;
+}
+
 // Each library that is no plugin ddptrain can load stops the run before training with one error line naming it.
 TEST(Plugin, LibrariesThatAreNoLoadablePluginAreOneErrorNamingTheFile) {
   TempDir dir;
@@ -125,7 +142,7 @@ TEST(Plugin, LibrariesThatAreNoLoadablePluginAreOneErrorNamingTheFile) {
   const std::string other = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR + 1) + "." +
                             std::to_string(TORCH_VERSION_PATCH);
   const std::pair<std::string, std::vector<std::string>> cases[] = {
-      {dir / "missing.so", {": cannot load the plugin library (model.library): ", "No such file"}},
+      {dir / "missing.so", {": cannot load the plugin library (model.library): cannot open shared object file"}},
       {dir / "text.so", {": cannot load the plugin library (model.library): "}},
       {plugins + "/libddp_test_plugin_no_factory.so",
        {": not a ddptrain plugin: it exports no ddptrain_plugin_create"}},
