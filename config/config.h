@@ -228,14 +228,17 @@ struct ModelConfig {
   std::string init_from;
   bool reset_head = false;
   std::string path;
+  std::string library;
   MemoryFormat memory_format = MemoryFormat::Auto;
   bool skip_padding_taps = true;
   bool sync_batchnorm = false;
+  int64_t image_size = 0;  // no key: the dataset's data.image_size, which the trainer passes on to a plugin
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
     key(s.name, Key("name", model_name_doc()));
     key(s.path, Key("path", "torchscript: the file torch.jit.save wrote (scripted or traced)"));
+    key(s.library, Key("library", "plugin: the shared library built against ddptrain/plugin_api.h (docs/plugins.md)"));
     key(s.in_channels, Key("in_channels", "image channels the first convolution takes; unset: the dataset's")
                            .at_least(1)
                            .at_most(kMaxChannels));

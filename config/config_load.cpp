@@ -527,13 +527,20 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
                                            "\" only; set that policy, or leave " + key + " at its default");
   const ModelRow& model = model_row(cfg.model.name.name);
   const std::string model_name = "model.name = \"" + cfg.model.name.name + "\"";
-  if (!model.path.empty() && cfg.model.path.empty())
-    fail({"model.name"}, model_name + " needs model.path: " + std::string(model.path));
-  if (model.path.empty() && !cfg.model.path.empty())
-    fail({"model.path", "model.name"},
-         "model.path is read by model.name = " +
-             spoken_list(quoted_names(model_rows(), [](const ModelRow& row) { return !row.path.empty(); }), "or") +
-             " only, not by " + model_name);
+  // model.path and model.library: needed by the models whose row says what the file is, refused beside the others.
+  const std::tuple<std::string, std::string_view ModelRow::*, std::string> file_keys[] = {
+      {"model.path", &ModelRow::path, cfg.model.path}, {"model.library", &ModelRow::library, cfg.model.library}};
+  for (const auto& [key, what, value] : file_keys) {
+    if (!(model.*what).empty() && value.empty())
+      fail({"model.name"}, model_name + " needs " + key + ": " + std::string(model.*what));
+    if ((model.*what).empty() && !value.empty())
+      fail({key, "model.name"},
+           key + " is read by model.name = " +
+               spoken_list(
+                   quoted_names(model_rows(), [what = what](const ModelRow& row) { return !(row.*what).empty(); }),
+                   "or") +
+               " only, not by " + model_name);
+  }
   if (model.stochastic_depth < 0 && is_set(locations, "model.stochastic_depth") && cfg.model.stochastic_depth > 0)
     fail({"model.stochastic_depth", "model.name"},
          "model.stochastic_depth applies to models with residual blocks torchvision drops at random; " + model_name +

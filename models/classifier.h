@@ -41,6 +41,10 @@ class Classifier : public torch::nn::Module {
 // (seed it first).
 std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
 
+// Throws naming `source` (the file the model came from) unless `logits` are [images.size(0), num_classes].
+void check_logits(const torch::Tensor& logits, const torch::Tensor& images, int64_t num_classes,
+                  const std::string& source);
+
 // Number of trainable parameters.
 int64_t count_parameters(const torch::nn::Module& m);
 

@@ -11,7 +11,7 @@
 namespace ddp {
 
 // The models, in the order --help lists their names.
-#define DDP_MODELS(X) X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) X(torchscript)
+#define DDP_MODELS(X) X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) X(torchscript) X(plugin)
 
 #define DDP_DECLARE_MODEL(name) const ModelKind& name##_model();
 DDP_MODELS(DDP_DECLARE_MODEL)
@@ -44,6 +44,15 @@ bool Classifier::is_norm_layer(const torch::nn::Module& m) const {
   return m.as<nn::BatchNorm1d>() || m.as<nn::BatchNorm2d>() || m.as<nn::BatchNorm3d>() || m.as<nn::InstanceNorm1d>() ||
          m.as<nn::InstanceNorm2d>() || m.as<nn::InstanceNorm3d>() || m.as<nn::LayerNorm>() || m.as<nn::GroupNorm>() ||
          m.as<nn::LocalResponseNorm>();
+}
+
+void check_logits(const torch::Tensor& logits, const torch::Tensor& images, int64_t num_classes,
+                  const std::string& source) {
+  const int64_t n = images.size(0);
+  if (logits.dim() == 2 && logits.size(0) == n && logits.size(1) == num_classes) return;
+  throw std::runtime_error(source + ": its forward returned shape " + c10::str(logits.sizes()) + " for " +
+                           std::to_string(n) + " images; expected logits [" + std::to_string(n) + ", " +
+                           std::to_string(num_classes) + "] (model.num_classes = " + std::to_string(num_classes) + ")");
 }
 
 int64_t count_parameters(const torch::nn::Module& m) {

@@ -77,11 +77,7 @@ class ScriptedClassifier : public Classifier {
       throw std::runtime_error(path_ + ": its forward returned " + out.tagKind() +
                                ", not a tensor of logits [batch, classes] (model.path)");
     torch::Tensor logits = out.toTensor();
-    if (logits.dim() != 2 || logits.size(0) != x.size(0) || logits.size(1) != num_classes_)
-      throw std::runtime_error(path_ + ": its forward returned shape " + shape_text(logits.sizes()) + " for " +
-                               std::to_string(x.size(0)) + " images; expected logits [" + std::to_string(x.size(0)) +
-                               ", " + std::to_string(num_classes_) +
-                               "] (model.num_classes = " + std::to_string(num_classes_) + ")");
+    check_logits(logits, x, num_classes_, path_);
     return logits;
   }
 

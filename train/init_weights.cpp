@@ -91,7 +91,7 @@ std::string architecture_fix(const NamedTensors& state, const NamedTensors& own,
            "other sizes (model.num_classes, model.in_channels)";
   for (const ModelKind* kind : model_kinds()) {  // the models built without a file of their own
     const std::string name(kind->row.name);
-    if (name == model_cfg.name.name || !kind->row.path.empty()) continue;
+    if (name == model_cfg.name.name || kind->row.reads_file()) continue;
     ModelConfig other = model_cfg;
     other.name.name = name;
     if (key_set(module_state(*kind->make(other))) == file_keys)

@@ -901,9 +901,10 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       std::vector<std::string> overrides{key + "=" + name};
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
-      if (key == "data.interpolation" || key == "data.auto_augment")  // an image folder's keys
+      if (key == "data.interpolation" || key == "data.auto_augment")          // an image folder's keys
         overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
+      if (key == "model.name" && name == "plugin") overrides.push_back("model.library=m.so");
       if (key == "lr_scheduler.decay" && name == "multistep") overrides.push_back("lr_scheduler.milestones=[5]");
       const Config cfg = parse_config("", "c.toml", overrides);
       const std::string text = format_config(cfg);

@@ -17,6 +17,7 @@ namespace {
 std::vector<std::string> overrides_for(const ModelRow& row) {
   std::vector<std::string> o{"model.name=" + std::string(row.name)};
   if (!row.path.empty()) o.push_back("model.path=m.pt");
+  if (!row.library.empty()) o.push_back("model.library=m.so");
   if (row.image_size == 0) o.insert(o.end(), {"data.dataset=synthetic", "data.image_size=32"});
   return o;
 }
@@ -47,11 +48,15 @@ TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
     const Config cfg = parse_config("", "m.toml", own);
     EXPECT_EQ(cfg.model.name, row.name);
     EXPECT_NE(format_config(cfg).find("[model]\nname = \"" + std::string(row.name) + "\"\n"), std::string::npos);
-    // model.path: read by the rows that say what it names, refused beside the others.
-    if (row.path.empty())
-      EXPECT_NE(config_error(own, {"model.path=m.pt"}).find("model.path is"), std::string::npos);
-    else
-      EXPECT_NE(config_error({"model.name=" + std::string(row.name)}, {}).find("needs model.path"), std::string::npos);
+    // model.path and model.library: read by the rows that say what they name, refused beside the others.
+    for (const auto& [key, what, file] :
+         {std::tuple{"model.path", row.path, "m.pt"}, std::tuple{"model.library", row.library, "m.so"}}) {
+      const std::string k = key;
+      if (what.empty())
+        EXPECT_NE(config_error(own, {k + "=" + file}).find(k + " is"), std::string::npos);
+      else
+        EXPECT_NE(config_error({"model.name=" + std::string(row.name)}, {}).find("needs " + k), std::string::npos);
+    }
     // model.reset_head: a model whose head is known takes it.
     const std::string reset = config_error(own, {"model.reset_head=true", "model.init_from=w.pt"});
     EXPECT_EQ(reset.empty(), row.head_known) << reset;
@@ -74,7 +79,7 @@ TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
 TEST(ModelRows, BuiltInModelsAreWhatTheirRowsSay) {
   for (const ModelKind* kind : model_kinds()) {
     const ModelRow& row = kind->row;
-    if (!row.path.empty()) continue;
+    if (row.reads_file()) continue;
     SCOPED_TRACE(std::string(row.name));
     ModelConfig cfg;
     cfg.name.name = std::string(row.name);

@@ -1,6 +1,7 @@
 // model.name = "torchscript": a module scripted in Python trains on two ranks as Python DDP trains its eager twin,
 // writes model.pt under the module's own names and model_scripted.pt that torch.jit.load runs; a traced torchvision
 // ResNet trains; files that are no TorchScript, or whose forward gives no logits, are one clear error.
+#include "tests/checkpoint/resume_job.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -180,16 +181,8 @@ TEST(TorchScript, KilledWorkerResumesUnderDdprunBitIdentical) {
                  {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.batch_size=16", "optimizer.lr=0.05",
                   "optimizer.momentum=0.9", "training.max_steps=30", "checkpoint.every_steps=10",
                   "metrics.log_every_steps=1", "dist.timeout_s=30.0"});
-  const std::string run =
-      " --standalone --nproc-per-node=2 --grace-period=2 " + ddptrain_path() + " " + dir / "cfg.toml";
-  const CommandResult full = run_command(binary_dir() + "/ddprun" + run + " --job.out_dir=" + dir / "full");
-  ASSERT_EQ(full.exit_code, 0) << full.output;
-  const CommandResult killed =
-      run_ddprun_killing_a_worker("--max-restarts=1" + run + " --job.out_dir=" + dir / "killed", dir / "killed", 13);
-  const std::string log = read_file(dir / "killed.log");
-  EXPECT_NE(killed.output.find("rc 0"), std::string::npos) << killed.output << log;
-  EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
-  EXPECT_EQ(read_file(dir / "full/model.pt"), read_file(dir / "killed/model.pt"));
+  expect_killed_worker_resumes_bit_identical(
+      dir, " --standalone --nproc-per-node=2 --grace-period=2 " + ddptrain_path() + " " + dir / "cfg.toml", 13);
 }
 
 TEST(TorchScript, ATracedTorchvisionResnetTrains) {
