@@ -74,6 +74,30 @@ TEST_P(TorchvisionCnn, StateDictLoadsStrictlyIntoTorchvisionWithItsInitDistribut
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// model.reset_head on torchvision's 1000-class state dict: exactly the final Linear (head_name()) keeps the model's
+// own 10-class initialisation; every other entry is the file's.
+TEST_P(TorchvisionCnn, ResetHeadReinitialisesExactlyTheFinalLinear) {
+  TempDir dir;
+  const CommandResult saved = save_torchvision_init(dir / "imagenet.pt", GetParam(), 1000, 4);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  ModelConfig cfg = three_channel_config(GetParam());
+  cfg.reset_head = true;
+  torch::manual_seed(0);
+  const std::shared_ptr<Classifier> model = make_model(cfg);
+  const std::string head = model->head_name() + ".";
+  NamedTensors fresh;
+  for (const auto& [name, t] : module_state(*model)) fresh.emplace_back(name, t.clone());
+  EXPECT_EQ(load_init_weights(*model, cfg, dir / "imagenet.pt"),
+            model->head_name() + " re-initialised (2 of the file's entries left out)");
+  const NamedTensors file = load_state_dict_file(dir / "imagenet.pt");
+  const NamedTensors loaded = module_state(*model);
+  ASSERT_EQ(loaded.size(), file.size());
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const bool in_head = loaded[i].first.rfind(head, 0) == 0;
+    EXPECT_TRUE(torch::equal(loaded[i].second, in_head ? fresh[i].second : file[i].second)) << loaded[i].first;
+  }
+}
+
 // Two ranks x 2 images of 32x32 train 20 SGD-momentum steps from torchvision's init as Python DDP does, to the bit:
 // same DistributedSampler order, same batch statistics, same gradient buckets. Dropout and stochastic depth are off
 // on both sides (each draws its masks from its own generator: ddptrain's per rank from job.seed + rank, Python's
