@@ -3,7 +3,9 @@
 #
 #   fresh --model NAME --seed S --size N --out-dir DIR: DIR/torchvision.pt, torchvision's model (3 channels, 10
 #       classes) initialised under torch.manual_seed(S), its BatchNorm statistics and affines, biases and head moved
-#       off their init so that the eval forward depends on each; DIR/io.pt, {"x": 2x3xNxN input, "y": its eval output}.
+#       off their init so that the eval forward depends on each; DIR/io.pt, {"x": 2x3xNxN input, "y": its eval output,
+#       "y_train": its train-mode output after torch.manual_seed(S + 1), with torchvision's default dropout and
+#       stochastic depth drawing their masks}.
 #   check --model NAME --seed S --state PATH: PATH (ddptrain's state dict, as model.pt is written) has torchvision's
 #       keys in torchvision's order and loads with load_state_dict(strict=True); each entry's values are distributed
 #       as a fresh torchvision init's (under torch.manual_seed(S)): constants equal, random ones with the same mean and
@@ -41,7 +43,9 @@ def fresh(args):
     x = torch.randn(2, 3, args.size, args.size)
     with torch.no_grad():
         y = model.eval()(x)
-    torch.save({"x": x, "y": y}, os.path.join(args.out_dir, "io.pt"))
+        torch.manual_seed(args.seed + 1)
+        y_train = model.train()(x)
+    torch.save({"x": x, "y": y, "y_train": y_train}, os.path.join(args.out_dir, "io.pt"))
 
 
 def distribution_differences(name, ours, ref):
