@@ -37,15 +37,37 @@ class Net(nn.Module):
         return F.log_softmax(x, dim=1)
 
 
-def build_model(name, dropout=0.5, in_channels=1, num_classes=10):
-    """model.name's network: net, or torchvision's ResNet with an in_channels stem (ddptrain's names and shapes)."""
+# The torchvision models a model.name builds: where the first convolution lives (ddptrain's model.in_channels
+# replaces it), and which of ddptrain's model.dropout / model.stochastic_depth the torchvision builder takes, as its
+# keyword.
+TORCHVISION_MODELS = {
+    "resnet18": ("conv1", {}),
+    "resnet34": ("conv1", {}),
+    "resnet50": ("conv1", {}),
+    "resnet101": ("conv1", {}),
+    "resnet152": ("conv1", {}),
+    "mobilenet_v3_large": ("features.0.0", {"dropout": "dropout"}),
+    "efficientnet_v2_s": ("features.0.0", {"dropout": "dropout", "stochastic_depth": "stochastic_depth_prob"}),
+    "regnet_y_1_6gf": ("stem.0", {}),
+}
+
+
+def build_model(name, dropout=None, in_channels=1, num_classes=10, stochastic_depth=None):
+    """model.name's network: net, or the torchvision model of TORCHVISION_MODELS with an in_channels first
+    convolution (ddptrain's names and shapes). dropout / stochastic_depth: None = the model's default (Net's 0.5,
+    torchvision's builder's); a torchvision model that has none ignores them."""
     if name == "net":
-        return Net(dropout)
+        return Net(0.5 if dropout is None else dropout)
     import torchvision
 
-    model = getattr(torchvision.models, name)(num_classes=num_classes)
+    first_conv, keywords = TORCHVISION_MODELS[name]
+    given = {"dropout": dropout, "stochastic_depth": stochastic_depth}
+    kwargs = {keyword: given[ours] for ours, keyword in keywords.items() if given[ours] is not None}
+    model = getattr(torchvision.models, name)(num_classes=num_classes, **kwargs)
     if in_channels != 3:
-        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        conv = model.get_submodule(first_conv)
+        model.set_submodule(first_conv, nn.Conv2d(in_channels, conv.out_channels, conv.kernel_size, conv.stride,
+                                                  conv.padding, bias=conv.bias is not None))
     return model
 
 

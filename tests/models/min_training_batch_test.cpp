@@ -1,6 +1,7 @@
 // Tests: Classifier::min_training_batch says exactly when a one-sample training forward fails (ResNet's BatchNorm).
 #include "config/config.h"
 #include "models/classifier.h"
+#include "tests/models/torchvision_cnn_names.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -24,11 +25,13 @@ bool one_sample_trains(Classifier& model, int64_t size) {
 }
 
 TEST(MinTrainingBatch, MatchesWhatAOneSampleForwardDoes) {
-  for (const std::string name : {"net", "resnet18", "resnet50"}) {
+  std::vector<std::string> names = {"net", "resnet18", "resnet50"};
+  names.insert(names.end(), test::kTorchvisionCnns.begin(), test::kTorchvisionCnns.end());
+  for (const std::string& name : names) {
     ModelConfig cfg;
     cfg.name = ModelChoice{name};
     auto model = make_model(cfg);
-    // net takes 28x28 only; ResNet's last BatchNorm map is ceil(size / 32) wide: 1x1 up to 32, 2x2 from 33.
+    // net takes 28x28 only; the others' last BatchNorm map is ceil(size / 32) wide: 1x1 up to 32, 2x2 from 33.
     for (int64_t size : name == "net" ? std::vector<int64_t>{28} : std::vector<int64_t>{16, 28, 32, 33}) {
       SCOPED_TRACE(name + " at " + std::to_string(size));
       const bool trains = one_sample_trains(*model, size);

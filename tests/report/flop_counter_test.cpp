@@ -1,5 +1,6 @@
 // FLOPs per training sample (report/flop_counter.h) equal torch.utils.flop_counter.FlopCounterMode's count of the
 // same model's forward and backward in Python; train records carry the achieved TFLOP/s.
+#include "tests/models/torchvision_cnn_names.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +61,20 @@ TEST(Flops, PerSampleEqualPythonsFlopCounterModeAndTrainRecordsCarryTflops) {
   EXPECT_NEAR(resnet / python_flops_per_sample("resnet18"), 1.0, 1e-5) << resnet;
   EXPECT_LT(ddptrain_flops_per_sample(dir, "resnet18", ""), resnet * 0.99);
 }
+
+// Each torchvision CNN built here, every kernel tap computed, counts what FlopCounterMode counts of torchvision's.
+class TorchvisionCnnFlops : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchvisionCnnFlops, PerSampleEqualPythonsFlopCounterMode) {
+  if (!python_has_modules("torch, torchvision")) GTEST_SKIP() << python() << " does not have torch, torchvision";
+  TempDir dir;
+  write_tiny_mnist(dir / "data", 64, 16, 2);
+  const double ours = ddptrain_flops_per_sample(dir, GetParam(), " --model.skip_padding_taps=false");
+  EXPECT_NEAR(ours / python_flops_per_sample(GetParam()), 1.0, 1e-5) << ours;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TorchvisionCnnFlops, ::testing::ValuesIn(kTorchvisionCnns),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace ddp::test
