@@ -23,6 +23,8 @@ struct ModelRow {
   int64_t image_size = 0;        // the one data.image_size it takes (Net's 28x28); 0: any
   double dropout = -1;           // model.dropout when unset (torchvision's default); -1: the model has no dropout
   double stochastic_depth = -1;  // model.stochastic_depth when unset; -1: the model has no stochastic depth
+  int64_t patch_size = 0;        // a ViT's patch side: every image side a multiple of it, one size for training and
+                                 // evaluation (its position embedding has one length); 0: none
 };
 
 // Every model's row, in the order --help lists the names (defined by models/registry.cpp).

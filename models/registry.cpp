@@ -11,7 +11,8 @@
 namespace ddp {
 
 // The models, in the order --help lists their names.
-#define DDP_MODELS(X) X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) X(torchscript)
+#define DDP_MODELS(X) \
+  X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) X(convnext_tiny) X(vit_b_16) X(torchscript)
 
 #define DDP_DECLARE_MODEL(name) const ModelKind& name##_model();
 DDP_MODELS(DDP_DECLARE_MODEL)

@@ -37,16 +37,38 @@ class Net(nn.Module):
         return F.log_softmax(x, dim=1)
 
 
-def build_model(name, dropout=0.5, in_channels=1, num_classes=10):
-    """model.name's network: net, or torchvision's ResNet with an in_channels stem (ddptrain's names and shapes)."""
+def build_model(name, dropout=0.5, in_channels=1, num_classes=10, stochastic_depth=None, image_size=224):
+    """model.name's network: net, or torchvision's model of that name with an in_channels first convolution (ddptrain's
+    names and shapes); vit_b_16 for image_size x image_size images with dropout (torchvision's `dropout`), convnext_tiny
+    with stochastic_depth (torchvision's `stochastic_depth_prob`; None: its default)."""
     if name == "net":
         return Net(dropout)
     import torchvision
 
-    model = getattr(torchvision.models, name)(num_classes=num_classes)
+    kwargs = {"num_classes": num_classes}
+    if name == "vit_b_16":
+        kwargs.update(image_size=image_size, dropout=dropout)
+    if name == "convnext_tiny" and stochastic_depth is not None:
+        kwargs["stochastic_depth_prob"] = stochastic_depth
+    model = getattr(torchvision.models, name)(**kwargs)
     if in_channels != 3:
-        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        replace_first_conv(model, name, in_channels)
     return model
+
+
+def replace_first_conv(model, name, in_channels):
+    """ddptrain's model.in_channels: the first convolution of torchvision's model rebuilt for in_channels, in its place
+    and with torchvision's init for it (ResNet's conv1 keeps nn.Conv2d's own)."""
+    if name == "convnext_tiny":  # ConvNeXt.__init__: trunc_normal_(std=0.02), zero bias
+        conv = model.features[0][0] = nn.Conv2d(in_channels, 96, kernel_size=4, stride=4)
+        nn.init.trunc_normal_(conv.weight, std=0.02)
+        nn.init.zeros_(conv.bias)
+    elif name == "vit_b_16":  # VisionTransformer.__init__: trunc_normal_(std=sqrt(1 / fan_in)), zero bias
+        conv = model.conv_proj = nn.Conv2d(in_channels, 768, kernel_size=16, stride=16)
+        nn.init.trunc_normal_(conv.weight, std=math.sqrt(1 / (in_channels * 16 * 16)))
+        nn.init.zeros_(conv.bias)
+    else:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
 
 
 NORM_CLASSES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.modules.instancenorm._InstanceNorm,

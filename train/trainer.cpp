@@ -113,6 +113,7 @@ void Trainer::setup() {
 
 ModelConfig Trainer::model_config() const {
   ModelConfig model_cfg = cfg_.model;
+  model_cfg.image_size = cfg_.data.train_crop_size ? cfg_.data.train_crop_size : cfg_.data.image_size;
   // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
   if (model_cfg.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda())
     model_cfg.memory_format = MemoryFormat::ChannelsLast;

@@ -1,4 +1,5 @@
-# Python DDP reference on CIFAR-10's binary batches (oracle for tests): torchvision's ResNet, PyTorch's DDP and
+# Python DDP reference on CIFAR-10's binary batches (oracle for tests): a torchvision model (ResNet, ConvNeXt, ViT at
+# 32x32; model.dropout and model.stochastic_depth as --dropout and --stochastic-depth), PyTorch's DDP and
 # DistributedSampler, ToTensor + Normalize with per-channel mean and std, SGD with momentum.
 #
 # Launched like a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the caller.
@@ -17,10 +18,11 @@ MEAN, STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]  # ddptrain's dat
 
 def main():
     args = parse_arguments([("out", str, None), ("steps", int, 4), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("model", str, "resnet18")])
+                            ("model", str, "resnet18"), ("dropout", float, 0.0), ("stochastic_depth", float, 0.0)])
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
-    model = build_model(args.model, in_channels=3, num_classes=10)
+    model = build_model(args.model, dropout=args.dropout, in_channels=3, num_classes=10,
+                        stochastic_depth=args.stochastic_depth, image_size=32)
     model.load_state_dict(torch.load(args.init))
     images, labels = read_cifar10(args.data, CIFAR10_TRAIN_FILES)
     mean = torch.tensor(MEAN, dtype=torch.float32).view(1, 3, 1, 1)
