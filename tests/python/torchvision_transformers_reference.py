@@ -57,11 +57,11 @@ def check(args):
     """args.weights (ddptrain's model.pt format) loads strictly into torchvision's model, and each tensor looks
     drawn as torchvision's fresh model draws it."""
     ours = torch.load(args.weights)
+    torch.manual_seed(args.seed)
     model = model_of(args)
+    theirs = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(ours, strict=True)
     print(f"loaded strictly: {len(ours)} entries")
-    torch.manual_seed(args.seed)
-    theirs = model_of(args).state_dict()
     problems = [p for p in (statistics_differ(k, ours[k], theirs[k]) for k in theirs) if p]
     print("\n".join(problems[:10] + [f"({len(problems)} tensors differ)"]) if problems
           else f"init statistics agree: {len(theirs)} tensors")
