@@ -2,6 +2,7 @@
 #include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
+#include "models/linear.h"
 #include "models/model_kind.h"
 #include "models/stochastic_depth.h"
 #include "models/trunc_normal.h"
@@ -42,7 +43,7 @@ class CNBlock : public nn::Module {
   torch::Tensor forward(const torch::Tensor& input) {
     // conv2d_forward crops taps per spatial dimension, which a depthwise (grouped) kernel allows as any other.
     torch::Tensor x = conv2d_forward(*dwconv_, input, kernels_).permute({0, 2, 3, 1});
-    x = fc2_->forward(torch::gelu(fc1_->forward(norm_->forward(x)))).permute({0, 3, 1, 2});
+    x = linear(*fc2_, torch::gelu(linear(*fc1_, norm_->forward(x)))).permute({0, 3, 1, 2});
     torch::Tensor result =
         stochastic_depth(layer_scale_ * x, stochastic_depth_, StochasticDepthMode::Row, is_training());
     return result += input;
@@ -140,7 +141,7 @@ class ConvNeXt : public Classifier {
       if (stage < downsample_.size()) x = downsample_[stage]->forward(x);
     }
     x = torch::adaptive_avg_pool2d(x, {1, 1});
-    return head_->forward(torch::flatten(layer_norm_2d(*norm_, x), 1));
+    return linear(*head_, torch::flatten(layer_norm_2d(*norm_, x), 1));
   }
 
   std::string head_name() const override { return "classifier.2"; }

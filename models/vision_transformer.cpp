@@ -3,6 +3,7 @@
 #include "config/config.h"
 #include "models/classifier.h"
 #include "models/conv.h"
+#include "models/linear.h"
 #include "models/model_kind.h"
 #include "models/trunc_normal.h"
 
@@ -51,7 +52,7 @@ class SelfAttention : public nn::Module {
     torch::Tensor out = at::scaled_dot_product_attention(heads(proj[0]), heads(proj[1]), heads(proj[2]), {},
                                                          is_training() ? dropout_ : 0.0);
     out = out.permute({2, 0, 1, 3}).contiguous().view({batch * length, dim});
-    return out_proj_->forward(out).view({length, batch, dim}).transpose(1, 0);
+    return linear(*out_proj_, out).view({length, batch, dim}).transpose(1, 0);
   }
 
  private:
@@ -83,7 +84,7 @@ class EncoderBlock : public nn::Module {
 
   torch::Tensor forward(const torch::Tensor& input) {
     torch::Tensor x = drop(attention_->forward(ln_1_->forward(input))) + input;
-    torch::Tensor y = drop(fc2_->forward(drop(torch::gelu(fc1_->forward(ln_2_->forward(x))))));
+    torch::Tensor y = drop(linear(*fc2_, drop(torch::gelu(linear(*fc1_, ln_2_->forward(x))))));
     return x + y;
   }
 
@@ -145,7 +146,7 @@ class VisionTransformer : public Classifier {
     if (dropout_ > 0.0) x = torch::dropout(x, dropout_, is_training());
     for (auto& layer : layers_) x = layer->forward(x);
     x = ln_->forward(x);
-    return head_->forward(x.select(1, 0));
+    return linear(*head_, x.select(1, 0));
   }
 
   std::string head_name() const override { return "heads.head"; }
