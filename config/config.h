@@ -232,7 +232,10 @@ struct ModelConfig {
   MemoryFormat memory_format = MemoryFormat::Auto;
   bool skip_padding_taps = true;
   bool sync_batchnorm = false;
-  int64_t image_size = 0;  // no key: the dataset's data.image_size, which the trainer passes on to a plugin
+  // Not a key: the side of the images the model is built for (data.train_crop_size, else data.image_size), which
+  // Trainer::model_config fills from [data]; a ViT's position embedding has one entry per patch of it (torchvision's
+  // VisionTransformer image_size, 224 by default), a plugin reads it from its ModelOptions.
+  int64_t image_size = 224;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {

@@ -23,6 +23,8 @@ struct ModelRow {
   int64_t image_size = 0;        // the one data.image_size it takes (Net's 28x28); 0: any
   double dropout = -1;           // model.dropout when unset (torchvision's default); -1: the model has no dropout
   double stochastic_depth = -1;  // model.stochastic_depth when unset; -1: the model has no stochastic depth
+  int64_t patch_size = 0;        // a ViT's patch side: every image side a multiple of it, one size for training and
+                                 // evaluation (its position embedding has one length); 0: none
   std::string_view library{};    // what model.library must name for it ("a plugin library"); "": none
 
   // Whether the model is read from a file the config names (model.path, model.library), not built in.

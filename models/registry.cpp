@@ -13,7 +13,7 @@ namespace ddp {
 // The models, in the order --help lists their names.
 // clang-format off
 #define DDP_MODELS(X) X(net) X(resnet18) X(resnet34) X(resnet50) X(resnet101) X(resnet152) \
-  X(mobilenet_v3_large) X(efficientnet_v2_s) X(regnet_y_1_6gf) X(torchscript) X(plugin)
+  X(mobilenet_v3_large) X(efficientnet_v2_s) X(regnet_y_1_6gf) X(convnext_tiny) X(vit_b_16) X(torchscript) X(plugin)
 // clang-format on
 
 #define DDP_DECLARE_MODEL(name) const ModelKind& name##_model();

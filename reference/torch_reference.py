@@ -38,8 +38,8 @@ class Net(nn.Module):
 
 
 # The torchvision models a model.name builds: where the first convolution lives (ddptrain's model.in_channels
-# replaces it), and which of ddptrain's model.dropout / model.stochastic_depth the torchvision builder takes, as its
-# keyword.
+# replaces it), and which of ddptrain's model.dropout / model.stochastic_depth / image size the torchvision builder
+# takes, as its keyword.
 TORCHVISION_MODELS = {
     "resnet18": ("conv1", {}),
     "resnet34": ("conv1", {}),
@@ -49,26 +49,48 @@ TORCHVISION_MODELS = {
     "mobilenet_v3_large": ("features.0.0", {"dropout": "dropout"}),
     "efficientnet_v2_s": ("features.0.0", {"dropout": "dropout", "stochastic_depth": "stochastic_depth_prob"}),
     "regnet_y_1_6gf": ("stem.0", {}),
+    "convnext_tiny": ("features.0.0", {"stochastic_depth": "stochastic_depth_prob"}),
+    "vit_b_16": ("conv_proj", {"dropout": "dropout", "image_size": "image_size"}),
 }
 
 
-def build_model(name, dropout=None, in_channels=1, num_classes=10, stochastic_depth=None):
+def build_model(name, dropout=None, in_channels=1, num_classes=10, stochastic_depth=None, image_size=224):
     """model.name's network: net, or the torchvision model of TORCHVISION_MODELS with an in_channels first
     convolution (ddptrain's names and shapes). dropout / stochastic_depth: None = the model's default (Net's 0.5,
-    torchvision's builder's); a torchvision model that has none ignores them."""
+    torchvision's builder's); a torchvision model that has none ignores them, as every model but vit_b_16 ignores
+    image_size (its position embedding's image side)."""
     if name == "net":
         return Net(0.5 if dropout is None else dropout)
     import torchvision
 
-    first_conv, keywords = TORCHVISION_MODELS[name]
-    given = {"dropout": dropout, "stochastic_depth": stochastic_depth}
+    _, keywords = TORCHVISION_MODELS[name]
+    given = {"dropout": dropout, "stochastic_depth": stochastic_depth, "image_size": image_size}
     kwargs = {keyword: given[ours] for ours, keyword in keywords.items() if given[ours] is not None}
     model = getattr(torchvision.models, name)(num_classes=num_classes, **kwargs)
     if in_channels != 3:
-        conv = model.get_submodule(first_conv)
-        model.set_submodule(first_conv, nn.Conv2d(in_channels, conv.out_channels, conv.kernel_size, conv.stride,
-                                                  conv.padding, bias=conv.bias is not None))
+        replace_first_conv(model, name, in_channels)
     return model
+
+
+# torchvision's own init of a first convolution where nn.Conv2d's default is not it: ConvNeXt.__init__'s
+# trunc_normal_(std=0.02), VisionTransformer.__init__'s trunc_normal_(std=sqrt(1 / fan_in)), each with a zero bias.
+FIRST_CONV_INIT = {
+    "convnext_tiny": lambda conv: 0.02,
+    "vit_b_16": lambda conv: math.sqrt(1 / (conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1])),
+}
+
+
+def replace_first_conv(model, name, in_channels):
+    """ddptrain's model.in_channels: the first convolution of torchvision's model rebuilt for in_channels, in its place
+    (TORCHVISION_MODELS) and with torchvision's init for it (FIRST_CONV_INIT; the others keep nn.Conv2d's own)."""
+    place = TORCHVISION_MODELS[name][0]
+    old = model.get_submodule(place)
+    conv = nn.Conv2d(in_channels, old.out_channels, old.kernel_size, old.stride, old.padding,
+                     bias=old.bias is not None)
+    if name in FIRST_CONV_INIT:
+        nn.init.trunc_normal_(conv.weight, std=FIRST_CONV_INIT[name](conv))
+        nn.init.zeros_(conv.bias)
+    model.set_submodule(place, conv)
 
 
 NORM_CLASSES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.modules.instancenorm._InstanceNorm,

@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 #include <cstring>
@@ -54,7 +55,44 @@ int64_t bmm_flops(const std::vector<int64_t>& a, const std::vector<int64_t>& b) 
   return a[0] * a[1] * a[2] * b[2] * 2;
 }
 
-int64_t flops_of(const char* name, c10::ArrayRef<const c10::IValue> in) {
+// torch.utils.flop_counter.sdpa_flop_count: q (b, h, s_q, d_q), k (b, h, s_k, d_q), v (b, h, s_k, d_v); the two
+// batched products q k^T and scores v.
+int64_t sdpa_flops(const std::vector<int64_t>& q, const std::vector<int64_t>& k, const std::vector<int64_t>& v) {
+  const int64_t bh = q[0] * q[1];
+  return bmm_flops({bh, q[2], q[3]}, {bh, q[3], k[2]}) + bmm_flops({bh, q[2], k[2]}, {bh, k[2], v[3]});
+}
+
+// torch.utils.flop_counter.sdpa_backward_flop_count: the scores recomputed, then the gradients of scores v (grad
+// scores, grad v) and of q k^T (grad q, grad k).
+int64_t sdpa_backward_flops(const std::vector<int64_t>& grad_out, const std::vector<int64_t>& q,
+                            const std::vector<int64_t>& k, const std::vector<int64_t>& v) {
+  const int64_t bh = q[0] * q[1], s_q = q[2], d_q = q[3], s_k = k[2], d_v = v[3];
+  (void)grad_out;  // (b, h, s_q, d_v), as the formula asserts
+  return bmm_flops({bh, s_q, d_q}, {bh, d_q, s_k}) + bmm_flops({bh, s_q, d_v}, {bh, d_v, s_k}) +
+         bmm_flops({bh, s_k, s_q}, {bh, s_q, d_v}) + bmm_flops({bh, s_q, s_k}, {bh, s_k, d_q}) +
+         bmm_flops({bh, d_q, s_q}, {bh, s_q, s_k});
+}
+
+// The fused attention kernels FlopCounterMode registers (torch/utils/flop_counter.py sdpa_flop and
+// sdpa_backward_flop): their query, key, value (after grad_out for a backward) lead their arguments. The CPU's
+// _scaled_dot_product_flash_attention_for_cpu and its backward are not among them (FlopCounterMode counts them as 0),
+// and the math fallback counts as the matrix products it runs.
+bool is_one_of(const char* name, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (std::strcmp(name, n) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+int64_t operator_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
+  if (is_one_of(name, {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+                       "aten::_scaled_dot_product_cudnn_attention"}))
+    return sdpa_flops(shape(in[0]), shape(in[1]), shape(in[2]));
+  if (is_one_of(name, {"aten::_scaled_dot_product_flash_attention_backward",
+                       "aten::_scaled_dot_product_efficient_attention_backward",
+                       "aten::_scaled_dot_product_cudnn_attention_backward"}))
+    return sdpa_backward_flops(shape(in[0]), shape(in[1]), shape(in[2]), shape(in[3]));
   if (std::strcmp(name, "aten::mm") == 0) return mm_flops(shape(in[0]), shape(in[1]));
   if (std::strcmp(name, "aten::addmm") == 0) return mm_flops(shape(in[1]), shape(in[2]));
   if (std::strcmp(name, "aten::bmm") == 0) return bmm_flops(shape(in[0]), shape(in[1]));
@@ -79,8 +117,10 @@ int64_t flops_of(const char* name, c10::ArrayRef<const c10::IValue> in) {
   return 0;
 }
 
+namespace {
+
 std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
-  if (fn.num_inputs() > 0) counted += flops_of(fn.name(), fn.inputs());
+  if (fn.num_inputs() > 0) counted += operator_flops(fn.name(), fn.inputs());
   return nullptr;
 }
 

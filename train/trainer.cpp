@@ -113,7 +113,8 @@ void Trainer::setup() {
 
 ModelConfig Trainer::model_config() const {
   ModelConfig model_cfg = cfg_.model;
-  model_cfg.image_size = dataset_.image_size;
+  // The side of the images the model is built for (a ViT's position embedding, a plugin's ModelOptions).
+  model_cfg.image_size = cfg_.data.train_crop_size ? cfg_.data.train_crop_size : cfg_.data.image_size;
   // On CUDA, "auto" is channels_last for every model: cuDNN's tensor-core convolutions run NHWC.
   if (model_cfg.memory_format == MemoryFormat::Auto && ctx_.device.is_cuda())
     model_cfg.memory_format = MemoryFormat::ChannelsLast;

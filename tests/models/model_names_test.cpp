@@ -59,11 +59,19 @@ std::string dtype_name(c10::ScalarType t) {
   }
 }
 
+// The side of the images a model is built for and fed here: its row's one size (Net's 28), else 32 (ConvNeXt's
+// smallest; two 16x16 patches a side for ViT).
+int64_t image_side(const std::string& name) {
+  const int64_t side = model_row(name).image_size;
+  return side ? side : 32;
+}
+
 std::shared_ptr<Classifier> build(const std::string& name) {
   ModelConfig cfg;
   cfg.name = ModelChoice{name};
   cfg.in_channels = 1;
   cfg.num_classes = 10;
+  cfg.image_size = image_side(name);
   return make_model(cfg);
 }
 
@@ -100,7 +108,8 @@ TEST_P(PerModel, StateDictNamesShapesDtypesAndOrderMatchPyTorch) {
 TEST_P(PerModel, ForwardMapsTwoImagesToTenScores) {
   torch::manual_seed(0);
   auto model = build(GetParam());
-  torch::Tensor x = torch::randn({2, 1, 28, 28});
+  const int64_t side = image_side(GetParam());
+  torch::Tensor x = torch::randn({2, 1, side, side});
   for (bool training : {true, false}) {
     model->train(training);
     torch::NoGradGuard no_grad;

@@ -1,6 +1,6 @@
-# Python DDP reference on CIFAR-10's binary batches (oracle for tests): torchvision's ResNet, PyTorch's DDP and
-# DistributedSampler, ToTensor + Normalize with per-channel mean and std, SGD with momentum. --dropout and
-# --stochastic-depth (unset: torchvision's defaults) go to the models that take them (reference/torch_reference.py).
+# Python DDP reference on CIFAR-10's binary batches (oracle for tests): a torchvision model (ResNet, ConvNeXt, ViT at
+# 32x32; model.dropout and model.stochastic_depth as --dropout and --stochastic-depth, unset: torchvision's defaults),
+# PyTorch's DDP and DistributedSampler, ToTensor + Normalize with per-channel mean and std, SGD with momentum.
 #
 # Launched like a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the caller.
 import os
@@ -21,7 +21,8 @@ def main():
                             ("model", str, "resnet18"), ("dropout", float, None), ("stochastic_depth", float, None)])
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
-    model = build_model(args.model, args.dropout, in_channels=3, num_classes=10, stochastic_depth=args.stochastic_depth)
+    model = build_model(args.model, dropout=args.dropout, in_channels=3, num_classes=10,
+                        stochastic_depth=args.stochastic_depth, image_size=32)
     model.load_state_dict(torch.load(args.init))
     images, labels = read_cifar10(args.data, CIFAR10_TRAIN_FILES)
     mean = torch.tensor(MEAN, dtype=torch.float32).view(1, 3, 1, 1)

@@ -1,11 +1,15 @@
 // FLOPs per training sample (report/flop_counter.h) equal torch.utils.flop_counter.FlopCounterMode's count of the
 // same model's forward and backward in Python; train records carry the achieved TFLOP/s.
+#include "report/flop_counter.h"
 #include "tests/models/torchvision_cnn_names.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
+
 #include <regex>
+#include <sstream>
 
 namespace ddp::test {
 namespace {
@@ -75,6 +79,34 @@ TEST_P(TorchvisionCnnFlops, PerSampleEqualPythonsFlopCounterMode) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchvisionCnnFlops, ::testing::ValuesIn(kTorchvisionCnns),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The fused attention kernels FlopCounterMode registers count with its sdpa_flop_count and sdpa_backward_flop_count
+// (query, key, value of different lengths and head sizes), the CPU's flash kernel as 0, as FlopCounterMode counts it.
+TEST(Flops, FusedAttentionKernelsCountAsFlopCounterModesFormulas) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  const std::vector<int64_t> q{2, 3, 5, 8}, k{2, 3, 7, 8}, v{2, 3, 7, 4}, grad_out{2, 3, 5, 4};
+  const std::string code =
+      "from torch.utils.flop_counter import sdpa_flop_count as f, sdpa_backward_flop_count as b; "
+      "q, k, v, g = (2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4), (2, 3, 5, 4); print(f(q, k, v), b(g, q, k, v))";
+  const CommandResult r = run_command(python() + " -c " + shell_quote(code));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream said(r.output);
+  int64_t forward = 0, backward = 0;
+  said >> forward >> backward;
+  ASSERT_GT(forward, 0) << r.output;
+  const std::vector<c10::IValue> fwd_inputs{torch::empty(q), torch::empty(k), torch::empty(v)};
+  const std::vector<c10::IValue> bwd_inputs{torch::empty(grad_out), torch::empty(q), torch::empty(k), torch::empty(v)};
+  const c10::ArrayRef<const c10::IValue> fwd(fwd_inputs.data(), fwd_inputs.size());
+  const c10::ArrayRef<const c10::IValue> bwd(bwd_inputs.data(), bwd_inputs.size());
+  for (const char* op : {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+                         "aten::_scaled_dot_product_cudnn_attention"})
+    EXPECT_EQ(operator_flops(op, fwd), forward) << op;
+  for (const char* op :
+       {"aten::_scaled_dot_product_flash_attention_backward", "aten::_scaled_dot_product_efficient_attention_backward",
+        "aten::_scaled_dot_product_cudnn_attention_backward"})
+    EXPECT_EQ(operator_flops(op, bwd), backward) << op;
+  EXPECT_EQ(operator_flops("aten::_scaled_dot_product_flash_attention_for_cpu", fwd), 0);
+}
 
 }  // namespace
 }  // namespace ddp::test
