@@ -1,6 +1,7 @@
 // ddprun: the launcher binary's main: its command line, --help, and the exit code of a usage error or a failure.
 #include "base/c10_logging.h"
 #include "base/first_line.h"
+#include "base/process_env.h"
 #include "launcher/command_line.h"
 #include "launcher/ddprun.h"
 #include "launcher/flags.h"
@@ -13,7 +14,8 @@ int main(int argc, char** argv) {
   using namespace ddp;
   quiet_c10_logging();
   try {
-    const LaunchOptions o = parse_launch_args(std::vector<std::string>(argv + 1, argv + argc));
+    const LaunchOptions o =
+        parse_launch_args(std::vector<std::string>(argv + 1, argv + argc), this_node(), process_env());
     if (o.help) {
       std::cout << launch_usage();
       return 0;

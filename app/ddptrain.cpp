@@ -21,7 +21,8 @@ namespace ddp {
 std::string usage() {
   return "usage: ddptrain CONFIG.toml [--section.key=value | --section.key value | --section.flag ...]\n"
          "  Trains as configured; joins a distributed job when RANK/WORLD_SIZE (torchrun), SLURM_* or\n"
-         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one. The config file may come before or\n"
+         "  OMPI_COMM_WORLD_* variables are set, else runs as a world of one (under srun MASTER_ADDR/MASTER_PORT\n"
+         "  default to the node list's first host and a port from SLURM_JOB_ID). The config file may come before or\n"
          "  after the overrides; a bool key given alone (--training.deterministic) means true.\n"
          "  --print-config   print the resolved configuration (every key) and exit\n"
          "  --help-markdown  print the config key reference as docs/configuration.md's Markdown table and exit\n"

@@ -24,6 +24,7 @@ struct DistContext {
   int64_t local_world_size = 1;
   int64_t group_rank = 0;  // node index
   std::string backend = "none";
+  std::string rendezvous;          // "host:port (where they came from)" for a world > 1, else ""
   std::string allreduce = "none";  // shm | gloo | nccl | none: where all-reduces run
   std::string allreduce_note;      // with dist.allreduce = "auto" falling back to gloo: why shared memory was not used
   torch::Device device = torch::kCPU;

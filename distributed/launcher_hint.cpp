@@ -1,4 +1,4 @@
-// Launcher-aware hints for a missing MASTER_ADDR/MASTER_PORT: Slurm, Open MPI, torchrun/ddprun, or by hand.
+// Launcher-aware hints for a missing MASTER_ADDR/MASTER_PORT: Slurm (no node list), Open MPI, torchrun/ddprun, by hand.
 #include "distributed/launcher_hint.h"
 
 namespace ddp {
@@ -19,8 +19,9 @@ std::string launcher_name(const std::string& source, const std::map<std::string,
 
 std::string master_address_hint(const std::string& source, const std::map<std::string, std::string>& env) {
   if (source == "slurm")
-    return "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) MASTER_PORT=29500 "
-           "before srun (srun passes the environment on to every task)";
+    return "ddptrain takes the first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST or SLURM_NODELIST, and none is "
+           "set: export MASTER_ADDR=<host of rank 0> before srun (srun passes the environment on to every task; "
+           "MASTER_PORT defaults from SLURM_JOB_ID)";
   if (source == "openmpi")
     return "pass them to every rank: mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 ...";
   if (started_by_elastic_agent(env))

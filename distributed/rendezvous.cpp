@@ -7,6 +7,7 @@
 #include "distributed/placement.h"
 #include "distributed/rank_views.h"
 #include "distributed/sealed_store/sealed_store.h"
+#include "distributed/slurm_master.h"
 #include "base/seconds_text.h"
 #include "distributed/shm/shm_allreduce.h"
 #include "distributed/tcp_probe.h"
@@ -91,6 +92,38 @@ const SchedulerVariables* scheduler_of(const std::map<std::string, std::string>&
   return nullptr;
 }
 
+// The store's address and port: MASTER_ADDR and MASTER_PORT when set; under Slurm the node list's first host and the
+// job id's port stand in for unset ones (as Lightning's SLURMEnvironment does). Throws, naming the launcher and how to
+// set them there, when an address or port is still missing.
+void set_master(RendezvousInfo& info, const std::map<std::string, std::string>& env) {
+  const bool slurm = info.source == "slurm";
+  std::string addr_origin = "MASTER_ADDR", port_origin = "MASTER_PORT";
+  if (has(env, "MASTER_ADDR")) {
+    info.master_addr = env.at("MASTER_ADDR");
+  } else if (slurm) {
+    const SlurmFirstHost first = slurm_first_host(env);
+    info.master_addr = first.host;
+    addr_origin = "first host of " + first.variable;
+  }
+  if (has(env, "MASTER_PORT")) {
+    info.master_port = static_cast<int>(parse_int(env, "MASTER_PORT", 1, 65535));
+  } else if (slurm) {
+    info.master_port = slurm_job_port(env);
+    port_origin = has(env, "SLURM_JOB_ID") ? "port from SLURM_JOB_ID" : "port 12910 without SLURM_JOB_ID";
+  }
+  const bool addr = !info.master_addr.empty(), port = info.master_port > 0;
+  if (!addr || !port) {
+    const std::string missing = !addr && !port ? "environment variables MASTER_ADDR and MASTER_PORT are"
+                                : !addr        ? "environment variable MASTER_ADDR is"
+                                               : "environment variable MASTER_PORT is";
+    throw std::runtime_error(missing + " required for a world of " + std::to_string(info.world_size) + " (rank " +
+                             std::to_string(info.rank) + "; launcher: " + launcher_name(info.source, env) +
+                             "): " + master_address_hint(info.source, env));
+  }
+  info.master_origin =
+      addr_origin == "MASTER_ADDR" && port_origin == "MASTER_PORT" ? addr_origin : addr_origin + ", " + port_origin;
+}
+
 }  // namespace
 
 bool cuda_build() {
@@ -134,20 +167,7 @@ RendezvousInfo rendezvous_from_env(const std::map<std::string, std::string>& env
       info.source == "torchrun" && has(env, "LOCAL_WORLD_SIZE"))
     throw std::runtime_error("LOCAL_RANK=" + std::to_string(info.local_rank) +
                              " is out of range for LOCAL_WORLD_SIZE=" + std::to_string(info.local_world_size));
-  if (info.world_size > 1) {
-    const bool addr = has(env, "MASTER_ADDR"), port_set = has(env, "MASTER_PORT");
-    if (!addr || !port_set) {
-      const std::string missing = !addr && !port_set ? "environment variables MASTER_ADDR and MASTER_PORT are"
-                                  : !addr            ? "environment variable MASTER_ADDR is"
-                                                     : "environment variable MASTER_PORT is";
-      throw std::runtime_error(missing + " required for a world of " + std::to_string(info.world_size) + " (rank " +
-                               std::to_string(info.rank) + "; launcher: " + launcher_name(info.source, env) +
-                               "): " + master_address_hint(info.source, env));
-    }
-    info.master_addr = env.at("MASTER_ADDR");
-    int64_t port = parse_int(env, "MASTER_PORT", 1, 65535);
-    info.master_port = static_cast<int>(port);
-  }
+  if (info.world_size > 1) set_master(info, env);
   auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
   info.agent_store = agent != env.end() && lower(agent->second) == "true";
   if (has(env, "DDPTRAIN_JOB_SECRET")) {
@@ -282,6 +302,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   // torch.cuda.set_device(LOCAL_RANK): allocations, cuBLAS handles and NCCL's communicator on this rank's GPU.
   if (ctx.device.is_cuda()) c10::impl::getDeviceGuardImpl(ctx.device.type())->setDevice(ctx.device);
   ctx.backend = info.world_size > 1 ? backend : "none";
+  if (info.world_size > 1)
+    ctx.rendezvous = info.master_addr + ":" + std::to_string(info.master_port) + " (" + info.master_origin + ")";
   if (info.world_size <= 1) return ctx;
 
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));

@@ -3,11 +3,13 @@
 
 #include "base/cpus.h"
 #include "distributed/rendezvous.h"
+#include "launcher/flag_env.h"
 #include "launcher/flags.h"
 
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 namespace ddp {
@@ -67,8 +69,10 @@ NodeCounts this_node() {
           [] { return available_cpus(); }};
 }
 
-LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node) {
+LaunchOptions parse_launch_args(const std::vector<std::string>& args, const NodeCounts& node,
+                                const std::map<std::string, std::string>& env) {
   LaunchOptions o;
+  std::set<const FlagRow*> given;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -92,7 +96,10 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, const Node
       value = args[++i];
     }
     flag->set(o, written, value, node);
+    given.insert(flag);
   }
+  apply_pet_env(o, given, env, node);
+  apply_slurm_defaults(o, given, env, node);
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
   // The static backend takes --rdzv-endpoint as node 0's MASTER_ADDR[:MASTER_PORT], as torchrun does.
   if (!elastic(o) && !o.rdzv_endpoint.empty())

@@ -1,4 +1,5 @@
-// ddprun's flag table: every flag declared once (spellings, torchrun's flag, worker variable, default, doc, setter).
+// ddprun's flag table: every flag declared once (spellings, torchrun's flag and PET_ variable, worker variable,
+// default, doc, setter).
 #pragma once
 
 #include "launcher/flag_values.h"
@@ -15,6 +16,9 @@ struct FlagRow {
   const char* name;                  // "nproc-per-node"
   std::vector<const char*> aliases;  // other spellings: "rdzv-id", "-r"
   const char* torchrun;              // the torchrun flag it mirrors ("" = ddprun's own)
+  // torchrun's variable for the flag when absent: PET_<argparse dest> (torch/distributed/argparse_util.py, actions
+  // env and check_env; a switch is on for a nonzero integer); "" = none
+  const char* pet_env;
   const char* worker_env;            // the worker variable its value feeds ("" = none)
   const char* value;                 // what it takes, as --help shows it ("" = a switch: no value)
   const char* default_text;          // its default, as --help shows it ("" = none)

@@ -27,6 +27,7 @@ std::string banner_text(const RunFacts& f) {
     out += " | all-reduce " + (f.allreduce == "shm" ? std::string("shared memory") : f.allreduce) +
            (f.allreduce_note.empty() ? "" : " (shared memory not used: " + f.allreduce_note + ")") +
            (f.grad_compression.empty() ? "" : ", gradients as " + f.grad_compression);
+  if (!f.rendezvous.empty()) out += "\n  rendezvous " + f.rendezvous;
   out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters)" +
          (f.batchnorm.empty() ? "" : " | " + f.batchnorm) + " | data " + f.dataset + " train " +
          std::to_string(f.train_size) + " test " + std::to_string(f.test_size);

@@ -30,6 +30,7 @@ struct RunFacts {
   int64_t world_size = 1;
   bool distributed = false;
   std::string allreduce, allreduce_note;
+  std::string rendezvous;           // "host:port (where they came from)" when distributed
   std::string grad_compression;     // the dtype gradients travel in (dist.grad_compression), "" when uncompressed
   std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
   std::string cudnn_benchmark;      // "cudnn.benchmark on (auto)", ...; "" off CUDA

@@ -159,6 +159,7 @@ RunFacts Trainer::run_facts() const {
   f.distributed = ctx_.distributed();
   f.allreduce = ctx_.allreduce;
   f.allreduce_note = ctx_.allreduce_note;
+  f.rendezvous = ctx_.rendezvous;
   if (cfg_.dist.grad_compression != GradCompression::None) f.grad_compression = choice_name(cfg_.dist.grad_compression);
   f.model = cfg_.model.name.name;
   f.parameters = count_parameters(*model_);

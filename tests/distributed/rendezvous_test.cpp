@@ -92,6 +92,75 @@ TEST(Rendezvous, MalformedVariablesNameTheVariable) {
             std::string::npos);
 }
 
+// Under Slurm an unset MASTER_ADDR is the first host of SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else
+// SLURM_NODELIST, and an unset MASTER_PORT is Lightning's SLURMEnvironment.main_port: the job id's last 4 digits +
+// 15000, or 12910 without a job id. Set variables win; the origin is what the banner shows.
+TEST(Rendezvous, SlurmAddressFromTheNodeListAndPortFromTheJobId) {
+  const Env task = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"}};
+  struct Case {
+    Env env;
+    std::string addr;
+    int port;
+    std::string origin;
+  };
+  const std::vector<Case> cases = {
+      {{{"SLURM_JOB_NODELIST", "gpu[01-04]"}, {"SLURM_JOB_ID", "4242123"}},
+       "gpu01",
+       17123,
+       "first host of SLURM_JOB_NODELIST, port from SLURM_JOB_ID"},
+      {{{"SLURM_STEP_NODELIST", "gpu[03-04]"}, {"SLURM_JOB_NODELIST", "gpu[01-04]"}, {"SLURM_JOB_ID", "77"}},
+       "gpu03",
+       15077,
+       "first host of SLURM_STEP_NODELIST, port from SLURM_JOB_ID"},
+      {{{"SLURM_NODELIST", "login1,n[7-8]"}, {"SLURM_JOB_ID", "120000"}},
+       "login1",
+       15000,
+       "first host of SLURM_NODELIST, port from SLURM_JOB_ID"},
+      {{{"SLURM_JOB_NODELIST", "n[009-010]x[2,4]"}, {"SLURM_JOB_ID", "9999"}},
+       "n009x2",
+       24999,
+       "first host of SLURM_JOB_NODELIST, port from SLURM_JOB_ID"},
+      {{{"SLURM_JOB_NODELIST", "a1"}},
+       "a1",
+       12910,
+       "first host of SLURM_JOB_NODELIST, port 12910 without SLURM_JOB_ID"},
+      {{{"SLURM_JOB_NODELIST", "gpu[01-04]"}, {"SLURM_JOB_ID", "4242123"}, {"MASTER_ADDR", "10.0.0.7"}},
+       "10.0.0.7",
+       17123,
+       "MASTER_ADDR, port from SLURM_JOB_ID"},
+      {{{"SLURM_JOB_NODELIST", "gpu[01-04]"}, {"SLURM_JOB_ID", "4242123"}, {"MASTER_PORT", "29500"}},
+       "gpu01",
+       29500,
+       "first host of SLURM_JOB_NODELIST, MASTER_PORT"},
+      {{{"SLURM_JOB_NODELIST", "gpu[01-04]"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}, "h", 1234, "MASTER_ADDR"},
+  };
+  for (const Case& c : cases) {
+    Env env = task;
+    env.insert(c.env.begin(), c.env.end());
+    const RendezvousInfo info = rendezvous_from_env(env);
+    EXPECT_EQ(info.master_addr, c.addr) << c.origin;
+    EXPECT_EQ(info.master_port, c.port) << c.origin;
+    EXPECT_EQ(info.master_origin, c.origin);
+  }
+  // torchrun's and Open MPI's variables never read the node list or the job id.
+  const Env slurm_vars = {{"SLURM_JOB_NODELIST", "gpu01"}, {"SLURM_JOB_ID", "12"}};
+  Env torchrun = {{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  torchrun.insert(slurm_vars.begin(), slurm_vars.end());
+  EXPECT_NE(env_error(torchrun).find("MASTER_ADDR and MASTER_PORT are required"), std::string::npos);
+  Env mpi = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}};
+  mpi.insert(slurm_vars.begin(), slurm_vars.end());
+  EXPECT_NE(env_error(mpi).find("MASTER_ADDR and MASTER_PORT are required"), std::string::npos);
+  // Malformed ones name the variable.
+  Env bad_list = task;
+  bad_list["SLURM_JOB_NODELIST"] = "gpu[01-";
+  EXPECT_EQ(env_error(bad_list).rfind("environment variable SLURM_JOB_NODELIST: ", 0), 0u) << env_error(bad_list);
+  Env bad_id = task;
+  bad_id["SLURM_JOB_NODELIST"] = "gpu01";
+  bad_id["SLURM_JOB_ID"] = "12_3";
+  EXPECT_EQ(env_error(bad_id).rfind("environment variable SLURM_JOB_ID=\"12_3\" is not a job id", 0), 0u)
+      << env_error(bad_id);
+}
+
 // Every count and rank is bounded and the error names the variable at once: WORLD_SIZE=4294967297 must not wrap to 1
 // in an int, and WORLD_SIZE=10^6 must not be waited for.
 TEST(Rendezvous, OutOfRangeCountsNameTheVariableAtOnce) {
@@ -151,8 +220,8 @@ TEST(Rendezvous, HugeWorldSizeEndsDdptrainAtOnce) {
 TEST(Rendezvous, MissingMasterAddressNamesTheLauncherAndHowToSetIt) {
   const std::string slurm = env_error({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"MASTER_PORT", "29500"}});
   EXPECT_EQ(slurm.rfind("environment variable MASTER_ADDR is required for a world of 4 (rank 1; launcher: Slurm "
-                        "(srun)): export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
-                        "MASTER_PORT=29500 before srun",
+                        "(srun)): ddptrain takes the first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST or "
+                        "SLURM_NODELIST, and none is set: export MASTER_ADDR=<host of rank 0> before srun",
                         0),
             0u)
       << slurm;

@@ -30,17 +30,6 @@ inline std::string write_script(const TempDir& dir, const std::string& name, con
   return path;
 }
 
-inline bool port_is_free(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
 // A free port P whose neighbour P + 1 is free too (two-node ddprun serves its own store on P + 1).
 inline int free_port_pair() {
   for (int attempt = 0; attempt < 100; ++attempt) {

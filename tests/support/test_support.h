@@ -58,6 +58,8 @@ std::string warnings_besides_stragglers(const std::string& output);
 
 // A free TCP port on 127.0.0.1.
 int free_port();
+// Whether `port` on 127.0.0.1 can be bound now.
+bool port_is_free(int port);
 
 // Small MNIST-format dataset written as IDX files into dir (train n_train, test n_test), deterministic from seed.
 void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed);
