@@ -84,9 +84,12 @@ TEST_P(TorchvisionCnn, StateDictLoadsStrictlyIntoTorchvisionWithItsInitDistribut
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Every torchvision model built here, for the checks that hold for each alike.
+class TorchvisionModel : public ::testing::TestWithParam<std::string> {};
+
 // model.reset_head on torchvision's 1000-class state dict: exactly the final Linear (head_name()) keeps the model's
 // own 10-class initialisation; every other entry is the file's.
-TEST_P(TorchvisionCnn, ResetHeadReinitialisesExactlyTheFinalLinear) {
+TEST_P(TorchvisionModel, ResetHeadReinitialisesExactlyTheFinalLinear) {
   TempDir dir;
   const CommandResult saved = save_torchvision_init(dir / "imagenet.pt", GetParam(), 1000, 4);
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
@@ -135,6 +138,10 @@ TEST_P(TorchvisionCnn, TwoRanksTrainAsPythonDdp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchvisionCnn, ::testing::ValuesIn(kTorchvisionCnns),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Models, TorchvisionModel,
+                         ::testing::Values("mobilenet_v3_large", "efficientnet_v2_s", "regnet_y_1_6gf", "convnext_tiny",
+                                           "vit_b_16"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

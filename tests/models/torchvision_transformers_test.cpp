@@ -76,7 +76,7 @@ TEST_P(TorchvisionTransformers, TorchvisionWeightsLoadStrictlyAndTheEvalForwardA
 // ddptrain's first-convolution replacement), and each tensor looks drawn as torchvision draws it.
 TEST_P(TorchvisionTransformers, OurWeightsLoadStrictlyIntoTorchvisionWithItsInitStatistics) {
   TempDir dir;
-  for (int64_t channels : {3, 1}) {
+  for (int64_t channels : {3}) {  // a 1-channel first convolution: names and shapes in model_names_test's fixture
     SCOPED_TRACE("in_channels " + std::to_string(channels));
     torch::manual_seed(7);
     save_state_dict(dir / "ours.pt", module_state(*make_model(config_of(GetParam(), channels))));
@@ -102,10 +102,9 @@ TEST_P(TorchvisionTransformers, TwoRanksTrainAsPythonDdp) {
   ASSERT_EQ(init.exit_code, 0) << init.output;
   const std::string common =
       " --batch " + std::to_string(batch) + " --steps " + std::to_string(steps) + " --lr 0.01 --momentum 0.9 --seed 3";
-  const CommandResult ref =
-      run_python_ranks(2, source_dir() + "/tests/python/cifar_reference.py --model " + model + " --data " + dir / "c" +
-                              " --init " + dir / "init.pt" + " --out " + dir / "python.pt" +
-                              " --dropout 0 --stochastic-depth 0" + common);
+  const CommandResult ref = run_python_ranks(2, source_dir() + "/tests/python/cifar_reference.py --model " + model +
+                                                    " --data " + dir / "c" + " --init " + dir / "init.pt" + " --out " +
+                                                    dir / "python.pt" + " --dropout 0 --stochastic-depth 0" + common);
   ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   const std::string cfg =
       write_mnist_job(dir, dir / "c",
