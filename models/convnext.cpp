@@ -14,9 +14,6 @@ namespace {
 
 namespace nn = torch::nn;
 
-// torchvision's norm layers here: LayerNorm with eps 1e-6 (CNBlock's norm_layer, ConvNeXt's LayerNorm2d).
-nn::LayerNorm layer_norm(int64_t dim) { return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6)); }
-
 // torchvision's LayerNorm2d: layer_norm over the channels of an NCHW tensor, through an NHWC permutation.
 torch::Tensor layer_norm_2d(nn::LayerNormImpl& norm, const torch::Tensor& x) {
   return norm.forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});

@@ -20,8 +20,6 @@ namespace nn = torch::nn;
 
 constexpr int64_t kPatch = 16, kLayers = 12, kHeads = 12, kHidden = 768, kMlp = 3072;
 
-nn::LayerNorm layer_norm(int64_t dim) { return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6)); }
-
 // torch.nn.MultiheadAttention(dim, heads, batch_first=True) for self-attention without masks or weights
 // (need_weights=False), in F.multi_head_attention_forward's operations: the packed in_proj on the (L, N, E)
 // transpose, split into q, k, v and heads, scaled_dot_product_attention, out_proj. Its init is _reset_parameters':
