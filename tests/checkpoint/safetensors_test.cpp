@@ -14,7 +14,7 @@
 namespace ddp::test {
 namespace {
 
-CommandResult oracle(const std::string& args) {
+CommandResult safetensors_oracle(const std::string& args) {
   return run_command(python() + " " + shell_quote(source_dir() + "/tests/python/safetensors_reference.py") + " " +
                      args);
 }
@@ -26,7 +26,7 @@ std::map<std::string, torch::Tensor> by_name(const NamedTensors& tensors) { retu
 TEST(Safetensors, PythonFilesLoadBitForBitInEveryDtype) {
   if (!have_oracle()) GTEST_SKIP() << python() << " lacks torch, torchvision or safetensors";
   TempDir dir;
-  const CommandResult made = oracle("dtypes " + shell_quote(dir.path()));
+  const CommandResult made = safetensors_oracle("dtypes " + shell_quote(dir.path()));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const SafetensorsFile file = read_safetensors(dir / "py.safetensors");
   EXPECT_EQ(file.metadata.at("format"), "pt");
@@ -42,12 +42,13 @@ TEST(Safetensors, PythonFilesLoadBitForBitInEveryDtype) {
   }
   // And back: the same tensors written by ddptrain are the same bits to Python's load_file.
   write_safetensors(dir / "ours.safetensors", file.tensors);
-  const CommandResult same = oracle("same " + shell_quote(dir / "ours.safetensors") + " " + shell_quote(dir / "py.pt"));
+  const CommandResult same =
+      safetensors_oracle("same " + shell_quote(dir / "ours.safetensors") + " " + shell_quote(dir / "py.pt"));
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_NE(same.output.find("same 13"), std::string::npos) << same.output;
 }
 
-std::string repeated(const std::string& s, int n) {
+std::string copies_of(const std::string& s, int n) {
   std::string out;
   for (int i = 0; i < n; ++i) out += s;
   return out;
@@ -86,7 +87,8 @@ TEST(Safetensors, HostileFilesEndWithOneLineNamingTheFile) {
       {"not-json", safetensors_bytes("{nope", ""), "not valid JSON"},
       {"not-object", safetensors_bytes("[1]", ""), "not a JSON object"},
       {"deep", safetensors_bytes(R"({"a":{"shape":[[[1]]]}})", ""), "nests deeper"},
-      {"long-array", safetensors_bytes(R"({"a":{"shape":[1)" + repeated(",1", 99) + "]}}", ""), "more than 64 entries"},
+      {"long-array", safetensors_bytes(R"({"a":{"shape":[1)" + copies_of(",1", 99) + "]}}", ""),
+       "more than 64 entries"},
       {"duplicate",
        safetensors_bytes(
            R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})",
@@ -155,9 +157,9 @@ TEST(Safetensors, OutputFolderHoldsHubFilesOfTheTrainedWeights) {
                                            "training.ema_decay=0.9", "metrics.progress=off"});
   const CommandResult r = run_command(ddptrain_path() + " " + cfg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const CommandResult same =
-      oracle("same " + shell_quote(dir / "out/model.safetensors") + " " + shell_quote(dir / "out/model.pt") + " " +
-             shell_quote(dir / "out/model_ema.safetensors") + " " + shell_quote(dir / "out/model_ema.pt"));
+  const CommandResult same = safetensors_oracle(
+      "same " + shell_quote(dir / "out/model.safetensors") + " " + shell_quote(dir / "out/model.pt") + " " +
+      shell_quote(dir / "out/model_ema.safetensors") + " " + shell_quote(dir / "out/model_ema.pt"));
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_EQ(split_lines(same.output).size(), 2u) << same.output;
   const nlohmann::json card = nlohmann::json::parse(read_file(dir / "out/config.json"));
@@ -179,7 +181,7 @@ TEST(Safetensors, FineTunesFromTorchvisionResNet50WithResetHead) {
   if (!have_oracle()) GTEST_SKIP() << python() << " lacks torch, torchvision or safetensors";
   TempDir dir;
   const std::string weights = dir / "resnet50.safetensors";
-  const CommandResult made = oracle("torchvision resnet50 1000 4 " + shell_quote(weights));
+  const CommandResult made = safetensors_oracle("torchvision resnet50 1000 4 " + shell_quote(weights));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   write_mixed_image_folder(dir / "folder");
   write_file(dir / "ft.toml",
@@ -197,7 +199,8 @@ TEST(Safetensors, FineTunesFromTorchvisionResNet50WithResetHead) {
   EXPECT_EQ(tuned.at("fc.weight").sizes(), (std::vector<int64_t>{2, 2048}));
   for (const char* name : {"conv1.weight", "layer4.2.conv3.weight", "layer1.0.bn1.weight"})
     EXPECT_LT((tuned.at(name) - start.at(name)).abs().max().item<double>(), 1e-5) << name;  // lr 1e-12: the file's
-  const CommandResult strict = oracle("load-strict resnet50 2 " + shell_quote(dir / "out/model.safetensors"));
+  const CommandResult strict =
+      safetensors_oracle("load-strict resnet50 2 " + shell_quote(dir / "out/model.safetensors"));
   EXPECT_EQ(strict.exit_code, 0) << strict.output;
   const nlohmann::json card = nlohmann::json::parse(read_file(dir / "out/config.json"));
   EXPECT_EQ(card.at("label_names"), nlohmann::json({"a", "b"}));

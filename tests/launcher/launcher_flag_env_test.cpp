@@ -16,14 +16,14 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-struct Case {
+struct PetCase {
   Env env;
   std::vector<std::string> argv;
   std::string refused_by;  // the variable ddprun's error names when torchrun refuses the case ("" = accepted)
 };
 
 // The fields torchrun_args.py prints, from ddprun's parsed options; "error" when ddprun refuses the case.
-std::string ddprun_fields(const Case& c) {
+std::string ddprun_fields(const PetCase& c) {
   std::vector<std::string> args = c.argv;
   args.push_back("prog");
   try {
@@ -46,7 +46,7 @@ TEST(LauncherFlagEnvTest, PetVariablesParseAsTorchrunParsesThem) {
                         {"PET_MASTER_ADDR", "job-master-0"},
                         {"PET_MASTER_PORT", "23456"},
                         {"PET_NPROC_PER_NODE", "2"}};
-  const std::vector<Case> cases = {
+  const std::vector<PetCase> cases = {
       {{}, {}, ""},
       {kubeflow, {}, ""},
       {kubeflow, {"--node-rank=0", "--master_addr", "h0", "--nproc-per-node", "1"}, ""},
@@ -70,13 +70,13 @@ TEST(LauncherFlagEnvTest, PetVariablesParseAsTorchrunParsesThem) {
   };
   TempDir dir;
   nlohmann::json json = nlohmann::json::array();
-  for (const Case& c : cases) json.push_back({c.env, c.argv});
+  for (const PetCase& c : cases) json.push_back({c.env, c.argv});
   write_file(dir / "cases.json", json.dump());
   const CommandResult torchrun =
       run_command(shell_quote(python()) + " " + source_dir() + "/tests/python/torchrun_args.py " + dir / "cases.json");
   ASSERT_EQ(torchrun.exit_code, 0) << torchrun.output;
   std::istringstream lines(torchrun.output);
-  for (const Case& c : cases) {
+  for (const PetCase& c : cases) {
     std::string expected;
     ASSERT_TRUE(std::getline(lines, expected)) << torchrun.output;
     EXPECT_EQ(ddprun_fields(c), expected) << nlohmann::json({c.env, c.argv}).dump();

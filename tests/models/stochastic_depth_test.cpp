@@ -11,7 +11,7 @@
 namespace ddp::test {
 namespace {
 
-struct Case {
+struct DepthCase {
   StochasticDepthMode mode;
   const char* name;
   double p;
@@ -19,9 +19,9 @@ struct Case {
 };
 
 // torchvision's output for each case on arange(48) shaped [4, 3, 2, 2] after torch.manual_seed(seed), one line each.
-std::vector<std::vector<double>> torchvision_outputs(const std::vector<Case>& cases) {
+std::vector<std::vector<double>> torchvision_outputs(const std::vector<DepthCase>& cases) {
   std::string args;
-  for (const Case& c : cases)
+  for (const DepthCase& c : cases)
     args += " " + std::string(c.name) + ":" + std::to_string(c.p) + ":" + std::to_string(c.seed);
   const std::string code =
       "import sys, torch, torchvision\n"
@@ -44,7 +44,7 @@ std::vector<std::vector<double>> torchvision_outputs(const std::vector<Case>& ca
 
 TEST(StochasticDepth, SameMasksAsTorchvisionFromTheSameSeed) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
-  std::vector<Case> cases;
+  std::vector<DepthCase> cases;
   for (const auto& [mode, name] : {std::pair{StochasticDepthMode::Row, "row"}, {StochasticDepthMode::Batch, "batch"}})
     for (const double p : {0.2, 0.5, 1.0})
       for (const int seed : {0, 7}) cases.push_back({mode, name, p, seed});

@@ -26,7 +26,7 @@ ModelConfig three_channel_config(const std::string& name) {
   return cfg;
 }
 
-torch::Tensor entry(const NamedTensors& state, const std::string& name) {
+torch::Tensor entry_named(const NamedTensors& state, const std::string& name) {
   for (const auto& [key, t] : state)
     if (key == name) return t;
   ADD_FAILURE() << "no entry " << name;
@@ -53,7 +53,7 @@ TEST_P(TorchvisionCnn, LoadsTorchvisionsStateDictAndGivesItsForward) {
                                       " --seed 7 --size 32 --out-dir " + shell_quote(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const NamedTensors io = load_state_dict_file(dir / "io.pt");
-  const torch::Tensor x = entry(io, "x");
+  const torch::Tensor x = entry_named(io, "x");
   for (const MemoryFormat format : {MemoryFormat::Auto, MemoryFormat::ChannelsLast}) {
     ModelConfig cfg = three_channel_config(GetParam());
     cfg.memory_format = format;
@@ -63,7 +63,7 @@ TEST_P(TorchvisionCnn, LoadsTorchvisionsStateDictAndGivesItsForward) {
     for (const bool training : {false, true}) {
       if (training && format != MemoryFormat::Auto) continue;  // see above
       SCOPED_TRACE(std::string(training ? "train" : "eval") + (format == MemoryFormat::Auto ? "" : ", channels_last"));
-      const torch::Tensor y = entry(io, training ? "y_train" : "y");
+      const torch::Tensor y = entry_named(io, training ? "y_train" : "y");
       model->train(training);
       torch::manual_seed(8);
       const torch::Tensor out = model->forward(x);
