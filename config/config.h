@@ -541,6 +541,8 @@ struct MetricsConfig {
   ProgressMode progress = ProgressMode::Auto;
   bool tensorboard = false;
   bool sample_ids = false;
+  std::string listen;
+  double stall_s = 600;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -555,6 +557,14 @@ struct MetricsConfig {
                           "every rank writes the dataset indices of each step's samples to "
                           "job.out_dir/samples/rank-R.jsonl (appended on resume)")
                           .resume_may_differ());
+    key(s.listen, Key("listen",
+                      "HOST:PORT where rank 0 serves /metrics (Prometheus' text format) and /healthz, read-only; "
+                      "\"\" = off; port 0 = a free one")
+                      .resume_may_differ());
+    key(s.stall_s, Key("stall_s", "metrics.listen: /healthz answers 503 once no optimizer step ended for this long")
+                       .above(0)
+                       .at_most(1e9)
+                       .resume_may_differ());
   }
 };
 

@@ -2,6 +2,7 @@
 #include "config/config.h"
 
 #include "base/folders.h"
+#include "base/host_port.h"
 #include "config/key_walk.h"
 
 #include <toml++/toml.h>
@@ -577,6 +578,9 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   }
   check_optimizer(cfg.optimizer, fail);
   check_schedules(cfg, fail);
+  if (!cfg.metrics.listen.empty() && !split_host_port(cfg.metrics.listen))
+    fail({"metrics.listen"}, "metrics.listen = \"" + cfg.metrics.listen +
+                                 "\" is not HOST:PORT (\"127.0.0.1:9100\", \"[::1]:9100\"; port 0 = a free one)");
   check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
     fail({"optimizer.fused", "optimizer.foreach"},

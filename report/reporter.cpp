@@ -6,6 +6,7 @@
 #include "base/number_text.h"
 #include "report/gpu_memory.h"
 #include "report/jsonl_writer.h"
+#include "report/metrics_endpoint.h"
 #include "report/metrics_table.h"
 #include "report/progress.h"
 #include "report/tensorboard/tensorboard.h"
@@ -66,7 +67,9 @@ Reporter::Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device de
       max_(std::move(max)),
       progress_(std::make_unique<Progress>(cfg.progress, rank_zero_)),
       start_(std::chrono::steady_clock::now()),
-      interval_start_(start_) {}
+      interval_start_(start_) {
+  if (rank_zero_ && !cfg.listen.empty()) endpoint_ = std::make_unique<MetricsEndpoint>(cfg.listen, cfg.stall_s);
+}
 
 Reporter::~Reporter() = default;
 
@@ -75,6 +78,9 @@ void Reporter::warning(const std::string& line) { progress_->warning(line); }
 void Reporter::banner(const RunFacts& facts) {
   classes_ = facts.classes;
   progress_->message(banner_text(facts));
+  if (endpoint_)
+    progress_->message("  metrics.listen: http://" + cfg_.listen.substr(0, cfg_.listen.rfind(':')) + ":" +
+                       std::to_string(endpoint_->port()) + "/metrics and /healthz");
 }
 
 void Reporter::open_files(std::optional<int64_t> resumed_at) {
@@ -106,6 +112,7 @@ bool Reporter::logs_at(const StepRecord& s) const {
 
 void Reporter::step(const StepRecord& s) {
   progress_->on_step(s);
+  if (endpoint_) endpoint_->step_done(s.step);
   interval_loss_ += s.loss_sum;
   interval_correct_ += static_cast<double>(s.correct);
   interval_samples_ += static_cast<double>(s.samples);
@@ -211,6 +218,7 @@ void Reporter::write_eval(const EvalRecord& e, double wall_s) { write_record(eva
 
 // metrics.jsonl's line and TensorBoard's scalars of one record: each the metrics table's, in its order.
 void Reporter::write_record(const MetricValues& values, int64_t step) {
+  if (endpoint_ && !values.empty()) endpoint_->publish(values.front().first->kind, values);
   if (jsonl_) {
     JsonRecord r;
     for (const auto& field : values) std::visit([&](const auto& v) { r.add(field.first->field, v); }, field.second);

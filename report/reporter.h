@@ -21,6 +21,7 @@
 namespace ddp {
 
 class JsonlWriter;
+class MetricsEndpoint;
 class Progress;
 class TensorBoardWriter;
 
@@ -122,6 +123,7 @@ class Reporter {
   MaxOverRanks max_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<MetricsEndpoint> endpoint_;  // metrics.listen's, rank 0's; null when off
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
