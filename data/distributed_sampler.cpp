@@ -11,7 +11,11 @@ namespace ddp {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : size_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : size_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
     throw std::invalid_argument("DistributedSampler: invalid rank " + std::to_string(rank) + ", should be in [0, " +
@@ -24,18 +28,22 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
     num_samples_ = (size_ + num_replicas - 1) / num_replicas;  // ceil(N / R)
 }
 
-std::vector<int64_t> DistributedSampler::global_indices() const {
-  std::vector<int64_t> indices;
-  if (shuffle_) {
+std::vector<int64_t> epoch_order(int64_t size, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(size));
+  if (shuffle) {
     at::Generator g = at::detail::createCPUGenerator();
-    g.set_current_seed(seed_ + static_cast<uint64_t>(epoch_));
-    at::Tensor perm = at::randperm(size_, g, at::kLong);
+    g.set_current_seed(seed + static_cast<uint64_t>(epoch));
+    const at::Tensor perm = at::randperm(size, g, at::kLong);
     const int64_t* p = perm.data_ptr<int64_t>();
-    indices.assign(p, p + size_);
+    order.assign(p, p + size);
   } else {
-    indices.resize(size_);
-    for (int64_t i = 0; i < size_; ++i) indices[i] = i;
+    for (int64_t i = 0; i < size; ++i) order[static_cast<size_t>(i)] = i;
   }
+  return order;
+}
+
+std::vector<int64_t> DistributedSampler::global_indices() const {
+  std::vector<int64_t> indices = epoch_order(size_, shuffle_, seed_, epoch_);
   const int64_t total = total_size();
   if (!drop_last_) {
     // Python: indices += indices[:pad] or (indices * ceil(pad / len))[:pad]: both repeat from the start.

@@ -8,6 +8,10 @@
 
 namespace ddp {
 
+// An epoch's order of `size` samples, as torch.utils.data.DistributedSampler (and torchvision's RASampler) draws it:
+// randperm from a CPU generator seeded seed + epoch, or 0..size-1 without shuffling.
+std::vector<int64_t> epoch_order(int64_t size, bool shuffle, uint64_t seed, int64_t epoch);
+
 class DistributedSampler : public EpochSampler {
  public:
   DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed,

@@ -1,8 +1,7 @@
 // RASampler: torchvision's references/classification/sampler.py (repeated augmentation) on ATen's randperm.
 #include "data/ra_sampler.h"
 
-#include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include "data/distributed_sampler.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -30,22 +29,8 @@ RASampler::RASampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, b
   num_selected_ = size_ / 256 * 256 / num_replicas_;
 }
 
-std::vector<int64_t> RASampler::permutation() const {
-  std::vector<int64_t> perm(static_cast<size_t>(size_));
-  if (shuffle_) {
-    at::Generator g = at::detail::createCPUGenerator();
-    g.set_current_seed(seed_ + static_cast<uint64_t>(epoch_));
-    const at::Tensor t = at::randperm(size_, g, at::kLong);
-    const int64_t* p = t.data_ptr<int64_t>();
-    perm.assign(p, p + size_);
-  } else {
-    for (int64_t i = 0; i < size_; ++i) perm[static_cast<size_t>(i)] = i;
-  }
-  return perm;
-}
-
 std::vector<int64_t> RASampler::global_indices() const {
-  const std::vector<int64_t> perm = permutation();
+  const std::vector<int64_t> perm = epoch_order(size_, shuffle_, seed_, epoch_);
   std::vector<int64_t> indices;
   indices.reserve(static_cast<size_t>(total_size()));
   for (const int64_t i : perm)
@@ -71,7 +56,7 @@ std::vector<int64_t> RASampler::indices() const {
 EpochSamples RASampler::samples_from(int64_t offset) const {
   // Positions below num_selected * world lie in the repeated list before its padding: position p is copy
   // p % repetitions of perm[p / repetitions].
-  const std::vector<int64_t> perm = permutation();
+  const std::vector<int64_t> perm = epoch_order(size_, shuffle_, seed_, epoch_);
   const int64_t end = num_selected_ * num_replicas_;
   EpochSamples out;
   for (int64_t p = offset + rank_; p < end; p += num_replicas_) {

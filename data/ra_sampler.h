@@ -37,8 +37,6 @@ class RASampler : public EpochSampler {
   EpochSamples samples_from(int64_t offset) const override;
 
  private:
-  std::vector<int64_t> permutation() const;
-
   int64_t size_, num_replicas_, rank_;
   bool shuffle_;
   uint64_t seed_;
