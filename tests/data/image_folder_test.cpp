@@ -327,11 +327,7 @@ TEST(ImageFolder, LearnableFolderReaches95PercentValidationAccuracy) {
                        "training.eval_every_epochs=0", "job.out_dir=" + dir / "out", "metrics.progress=off"});
   const auto ranks = run_ranks(2, cfg + " --data.dataset=image_folder");
   for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  double accuracy = -1;
-  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["kind"] == "eval") accuracy = record["accuracy"].get<double>();
-  }
+  const double accuracy = last_eval_value(dir / "out/metrics.jsonl", "accuracy");
   EXPECT_GE(accuracy, 0.95) << ranks[0].output;
 }
 

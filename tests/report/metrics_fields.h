@@ -72,4 +72,15 @@ inline std::pair<int, int> expect_records_as_the_table_says(const std::string& m
   return {counts[0], counts[1]};
 }
 
+// `field` of the last eval record in the metrics.jsonl at `path`: -1 when there is no eval record, `absent` when
+// the last one lacks the field.
+inline double last_eval_value(const std::string& path, const std::string& field, double absent = -2.0) {
+  double value = -1;
+  for (const std::string& line : read_lines(path)) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["kind"] == "eval") value = record.value(field, absent);
+  }
+  return value;
+}
+
 }  // namespace ddp::test

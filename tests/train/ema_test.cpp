@@ -42,11 +42,7 @@ TEST(Ema, TwoRanksMatchAveragedModelOfPythonDdp) {
   EXPECT_GT(max_state_diff(dir / "out/model_ema.pt", dir / "out/model.pt"), 1e-4);  // an average, not a copy
   EXPECT_NE(ranks[0].output.find("| EMA accuracy "), std::string::npos) << ranks[0].output;
   EXPECT_NE(ranks[0].output.find("final eval EMA"), std::string::npos) << ranks[0].output;
-  double accuracy_ema = -1;
-  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["kind"] == "eval") accuracy_ema = record.value("accuracy_ema", -2.0);
-  }
+  const double accuracy_ema = last_eval_value(dir / "out/metrics.jsonl", "accuracy_ema");
   EXPECT_GE(accuracy_ema, 0.0);
   RunConditions run;
   run.multi_rank = run.ema = run.more_than_five_classes = true;

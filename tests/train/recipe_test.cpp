@@ -2,6 +2,7 @@
 // train.py does with them: torchvision's RASampler (--ra-sampler --ra-reps), set_weight_decay's param groups
 // (--norm-weight-decay, --bias-weight-decay) and CrossEntropyLoss(label_smoothing=...) (augmentation off, the same
 // init); and a learnable image folder still learned with the recipe's augmentations on.
+#include "tests/report/metrics_fields.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -77,11 +78,7 @@ TEST(Recipe, LearnableFolderReaches90PercentWithTheV2Augmentations) {
                                            "metrics.progress=off"});
   const auto ranks = run_ranks(2, cfg + " --data.dataset=image_folder");
   for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  double accuracy = -1;
-  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["kind"] == "eval") accuracy = record["accuracy"].get<double>();
-  }
+  const double accuracy = last_eval_value(dir / "out/metrics.jsonl", "accuracy");
   EXPECT_GE(accuracy, 0.90) << ranks[0].output;
 }
 
