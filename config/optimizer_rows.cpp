@@ -1,17 +1,13 @@
 // The optimizer rows as config loading reads them: names, the union of their hyperparameter keys, their docs.
 #include "config/optimizer_rows.h"
 
+#include "config/config.h"
+
 #include <deque>
 #include <stdexcept>
 
 namespace ddp {
 namespace {
-
-std::string joined(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
 
 bool same_declaration(const HyperparameterKey& a, const HyperparameterKey& b) {
   return a.flag == b.flag && a.default_value == b.default_value && a.key.min == b.key.min && a.key.max == b.key.max &&
@@ -47,8 +43,8 @@ struct HyperparameterTable {
     }
     for (size_t i = 0; i < keys.size(); ++i) {
       std::vector<std::string> parts;
-      for (const auto& [doc, names] : uses[i]) parts.push_back(joined(names, ", ") + ": " + doc);
-      keys[i].key.doc = docs.emplace_back(joined(parts, "; ")).c_str();
+      for (const auto& [doc, names] : uses[i]) parts.push_back(join(names, ", ") + ": " + doc);
+      keys[i].key.doc = docs.emplace_back(join(parts, "; ")).c_str();
     }
   }
 };
@@ -78,7 +74,7 @@ const char* optimizer_name_doc() {
     for (const OptimizerKeyRow& row : optimizer_rows()) torch_names.emplace_back(row.torch_name);
     std::string last = torch_names.back();
     torch_names.pop_back();
-    return torch_names.empty() ? last : joined(torch_names, ", ") + " or " + last;
+    return torch_names.empty() ? last : join(torch_names, ", ") + " or " + last;
   }();
   return doc.c_str();
 }
