@@ -81,7 +81,14 @@ class PluginClassifier : public Classifier {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    torch::Tensor logits = plugin_->forward(x);
+    torch::Tensor logits;
+    try {
+      logits = plugin_->forward(x);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(library_ + ": the plugin's forward failed: " + first_line(e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(library_ + ": the plugin's forward failed: " + first_line(e.what()));
+    }
     check_logits(logits, x, num_classes_, library_);
     return logits;
   }

@@ -132,8 +132,8 @@ TEST(Plugin, InitFromAndResetHeadTakeThePluginsNamesAndHead) {
       << tuned.output;
 }
 
-// Each library that is no plugin ddptrain can load stops the run before training with one error line naming it.
-TEST(Plugin, LibrariesThatAreNoLoadablePluginAreOneErrorNamingTheFile) {
+// Each library that is no plugin ddptrain can load, or whose model fails, stops the run with one error line naming it.
+TEST(Plugin, EachFailingLibraryIsOneErrorNamingTheFile) {
   TempDir dir;
   write_file(dir / "text.so", "not a library");
   const std::string plugins = DDP_TEST_PLUGIN_DIR;
@@ -148,6 +148,8 @@ TEST(Plugin, LibrariesThatAreNoLoadablePluginAreOneErrorNamingTheFile) {
        {": not a ddptrain plugin: it exports no ddptrain_plugin_create"}},
       {plugins + "/libddp_test_plugin_throwing_factory.so",
        {": the plugin's factory failed: this model takes 3 channels, not 1"}},
+      {plugins + "/libddp_test_plugin_throwing_forward.so",
+       {": the plugin's forward failed: ", "mat1 and mat2 shapes cannot be multiplied"}},
       {plugins + "/libddp_test_plugin_other_abi.so",
        {": the plugin was built for plugin API ", "LibTorch " + other, "; this ddptrain has ", "LibTorch " + own}},
   };
