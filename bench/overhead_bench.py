@@ -1,13 +1,18 @@
 # Overhead harness: this tree's ddptrain against a baseline build of it on the same workload, alternating, medians
-# and their ratio: what a change to the training loop costs in samples/s.
+# and their ratio: what a change to the training loop costs in samples/s. With --endpoint, this tree's side serves
+# metrics.listen and is scraped while it trains (the baseline may be the same binary): what the endpoint costs.
 #
 # Run with the project venv's Python: .venv/bin/python bench/overhead_bench.py --baseline OTHER/build/ddptrain
-# [ddp_bench.py's workload flags]. See bench/README.md.
+# [--endpoint [--scrape-every S]] [ddp_bench.py's workload flags]. See bench/README.md.
+import argparse
+import glob
 import os
 import shlex
 import shutil
 import sys
 import tempfile
+import threading
+import urllib.request
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
@@ -16,33 +21,102 @@ import launch  # noqa: E402
 import report  # noqa: E402
 
 
-def split_baseline(argv):
-    """(--baseline PATH, the rest of argv for ddp_bench's parser)."""
-    rest, baseline, i = [], None, 0
-    while i < len(argv):
-        if argv[i] == "--baseline" and i + 1 < len(argv):
-            baseline, i = argv[i + 1], i + 2
-        elif argv[i].startswith("--baseline="):
-            baseline, i = argv[i].split("=", 1)[1], i + 1
-        else:
-            rest, i = rest + [argv[i]], i + 1
-    if not baseline:
-        raise SystemExit("usage: overhead_bench.py --baseline PATH/TO/ddptrain [ddp_bench.py workload flags]")
-    return baseline, rest
+def split_args(argv):
+    """(this harness's own options, the rest of argv for ddp_bench's parser)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--baseline", required=True, help="the other ddptrain binary")
+    p.add_argument("--endpoint", action="store_true",
+                   help="this tree's side serves metrics.listen on a free loopback port and is scraped")
+    p.add_argument("--scrape-every", type=float, default=1.0,
+                   help="seconds between two GETs of /metrics and /healthz with --endpoint (default 1)")
+    own, rest = p.parse_known_args(argv)
+    return own, rest
 
 
-def rate_of(binary, c, args, work, name):
-    """One run of `binary` on config c: rank 0's samples/s over the timed intervals."""
+class Scraper:
+    """GETs /metrics and /healthz every `every` seconds while a run trains, as a Prometheus job would, and reads the
+    CPU time of ddptrain's serving thread (named ddp-metrics) as it goes."""
+
+    THREAD_NAME = "ddp-metrics"
+
+    def __init__(self, port, every):
+        self.url, self.every = f"http://127.0.0.1:{port}", every
+        self.scrapes, self.last_page = 0, ""
+        self.stat_path, self.cpu_ticks = None, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def find_thread(self):
+        for task_dir in glob.glob("/proc/[0-9]*/task/[0-9]*"):
+            try:
+                with open(os.path.join(task_dir, "comm")) as f:
+                    if f.read().strip() == self.THREAD_NAME:
+                        return os.path.join(task_dir, "stat")
+            except OSError:
+                pass
+        return None
+
+    def read_cpu(self):
+        """The serving thread's user + system clock ticks so far (kept when the thread is gone)."""
+        self.stat_path = self.stat_path or self.find_thread()
+        try:
+            with open(self.stat_path or "/nonexistent") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            self.cpu_ticks = int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+
+    def loop(self):
+        while not self.stop.wait(self.every):
+            try:
+                with urllib.request.urlopen(self.url + "/metrics", timeout=2) as r:
+                    self.last_page = r.read().decode()
+                urllib.request.urlopen(self.url + "/healthz", timeout=2).close()
+                self.scrapes += 1
+                self.read_cpu()
+            except OSError:
+                pass  # not listening yet, or already gone, or /healthz answering 503 before the first step
+
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def cpu_text(ticks):
+    """CPU time in clock ticks as text; the kernel counts a thread's time in whole ticks (10 ms at 100 Hz)."""
+    tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+    return f"{ticks * tick_ms:.0f} CPU-ms" if ticks else f"under one {tick_ms:.0f} ms clock tick of CPU"
+
+
+def rate_of(binary, c, args, work, name, scrape_every=None):
+    """One run of `binary` on config c: (rank 0's samples/s over the timed intervals, its Scraper or None).
+
+    scrape_every: serve metrics.listen on a free port and GET it every scrape_every seconds while the run trains."""
     run_dir = os.path.join(work, name)
     os.makedirs(run_dir)
     args.ddptrain = binary
     argvs, envs = ddp_bench.ddptrain_launch(c, args, os.path.join(work, "ddptrain.toml"), run_dir, probe=False)
-    launch.run_ranks(argvs, envs, run_dir, args.timeout)
-    return ddp_bench.side_rate("ddptrain", c, run_dir)[0]
+    if scrape_every is None:
+        launch.run_ranks(argvs, envs, run_dir, args.timeout)
+        return ddp_bench.side_rate("ddptrain", c, run_dir)[0], None
+    port = launch.free_port()
+    for argv in argvs:
+        argv.append(f"--metrics.listen=127.0.0.1:{port}")
+    with Scraper(port, scrape_every) as scraper:
+        launch.run_ranks(argvs, envs, run_dir, args.timeout)
+    if "ddptrain_step" not in scraper.last_page:
+        raise launch.RunError(f"{name}: no /metrics page with ddptrain_step was scraped from port {port}")
+    return ddp_bench.side_rate("ddptrain", c, run_dir)[0], scraper
 
 
 def main(argv):
-    baseline, rest = split_baseline(argv)
+    own, rest = split_args(argv)
+    baseline = own.baseline
     args = ddp_bench.parse_args(rest)
     if args.link or args.suite == "link":
         raise SystemExit("overhead_bench.py runs both binaries on one host; --link is ddp_bench.py's")
@@ -67,23 +141,33 @@ def main(argv):
         ddp_bench.write_init(c, os.path.join(work, "init.pt"))
         with open(os.path.join(work, "ddptrain.toml"), "w") as f:
             f.write(ddp_bench.ddptrain_toml(c, os.path.join(work, "init.pt")))
-        rates = {"this tree": [], "baseline": []}
+        rates, scrapers = {"this tree": [], "baseline": []}, []
         for rep in range(c["reps"]):
             for side in (("this tree", "baseline") if rep % 2 == 0 else ("baseline", "this tree")):
-                r = rate_of(binaries[side], c, args, work, f"{side.replace(' ', '_')}.rep{rep}")
+                every = own.scrape_every if own.endpoint and side == "this tree" else None
+                r, scraper = rate_of(binaries[side], c, args, work, f"{side.replace(' ', '_')}.rep{rep}", every)
                 rates[side].append(r)
-                print(f"  rep {rep + 1}/{c['reps']} {side:9s}: {r:8.1f} samples/s", flush=True)
+                scraped = ""
+                if scraper is not None:
+                    scrapers.append(scraper)
+                    scraped = (f" ({scraper.scrapes} scrapes of /metrics and /healthz, serving thread "
+                               f"{cpu_text(scraper.cpu_ticks)})")
+                print(f"  rep {rep + 1}/{c['reps']} {side:9s}: {r:8.1f} samples/s{scraped}", flush=True)
         mine, base = report.median(rates["this tree"]), report.median(rates["baseline"])
         lines.append(f"| {label} | {report.fmt(mine)} | {report.fmt(base)} | {report.ratio(mine, base)} | "
                      f"{', '.join(report.fmt(r) for r in rates['this tree'])}; "
-                     f"{', '.join(report.fmt(r) for r in rates['baseline'])} |")
+                     f"{', '.join(report.fmt(r) for r in rates['baseline'])}"
+                     + (f" (this tree: {sum(x.scrapes for x in scrapers)} scrapes, serving thread "
+                        f"{cpu_text(sum(x.cpu_ticks for x in scrapers))} in all)" if scrapers else "") + " |")
     invocation = ".venv/bin/python bench/overhead_bench.py " + " ".join(shlex.quote(a) for a in argv)
     block = "\n".join(
         [f"## `{invocation.strip()}`", "",
          f"Run {date}. Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']} RAM; this tree: "
          f"commit {machine['ddptrain_commit']} (binary sha256 {binaries['this tree sha']}...), baseline binary "
          f"sha256 {binaries['baseline sha']}.... Load average at start {load_start}, at end "
-         f"{report.load_average()}. Both sides alternate in the same window; medians of the repetitions.", ""]
+         f"{report.load_average()}. Both sides alternate in the same window; medians of the repetitions."
+         + (f" This tree's side serves metrics.listen on loopback, GET /metrics and /healthz every "
+            f"{own.scrape_every:g} s while it trains." if own.endpoint else ""), ""]
         + lines)
     print()
     print(block)

@@ -3,6 +3,7 @@
 
 #include "base/host_port.h"
 #include "base/json_record.h"
+#include "base/thread_name.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -176,6 +177,7 @@ std::string MetricsEndpoint::metrics_page() const {
 }
 
 void MetricsEndpoint::serve() {
+  name_this_thread("ddp-metrics");
   pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   for (;;) {
     if (::poll(fds, 2, -1) < 0) {
