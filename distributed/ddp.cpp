@@ -3,13 +3,13 @@
 
 #include "base/number_text.h"
 #include "distributed/compress_hook.h"
+#include "distributed/ddp_reducer.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
-#include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <climits>
 
@@ -37,13 +37,6 @@ bool all_bits_zero(const at::Tensor& t) {
 }
 
 }  // namespace
-
-// c10d::Reducer, plus whether its one bucket rebuild is due at the next rebuild_buckets() (the same test it makes).
-class DistributedDataParallel::Reducer : public c10d::Reducer {
- public:
-  using c10d::Reducer::Reducer;
-  bool rebuild_due() const { return should_rebuild_buckets() && !rebuilt_params_.empty(); }
-};
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
                                                  const DistConfig& cfg)

@@ -29,6 +29,11 @@ class DistributedDataParallel : public GradientSync {
   void sync_buffers() override;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const override;
   std::string summary() const override;
+  // "ddp_buckets": the rebuilt bucket layout (parameter indices per bucket, in reduction order), so that a resumed
+  // run all-reduces in the buckets the uninterrupted one used from its second step on: an all-reduce's summation
+  // order per element follows the layout (Gloo's and NCCL's rings), so another layout changes the last bits.
+  void state_dict(c10::impl::GenericDict& out) override;
+  void load_state_dict(const c10::impl::GenericDict& state) override;
 
   c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).

@@ -4,6 +4,8 @@
 #include "config/config.h"
 #include "distributed/context.h"
 
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -29,6 +31,10 @@ class GradientSync {
   virtual std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const { return std::nullopt; }
   // A line for the end of the run about what the synchronisation saved; empty when there is nothing to say.
   virtual std::string summary() const { return ""; }
+  // Checkpoint entries of the synchronisation's own state (collective: every rank calls it); none here.
+  virtual void state_dict(c10::impl::GenericDict& out) {}
+  // Restores them before the first step of a resumed run; a checkpoint without them leaves the fresh state.
+  virtual void load_state_dict(const c10::impl::GenericDict& state) {}
 };
 
 // DistributedDataParallel (distributed/ddp.h) for a world of more than one, else the no-op GradientSync.

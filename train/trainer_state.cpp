@@ -29,8 +29,9 @@ c10::impl::GenericDict Trainer::state_dict() {
   out.insert("optimizer", optimizer_state_dict(*optimizer_));
   out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
   state_.state_dict(out);
-  generators_.state_dict(out);  // collective
-  ema_->state_dict(out);        // nothing when training.ema_decay is 0
+  generators_.state_dict(out);      // collective
+  ema_->state_dict(out);            // nothing when training.ema_decay is 0
+  gradient_sync_->state_dict(out);  // collective; nothing for a world of one
   add_config_snapshot(out, cfg_);
   return out;
 }
@@ -69,6 +70,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   if (!reshard.empty()) reporter_.warning(reshard);
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
   ema_->load_state_dict(state);
+  gradient_sync_->load_state_dict(state);
   if (!written_with(state, cfg_)) reporter_.warning("the config differs from the one the checkpoint was written with");
 }
 

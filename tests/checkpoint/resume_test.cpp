@@ -29,6 +29,9 @@ struct Case {
   // torch.optim.Adam with L2 weight decay over set_weight_decay's param groups (optimizer.bias_weight_decay: biases
   // without it): step counts and moments must resume too, group by group.
   bool adam = false;
+  // Gloo's ring all-reduce: each element's sum order follows the bucket layout, which the Reducer rebuilds after the
+  // first step; a resumed run must reduce in the rebuilt layout too (more than 2 ranks: 3 or more addends).
+  bool gloo = false;
 };
 
 class ExactResume : public ::testing::TestWithParam<Case> {};
@@ -39,6 +42,7 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   std::string cfg = ckpt_job_config(dir);
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
   if (c.static_graph) common += " --dist.static_graph=true";
+  if (c.gloo) common += " --dist.allreduce=gloo";
   if (c.adam)
     common +=
         " --optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.bias_weight_decay=0";
@@ -85,17 +89,57 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   }
 }
 
-// 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5). Mid-epoch and epoch-boundary stops.
+// 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5); 4 ranks: 5. Mid-epoch and epoch-boundary stops;
+// a stop after the first step, before the Reducer's bucket rebuild.
 INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
                          ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1},
                                            Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true},
-                                           Case{2, 7, 1, false, true}, Case{1, 7, 1, false, false, true}),
+                                           Case{2, 7, 1, false, true}, Case{1, 7, 1, false, false, true},
+                                           Case{4, 3, 1, false, false, false, true},
+                                           Case{4, 1, 1, false, false, false, true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_stop" +
                                   std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum) +
                                   (info.param.amp ? "_amp" : "") + (info.param.static_graph ? "_static_graph" : "") +
-                                  (info.param.adam ? "_adam" : "");
+                                  (info.param.adam ? "_adam" : "") + (info.param.gloo ? "_gloo" : "");
                          });
+
+// A multi-rank checkpoint carries DDP's rebuilt buckets (ddp_buckets: every trainable parameter's index once); an entry
+// that is no such layout stops the resume with one error naming it.
+TEST(Checkpoint, DdpBucketsEntryIsTheRebuiltLayoutAndAMalformedOneIsRefused) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir);
+  for (auto& r : run_ranks(2, cfg + " --job.out_dir=" + dir / "part --training.max_steps=4"))
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ckpt = dir / "part/checkpoints/step-00000004.pt";
+  const auto edit = [&](const std::string& statement, const std::string& out) {
+    const auto e = run_command(
+        python() + " -c " +
+        shell_quote("import torch; d = torch.load('" + ckpt + "'); " + statement + "; torch.save(d, '" + out + "')"));
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+  };
+  const auto layout =
+      run_command(python() + " -c " +
+                  shell_quote("import torch; d = torch.load('" + ckpt +
+                              "'); b = d['ddp_buckets']; "
+                              "n = sum(1 for k in d['model'] if not k.endswith(('running_mean', 'running_var', "
+                              "'num_batches_tracked'))); print(sorted(i for x in b for i in x) == list(range(n)), n)"));
+  ASSERT_EQ(layout.exit_code, 0) << layout.output;
+  EXPECT_EQ(layout.output.substr(0, 5), "True ") << layout.output;
+  edit("d['ddp_buckets'][0].append(d['ddp_buckets'][0][0])", dir / "twice.pt");
+  edit("d['ddp_buckets'] = 'one'", dir / "str.pt");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"twice.pt", "checkpoint entry \"ddp_buckets\": parameter "},
+      {"str.pt", "checkpoint entry \"ddp_buckets\": not a list of buckets but a String"}};
+  for (const auto& [file, message] : cases) {
+    SCOPED_TRACE(file);
+    auto rs = run_ranks(2, cfg + " --job.out_dir=" + dir / "o" + " --checkpoint.resume=" + dir / file);
+    EXPECT_NE(rs[0].exit_code, 0) << rs[0].output;
+    EXPECT_NE(rs[0].output.find(message), std::string::npos) << rs[0].output;
+    EXPECT_FALSE(fs::exists(dir / "o/model.pt"));
+  }
+}
 
 TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) {
   // 2 ranks x 16 stopped mid-epoch, resumed on 1 rank x 32: the global sample order continues where it
