@@ -19,12 +19,13 @@ def model_of(args):
 
 
 def fresh(args):
-    """The fresh model's state dict (args.out); with args.perturbed, a copy with every tensor moved by normal(std 0.02) noise (so that the
-    zero head and the 1e-6 layer scales let each layer show in the output) as args.perturbed, with args.io holding
-    an input batch and that model's eval output on it."""
+    """The fresh model's state dict (args.out, when given); with args.perturbed, the state dict after every tensor
+    moved by normal(std 0.02) noise (so that the zero head and the 1e-6 layer scales let each layer show in the
+    output) as args.perturbed, with args.io holding an input batch and that model's eval output on it."""
     torch.manual_seed(args.seed)
     model = model_of(args)
-    torch.save(dict(model.state_dict()), args.out)
+    if args.out is not None:
+        torch.save(dict(model.state_dict()), args.out)
     if args.perturbed is None:
         return
     with torch.no_grad():
