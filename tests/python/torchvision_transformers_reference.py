@@ -67,6 +67,9 @@ def statistics_differ(name, ours, theirs):
 def check(args):
     """args.weights (ddptrain's model.pt format) loads strictly into torchvision's model, and each tensor looks
     drawn as torchvision's fresh model draws it."""
+    # One intra-op thread: the summation order moves statistics by rounding only, and CTest runs tests two at a time,
+    # where a second thread mostly waits for a core. fresh keeps the default: ddptrain compares its forward.
+    torch.set_num_threads(1)
     ours = torch.load(args.weights)
     torch.manual_seed(args.seed)
     model = model_of(args)
@@ -82,6 +85,7 @@ def check(args):
 def flops(args):
     """FlopCounterMode's FLOPs per sample of one training forward and backward (cross-entropy) on args.batch images."""
     from torch.utils.flop_counter import FlopCounterMode
+    torch.set_num_threads(1)  # a count, whatever the summation order: one thread, as check
     model = model_of(args).train()
     x = torch.randn(args.batch, args.in_channels, args.side, args.side)
     y = torch.randint(0, args.classes, (args.batch,))
