@@ -111,26 +111,27 @@ TEST_P(TorchvisionModel, ResetHeadReinitialisesExactlyTheFinalLinear) {
   }
 }
 
-// Two ranks x 2 images of 32x32 train 20 SGD-momentum steps from torchvision's init as Python DDP does, to the bit:
-// same DistributedSampler order, same batch statistics, same gradient buckets. Dropout and stochastic depth are off
-// on both sides (each draws its masks from its own generator: ddptrain's per rank from job.seed + rank, Python's
-// from the process's default one), and ddptrain runs every kernel tap (model.skip_padding_taps = false: the taps
-// that only read padding sum in another order; tests/data/cifar10_test.cpp says why that matters).
+// Two ranks x 2 images of 32x32 train 6 SGD-momentum steps from torchvision's init as Python DDP does, to the bit:
+// the 5 of the first epoch (10 samples per rank) and one of the second, so the same DistributedSampler order in both
+// epochs, the momentum carried across them, same batch statistics, same gradient buckets. Dropout and stochastic depth
+// are off on both sides (each draws its masks from its own generator: ddptrain's per rank from job.seed + rank,
+// Python's from the process's default one), and ddptrain runs every kernel tap (model.skip_padding_taps = false: the
+// taps that only read padding sum in another order; tests/data/cifar10_test.cpp says why that matters).
 TEST_P(TorchvisionCnn, TwoRanksTrainAsPythonDdp) {
   TempDir dir;
-  write_tiny_cifar10(dir / "c", 8, 4, 3);
+  write_tiny_cifar10(dir / "c", 4, 4, 3);
   const CommandResult init = save_torchvision_init(dir / "init.pt", GetParam(), 10, 5);
   ASSERT_EQ(init.exit_code, 0) << init.output;
   const CommandResult ref = run_python_ranks(
       2, source_dir() + "/tests/python/cifar_reference.py --data " + dir / "c" + " --init " + dir / "init.pt" +
              " --out " + dir / "python.pt" + " --model " + GetParam() +
-             " --dropout 0 --stochastic-depth 0 --batch 2 --steps 20 --lr 0.01 --momentum 0.9 --seed 3");
+             " --dropout 0 --stochastic-depth 0 --batch 2 --steps 6 --lr 0.01 --momentum 0.9 --seed 3");
   ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   const std::string cfg = write_mnist_job(
       dir, dir / "c",
       {"data.batch_size=2", "data.workers=0", "model.name=" + GetParam(), "model.skip_padding_taps=false",
        "model.dropout=0", "model.stochastic_depth=0", "model.init_from=" + dir / "init.pt", "optimizer.lr=0.01",
-       "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out", "training.max_steps=20",
+       "optimizer.momentum=0.9", "job.seed=3", "job.out_dir=" + dir / "out", "training.max_steps=6",
        "training.epochs=2", "metrics.progress=off"});
   for (const auto& r : run_ranks(2, cfg + " --data.dataset=cifar10")) ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(max_state_diff(dir / "out/model.pt", dir / "python.pt"), 0.0);
