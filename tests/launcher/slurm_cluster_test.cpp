@@ -163,16 +163,16 @@ TEST(SlurmCluster, ElasticBatchLinesFormOneRoundOfBothNodesAndTrainTheTorchrunMo
 // "Before the time limit": the #SBATCH --signal=USR1@90 --requeue script. Slurm's SIGUSR1 to the job's steps (as
 // scancel --signal=USR1 sends it, the way --signal sends it before the limit) makes both nodes' ddprun checkpoint
 // and exit 75; the script requeues the job, Slurm starts it again, and it resumes to the uninterrupted run's
-// model.pt. dist.allreduce stays "auto" (shared memory, both nodes being one machine's): with "gloo" a resumed run's
-// model.pt is not the uninterrupted one's byte for byte, for bare ranks stopped and resumed alike too.
+// model.pt, all-reducing over Gloo between the nodes before and after the requeue.
 TEST(SlurmCluster, SbatchScriptStoppedBySigusr1IsRequeuedAndResumesToTheUninterruptedModel) {
   TwoNodeSlurm cluster;
   START_TWO_NODE_SLURM(cluster);
   TempDir dir;
-  const std::string cfg = write_tiny_job(
-      dir, 2048, 32, 1,
-      {"job.out_dir=" + dir / "job", "data.batch_size=4", "model.name=net", "training.max_steps=300",
-       "checkpoint.resume=auto", "metrics.log_every_steps=1", "metrics.progress=plain", "dist.timeout_s=60"});
+  const std::string cfg =
+      write_tiny_job(dir, 2048, 32, 1,
+                     {"job.out_dir=" + dir / "job", "data.batch_size=4", "model.name=net", "training.max_steps=300",
+                      "checkpoint.resume=auto", "metrics.log_every_steps=1", "metrics.progress=plain",
+                      "dist.timeout_s=60", "dist.allreduce=gloo"});
   write_file(dir / "job.sh", docs_slurm_script("#SBATCH --nodes=2", cfg));
   const CommandResult submitted = cluster.on_login_node(
       "cd " + shell_quote(dir.path()) + " && sbatch --parsable --output=" + shell_quote(dir / "job.out") +
