@@ -543,6 +543,8 @@ struct MetricsConfig {
   bool sample_ids = false;
   std::string listen;
   double stall_s = 600;
+  std::string mlflow_uri;
+  std::string mlflow_experiment;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -565,6 +567,14 @@ struct MetricsConfig {
                        .above(0)
                        .at_most(1e9)
                        .resume_may_differ());
+    key(s.mlflow_uri, Key("mlflow_uri",
+                          "an MLflow tracking server (http:// or https://) where rank 0 logs the run: params, metrics, "
+                          "artifacts (docs/monitoring.md); \"\" = off")
+                          .resume_may_differ());
+    key(s.mlflow_experiment,
+        Key("mlflow_experiment",
+            "metrics.mlflow_uri: the experiment the run goes into (made if absent); \"\" = job.name")
+            .resume_may_differ());
   }
 };
 

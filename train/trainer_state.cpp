@@ -31,6 +31,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   state_.state_dict(out);
   generators_.state_dict(out);  // collective
   ema_->state_dict(out);        // nothing when training.ema_decay is 0
+  reporter_.state_dict(out);    // rank 0's MLflow run, when there is one
   add_config_snapshot(out, cfg_);
   return out;
 }
@@ -69,6 +70,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   if (!reshard.empty()) reporter_.warning(reshard);
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
   ema_->load_state_dict(state);
+  reporter_.load_state_dict(state);
   if (!written_with(state, cfg_)) reporter_.warning("the config differs from the one the checkpoint was written with");
 }
 
