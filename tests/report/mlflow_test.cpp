@@ -45,7 +45,9 @@ class MlflowServerProcess {
               .exit_code == 0;
   }
   ~MlflowServerProcess() {
-    if (pid_ > 0) run_command("kill -TERM -- -" + std::to_string(pid_) + " 2>/dev/null; sleep 0.2");
+    // Its job consumers (huey) may outlive a SIGTERM: the group is killed after a moment.
+    const std::string group = " -- -" + std::to_string(pid_) + " 2>/dev/null";
+    if (pid_ > 0) run_command("kill -TERM" + group + "; sleep 0.5; kill -KILL" + group);
   }
   std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
   bool up() const { return up_; }
