@@ -248,7 +248,9 @@ struct ModelConfig {
     key(s.num_classes, Key("num_classes", "outputs of the classifier; image_folder, unset: its class folders")
                            .at_least(2)
                            .at_most(1e6));
-    key(s.dropout, Key("dropout", "probability of the model's dropouts (net: both; torchvision's: the classifier's)")
+    key(s.dropout, Key("dropout",
+                       "probability of the model's dropouts (net: both; torchvision's CNNs: the classifier's; "
+                       "vit_b_16: throughout its encoder, as torchvision's dropout argument)")
                        .at_least(0)
                        .at_most(1)
                        .or_unset(-1, "unset: the model's default (net 0.5, torchvision's for its models)"));
@@ -543,6 +545,8 @@ struct MetricsConfig {
   bool sample_ids = false;
   std::string listen;
   double stall_s = 600;
+  std::string mlflow_uri;
+  std::string mlflow_experiment;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -565,6 +569,14 @@ struct MetricsConfig {
                        .above(0)
                        .at_most(1e9)
                        .resume_may_differ());
+    key(s.mlflow_uri, Key("mlflow_uri",
+                          "an MLflow tracking server (http:// or https://) where rank 0 logs the run: params, metrics, "
+                          "artifacts (docs/monitoring.md); \"\" = off")
+                          .resume_may_differ());
+    key(s.mlflow_experiment,
+        Key("mlflow_experiment",
+            "metrics.mlflow_uri: the experiment the run goes into (made if absent); \"\" = job.name")
+            .resume_may_differ());
   }
 };
 

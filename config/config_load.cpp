@@ -581,6 +581,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   if (!cfg.metrics.listen.empty() && !split_host_port(cfg.metrics.listen))
     fail({"metrics.listen"}, "metrics.listen = \"" + cfg.metrics.listen +
                                  "\" is not HOST:PORT (\"127.0.0.1:9100\", \"[::1]:9100\"; port 0 = a free one)");
+  const std::string& mlflow = cfg.metrics.mlflow_uri;
+  if (!mlflow.empty() && mlflow.rfind("http://", 0) != 0 && mlflow.rfind("https://", 0) != 0)
+    fail({"metrics.mlflow_uri"},
+         "metrics.mlflow_uri = \"" + mlflow +
+             "\" is not an http:// or https:// URI (MLflow's REST API: \"http://127.0.0.1:5000\")");
   check_cuda_graph(cfg, fail);
   if (cfg.optimizer.fused && cfg.optimizer.foreach == Foreach::On)
     fail({"optimizer.fused", "optimizer.foreach"},

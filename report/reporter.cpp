@@ -8,6 +8,7 @@
 #include "report/jsonl_writer.h"
 #include "report/metrics_endpoint.h"
 #include "report/metrics_table.h"
+#include "report/mlflow_records.h"
 #include "report/progress.h"
 #include "report/tensorboard/tensorboard.h"
 
@@ -71,7 +72,12 @@ Reporter::Reporter(const MetricsConfig& cfg, std::string out_dir, c10::Device de
   if (rank_zero_ && !cfg.listen.empty()) endpoint_ = std::make_unique<MetricsEndpoint>(cfg.listen, cfg.stall_s);
 }
 
-Reporter::~Reporter() = default;
+Reporter::~Reporter() {
+  try {
+    end_run(MlflowStatus::kFailed, false);  // a run that ends otherwise than by end_run failed
+  } catch (const std::exception&) {
+  }
+}
 
 void Reporter::message(const std::string& line) { progress_->message(line); }
 void Reporter::warning(const std::string& line) { progress_->warning(line); }
@@ -93,6 +99,52 @@ void Reporter::open_files(std::optional<int64_t> resumed_at) {
   // The points an interrupted run logged after the checkpoint it resumes from are orphans: TensorBoard drops them.
   if (tensorboard_ && resumed_at) tensorboard_->purge_from(*resumed_at + 1);
   if (!classes_.empty()) write_classes();
+  if (mlflow_spec_) mlflow_ = std::make_unique<MlflowRun>(*mlflow_spec_, resumed_at ? mlflow_resumed_id_ : "");
+}
+
+void Reporter::track_in_mlflow(MlflowRunSpec spec) {
+  if (rank_zero_) mlflow_spec_ = std::move(spec);
+}
+
+void Reporter::state_dict(c10::impl::GenericDict& out) const {
+  // A run resumed without metrics.mlflow_uri keeps the id for a later one that sets it again.
+  const std::string id = mlflow_ ? mlflow_->run_id() : mlflow_resumed_id_;
+  if (!id.empty()) out.insert("mlflow_run_id", id);
+}
+
+void Reporter::load_state_dict(const c10::impl::GenericDict& state) {
+  const auto it = state.find(std::string("mlflow_run_id"));
+  if (it != state.end() && it->value().isString()) mlflow_resumed_id_ = it->value().toStringRef();
+}
+
+// One warning for the first request that failed; the records' fate is told at the end.
+void Reporter::warn_of_mlflow_failure() {
+  const std::string failure = mlflow_->take_first_failure();
+  if (!failure.empty())
+    warning("metrics.mlflow_uri " + failure + " (training goes on; what MLflow does not take is dropped)");
+}
+
+void Reporter::settle_mlflow_run() {
+  if (mlflow_) mlflow_->await_run();
+}
+
+void Reporter::end_run(MlflowStatus status, bool outputs) {
+  if (!mlflow_) return;
+  std::vector<std::string> artifacts;
+  if (outputs)
+    for (const char* name : {"model.pt", "model.safetensors", "config.json", "metrics.jsonl"})
+      artifacts.push_back(out_dir_ + "/" + name);
+  mlflow_->end(status, artifacts);
+  warn_of_mlflow_failure();
+  const int64_t dropped = mlflow_->records_dropped(), logged = mlflow_->records_logged();
+  const std::string run = mlflow_->run_id();
+  const std::string where =
+      "MLflow run " + (run.empty() ? std::string("(not made)") : run) + " at " + mlflow_spec_->uri;
+  if (dropped > 0)
+    warning(where + ": " + std::to_string(dropped) + " of " + std::to_string(logged) + " records dropped");
+  else
+    message(where + ": " + std::to_string(logged) + " records logged");
+  mlflow_.reset();
 }
 
 // classes.json: torchvision's ImageFolder.classes and class_to_idx, written whole or not at all.
@@ -223,6 +275,11 @@ void Reporter::write_record(const MetricValues& values, int64_t step) {
     JsonRecord r;
     for (const auto& field : values) std::visit([&](const auto& v) { r.add(field.first->field, v); }, field.second);
     jsonl_->write(r);
+  }
+  if (mlflow_) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    mlflow_->log(mlflow_metrics(values, step, std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
+    warn_of_mlflow_failure();
   }
   if (!tensorboard_) return;
   for (const auto& field : values) {

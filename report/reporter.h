@@ -4,9 +4,11 @@
 #include "config/config.h"
 #include "report/device_peak.h"
 #include "report/metrics_table.h"
+#include "report/mlflow/mlflow_run.h"
 #include "report/phase_times.h"
 #include "report/records.h"
 
+#include <ATen/core/Dict.h>
 #include <c10/core/Device.h>
 
 #include <chrono>
@@ -84,6 +86,18 @@ class Reporter {
   // at step N has TensorBoard drop what an interrupted run logged after N. Writes classes.json when the banner's
   // facts named classes.
   void open_files(std::optional<int64_t> resumed_at);
+  // metrics.mlflow_uri: rank 0 logs the run to MLflow (mlflow_records.h) from open_files() on; call before it.
+  void track_in_mlflow(MlflowRunSpec spec);
+  // Checkpoint entry "mlflow_run_id": rank 0's MLflow run, once the server has made it; a resumed run logs into it.
+  void state_dict(c10::impl::GenericDict& out) const;
+  void load_state_dict(const c10::impl::GenericDict& state);
+  // The checkpoint about to be written is the run's last (at its end, or at a stop): waits, within MlflowRun's exit
+  // wait, for the MLflow run to be made, so that the checkpoint names it.
+  void settle_mlflow_run();
+  // The MLflow run ends with `status` (with `outputs`, job.out_dir's model.pt, model.safetensors, config.json and
+  // metrics.jsonl are uploaded first), waiting at most MlflowRun's exit wait; says how many records did not reach
+  // it. A Reporter that goes without it ends the run FAILED.
+  void end_run(MlflowStatus status, bool outputs);
   // Training (or an evaluation alone) starts now: wall time and throughput count from here.
   void start();
   // Every optimizer step, on every rank: the live bar, and every metrics.log_every_steps (and at an epoch's or the
@@ -113,6 +127,7 @@ class Reporter {
   void write_eval(const EvalRecord& e, double wall_s);
   void write_record(const MetricValues& values, int64_t step);
   void write_classes() const;
+  void warn_of_mlflow_failure();
 
   MetricsConfig cfg_;
   std::string out_dir_;
@@ -125,6 +140,9 @@ class Reporter {
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<MetricsEndpoint> endpoint_;  // metrics.listen's, rank 0's; null when off
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::optional<MlflowRunSpec> mlflow_spec_;  // metrics.mlflow_uri's run, rank 0's; none when off
+  std::string mlflow_resumed_id_;             // the checkpoint's "mlflow_run_id"
+  std::unique_ptr<MlflowRun> mlflow_;
   std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
   double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;

@@ -173,6 +173,8 @@ void Trainer::preempted() {
       " at step " + std::to_string(state_.global_step) + "; checkpoint in " + checkpointer_->dir() +
       "; run the same command again to resume (checkpoint.resume = \"auto\")" +
       (requeue ? "; exit " + std::to_string(kRequeueExitCode) : ""));
+  // MLflow's run is KILLED, as mlflow.end_run(status="KILLED") leaves it; the resumed run sets it RUNNING again.
+  reporter_.end_run(MlflowStatus::kKilled, false);
 }
 
 void Trainer::traced(const std::string& trace) {
@@ -199,6 +201,7 @@ void Trainer::finish(bool evaluated) {
   // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
   if (checkpointer_->enabled() && !checkpointer_->holds(state_.global_step)) save_checkpoint(last_eval_accuracy_);
   write_model();
+  reporter_.end_run(MlflowStatus::kFinished, true);
 }
 
 void Trainer::write_model() {
@@ -237,6 +240,7 @@ void Trainer::write_model() {
 
 void Trainer::save_checkpoint(double eval_accuracy) {
   settle_graph_flag();  // no checkpoint after a step whose stop is still on its way
+  if (state_.global_step >= total_steps_ || stop_ != StopRequest::kNone) reporter_.settle_mlflow_run();
   PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
   // state_dict: collective
   checkpointer_->save(state_dict(), state_.global_step, state_.position.epoch, eval_accuracy);
@@ -247,6 +251,7 @@ void Trainer::evaluate_only() {
   reporter_.start();
   evaluate_and_report("(eval only)");
   barrier(ctx_);
+  reporter_.end_run(MlflowStatus::kFinished, false);
 }
 
 bool Trainer::stop_requested() {

@@ -15,6 +15,7 @@
 #include "models/conv.h"
 #include "report/flop_counter.h"
 #include "report/gpu_memory.h"
+#include "report/mlflow_records.h"
 #include "optim/gradients.h"
 #include "optim/optimizer.h"
 #include "train/batch_norm_sync.h"
@@ -43,6 +44,7 @@ Trainer::Trainer(Config cfg, DistContext ctx)
   state_.batch_size = cfg_.data.batch_size;
   state_.world_size = ctx_.world_size;
   state_.world_sizes = {1, ctx_.world_size};
+  if (!cfg_.metrics.mlflow_uri.empty()) reporter_.track_in_mlflow(mlflow_run_spec(cfg_));
 }
 
 LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const {

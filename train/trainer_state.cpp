@@ -32,6 +32,7 @@ c10::impl::GenericDict Trainer::state_dict() {
   generators_.state_dict(out);      // collective
   ema_->state_dict(out);            // nothing when training.ema_decay is 0
   gradient_sync_->state_dict(out);  // collective; nothing for a world of one
+  reporter_.state_dict(out);        // rank 0's MLflow run, when there is one
   add_config_snapshot(out, cfg_);
   return out;
 }
@@ -71,6 +72,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
   ema_->load_state_dict(state);
   gradient_sync_->load_state_dict(state);
+  reporter_.load_state_dict(state);
   if (!written_with(state, cfg_)) reporter_.warning("the config differs from the one the checkpoint was written with");
 }
 

@@ -21,12 +21,6 @@ std::string bench_command(const std::string& args) {
   return "cd " + shell_quote(source_dir()) + " && " + python() + " bench/ddp_bench.py " + args;
 }
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(DdpBench, ShortRunReplacesItsBlockInTheResultsFileAndKeepsTheOthers) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;

@@ -27,12 +27,6 @@ std::string eval_record(const std::string& out_dir) {
   return std::regex_replace(lines.back(), std::regex(",\"wall_s\":[-+0-9.eE]+"), "");
 }
 
-size_t occurrences(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 TEST(StateDictInitLayouts, PythonLayoutsEvaluateExactlyLikeThePlainStateDict) {
   SKIP_WITHOUT_PYTHON_TORCH();
   TempDir dir;
@@ -57,7 +51,7 @@ TEST(StateDictInitLayouts, PythonLayoutsEvaluateExactlyLikeThePlainStateDict) {
     const std::string pt = dir / (what + ".pt");
     const CommandResult r = eval_only(dir, pt, "net", what);
     ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
-    EXPECT_EQ(occurrences(r.output, note), 1u) << what << "\n" << r.output;
+    EXPECT_EQ(count_of(r.output, note), 1u) << what << "\n" << r.output;
     EXPECT_EQ(eval_record(dir / what), expected) << what;
   }
 }
@@ -77,7 +71,7 @@ TEST(StateDictInitLayouts, DdptrainCheckpointLoadsLikeItsModelPt) {
   ASSERT_EQ(from_model.exit_code, 0) << from_model.output;
   const CommandResult from_checkpoint = eval_only(dir, checkpoint, "net", "from-checkpoint");
   ASSERT_EQ(from_checkpoint.exit_code, 0) << from_checkpoint.output;
-  EXPECT_EQ(occurrences(from_checkpoint.output, "  init_from: checkpoint dict, weights under \"model\"\n"), 1u)
+  EXPECT_EQ(count_of(from_checkpoint.output, "  init_from: checkpoint dict, weights under \"model\"\n"), 1u)
       << from_checkpoint.output;
   EXPECT_EQ(eval_record(dir / "from-checkpoint"), eval_record(dir / "from-model"));
 }

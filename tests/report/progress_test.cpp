@@ -16,18 +16,12 @@ std::string progress_config(const TempDir& dir) {
       {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2", "metrics.log_every_steps=10"});
 }
 
-size_t count(const std::string& s, const std::string& needle) {
-  size_t n = 0;
-  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
-  return n;
-}
-
 TEST(Progress, BarOnARealTerminalRedrawsInPlace) {
   TempDir dir;
   std::string cfg = progress_config(dir);
   auto r = run_command("script -qec " + shell_quote(ddptrain_path() + " " + cfg) + " /dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_GE(count(r.output, "\repoch 1/2 ["), 2u) << r.output;  // redrawn with carriage returns
+  EXPECT_GE(count_of(r.output, "\repoch 1/2 ["), 2u) << r.output;  // redrawn with carriage returns
   EXPECT_NE(r.output.find("\repoch 2/2 [########################] 40/40 loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("samples/s ETA "), std::string::npos);
   EXPECT_EQ(r.output.find("epoch 1/2 step 10/80"), std::string::npos);  // no plain lines on a TTY
@@ -42,7 +36,7 @@ TEST(Progress, PlainLinesWhenPipedAndNothingWhenOff) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find('\r'), std::string::npos);
   EXPECT_NE(r.output.find("epoch 1/2 step 10/80 loss "), std::string::npos) << r.output;
-  EXPECT_EQ(count(r.output, "epoch 2/2 step "), 4u) << r.output;  // steps 50, 60, 70, 80
+  EXPECT_EQ(count_of(r.output, "epoch 2/2 step "), 4u) << r.output;  // steps 50, 60, 70, 80
   EXPECT_NE(r.output.find("  final eval accuracy"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  model                  " + dir / "out/model.pt"), std::string::npos) << r.output;
   auto off = run_command(ddptrain_path() + " " + cfg + " --metrics.progress=off --job.out_dir=" + dir / "off");

@@ -42,7 +42,16 @@ std::string python() {
   const char* p = std::getenv("DDP_TEST_PYTHON");
   return p && *p ? p : DDP_DEFAULT_PYTHON;
 }
-bool python_has_modules(const std::string& modules) {
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+std::string mlflow_python() {
+  const char* p = std::getenv("DDP_TEST_MLFLOW_PYTHON");
+  return p && *p ? p : DDP_MLFLOW_PYTHON;
+}
+bool python_has_modules(const std::string& modules, const std::string& interpreter) {
   // Each dotted name is looked up part by part with PathFinder, which reads no package's __init__: importing torch
   // and torchvision would cost 4 s of CPU per test, and the oracle a test runs next imports them anyway.
   static const char* const kFind =
@@ -56,10 +65,10 @@ bool python_has_modules(const std::string& modules) {
       "    return True\n"
       "sys.exit(0 if all(found(n) for n in sys.argv[1].split(\",\")) else 1)\n";
   const bool ok =
-      run_command(shell_quote(python()) + " -c " + shell_quote(kFind) + " " + shell_quote(modules)).exit_code == 0;
+      run_command(shell_quote(interpreter) + " -c " + shell_quote(kFind) + " " + shell_quote(modules)).exit_code == 0;
   const char* required = std::getenv("DDP_REQUIRE_ORACLES");
   if (!ok && required && std::string(required) == "1")
-    ADD_FAILURE() << python() << " does not have " << modules
+    ADD_FAILURE() << interpreter << " does not have " << modules
                   << ": the Python oracles are required (DDP_REQUIRE_ORACLES=1, as scripts/test sets it)";
   return ok;
 }

@@ -14,7 +14,10 @@ std::string python();  // the project venv's (torch 2.11, torchvision, tensorboa
 // python() has `modules` ("torch, torchvision", dotted names too) installed: found on its path, not imported (a
 // broken install then fails the oracle the test runs, not the check). With DDP_REQUIRE_ORACLES=1 (scripts/test) a
 // missing module is also a test failure, so an oracle test cannot pass by skipping.
-bool python_has_modules(const std::string& modules);
+bool python_has_modules(const std::string& modules, const std::string& interpreter = python());
+// The MLflow test venv's python (tests/requirements-mlflow.txt, made by scripts/setup and linked as .venv-mlflow);
+// DDP_TEST_MLFLOW_PYTHON overrides.
+std::string mlflow_python();
 bool python_has_torch();          // python_has_modules("torch")
 std::string fashion_mnist_dir();  // DDP_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
 // Whether fashion_mnist_dir() holds Fashion-MNIST; without it, a test failure where the oracles are required.
@@ -48,6 +51,8 @@ std::string error_of(const std::function<void()>& f);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
+// How many times `what` occurs in `text` (overlapping ones included).
+size_t count_of(const std::string& text, const std::string& what);
 // Lines of a text file.
 std::vector<std::string> read_lines(const std::string& path);
 
