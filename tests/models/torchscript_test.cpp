@@ -159,7 +159,7 @@ TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
         dir, "",
         {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.synthetic_train_size=640", "amp.enabled=true",
          "amp.dtype=float16", "training.ema_decay=0.9", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
-         "training.max_steps=" + std::to_string(steps), "metrics.progress=plain"});
+         "training.max_steps=" + std::to_string(steps), "metrics.progress=plain", "job.threads=1"});
     const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --data.dataset=synthetic");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r;

@@ -43,7 +43,7 @@ std::vector<double> python_flops_per_sample(const std::vector<std::string>& mode
 double ddptrain_flops_per_sample(const TempDir& dir, const std::string& model, const std::string& extra) {
   const std::string cfg = write_mnist_job(dir, dir / "data",
                                           {"job.out_dir=" + dir / "out", "model.name=" + model, "data.batch_size=16",
-                                           "training.max_steps=2", "metrics.log_every_steps=1"});
+                                           "training.max_steps=2", "metrics.log_every_steps=1", "job.threads=1"});
   const CommandResult r = run_command(ddptrain_path() + " " + cfg + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
