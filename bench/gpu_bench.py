@@ -32,7 +32,7 @@
 # line). Each is met, not met, or n/a when a side it needs did not run. The smoke states the ResNet-18 goals for its
 # tiny CPU run (a check of the goal plumbing, not of speed); there ddptrain graph is n/a (no CUDA) and Python compiled
 # runs torch.compile with backend="eager" (TorchDynamo's capture, no compiler: Inductor's C++ compilation of ResNet-18
-# takes minutes on two cores), so the smoke checks the plumbing of all four sides in about a minute.
+# takes minutes on two cores), so the smoke checks the plumbing of all four sides in seconds.
 #
 #   python3 bench/gpu_bench.py --ddptrain build-gpu/ddptrain           # ResNet-50 synthetic 224 + ResNet-18 F-MNIST
 #   python3 bench/gpu_bench.py --sides ddptrain_graph,python_compiled  # a subset of the four sides
@@ -132,11 +132,11 @@ GPU_SUITE = [
 # --smoke: the same plumbing in seconds (CPU: fp16 autocast and GradScaler("cpu") run there too), with the ResNet-18
 # goals stated for it (their verdicts say nothing about a GPU).
 SMOKE_SUITE = [
-    dict(COMMON, name="smoke resnet18 synthetic 3x32x32", title="smoke ResNet-18 synthetic fp16", model="resnet18",
-         data="synthetic", in_channels=3, image_size=32, num_classes=10, batch=8, steps=4, log_every=1,
+    dict(COMMON, name="smoke resnet18 synthetic 3x16x16", title="smoke ResNet-18 synthetic fp16", model="resnet18",
+         data="synthetic", in_channels=3, image_size=16, num_classes=10, batch=4, steps=4, log_every=1,
          warmup_steps=1, synthetic_size=64, goals=RESNET18_GOALS, cudnn_benchmark=False),
-    dict(COMMON, **IMAGE_CONFIG, name="smoke resnet18 image folder 32", title="smoke ResNet-18 image folder fp16",
-         model="resnet18", image_size=32, num_classes=4, batch=8, steps=4, log_every=1, warmup_steps=1,
+    dict(COMMON, **IMAGE_CONFIG, name="smoke resnet18 image folder 16", title="smoke ResNet-18 image folder fp16",
+         model="resnet18", image_size=16, num_classes=4, batch=4, steps=4, log_every=1, warmup_steps=1,
          synthetic_size=64, folder=dict(images=48, classes=4, width=64, height=48, quality=90), goals=[],
          cudnn_benchmark=False),
 ]

@@ -80,7 +80,8 @@ CommandResult gpu_bench_smoke(const TempDir& dir, const std::string& ddptrain, c
 TEST(GpuBench, CpuSmokeRunsEverySideButTheGraphOneAndWritesTheReport) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
-  const auto r = gpu_bench_smoke(dir, ddptrain_path(), "--only synthetic --timeout 120 --compile-timeout 120");
+  const auto r =
+      gpu_bench_smoke(dir, ddptrain_path(), "--only synthetic --threads 1 --timeout 120 --compile-timeout 120");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // The graph side was not attempted on a CPU: no run folder, no ddptrain started for it.
@@ -96,7 +97,7 @@ TEST(GpuBench, CpuSmokeRunsEverySideButTheGraphOneAndWritesTheReport) {
   // n/a for the graph side and its ratios; no GPU memory, peak RSS of each side that ran (with its ratio over Python
   // eager's).
   const std::string md = read_file(dir / "bench.md");
-  const std::string label = R"(\| smoke resnet18 synthetic 3x32x32, fp16, channels_last, batch 8, world 1, cpu[^|]*)";
+  const std::string label = R"(\| smoke resnet18 synthetic 3x16x16, fp16, channels_last, batch 4, world 1, cpu[^|]*)";
   const std::regex rates(label + R"(\| [0-9.]+ \| n/a \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| n/a \| n/a \|)");
   EXPECT_TRUE(std::regex_search(md, rates)) << md;
   const std::regex memory(label + R"(\| n/a \| n/a \| n/a \| n/a \| [0-9.]+ \([0-9.]+x\) \| n/a \| [0-9.]+ \| )"
@@ -125,7 +126,7 @@ TEST(GpuBench, FailingSideIsReportedNotApplicableAndTheRunFails) {
   ASSERT_EQ(run_command("chmod +x " + shell_quote(dir / "ddptrain")).exit_code, 0);
   const auto r = gpu_bench_smoke(dir, dir / "ddptrain", "--sides ddptrain_eager");
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("failed: smoke resnet18 synthetic 3x32x32: ddptrain eager"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed: smoke resnet18 synthetic 3x16x16: ddptrain eager"), std::string::npos) << r.output;
   const std::string md = read_file(dir / "bench.md");
   EXPECT_NE(md.find("ddptrain eager n/a: failed in repetition 1: rank 0 exit 3: capture refused here"),
             std::string::npos)
@@ -153,8 +154,9 @@ TEST(GpuBench, FailingSideIsReportedNotApplicableAndTheRunFails) {
 TEST(GpuBench, ImageFolderSmokeGeneratesTheFolderAndRunsTheCpuSides) {
   if (!python_has_modules("torch, torchvision, PIL, numpy")) GTEST_SKIP() << python() << " lacks torchvision or PIL";
   TempDir dir;
-  const auto r = gpu_bench_smoke(dir, ddptrain_path(),
-                                 "--only 'image folder' --timeout 120 --image-root " + shell_quote(dir / "images"));
+  const auto r =
+      gpu_bench_smoke(dir, ddptrain_path(),
+                      "--only 'image folder' --threads 1 --timeout 120 --image-root " + shell_quote(dir / "images"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir / "images/48x64x48q90/train/class_03/img_00003.jpg"));
   const std::string toml = read_file(dir / "work/config0/ddptrain_eager.toml");

@@ -219,14 +219,16 @@ TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparamete
   auto write = job.oracle("write --optimizer sgd --momentum 0.9 --steps 7 --then 0 --ckpt " + ckpt + " --out " +
                           job.dir / "py_model.pt");
   ASSERT_EQ(write.exit_code, 0) << write.output;
+  // Each edit of a fresh load of the checkpoint saved to its file, all in one Python process.
+  std::string edits = "import torch\n";
   auto edit = [&](const std::string& python_statement, const std::string& out) {
-    auto e = run_command(python() + " -c \"import torch; d = torch.load('" + ckpt + "'); " + python_statement +
-                         "; torch.save(d, '" + out + "')\"");
-    EXPECT_EQ(e.exit_code, 0) << e.output;
+    edits += "d = torch.load('" + ckpt + "'); " + python_statement + "; torch.save(d, '" + out + "')\n";
   };
   edit("del d['global_step']", job.dir / "no_step.pt");
   edit("d['global_step'] = '7'", job.dir / "str_step.pt");
   edit("d['optimizer'] = d['optimizer']['state']", job.dir / "flat.pt");
+  const CommandResult edited = run_command(python() + " -c " + shell_quote(edits));
+  ASSERT_EQ(edited.exit_code, 0) << edited.output;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"no_step.pt", "checkpoint has no \"global_step\" entry (a checkpoint needs model, optimizer and global_step)"},
       {"str_step.pt", "checkpoint entry \"global_step\" is a str, expected an int"},

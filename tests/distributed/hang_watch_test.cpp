@@ -136,7 +136,8 @@ struct HangJob {
            " && break; sleep 0.05; done\necho \"verdict_ms $(( ($(date +%s%N) - t0) / 1000000 ))\"\n" + then +
            "\nwait\n";
   }
-  // Shell lines: wait for step `step` in metrics.jsonl, SIGSTOP rank `victim` (found by its environment), start t0.
+  // Shell lines: wait for step `step` in metrics.jsonl, SIGSTOP rank `victim` (found by its environment, its pid in
+  // $v), start t0.
   std::string stop_rank_at(int victim, int step) const {
     return "for i in $(seq 1200); do grep -q '\"step\":" + std::to_string(step) + ",' " + dir / "out/metrics.jsonl" +
            " 2>/dev/null && break; sleep 0.05; done\n"
@@ -144,9 +145,15 @@ struct HangJob {
            "e=$(tr '\\0' '\\n' < $d/environ 2>/dev/null); echo \"$e\" | grep -qx " +
            shell_quote(tag) + " && echo \"$e\" | grep -qx RANK=" + std::to_string(victim) +
            " && v=${d#/proc/}; done\n"
-           "kill -STOP $v; t0=$(date +%s%N); echo \"stopped $v\"\n"
-           "(sleep " +
-           std::to_string(kHangTimeoutS + 10) + "; kill -KILL $v) &\n";
+           "kill -STOP $v; t0=$(date +%s%N); echo \"stopped $v\"\n";
+  }
+  // Shell lines: once every rank but the stopped `victim` has ended, end it (as torchrun's agent ends a job's
+  // remaining workers when one fails).
+  std::string kill_stopped_rank_after_the_others(int world, int victim) const {
+    std::string script;
+    for (int r = 0; r < world; ++r)
+      if (r != victim) script += "wait $p" + std::to_string(r) + "\n";
+    return script + "kill -KILL $v";
   }
 };
 
@@ -173,7 +180,8 @@ void expect_stopped_rank_named(int world, int victim) {
       write_tiny_job(job.dir, 1024, 32, 8,
                      {"job.out_dir=" + job.dir / "out", "data.batch_size=16", "training.epochs=1000",
                       "training.eval_every_epochs=0", "metrics.log_every_steps=1", "metrics.progress=plain"});
-  const auto r = run_command(job.start_ranks(world, cfg) + job.stop_rank_at(victim, 3) + job.time_verdict_then_wait());
+  const auto r = run_command(job.start_ranks(world, cfg) + job.stop_rank_at(victim, 3) +
+                             job.time_verdict_then_wait(job.kill_stopped_rank_after_the_others(world, victim)));
   const std::string log = read_file(job.dir / "rank0.log");
   const std::string line = verdict_line(log);
   ASSERT_FALSE(line.empty()) << r.output << log;

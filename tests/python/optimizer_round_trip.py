@@ -1,10 +1,11 @@
 # Optimizer-state oracle: a torch.optim optimizer of the class a file names loads the file's state_dict() and gives it
 # back unchanged.
 #
-#   optimizer_round_trip.py IN OUT   IN = {"optimizer": state_dict, "torch_class": "torch.optim.X",
+#   optimizer_round_trip.py IN OUT [IN OUT ...]   IN = {"optimizer": state_dict, "torch_class": "torch.optim.X",
 #       "shapes": [[...], ...]}: X over zero parameters of those shapes (built from param_groups[0]'s hyperparameters,
 #       those X's constructor takes), load_state_dict(IN["optimizer"]), then state_dict() saved to OUT; prints
-#       "layout_equal B" and "values_equal B" (keys, order, types, dtypes, shapes; values exactly).
+#       "IN layout_equal B" and "IN values_equal B" (keys, order, types, dtypes, shapes; values exactly). Each pair
+#       in turn, in one process.
 import inspect
 import sys
 
@@ -31,8 +32,7 @@ def equal(a, b):
     return a == b
 
 
-def main():
-    src, dst = sys.argv[1], sys.argv[2]
+def round_trip(src, dst):
     saved = torch.load(src)
     cls = getattr(torch.optim, saved["torch_class"].rsplit(".", 1)[1])
     params = [torch.zeros(shape, requires_grad=True) for shape in saved["shapes"]]
@@ -41,9 +41,14 @@ def main():
     opt = cls(params, **{k: v for k, v in group.items() if k != "params" and k in takes})
     opt.load_state_dict(saved["optimizer"])
     out = opt.state_dict()
-    print("layout_equal", layout(out) == layout(saved["optimizer"]))
-    print("values_equal", equal(out, saved["optimizer"]))
+    print(src, "layout_equal", layout(out) == layout(saved["optimizer"]))
+    print(src, "values_equal", equal(out, saved["optimizer"]))
     torch.save(out, dst)
+
+
+def main():
+    for src, dst in zip(sys.argv[1::2], sys.argv[2::2]):
+        round_trip(src, dst)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ namespace ddp::test {
 namespace {
 
 std::string progress_config(const TempDir& dir) {
-  return write_tiny_job(
-      dir, 640, 32, 20,
-      {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2", "metrics.log_every_steps=10"});
+  return write_tiny_job(dir, 640, 32, 20,
+                        {"job.out_dir=" + dir / "out", "data.batch_size=16", "training.epochs=2",
+                         "metrics.log_every_steps=10", "job.threads=1"});
 }
 
 TEST(Progress, BarOnARealTerminalRedrawsInPlace) {

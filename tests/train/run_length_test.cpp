@@ -42,9 +42,13 @@ TEST(RunLength, MaxStepsAloneOrWithEpochs) {
   };
   for (const RunLengthCase& c : cases) {
     TempDir dir;
-    std::vector<std::string> keys = {"data.batch_size=8",          "data.workers=0",
-                                     "job.out_dir=" + dir / "out", "metrics.progress=plain",
-                                     "metrics.log_every_steps=1",  "checkpoint.every_steps=0"};
+    std::vector<std::string> keys = {"data.batch_size=8",
+                                     "data.workers=0",
+                                     "job.out_dir=" + dir / "out",
+                                     "metrics.progress=plain",
+                                     "metrics.log_every_steps=1",
+                                     "checkpoint.every_steps=0",
+                                     "job.threads=1"};
     keys.insert(keys.end(), c.keys.begin(), c.keys.end());
     const std::string cfg = write_tiny_job(dir, 64, 16, 3, keys);
     const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + shell_quote(cfg));

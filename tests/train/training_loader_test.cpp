@@ -13,7 +13,7 @@ TEST(TrainingLoader, AutoWorkersTrainTheWeightsOfTheTrainingThreadAcrossEpochsAn
   TempDir dir;
   write_tiny_job(dir, 200, 32, 15,
                  {"job.seed=4", "data.batch_size=16", "training.epochs=3", "model.dropout=0.5", "optimizer.lr=0.05",
-                  "optimizer.momentum=0.9"});
+                  "optimizer.momentum=0.9", "job.threads=1"});
   const std::string run = ddptrain_path() + " " + dir / "cfg.toml";
   const auto serial = run_command(run + " --data.workers=0 --job.out_dir=" + dir / "serial");
   ASSERT_EQ(serial.exit_code, 0) << serial.output;
