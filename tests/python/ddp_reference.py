@@ -1,9 +1,6 @@
 # Python DDP reference (oracle for tests): PyTorch's own DDP + DistributedSampler training the classic Net.
 #
-# Launched like a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the caller. --out, --compress
-# and --static-graph may each list several runs, comma-separated: each run in turn from the same init, in one process
-# group.
-import argparse
+# Launched like a torchrun worker: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the caller.
 import os
 import sys
 
@@ -17,21 +14,16 @@ from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read
 
 def main():
     args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("compress", str, ""), ("static_graph", str, "0")])
-    runs = list(zip(args.out.split(","), args.compress.split(","), args.static_graph.split(",")))
-    if not len(runs) == len(args.out.split(",")) == len(args.compress.split(",")) == len(args.static_graph.split(",")):
-        raise SystemExit("--out, --compress and --static-graph list different numbers of runs")
+                            ("compress", str, ""), ("static_graph", int, 0)])
 
     torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo")
+    model = Net(0.0)
+    model.load_state_dict(torch.load(args.init))
     images = read_idx(find(args.data, "train-images-idx3-ubyte"))
     labels = read_idx(find(args.data, "train-labels-idx1-ubyte")).long()
     x = images.unsqueeze(1).to(torch.float32).div(255).sub(args.mean).div(args.std)
-    for out, compress, static_graph in runs:
-        dist.init_process_group("gloo")  # ddp_train_and_save leaves it
-        model = Net(0.0)
-        model.load_state_dict(torch.load(args.init))
-        run = argparse.Namespace(**{**vars(args), "out": out, "compress": compress, "static_graph": int(static_graph)})
-        ddp_train_and_save(model, x, labels, run, F.nll_loss)
+    ddp_train_and_save(model, x, labels, args, F.nll_loss)
 
 
 if __name__ == "__main__":
