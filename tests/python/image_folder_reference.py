@@ -22,7 +22,7 @@ def make_folder(args):
     pixels are noise."""
     from PIL import Image
     rng = np.random.default_rng(args.seed)
-    palette = rng.integers(0, 256, size=(args.classes, 3))
+    palette = learnable_palette(args.classes) if args.learnable else None
     for split, count in (("train", args.train), ("val", args.val)):
         for k in range(args.classes):
             folder = os.path.join(args.root, split, "class_%02d" % k)
@@ -38,6 +38,19 @@ def make_folder(args):
                 else:
                     img = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
                 Image.fromarray(img, "RGB").save(os.path.join(folder, "img_%04d.png" % i))
+
+
+def learnable_palette(classes):
+    """One colour per class, far apart in hue and in brightness: the hues spread around the colour wheel, and the
+    classes that share a bar direction (every second class) alternate between dark and bright, so that neither a
+    colour augmentation that takes the saturation away nor one that shifts the hue leaves two classes alike."""
+    import colorsys
+    colours = []
+    for k in range(classes):
+        saturation, value = (0.9, 0.3) if (k // 2) % 2 == 0 else (0.5, 1.0)
+        r, g, b = colorsys.hsv_to_rgb(k / classes, saturation, value)
+        colours.append([round(255 * r), round(255 * g), round(255 * b)])
+    return np.array(colours)
 
 
 def list_folder(args):

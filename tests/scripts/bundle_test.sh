@@ -16,11 +16,12 @@ mkdir "$work/src" "$work/node"
 tar -xzf "$work/ddptrain-bundle.tar.gz" -C "$work/node"
 bundle=$work/node/ddptrain-bundle
 
-# docs/setup.md's commands ("Installing on nodes without network"), without the test suite, one job (ctest runs others).
+# docs/setup.md's commands ("Installing on nodes without network"), without the test suite, on every core (CTest runs
+# this test alone).
 unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDP_BUNDLE="$bundle" \
   -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" | grep ddptrain:
 grep -q "data.download (libcurl) OFF" "$work/configure.log" || fail "data.download is built from a bundle"
-unshare -n cmake --build "$work/build" -j 1 --target ddptrain ddprun | tail -n 1
+unshare -n cmake --build "$work/build" -j "$(nproc)" --target ddptrain ddprun | tail -n 1
 
 # Compiled against the bundle's headers, linked to its libraries, LibTorch from the given Python's torch.
 grep -q -- "-isystem $bundle/include" "$work/build/compile_commands.json" || fail "the bundle's include/ is not used"

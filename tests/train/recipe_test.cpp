@@ -1,7 +1,7 @@
 // The v2 recipe's training-side keys together on two ranks, against Python DDP doing what torchvision's reference
 // train.py does with them: torchvision's RASampler (--ra-sampler --ra-reps), set_weight_decay's param groups
 // (--norm-weight-decay, --bias-weight-decay) and CrossEntropyLoss(label_smoothing=...) (augmentation off, the same
-// init); and a learnable image folder still learned with the recipe's augmentations on.
+// init); and a learnable image folder still solved with the recipe's augmentations on.
 #include "tests/report/metrics_fields.h"
 #include "tests/support/test_support.h"
 
@@ -41,8 +41,14 @@ TEST(Recipe, RaRepsParamGroupsAndLabelSmoothingMatchPythonDdp) {
 }
 
 // The recipe's augmentations switched on (configs/imagenet_resnet50_v2.toml's keys, scaled to a small folder): a
-// learnable generated folder still reaches 90% validation accuracy.
-TEST(Recipe, LearnableFolderReaches90PercentWithTheV2Augmentations) {
+// learnable generated folder is still learned, every validation image right. The folder's four classes differ in hue,
+// in brightness and in a bar's direction (image_folder_reference.py's learnable_palette), which no augmentation of
+// the recipe takes away from every sample, and the learning rate is the recipe's scaled to the batch (0.5 for 1024
+// images, so 0.01 for 2 x 8): then the raw and the EMA model classify all 64 validation images right from the sixth
+// of these 10 epochs on at the latest (measured on AVX2 and on the plain path, ATEN_CPU_CAPABILITY=default). An
+// accuracy short of 1 is a broken pipeline (labels mixed apart from their images, a transform that wipes the sample),
+// not rounding: no kernel's last bits move a model that far from a solved task.
+TEST(Recipe, LearnableFolderIsSolvedWithTheV2Augmentations) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
   const CommandResult made =
@@ -62,7 +68,7 @@ TEST(Recipe, LearnableFolderReaches90PercentWithTheV2Augmentations) {
                                            "data.mixup_alpha=0.2",
                                            "data.cutmix_alpha=1.0",
                                            "data.ra_reps=4",
-                                           "optimizer.lr=0.05",
+                                           "optimizer.lr=0.01",
                                            "optimizer.momentum=0.9",
                                            "optimizer.weight_decay=2e-5",
                                            "optimizer.norm_weight_decay=0",
@@ -72,14 +78,14 @@ TEST(Recipe, LearnableFolderReaches90PercentWithTheV2Augmentations) {
                                            "training.label_smoothing=0.1",
                                            "training.ema_decay=0.9",
                                            "training.ema_every_steps=4",
-                                           "training.epochs=12",
+                                           "training.epochs=10",
                                            "training.eval_every_epochs=0",
                                            "job.out_dir=" + dir / "out",
                                            "metrics.progress=off"});
   const auto ranks = run_ranks(2, cfg + " --data.dataset=image_folder");
   for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double accuracy = last_eval_value(dir / "out/metrics.jsonl", "accuracy");
-  EXPECT_GE(accuracy, 0.90) << ranks[0].output;
+  EXPECT_EQ(last_eval_value(dir / "out/metrics.jsonl", "accuracy"), 1.0) << ranks[0].output;
+  EXPECT_EQ(last_eval_value(dir / "out/metrics.jsonl", "accuracy_ema"), 1.0) << ranks[0].output;
 }
 
 }  // namespace
