@@ -135,8 +135,9 @@ TEST(DdpTest, SyncBatchNormTwoRanksOf16EqualOneRankOf32) {
   EXPECT_LE(scaled.abs, unsynced_diff);
   EXPECT_GT(scaled.relative, 0.0) << scaled.name;
   EXPECT_LE(synced.relative, scaled.relative / 100) << synced.name << ": " << synced.abs << " of " << synced.scale;
-  std::cout << "[ measured ] max |2 x 16 - 1 x 32|: SyncBatchNorm " << diff << " (against its scale: " << synced.relative
-            << " in " << synced.name << "), BatchNorm per rank " << unsynced_diff
+  std::cout << "[ measured ] max |2 x 16 - 1 x 32|: SyncBatchNorm " << diff
+            << " (against its scale: " << synced.relative << " in " << synced.name << "), BatchNorm per rank "
+            << unsynced_diff
             << " (against its scale: " << scaled.relative << " in " << scaled.name << ")\n";
 }
 

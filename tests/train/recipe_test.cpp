@@ -46,9 +46,8 @@ TEST(Recipe, RaRepsParamGroupsAndLabelSmoothingMatchPythonDdp) {
 // the recipe takes away from every sample, and the learning rate is the recipe's scaled to the batch (0.5 for 1024
 // images, so 0.01 for 2 x 8): then the raw and the EMA model classify all 64 validation images right from the sixth
 // epoch on at the latest (8-epoch runs measured on AVX2 and on the plain path, ATEN_CPU_CAPABILITY=default); this
-// run takes 10. An
-// accuracy short of 1 is a broken pipeline (labels mixed apart from their images, a transform that wipes the sample),
-// not rounding: no kernel's last bits move a model that far from a solved task.
+// run takes 10. An accuracy short of 1 is a broken pipeline (labels mixed apart from their images, a transform that
+// wipes the sample), not rounding: no kernel's last bits move a model that far from a solved task.
 TEST(Recipe, LearnableFolderIsSolvedWithTheV2Augmentations) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
