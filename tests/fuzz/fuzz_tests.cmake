@@ -15,7 +15,7 @@ add_test(NAME fuzz_build COMMAND ${CMAKE_COMMAND}
   "-DSOURCE=${CMAKE_SOURCE_DIR}/tests/fuzz" "-DBUILD=${DDP_FUZZ_DIR}" "-DCLANGXX=${DDP_CLANGXX}"
   "-DTORCH_INCLUDE_DIRS=${TORCH_INCLUDE_DIRS}" "-DTORCH_LIBRARY_DIR=${DDP_TORCH_LIBRARY_DIR}"
   "-DTORCH_CXX_FLAGS=${TORCH_CXX_FLAGS}" -P "${CMAKE_SOURCE_DIR}/tests/fuzz/build_fuzzers.cmake")
-# A clang build with ASan of what the targets need (~5 minutes on 2 cores): scripts/test makes it before the suite.
+# A clang build with ASan of what the targets need (about 4 minutes on 2 cores): scripts/test makes it before the suite.
 set_tests_properties(fuzz_build PROPERTIES FIXTURES_SETUP ddp_fuzzers TIMEOUT 1200)
 foreach(target torch_save safetensors idx config image_decode jpeg_header)
   file(MAKE_DIRECTORY "${DDP_FUZZ_DIR}/work/${target}")  # the inputs libFuzzer adds to the corpus
