@@ -3,6 +3,7 @@
 
 #include "checkpoint/state_dict.h"
 #include "data/idx.h"
+#include "tests/support/python_fork/namespaces.h"
 
 #include <gtest/gtest.h>
 
@@ -31,6 +32,13 @@ namespace {
 // in-process tests) can corrupt that map with their first collectives. This process turns it off before any
 // collective (an environment already setting it wins); the ddptrain processes it starts inherit that, and nothing
 // they print or write depends on it.
+// The oracles' python (ddptest_python) serves runs from a fork server only in the namespaces of this process; a
+// command the tests run under `ip netns exec` or `unshare` starts a fresh interpreter.
+const bool kPythonForkNamespaces = [] {
+  const std::string ns = namespaces();
+  return !ns.empty() && setenv("DDP_PYTHON_FORK_NAMESPACES", ns.c_str(), /*overwrite=*/0) == 0;
+}();
+
 const bool kFlightRecorderOff = [] { return setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0) == 0; }();
 
 }  // namespace

@@ -10,7 +10,10 @@ namespace ddp::test {
 std::string source_dir();  // repository root
 std::string binary_dir();  // CMake build dir (holds ddptrain, ddprun)
 std::string ddptrain_path();
-std::string python();  // the project venv's (torch 2.11, torchvision, tensorboard); DDP_TEST_PYTHON overrides
+// The project venv's python (torch 2.11, torchvision, tensorboard) behind ddptest_python, which runs each script or
+// -c code in a child forked from a server that imported torch and torchvision once (tests/support/python_fork);
+// DDP_TEST_PYTHON overrides, DDP_PYTHON_FORK=0 runs the interpreter itself.
+std::string python();
 // python() has `modules` ("torch, torchvision", dotted names too) installed: found on its path, not imported (a
 // broken install then fails the oracle the test runs, not the check). With DDP_REQUIRE_ORACLES=1 (scripts/test) a
 // missing module is also a test failure, so an oracle test cannot pass by skipping.
