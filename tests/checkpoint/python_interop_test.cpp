@@ -20,7 +20,11 @@ namespace {
 
 // Max |weight difference| after 10 steps continued in the other framework (docs/checkpoints.md), as
 // OptimizerVsPyTorch's bound. Measured 2026-11-23: ddptrain -> Python 1.8e-7 (SGD nesterov), 3.0e-8 (AdamW);
-// Python -> ddptrain 1.2e-7 / 3.0e-8, ddptrain resumed vs uninterrupted 1.2e-7 / 4.2e-7.
+// Python -> ddptrain 1.2e-7 / 3.0e-8, ddptrain resumed vs uninterrupted 1.2e-7 / 4.2e-7. Why 2e-6: the checkpoint
+// carries the weights and optimizer state bit for bit, and each continued step is the same update composed
+// differently, about an ulp of a weight (at most 1.2e-7 for |w| < 1) per step: 10 steps stay within 1.2e-6 even if
+// every step rounded the same weight the same way by one ulp. A state entry lost or misread (momentum, Adam's moments,
+// the step count) moves the weights by lr x |update|, 1e-4 and more.
 constexpr double kInteropBound = 2e-6;
 constexpr int kFirstSteps = 7, kMoreSteps = 10;  // 12 steps per epoch: the continuation crosses an epoch boundary
 

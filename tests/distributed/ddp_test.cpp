@@ -77,6 +77,12 @@ TEST(DdpTest, ReplicaCheckDetectsDivergence) {
   }
 }
 
+// Why 1e-5 after 16 steps of the Net (lr 0.05, momentum 0.9): DDP's average of the two ranks' gradients (each the
+// mean over 16 samples, all-reduced and halved) and one rank's mean over 32 are the same sums grouped differently, so
+// each step's gradients differ by float32 rounding alone, a few units of u = 2^-24 = 6e-8 of each entry (below 1
+// here); the steps after carry such a difference on and can grow it (momentum, the loss's curvature). Measured on the
+// CPU: 1.8e-7 on AVX2 and on the plain path, 56x under the bound. A gradient left unaveraged (2x) or one rank's batch
+// dropped moves the weights by lr x |g| ~ 1e-2 in the first step, and another start (below) ends far away.
 TEST_P(DdpOnDevice, TwoRanksTimesBatchEqualsOneRankTimesDoubleBatch) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 512, 32, 4);
@@ -87,7 +93,9 @@ TEST_P(DdpOnDevice, TwoRanksTimesBatchEqualsOneRankTimesDoubleBatch) {
                          " --data.batch_size=32 --job.out_dir=" + dir / "one" + reproducible_device_flags(1));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const double diff = max_state_diff(dir / "two/model.pt", dir / "one/model.pt");
-  if (on_cuda()) report_figure("2 ranks x 16 vs 1 rank x 32 on cuda, max abs diff after 16 steps", diff);
+  report_figure(std::string("2 ranks x 16 vs 1 rank x 32 on ") + (on_cuda() ? "cuda" : "cpu") +
+                    ", max abs diff after 16 steps",
+                diff);
   EXPECT_LE(diff, 1e-5);
   // And the runs really trained: the same run started from other initial weights (job.seed = 4) ends far from this one.
   auto other = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " --data.batch_size=32 --job.seed=4" +
@@ -201,6 +209,12 @@ void python_ddp(const TempDir& dir, int steps, const std::string& out, const std
   ASSERT_TRUE(std::filesystem::exists(out)) << ref.output;
 }
 
+// Why 1e-4 in the two tests below: both sides run the same kernels on the same batches and all-reduce through c10d's
+// Reducer; they differ by how each composes the same float32 arithmetic in the loss and the optimizer's update, a few
+// units of u = 2^-24 per step, which the following steps carry on and grow (momentum 0.9 passes a difference on up to
+// 10 times, and each gradient responds to the weights' difference). Measured: 1.5-3e-8 after 10 steps (weight decay
+// groups), 2.2e-6 (plain path) and 2.8e-6 (AVX2) after 20 steps across an epoch; 1e-4 is 36x the larger. A step
+// missing, another sample order or an unaveraged gradient moves weights by 1e-3 to 1e-1.
 TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
@@ -212,6 +226,7 @@ TEST(DdpTest, MatchesPythonDdpAfter20MomentumSteps) {
       run_ranks(2, cfg + " --model.init_from=" + dir / "init.pt" + " --training.max_steps=20 --training.epochs=5");
   expect_all_ok(ours);
   const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  report_figure("2 ranks vs Python DDP, max abs diff after 20 momentum steps", diff);
   EXPECT_LE(diff, 1e-4);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // training moved the weights
 }

@@ -43,6 +43,12 @@ class TorchvisionTransformers : public ::testing::TestWithParam<std::string> {
 // torchvision's state dict loads strictly through model.init_from's path, tensor for tensor; with every weight moved
 // off its init (a zero head would hide the rest), the eval forward equals torchvision's within 1e-5. The file is
 // torchvision's model.state_dict() after the move: the keys, order, shapes and dtypes of the fresh model's.
+// Why 1e-5: ConvNeXt runs torchvision's ops in torchvision's order (0 measured on AVX2 and the plain path). ViT's
+// attention in PyTorch's eval forward is nn.MultiheadAttention (its fused inference path), ddptrain's a composition
+// of the same operations, each summing the 768-term products in its own order: a few float32 units (u = 2^-24) of
+// each of the 12 layers' outputs, which LayerNorm keeps from compounding; 7.2e-7 measured on AVX2 and 1.1e-6 on the
+// plain path, 9x under the bound. A wrong weight, a transposed projection or a missing scale moves the logits by 1e-2
+// and more.
 TEST_P(TorchvisionTransformers, TorchvisionWeightsLoadStrictlyAndTheEvalForwardAgrees) {
   TempDir dir;
   const CommandResult saved = run_command(

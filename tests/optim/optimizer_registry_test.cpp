@@ -34,8 +34,11 @@ TEST(OptimizerRows, EveryNameHasExactlyOneRowAndTheConfigReadsThem) {
   EXPECT_EQ(optimizer_rows().size(), optimizer_kinds().size());
   EXPECT_TRUE(names.count("rmsprop"));
   // Shared keys' docs name every optimizer that takes them.
-  for (const HyperparameterKey& h : hyperparameter_keys())
-    if (std::string(h.key.name) == "momentum") EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop: momentum factor");
+  for (const HyperparameterKey& h : hyperparameter_keys()) {
+    if (std::string(h.key.name) == "momentum") {
+      EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop: momentum factor");
+    }
+  }
 }
 
 TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerAndFusedWithoutAFusedKernelAreConfigErrors) {

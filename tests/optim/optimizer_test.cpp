@@ -41,10 +41,13 @@ void check_against_pytorch(const OptimCase& c, const std::string& device, double
   auto ours = run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + dir / "cfg.toml" + " --dist.device=" + device +
                           " --model.memory_format=contiguous --profile.start_step=20 --profile.steps=1 " + c.ours);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  if (!c.kernel.empty())
+  if (!c.kernel.empty()) {
     EXPECT_NE(read_file(dir / "out/profile/rank0.json").find("\"" + c.kernel + "\""), std::string::npos)
         << "no " << c.kernel << " in step 20's trace";
-  EXPECT_LE(max_state_diff(dir / "out/model.pt", dir / "python.pt"), tolerance);
+  }
+  const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  report_figure(c.name + " on " + device + ", max abs diff from torch.optim after 25 steps", diff);
+  EXPECT_LE(diff, tolerance);
   EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);
   // Each step's pre-clip gradient norm equals PyTorch's clip_grad_norm_ return value.
   std::regex py_re("grad_norm ([0-9.eE+-]+)"), our_re("\"grad_norm\":([0-9.eE+-]+)");
@@ -62,6 +65,13 @@ void check_against_pytorch(const OptimCase& c, const std::string& device, double
 
 class OptimizerVsPyTorch : public ::testing::TestWithParam<OptimCase> {};
 
+// Why 2e-6 on the CPU: both sides compute the same gradients with the same kernels and apply the same update rule,
+// composed differently (ddptrain's per-parameter or foreach ATen calls against torch.optim's); such a difference
+// leaves a weight an ulp or two from PyTorch's after a step (an ulp of |w| < 1 is at most 1.2e-7), and a weight that
+// differs feeds back into the next steps' gradients only at the scale of lr x curvature. Measured, the largest of the
+// cases: 3.6e-7 on AVX2 and 1.3e-7 on the plain path (adamw_amsgrad_warmup_cosine; SGD's cases 0), 5.5x under the
+// bound. A wrong update rule, hyperparameter or schedule moves the weights by
+// 1e-4 and more in the first steps.
 TEST_P(OptimizerVsPyTorch, WeightsMatchAfter25Steps) {
   if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
   check_against_pytorch(GetParam(), "cpu", 2e-6, 1e-5);

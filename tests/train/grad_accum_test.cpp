@@ -9,6 +9,7 @@
 #include "distributed/rendezvous.h"
 #include "distributed/process_group.h"
 #include "tests/support/counting_backend.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,14 @@ CommandResult train_one(const std::string& cfg, const std::string& args) {
   return run_command("OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg + " " + args);
 }
 
+// Why 1e-5 after 8 steps (lr 0.05, momentum 0.9, one intra-op thread on both sides): accumulation regroups each
+// gradient entry's float32 sum over the 64 samples (4 partial means of 16, each scaled by 1/4, against one mean of
+// 64) and changes nothing else, so each step's gradients differ by rounding alone: a few units of u = 2^-24 = 6e-8 of
+// an entry (the Net's entries stay below 1 here). The steps after carry such a difference on and can grow it
+// (momentum 0.9 passes it on up to 10 times; the next gradients respond to the changed weights), which the measured
+// ends include: 4.5e-8 after 8 steps on AVX2 and on the plain path, 200x under the bound. A micro-batch dropped, or
+// summed instead of averaged, changes an update by 25-300%, about 1e-2 in the weights; 8 steps of batch 16 instead
+// of 64 (the check below) end more than 1e-3 away.
 TEST(GradAccum, FourMicroBatchesEqualOneBatchOfFourTimesTheSize) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 512, 16, 8);
@@ -36,7 +45,9 @@ TEST(GradAccum, FourMicroBatchesEqualOneBatchOfFourTimesTheSize) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto b = train_one(cfg, "--data.batch_size=64 --job.out_dir=" + dir / "b64");
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_LE(max_state_diff(dir / "k4/model.pt", dir / "b64/model.pt"), 1e-5);
+  const double diff = max_state_diff(dir / "k4/model.pt", dir / "b64/model.pt");
+  report_figure("4 x 16 accumulated vs 64, max abs diff after 8 steps", diff);
+  EXPECT_LE(diff, 1e-5);
   // Without accumulation the same micro-batch size gives a different trajectory (the test can fail).
   auto c = train_one(cfg, "--data.batch_size=16 --job.out_dir=" + dir / "b16");
   ASSERT_EQ(c.exit_code, 0) << c.output;
@@ -45,7 +56,9 @@ TEST(GradAccum, FourMicroBatchesEqualOneBatchOfFourTimesTheSize) {
 
 TEST(GradAccum, PartialLastGroupAveragesWhatItHas) {
   // 560 = 8 x 64 + 48: the last step has 3 micro-batches of 16, averaged over those 3, which equals the
-  // 1-rank loader's final partial batch of 48.
+  // 1-rank loader's final partial batch of 48. The bound is the one above, for 9 steps instead of 8 (measured: 3e-8
+  // on AVX2, 4.5e-8 on the plain path); averaging the last group over 4 instead of 3 would scale that step's update by
+  // 3/4, about 1e-2 in the weights.
   TempDir dir;
   write_tiny_mnist(dir / "data", 560, 16, 9);
   std::string cfg = accum_config(dir);
@@ -53,7 +66,9 @@ TEST(GradAccum, PartialLastGroupAveragesWhatItHas) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto b = train_one(cfg, "--data.batch_size=64 --job.out_dir=" + dir / "b64");
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_LE(max_state_diff(dir / "k4/model.pt", dir / "b64/model.pt"), 1e-5);
+  const double diff = max_state_diff(dir / "k4/model.pt", dir / "b64/model.pt");
+  report_figure("4 x 16 accumulated vs 64 with a partial last group, max abs diff after 9 steps", diff);
+  EXPECT_LE(diff, 1e-5);
   EXPECT_NE(read_file(dir / "k4/metrics.jsonl").find("\"step\":9,"), std::string::npos);
 }
 
@@ -61,6 +76,12 @@ TEST(GradAccum, PartialLastGroupAveragesWhatItHas) {
 // equal one rank with batch 64 to rounding. Over the whole run (8 steps, lr 0.05, momentum 0.9) the two- and one-rank
 // trajectories drift apart by summation order alone: 7.4e-5 on LibTorch 2.11's kernels (1.13 stayed under 1e-5),
 // while a gradient left unaveraged or dropped moves weights by orders of magnitude more.
+// The bounds: after one step the weights differ by lr x the gradients' rounding difference, 0.05 x a few u (u =
+// 2^-24 = 6e-8) of entries below 1, under 1e-7 (measured: 1.5e-8 on AVX2, 7.5e-9 on the plain path), where an
+// unaveraged all-reduce (2x) moves them by lr x |g|, about 1e-2. Two ranks with and without accumulation differ as the
+// single-rank runs above do, over 8 steps (measured: 3e-8 on both paths, 33x under 1e-6). Two ranks against one rank
+// over 8 steps: 7.4e-5 on AVX2 (3e-8 on the plain path) is the summation order's difference grown through 8 steps of
+// changed weights; 2e-4 is 2.7x that, 50x below what a defect in the averaging does.
 TEST(GradAccum, TwoRanksTimesTwoMicroBatchesEqualOneRankBatch64) {
   TempDir dir;
   write_tiny_mnist(dir / "data", 512, 16, 10);
@@ -71,14 +92,20 @@ TEST(GradAccum, TwoRanksTimesTwoMicroBatchesEqualOneRankBatch64) {
   for (auto& r : two32) ASSERT_EQ(r.exit_code, 0) << r.output;
   auto one = train_one(cfg, "--data.batch_size=64 --job.out_dir=" + dir / "one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  EXPECT_LE(max_state_diff(dir / "two/model.pt", dir / "two32/model.pt"), 1e-6);
-  EXPECT_LE(max_state_diff(dir / "two/model.pt", dir / "one/model.pt"), 2e-4);
+  const double accumulated = max_state_diff(dir / "two/model.pt", dir / "two32/model.pt");
+  const double vs_one_rank = max_state_diff(dir / "two/model.pt", dir / "one/model.pt");
+  report_figure("2 ranks x 2 x 16 vs 2 ranks x 32, max abs diff after 8 steps", accumulated);
+  report_figure("2 ranks x 2 x 16 vs 1 rank x 64, max abs diff after 8 steps", vs_one_rank);
+  EXPECT_LE(accumulated, 1e-6);
+  EXPECT_LE(vs_one_rank, 2e-4);
   auto two_step = run_ranks(2, cfg + " --data.batch_size=16 --training.grad_accum_steps=2 --training.max_steps=1" +
                                    " --job.out_dir=" + dir / "two_step");
   for (auto& r : two_step) ASSERT_EQ(r.exit_code, 0) << r.output;
   auto one_step = train_one(cfg, "--data.batch_size=64 --training.max_steps=1 --job.out_dir=" + dir / "one_step");
   ASSERT_EQ(one_step.exit_code, 0) << one_step.output;
-  EXPECT_LE(max_state_diff(dir / "two_step/model.pt", dir / "one_step/model.pt"), 1e-6);
+  const double one_step_diff = max_state_diff(dir / "two_step/model.pt", dir / "one_step/model.pt");
+  report_figure("2 ranks x 2 x 16 vs 1 rank x 64, max abs diff after 1 step", one_step_diff);
+  EXPECT_LE(one_step_diff, 1e-6);
 }
 
 // Two in-process ranks (threads) on a counting process group: micro-steps under no_sync issue no

@@ -82,7 +82,9 @@ TEST(DownloadFiles, FixtureFilesLandAndMissingTrainImagesIsExplained) {
   for (const ExpectedFile& f : torchvision_mnist_files()) {
     std::string fixture = mnist_fixture_dir() + "/" + f.name;
     files.push_back({f.name, fs::exists(fixture) ? hashlib_md5(fixture) : f.md5});
-    if (f.name != kTrainImages) ASSERT_TRUE(fs::exists(fixture)) << fixture;
+    if (f.name != kTrainImages) {
+      ASSERT_TRUE(fs::exists(fixture)) << fixture;
+    }
   }
   TempDir served, target;
   for (const ExpectedFile& f : files)
