@@ -39,7 +39,9 @@ std::vector<double> python_flops_per_sample(const std::vector<std::string>& mode
   return flops;
 }
 
-// What ddptrain says after its first micro-batch, in FLOPs.
+// What ddptrain says after its first micro-batch, in FLOPs. The counts are integers that no kernel's rounding
+// touches; ddptrain prints GFLOP with 6 significant digits (%.6g), at most 5e-6 off the count, so the checks allow
+// 1e-5 of it: a count that differs at all (a missed or extra operator) differs by far more.
 double ddptrain_flops_per_sample(const TempDir& dir, const std::string& model, const std::string& extra) {
   const std::string cfg = write_mnist_job(dir, dir / "data",
                                           {"job.out_dir=" + dir / "out", "model.name=" + model, "data.batch_size=16",

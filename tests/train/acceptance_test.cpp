@@ -27,7 +27,16 @@ double final_accuracy(const std::string& metrics_path) { return last_field(metri
 
 std::string quickstart() { return source_dir() + "/configs/quickstart.toml --data.dir=" + fashion_mnist_dir(); }
 
+// Two ranks of 32: the quickstart's global batch of 64, so a two-rank run takes the one-rank run's steps and schedule.
+std::string two_ranks_global_batch() { return " --data.batch_size=32"; }
+
 using AcceptanceOnDevice = OnDevice;
+
+// Why 85%: the quickstart's one epoch (938 steps of 64) ends at 87.0% test accuracy on AVX2 and on the plain path;
+// two ranks of 32 take the same steps and end at 86.9-87.0% with fp16 gradient compression and 86.3-86.5% under bf16
+// autocast. On 10,000 test images a figure's sampling error is 0.3 points, and runs on other kernels differ by their
+// trajectories (0.0-0.2 points between AVX2 and the plain path), so 85% leaves 1.3-2 points; a run that trains
+// wrong (an unsynchronised gradient, a bad loss scale, broken input) ends far lower, and chance is 10%.
 
 // On the CPU in float32; on a GPU under fp16 and under bf16 autocast (with dynamic loss scaling for fp16).
 TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnOneRank) {
@@ -40,7 +49,7 @@ TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnOneRank) {
         run_command(ddptrain_path() + " " + quickstart() + amp + device_flags(1) + " --job.out_dir=" + dir / "out");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
-    if (on_cuda()) report_figure("quickstart test accuracy on cuda, AMP " + dtype, accuracy);
+    report_figure(std::string("quickstart test accuracy on ") + (on_cuda() ? "cuda, AMP " + dtype : "cpu"), accuracy);
     EXPECT_GE(accuracy, 0.85) << dtype << "\n" << r.output;
     // On a GPU the table knows, train records carry the MFU against its peak: above 0, below 1.
     const double mfu = last_field(dir / "out/metrics.jsonl", "train", "mfu");
@@ -56,18 +65,22 @@ TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnOneRank) {
 
 TEST(Acceptance, QuickstartReaches85PercentOnTwoRanksWithFp16GradientCompression) {
   TempDir dir;
-  auto results = run_ranks(2, quickstart() + " --dist.grad_compression=fp16 --job.out_dir=" + dir / "out");
+  auto results = run_ranks(2, quickstart() + two_ranks_global_batch() + " --dist.grad_compression=fp16 --job.out_dir=" +
+                                  dir / "out");
   for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_GE(final_accuracy(dir / "out/metrics.jsonl"), 0.85) << results[0].output;
+  const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
+  report_figure("quickstart test accuracy, 2 ranks, fp16 gradient compression", accuracy);
+  EXPECT_GE(accuracy, 0.85) << results[0].output;
 }
 
 TEST_P(AcceptanceOnDevice, QuickstartReaches85PercentOnTwoRanksWithBf16Amp) {
   TempDir dir;
-  auto results = run_ranks(
-      2, quickstart() + " --amp.enabled=true --amp.dtype=bf16" + device_flags(2) + " --job.out_dir=" + dir / "out");
+  auto results = run_ranks(2, quickstart() + two_ranks_global_batch() + " --amp.enabled=true --amp.dtype=bf16" +
+                                  device_flags(2) + " --job.out_dir=" + dir / "out");
   for (auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.output;
   const double accuracy = final_accuracy(dir / "out/metrics.jsonl");
-  if (on_cuda()) report_figure("quickstart test accuracy on cuda, 2 ranks, AMP bfloat16", accuracy);
+  report_figure(std::string("quickstart test accuracy on ") + (on_cuda() ? "cuda" : "cpu") + ", 2 ranks, AMP bfloat16",
+                accuracy);
   EXPECT_GE(accuracy, 0.85) << results[0].output;
 }
 
