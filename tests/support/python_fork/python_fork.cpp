@@ -6,9 +6,10 @@
 // request in the child as that command line would; this process waits, passes on the signals it gets, and exits as
 // the child did (a SIGKILL of this process kills the child's process group). Every other command line (-m, other
 // flags), and a run in other namespaces than those DDP_PYTHON_FORK_NAMESPACES names (the test process's: the
-// servers live there), exec the real interpreter. One server serves each interpreter and set of the environment variables
-// that shape an import (OMP_*, MKL_*, ATEN_*, ONEDNN_*, TORCH_*, PYTHON*, LANG, LC_*, LD_*, ...); it starts on the
-// first request and leaves after DDP_PYTHON_FORK_IDLE_S (60) seconds without one. DDP_PYTHON_FORK=0 turns it off.
+// servers live there), exec the real interpreter. One server serves each interpreter and set of the environment
+// variables that shape an import (OMP_*, MKL_*, ATEN_*, ONEDNN_*, TORCH_*, PYTHON*, LANG, LC_*, LD_*, ...); it starts
+// on the first request and leaves after DDP_PYTHON_FORK_IDLE_S (60) seconds without one. DDP_PYTHON_FORK=0 turns it
+// off.
 #include "tests/support/python_fork/namespaces.h"
 
 #include <fcntl.h>
