@@ -86,6 +86,9 @@ TEST(AutoAugmentLoader, BatchesDoNotDependOnWorkersAndErasedBoxesAreZero) {
   torch::Tensor on_device = raw.images.to(torch::kFloat32).div(255).sub(0.5).div(0.25);
   for (size_t b = 0; b < raw.erasures.size(); ++b)
     erase_rows(on_device.narrow(0, static_cast<int64_t>(b) * 4, 4), raw.erasures[b]);
+  // Both sides take level / 255 (ATen may multiply by the reciprocal: within 2u of y = level / 255 <= 1; the loader's
+  // table divides: within u), subtract 0.5 (exact for y >= 0.25, else within 2^-26) and divide by 0.25 (exact), u =
+  // 2^-24: 4 (3u + 2 * 2^-26) = 8.4e-7 apart at most. Neighbouring levels are 1 / (255 * 0.25) = 0.016 apart.
   EXPECT_TRUE(torch::allclose(on_device, one.images, 0, 1e-6));
   // data.decode = "gpu": with a policy every sample is decoded here (same pixels, same boxes); with erasing alone the
   // device's rows carry the boxes the CPU path draws.

@@ -80,9 +80,12 @@ TEST(DatasetRows, RowsAreTheFactsOfTheirFiles) {
     const torch::Tensor x = ds.train.ensure_images().to(torch::kFloat64).div(255);
     const torch::Tensor mean = x.mean({0, 2, 3}), std = x.std({0, 2, 3});
     ASSERT_EQ(mean.size(0), static_cast<int64_t>(row.mean.size()));
+    // The rows hold the figures users copy from torchvision's references, to 4 decimals: within 5e-5 of the files'
+    // statistics (taken here in float64, exact to far below that). Another dataset's figures, or the per-image std
+    // often given for CIFAR-10 (0.2023 against 0.2470), lie 1e-2 and more away.
     for (int64_t c = 0; c < mean.size(0); ++c) {
-      EXPECT_NEAR(mean[c].item<double>(), row.mean[c], 1e-3) << "channel " << c;
-      EXPECT_NEAR(std[c].item<double>(), row.std[c], 1e-3) << "channel " << c;
+      EXPECT_NEAR(mean[c].item<double>(), row.mean[c], 1e-4) << "channel " << c;
+      EXPECT_NEAR(std[c].item<double>(), row.std[c], 1e-4) << "channel " << c;
     }
   }
   if (checked == 0) GTEST_SKIP() << "no dataset's files are in its default folder here";

@@ -212,6 +212,12 @@ TEST(CudaDeviceFeed, NormalisesUint8BatchesOnTheDevice) {
     ASSERT_TRUE(got.has_value()) << n;
     EXPECT_TRUE(got->images.is_cuda());
     EXPECT_TRUE(got->images.is_contiguous(torch::MemoryFormat::ChannelsLast));
+    // The device divides by 255 (a scalar: its kernel may multiply by the reciprocal, two roundings), subtracts the
+    // mean and divides by the std; the loader's table does the same three IEEE operations on the CPU. With y = level /
+    // 255
+    // <= 1 and mean / std = 2 in every channel, each side is within 2u y / std + u |y - mean| / std + u |v| <= 4u (1 +
+    // |v|) of (level / 255 - mean) / std (u = 2^-24): 4.8e-7 (1 + |v|) apart at most, inside allclose's 1e-6 (1 + |v|);
+    // the neighbouring level is 1 / (255 std) >= 0.013 away.
     EXPECT_TRUE(torch::allclose(got->images.cpu(), expected->images, 1e-6, 1e-6)) << n;
     EXPECT_TRUE(torch::equal(got->labels.cpu(), expected->labels)) << n;
     ++n;

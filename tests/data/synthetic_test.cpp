@@ -137,7 +137,11 @@ TEST(Synthetic, NetLearnsIt) {
   std::smatch m;
   const std::string metrics = read_file(dir / "out/metrics.jsonl");
   ASSERT_TRUE(std::regex_search(metrics, m, std::regex("\"kind\":\"eval\".*\"epoch\":2.*\"accuracy\":([0-9.]+)")));
-  EXPECT_GT(std::stod(m[1]), 0.9);                            // chance is 0.1
+  // Each sample is its class's template plus bounded noise, nearer every sample of its class than any of another
+  // (SamplesOfAClassAreCloserThanSamplesOfTwo): a nearest-template rule classifies them all, so any run that learns
+  // ends near 1 whatever its rounding; chance is 0.1.
+  EXPECT_GT(std::stod(m[1]), 0.9);
+  std::cout << "[ measured ] accuracy after 2 epochs " << m[1] << "\n";
   EXPECT_EQ(metrics.find("bad_samples"), std::string::npos);  // nothing read from files, nothing replaced
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 
 namespace ddp::test {
@@ -83,9 +84,18 @@ TEST(RATraining, RepeatedAugmentationResumesExactlyAndOnAnotherWorldFromTheSaved
   const CommandResult r = ckpt_train(one, "--job.out_dir=" + dir / "part");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("continues from sample 160"), std::string::npos) << r.output;
+  // The resumed run takes the first steps as the full run does, bit for bit (the checkpoint is exact), and the rest
+  // as the single run does: the same sums as the full run's in another order (one batch of 32 against two of 16
+  // summed over the ranks). So it differs from the full run by what that reassociation does over fewer steps than the
+  // single run's, which measures it; a factor 3 for how unevenly rounding grows from step to step, and a floor of
+  // 1e-5 (about 170 float32 units of weights below 1) for when the two orders agree to the last bits. A resume at a
+  // wrong position trains on other batches: a difference of what a step moves the weights, not of their last bits.
   const double reassociation = max_state_diff(dir / "full/model.pt", dir / "single/model.pt");
-  EXPECT_LE(max_state_diff(dir / "full/model.pt", dir / "part/model.pt"), std::max(1e-5, 3 * reassociation));
+  const double resumed_diff = max_state_diff(dir / "full/model.pt", dir / "part/model.pt");
+  EXPECT_LE(resumed_diff, std::max(1e-5, 3 * reassociation));
   EXPECT_LT(reassociation, 1e-3);
+  std::cout << "[ measured ] max |resumed - full| " << resumed_diff << ", max |single - full| " << reassociation
+            << "\n";
 }
 
 TEST(RATraining, ASetTooSmallForOneBatchNamesTheKey) {
