@@ -119,8 +119,9 @@ def parse_args(argv):
                         "as the Python side's DataLoader(num_workers=0))")
     p.add_argument("--ddptrain", default=os.path.join(REPO, "build", "ddptrain"))
     p.add_argument("--no-startup-probe", action="store_true", help="skip the time-to-first-step runs")
-    p.add_argument("--results", default=os.path.join(BENCH_DIR, "RESULTS.md"))
-    p.add_argument("--no-results", action="store_true", help="print only; leave RESULTS.md alone")
+    p.add_argument("--results", help="write the block into this file (default: bench/results/SUITE/DATE.md, listed "
+                                     "in RESULTS.md)")
+    p.add_argument("--no-results", action="store_true", help="print only; write no results file")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per launched run")
     p.add_argument("--work-dir", help="keep run outputs here (default: a temporary folder, removed)")
     return p.parse_args(argv)
@@ -529,7 +530,7 @@ def main(argv):
          f"(Python {machine['python']}); ddptrain binary sha256 {binary_sha}..., built from the working tree at "
          f"commit {machine['ddptrain_commit']}. "
          f"Load average (1/5/15 min) at start {load_start}, at end {load_end}.", "",
-         "**Noise:** this machine is shared with other agents building and running tests while the benchmark runs; "
+         "**Noise:** other work may share the machine while the benchmark runs (the load averages above say how much); "
          "the numbers are noisy (compare the per-repetition values) and only the two sides' ratio, measured "
          "alternately in the same window, is meaningful.", ""]
         + report.summary_table(rows) + report.sync_cost_lines(sync_pairs(done, copy_bandwidth())) + body
@@ -539,8 +540,8 @@ def main(argv):
     print()
     print(block)
     if not args.no_results:
-        report.update_results_file(args.results, "ddp_bench " + " ".join(result_key_args(argv)), block)
-        print(f"\n(updated {args.results})")
+        written = report.keep_run("ddp_bench " + " ".join(result_key_args(argv)), block, args.results)
+        print(f"\n(updated {written})")
     if not args.work_dir:
         shutil.rmtree(work_root, ignore_errors=True)
 

@@ -173,8 +173,8 @@ def main(argv):
     print(block)
     if not args.no_results:
         key_args = ddp_bench.result_key_args([a for a in argv if not a.startswith("--baseline")])
-        report.update_results_file(args.results, "overhead_bench " + " ".join(key_args), block)
-        print(f"\n(updated {args.results})")
+        written = report.keep_run("overhead_bench " + " ".join(key_args), block, args.results)
+        print(f"\n(updated {written})")
     if not args.work_dir:
         shutil.rmtree(work_root, ignore_errors=True)
 

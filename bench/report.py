@@ -1,5 +1,7 @@
-# Reporting for ddp_bench.py: machine description, medians and ratios as markdown, and the block it keeps in RESULTS.md.
+# Reporting for ddp_bench.py: machine description, medians and ratios as markdown, and the run files of bench/results/.
 import datetime
+import glob
+import hashlib
 import os
 import platform
 import re
@@ -184,17 +186,92 @@ def sync_cost_lines(pairs):
     return cost + [""] + phases + ["", "Floors:", ""] + floors + [""]
 
 
-def update_results_file(path, key, block):
-    """Replaces the block of this key in RESULTS.md (or appends it)."""
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+RUN_HEADER = """# {title}
+
+A run of ddptrain's benchmarks, kept as it was written; how to read it and the current figures:
+[bench/RESULTS.md](../../RESULTS.md).
+
+"""
+
+
+def suite_folder(key):
+    """bench/results/ folder of a command's runs: its measuring arguments as a name (long ones cut, with a hash)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")
+    if len(slug) > 60:
+        slug = slug[:50].rstrip("-") + "-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return os.path.join(RESULTS_DIR, slug)
+
+
+def run_file(key, day=None):
+    """Where a run of `key` on `day` (YYYY-MM-DD, today in UTC by default) is kept: one file per suite and date."""
+    day = day or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return os.path.join(suite_folder(key), f"{day}.md")
+
+
+def keep_run(key, block, path=None):
+    """Writes a run's block: into `path` when given (the block of the same key replaced, others kept), else into its
+    suite's file of today under bench/results/, then lists it in RESULTS.md. Returns the file written."""
+    if path:
+        update_results_file(path, key, block)
+        return path
+    path = run_file(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    update_results_file(path, key, block, RUN_HEADER.format(title=key))
+    update_runs_index(os.path.join(os.path.dirname(RESULTS_DIR), "RESULTS.md"))
+    return path
+
+
+def runs_index(results_dir=None):
+    """RESULTS.md's list of the kept runs: each suite's newest run first, then its earlier dates."""
+    results_dir = results_dir or RESULTS_DIR
+    lines = []
+    for folder in sorted(glob.glob(os.path.join(results_dir, "*/"))):
+        if os.path.basename(folder[:-1]) == "analyses":  # written by hand, listed by RESULTS.md's contents
+            continue
+        runs = sorted(glob.glob(os.path.join(folder, "*.md")), reverse=True)
+        if not runs:
+            continue
+        title = next((l[2:].strip() for l in open(runs[0]) if l.startswith("# ")), os.path.basename(folder[:-1]))
+        rel = [os.path.relpath(r, os.path.dirname(results_dir)) for r in runs]
+        dated = [f"[{os.path.basename(r)[:-3]}]({r})" for r in rel]
+        lines.append(f"- {title}: {', '.join(dated)}")
+    return lines
+
+
+def update_runs_index(results_md, results_dir=None):
+    """Rewrites the list between RESULTS.md's runs markers from the files under bench/results/."""
+    begin, end = "<!-- BEGIN runs -->", "<!-- END runs -->"
+    text = open(results_md).read()
+    if begin not in text or end not in text:
+        raise SystemExit(f"{results_md}: no {begin} ... {end} section to list the runs in")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    write_whole(results_md, head + begin + "\n" + "\n".join(runs_index(results_dir)) + "\n" + end + tail)
+
+
+def listed_runs(results_md):
+    """The lines between RESULTS.md's runs markers."""
+    text = open(results_md).read()
+    return text.split("<!-- BEGIN runs -->", 1)[1].split("<!-- END runs -->", 1)[0].strip().splitlines()
+
+
+def write_whole(path, text):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:  # written whole, then renamed over the old file: never half a file
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def update_results_file(path, key, block, header=HEADER):
+    """Replaces the block of this key in the file (or appends it)."""
     begin, end = f"<!-- BEGIN {key} -->", f"<!-- END {key} -->"
-    text = open(path).read() if os.path.exists(path) else HEADER
+    text = open(path).read() if os.path.exists(path) else header
     new = f"{begin}\n{block.rstrip()}\n{end}\n"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
     text = pattern.sub(lambda _: new, text) if pattern.search(text) else text.rstrip() + "\n\n" + new
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:  # written whole, then renamed over the old file: never half a RESULTS.md
-        f.write(text)
-    os.replace(tmp, path)
+    write_whole(path, text)
 
 
 def now_utc():

@@ -1,4 +1,5 @@
-// bench/ddp_bench.py, the CPU comparison harness: a short run of both sides writes its block into RESULTS.md; and
+// bench/ddp_bench.py, the CPU comparison harness: a short run of both sides writes its block into a results file, kept
+// runs are listed in RESULTS.md; and
 // bench/overhead_bench.py, two ddptrain binaries side by side.
 #include "tests/support/test_support.h"
 
@@ -53,6 +54,56 @@ TEST(DdpBench, ShortRunReplacesItsBlockInTheResultsFileAndKeepsTheOthers) {
   // The block names the machine and the exact commands of both sides.
   EXPECT_NE(text.find("Machine: "), std::string::npos);
   EXPECT_NE(text.find("torch_worker.py"), std::string::npos) << text;
+}
+
+// Without --results a run is kept in bench/results/SUITE/DATE.md and listed in RESULTS.md (bench/report.py's
+// keep_run, here pointed at a scratch folder): a second run of the same command the same day replaces its block,
+// another command gets a folder of its own, and the list names each command's files, newest first.
+TEST(DdpBench, KeptRunsGoToTheirSuiteAndDateAndResultsMdListsThem) {
+  TempDir dir;
+  write_file(dir / "RESULTS.md", "# kept\n\n<!-- BEGIN runs -->\nstale\n<!-- END runs -->\ntail kept\n");
+  write_file(dir / "results/ddp-bench-suite-a/2020-01-01.md", "# ddp_bench --suite a\n\nan older run\n");
+  const std::string code =
+      "import sys; sys.path.insert(0, 'bench'); import report; report.RESULTS_DIR = sys.argv[1]; "
+      "first = report.keep_run('ddp_bench --suite a', 'first numbers'); "
+      "second = report.keep_run('ddp_bench --suite a', 'second numbers'); "
+      "other = report.keep_run('overhead_bench --model net', 'other numbers'); "
+      "assert first == second, (first, second); print(second); print(other)";
+  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() + " -c " + shell_quote(code) + " " +
+                             shell_quote(dir / "results"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(/results/ddp-bench-suite-a/(\d{4}-\d{2}-\d{2})\.md)")))
+      << r.output;
+  const std::string day = m[1];
+  const std::string run = read_file(dir / ("results/ddp-bench-suite-a/" + day + ".md"));
+  EXPECT_NE(run.find("second numbers"), std::string::npos) << run;
+  EXPECT_EQ(run.find("first numbers"), std::string::npos) << run;
+  EXPECT_NE(run.find("RESULTS.md"), std::string::npos) << run;  // says where the current figures are
+  EXPECT_NE(read_file(dir / ("results/overhead-bench-model-net/" + day + ".md")).find("other numbers"),
+            std::string::npos);
+  const std::string index = read_file(dir / "RESULTS.md");
+  EXPECT_NE(index.find("# kept"), std::string::npos) << index;
+  EXPECT_NE(index.find("tail kept"), std::string::npos) << index;
+  EXPECT_EQ(index.find("stale"), std::string::npos) << index;
+  EXPECT_NE(index.find("- ddp_bench --suite a: [" + day + "](results/ddp-bench-suite-a/" + day +
+                       ".md), [2020-01-01](results/ddp-bench-suite-a/2020-01-01.md)\n"),
+            std::string::npos)
+      << index;
+  EXPECT_NE(index.find("- overhead_bench --model net: [" + day + "](results/overhead-bench-model-net/" + day + ".md)"),
+            std::string::npos)
+      << index;
+}
+
+// bench/RESULTS.md lists every kept run under bench/results/ (what keep_run would write there now).
+TEST(DdpBench, ResultsMdListsEveryKeptRun) {
+  const std::string code =
+      "import sys; sys.path.insert(0, 'bench'); import report; "
+      "want, have = report.runs_index(), report.listed_runs('bench/RESULTS.md'); "
+      "assert want == have, 'bench/RESULTS.md lists\\n' + '\\n'.join(have) + '\\nbench/results/ holds\\n' + "
+      "'\\n'.join(want); assert len(want) > 3, want";
+  const auto r = run_command("cd " + shell_quote(source_dir()) + " && " + python() + " -c " + shell_quote(code));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
