@@ -24,6 +24,10 @@ constexpr auto kString = MetricType::kString;
 MetricRow train(const char* field, MetricType type, Tag t, Presence when, const char* doc, TrainRead read) {
   return {RecordKind::kTrain, field, type, t.tag, t.no_tag, when, doc, read, nullptr};
 }
+// A figure the training step records by this name where it computes it (StepRecord::figures), in every train record.
+MetricRow recorded(const char* field, Tag t, const char* doc) {
+  return {RecordKind::kTrain, field, kNumber, t.tag, t.no_tag, Presence::kAlways, doc, nullptr, nullptr, true};
+}
 MetricRow eval(const char* field, MetricType type, Tag t, Presence when, const char* doc, EvalRead read) {
   return {RecordKind::kEval, field, type, t.tag, t.no_tag, when, doc, nullptr, read};
 }
@@ -60,9 +64,10 @@ std::vector<MetricRow> make_table() {
       train("skipped_steps", kInteger, tag("amp/skipped_steps"), P::kAlways,
             "steps the loss scaler skipped (inf/NaN gradients) so far in this run",
             [](const TrainView& v) -> Value { return v.step.skipped_steps; }),
-      train("grad_norm", kNumber, tag("train/grad_norm"), P::kAlways,
-            "global L2 norm of the logged step's unscaled gradients, before clipping (null where not finite)",
-            [](const TrainView& v) -> Value { return v.step.grad_norm; }),
+      recorded("grad_norm", tag("train/grad_norm"),
+               "global L2 norm of the logged step's unscaled gradients, before clipping (null where not finite)"),
+      recorded("param_norm", tag("train/param_norm"),
+               "global L2 norm of the parameters after the logged step (torch.nn.utils.get_total_norm over them)"),
       train("tflops", kNumber, tag("perf/tflops"), P::kFlopsCounted,
             "achieved TFLOP/s of the whole job: FLOPs per training sample x `samples_per_s`",
             [](const TrainView& v) { return if_set(v.tflops); }),
@@ -160,7 +165,8 @@ MetricValues train_values(const TrainView& view) {
   MetricValues out;
   for (const MetricRow& row : metrics_table())
     if (row.kind == RecordKind::kTrain)
-      if (Value v = row.train(view)) out.emplace_back(&row, std::move(*v));
+      if (Value v = row.recorded ? Value(view.step.figures.get(row.field)) : row.train(view))
+        out.emplace_back(&row, std::move(*v));
   return out;
 }
 

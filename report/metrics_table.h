@@ -46,7 +46,7 @@ struct EvalView {
 };
 
 // One metrics.jsonl field of one record kind. A row reads its value from a view of its kind (the other reader is
-// null), and reads none where its `when` does not hold.
+// null), or, when `recorded`, the step's figure of its name; and reads none where its `when` does not hold.
 struct MetricRow {
   RecordKind kind;
   const char* field;  // the metrics.jsonl key
@@ -57,6 +57,7 @@ struct MetricRow {
   const char* doc;
   std::optional<MetricValue> (*train)(const TrainView&);
   std::optional<MetricValue> (*eval)(const EvalView&);
+  bool recorded = false;  // a number the step recorded under this field's name (StepRecord::figures); train null
 };
 
 // Every row: train records' fields, then eval records', each in the order its records carry them.

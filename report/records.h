@@ -6,8 +6,34 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ddp {
+
+// A step's figures recorded by name where they are computed (`record.figures.set("param_norm", x)`); the metrics
+// table's recorded rows read them by their field name (NaN where a step did not record it: null in metrics.jsonl).
+class RecordedFigures {
+ public:
+  void set(std::string_view name, double value) {
+    for (auto& [n, v] : values_)
+      if (n == name) {
+        v = value;
+        return;
+      }
+    values_.emplace_back(std::string(name), value);
+  }
+  double get(std::string_view name) const {
+    for (const auto& [n, v] : values_)
+      if (n == name) return v;
+    return NAN;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>> values_;
+};
 
 // One optimizer step: where it stands, what this rank computed in it, the optimizer and scaler after it.
 struct StepRecord {
@@ -17,13 +43,13 @@ struct StepRecord {
   bool ends_epoch = false;
   double loss_sum = 0;  // over this rank's samples of the step
   int64_t correct = 0, samples = 0;
-  double grad_norm = NAN;  // global L2 norm of the unscaled gradients before clipping (inf/NaN: the scaler skipped)
   double lr = 0, loss_scale = 1;
   int64_t skipped_steps = 0;  // steps the loss scaler skipped so far in this run
   // Unreadable training samples replaced so far in this run, this rank (-1: not read per sample), and steps skipped
   // for non-finite gradients so far in this run (-1: such a step stops the run).
   int64_t bad_samples = -1, nonfinite_skips = -1;
-  PhaseTimes time;  // this rank's seconds in each phase of the step
+  PhaseTimes time;          // this rank's seconds in each phase of the step
+  RecordedFigures figures;  // the figures its code recorded by name (grad_norm, param_norm, ...)
   // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).
   double loss = NAN, accuracy = NAN, samples_per_s = NAN;
 };

@@ -356,7 +356,8 @@ void Trainer::end_step(StepRecord& total, bool logged, const torch::Tensor& norm
     const StepFigures::Sums sums = figures_.read();
     total.loss_sum = sums.loss_sum;
     total.correct = sums.correct;
-    if (norm.defined()) total.grad_norm = norm.item<double>();
+    if (norm.defined()) total.figures.set("grad_norm", norm.item<double>());
+    total.figures.set("param_norm", total_norm(model_->parameters()).item<double>());
     total.skipped_steps = scaler_->skipped_steps();
     total.loss_scale = scaler_->get_scale();
   }

@@ -16,7 +16,8 @@ TEST(MetricsTable, FieldsAreUniquePerRecordKindAndTagsUnique) {
   std::set<std::string> tags;
   for (const MetricRow& row : metrics_table()) {
     EXPECT_TRUE(fields.insert({row.kind, row.field}).second) << "field " << row.field << " twice";
-    EXPECT_EQ(row.train != nullptr, row.kind == RecordKind::kTrain) << row.field;
+    EXPECT_EQ(row.train != nullptr || row.recorded, row.kind == RecordKind::kTrain) << row.field;
+    EXPECT_FALSE(row.recorded && (row.train || row.type != MetricType::kNumber)) << row.field;
     EXPECT_EQ(row.eval != nullptr, row.kind == RecordKind::kEval) << row.field;
     EXPECT_NE(std::string(row.doc), "") << row.field;
     if (row.tag) {
@@ -71,7 +72,9 @@ RunConditions only(Presence when) {
 std::vector<std::pair<const MetricRow*, MetricValue>> record_values(RecordKind kind, const RunConditions& run) {
   StepRecord s;
   s.step = 7;
-  s.loss = s.accuracy = s.samples_per_s = s.grad_norm = 0.5;
+  s.loss = s.accuracy = s.samples_per_s = 0.5;
+  for (const MetricRow& row : metrics_table())
+    if (row.recorded) s.figures.set(row.field, 0.5);
   s.bad_samples = run.image_folder ? 2 : -1;
   s.nonfinite_skips = run.nonfinite_skip ? 1 : -1;
   IntervalSplit split;
