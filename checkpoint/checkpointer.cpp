@@ -1,6 +1,7 @@
 // Checkpointer: save and resume with rank 0 doing the file work and every rank agreeing on the outcome.
 #include "checkpoint/checkpointer.h"
 
+#include "base/atomic_file.h"
 #include "base/first_line.h"
 #include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
@@ -9,8 +10,15 @@
 #include "distributed/rank_zero.h"
 #include "distributed/reduce.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <random>
 #include <set>
 
 namespace ddp {
@@ -48,27 +56,114 @@ Checkpointer::Checkpointer(CheckpointConfig cfg, std::string out_dir, DistContex
       out_dir_(std::move(out_dir)),
       ctx_(std::move(ctx)),
       log_(std::move(log)),
-      warn_(std::move(warn)) {}
+      warn_(std::move(warn)) {
+  // torchrun's variables say how many nodes there are: LOCAL_WORLD_SIZE ranks on each, whatever the host names.
+  const bool nodes = ctx_.world_size > 1 && ctx_.local_world_size < ctx_.world_size;
+  node_copies_ = cfg_.replicas == CheckpointReplicas::Node ? ctx_.world_size > 1
+                                                           : cfg_.replicas == CheckpointReplicas::Auto && nodes;
+}
+
+std::string Checkpointer::replicas_text() const {
+  if (!node_copies_) return "rank 0's checkpoint.dir";
+  const int64_t nodes = (ctx_.world_size + ctx_.local_world_size - 1) / ctx_.local_world_size;
+  return "a copy in each of " + std::to_string(nodes) + " nodes' checkpoint.dir (checkpoint.replicas = \"" +
+         choice_name(cfg_.replicas) + "\")";
+}
+
+bool Checkpointer::writes() {
+  if (!node_copies_) return ctx_.is_main();
+  if (!writers_agreed_) {
+    writers_agreed_ = true;
+    // Each writer leaves a marker named by its rank and holding this run's nonce (rank 0's), then looks for another
+    // writer's: a folder two nodes share (a shared filesystem) must not be written by both at once.
+    std::vector<char> nonce;
+    if (ctx_.is_main()) {
+      const std::string n = std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid());
+      nonce.assign(n.begin(), n.end());
+    }
+    broadcast_bytes(ctx_, nonce);
+    const std::string token(nonce.begin(), nonce.end());
+    const bool candidate = ctx_.local_rank == 0;
+    const std::filesystem::path marker = std::filesystem::path(cfg_.dir) / (".writer-" + std::to_string(ctx_.rank));
+    double seen = 0;  // 1 + the rank of another writer whose marker this one sees
+    if (candidate) {
+      std::error_code ec;
+      std::filesystem::create_directories(cfg_.dir, ec);
+      write_file_atomic(marker.string(), nonce);
+    }
+    all_reduce_max(ctx_, 0);  // every marker is written
+    if (candidate) {
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(cfg_.dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(".writer-", 0) != 0 || entry.path() == marker) continue;
+        std::ifstream in(entry.path());
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text == token) seen = std::max(seen, 1 + std::strtod(name.c_str() + 8, nullptr));
+      }
+    }
+    const double shared = all_reduce_max(ctx_, seen);  // every marker is read
+    if (candidate) {
+      std::error_code ec;
+      std::filesystem::remove(marker, ec);
+    }
+    if (shared > 0) {
+      node_copies_ = false;
+      if (ctx_.is_main())
+        warn_("checkpoint.replicas: the nodes' checkpoint.dir " + cfg_.dir + " is one shared folder (rank " +
+              std::to_string(static_cast<int64_t>(shared) - 1) +
+              "'s node sees it too), so rank 0 alone writes the checkpoints");
+      return ctx_.is_main();
+    }
+  }
+  return node_copies_ ? ctx_.local_rank == 0 : ctx_.is_main();
+}
 
 void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
   last_step_ = step;
-  const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
-    CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
-    const CheckpointInfo info = store.save(torch_save_bytes(state), step, epoch, eval_accuracy, warn_);
-    log_("checkpoint " + info.payload_path);
-    ++written_;
-  });
-  if (!r.failed) {
+  const bool writer = writes();
+  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes.
+  std::vector<char> bytes;
+  std::string serialised;  // rank 0: why serialising failed ("" when it did not)
+  if (ctx_.is_main()) {
+    try {
+      bytes = torch_save_bytes(state);
+    } catch (const std::exception& e) {
+      serialised = e.what();
+    }
+  }
+  if (node_copies_) broadcast_bytes(ctx_, bytes);
+  std::string error;  // this writer's failure
+  if (writer) {
+    try {
+      if (bytes.empty())
+        throw std::runtime_error(ctx_.is_main() ? serialised : "rank 0 could not serialise the checkpoint");
+      CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
+      const CheckpointInfo info = store.save(bytes, step, epoch, eval_accuracy, warn_);
+      if (ctx_.is_main()) log_("checkpoint " + info.payload_path + (node_copies_ ? " (and a copy on every node)" : ""));
+      ++written_;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  // 1 + the highest failing writer's rank, agreed by every rank.
+  const auto failed = static_cast<int64_t>(all_reduce_max(ctx_, error.empty() ? 0.0 : 1.0 + ctx_.rank)) - 1;
+  if (failed < 0) {
     last_written_ = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
     return;
   }
-  const std::string error =
-      "checkpoint at step " + std::to_string(step) + " failed: " + r.error + " (earlier checkpoints are intact)";
+  const std::string where = failed == 0 ? "" : " on rank " + std::to_string(failed) + "'s node";
+  const std::string what = "checkpoint at step " + std::to_string(step) + " failed" + where;
+  const std::string intact = " (earlier checkpoints are intact)";
   if (cfg_.on_error == OnCheckpointError::Warn) {
-    if (ctx_.is_main()) warn_(error);
+    if (ctx_.is_main()) warn_(what + (error.empty() ? " (see that rank's output)" : ": " + error) + intact);
+    if (!error.empty() && !ctx_.is_main())
+      std::cerr << "warning: " << what << ": " << error << intact << std::endl;  // the writer's own cause
     return;
   }
-  throw std::runtime_error(ctx_.is_main() ? error : "rank 0 failed to write a checkpoint");
+  if (!error.empty()) throw std::runtime_error(what + ": " + error + intact);
+  throw std::runtime_error(ctx_.is_main() ? what + " (see that rank's output)" + intact
+                                          : "rank " + std::to_string(failed) + " failed to write a checkpoint");
 }
 
 void Checkpointer::restored_at(int64_t step) {

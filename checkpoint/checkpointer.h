@@ -1,4 +1,5 @@
-// Checkpointer: when a checkpoint is due, writing it, which one a run resumes from; rank 0's I/O agreed by all ranks.
+// Checkpointer: when a checkpoint is due, writing it (rank 0, or a copy on every node), which one a run resumes from;
+// the writers' I/O agreed by all ranks.
 #pragma once
 
 #include "config/config.h"
@@ -39,8 +40,10 @@ class Checkpointer {
   // The state at `step` is already a checkpoint (written by this run or resumed from).
   bool holds(int64_t step) const { return last_step_ == step; }
 
-  // Rank 0 writes `state` (built by every rank) as the checkpoint of `step`; collective. A failed write stops every
-  // rank (checkpoint.on_error = fail) or is a warning (warn). eval_accuracy < 0: none.
+  // Rank 0 serialises `state` (built by every rank) as the checkpoint of `step` and writes it; with a copy on every
+  // node (checkpoint.replicas) it sends the bytes to each node's LOCAL_RANK 0, which writes the same file into its own
+  // checkpoint.dir. Collective. A failed write on any writer stops every rank (checkpoint.on_error = fail) or is a
+  // warning (warn); each writer's copy is only ever replaced by a complete newer one. eval_accuracy < 0: none.
   void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
   // Collective: rank 0 cleans crash debris, picks the checkpoint checkpoint.resume names (auto: along the run's line,
   // past unreadable ones, each checked with `check`) and records the line it continues; every rank gets its dict.
@@ -54,8 +57,15 @@ class Checkpointer {
   int64_t written() const { return written_; }                       // checkpoints this run wrote
   const std::string& last_written() const { return last_written_; }  // the newest one's path; "" when none
   const std::string& dir() const { return cfg_.dir; }
+  // Where checkpoints are written, for the banner: "rank 0's checkpoint.dir" or "a copy in each of N nodes'
+  // checkpoint.dir" (as checkpoint.replicas resolves for this world).
+  std::string replicas_text() const;
 
  private:
+  // Whether every node's LOCAL_RANK 0 writes a copy, and whether this rank is a writer. Collective on the first call:
+  // nodes whose checkpoint.dir turns out to be one shared folder (each writer's marker seen by another) fall back to
+  // rank 0 alone, with a warning.
+  bool writes();
   // Rank 0: the chosen checkpoint's path ("" for none), its bytes and parsed dict.
   std::string choose(std::vector<char>& bytes, c10::IValue& value, const Check& check);
   // The checkpoint resume = PATH names, checked against its manifest when it has one.
@@ -66,6 +76,8 @@ class Checkpointer {
   DistContext ctx_;
   Log log_;
   Log warn_;
+  bool node_copies_ = false;  // checkpoint.replicas resolved: a copy on every node
+  bool writers_agreed_ = false;
   int64_t last_step_ = -1;
   int64_t written_ = 0;
   std::string last_written_;

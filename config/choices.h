@@ -169,6 +169,14 @@ struct ChoiceTable<OnCheckpointError> {
                                                              {OnCheckpointError::Warn, "warn"}};
 };
 
+// checkpoint.replicas
+enum class CheckpointReplicas { Auto, Node, Rank0 };
+template <>
+struct ChoiceTable<CheckpointReplicas> {
+  static constexpr NamedChoice<CheckpointReplicas> names[] = {
+      {CheckpointReplicas::Auto, "auto"}, {CheckpointReplicas::Node, "node"}, {CheckpointReplicas::Rank0, "rank0"}};
+};
+
 // checkpoint.resume (any other value is a path: ResumeFrom)
 enum class ResumeMode { Auto, Never, Path };
 template <>

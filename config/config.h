@@ -519,6 +519,7 @@ struct CheckpointConfig {
   int64_t keep_best = 0;
   std::string dir;
   OnCheckpointError on_error = OnCheckpointError::Fail;
+  CheckpointReplicas replicas = CheckpointReplicas::Auto;
   ResumeFrom resume;
 
   template <class S, class K>
@@ -532,6 +533,10 @@ struct CheckpointConfig {
         Key("keep_best", "also keep the N best by eval accuracy").at_least(0).at_most(1e6).resume_may_differ());
     key(s.dir, Key("dir", "\"\" = job.out_dir/checkpoints").resume_may_differ());
     key(s.on_error, Key("on_error", "what a failed checkpoint write does to the run").resume_may_differ());
+    key(s.replicas, Key("replicas",
+                        "node: each node's LOCAL_RANK 0 writes a copy into its checkpoint.dir | rank0: rank 0 alone | "
+                        "auto: node when the job spans nodes (LOCAL_WORLD_SIZE < WORLD_SIZE)")
+                        .resume_may_differ());
     key(s.resume,
         Key("resume", "auto: the newest valid checkpoint of the run's line | never | a path").resume_may_differ());
   }

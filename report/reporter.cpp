@@ -39,7 +39,7 @@ std::string banner_text(const RunFacts& f) {
          std::to_string(f.steps_per_epoch) + " steps/epoch | amp " + f.amp +
          (f.cudnn_benchmark.empty() ? "" : " | " + f.cudnn_benchmark);
   if (!f.classes.empty()) out += " | " + std::to_string(f.classes.size()) + " classes";
-  out += "\n  outputs in " + f.out_dir;
+  out += "\n  outputs in " + f.out_dir + (f.checkpoints.empty() ? "" : " | checkpoints in " + f.checkpoints);
   if (!f.init_from_note.empty()) out += "\n  init_from: " + f.init_from_note;
   return out;
 }

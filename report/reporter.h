@@ -41,6 +41,7 @@ struct RunFacts {
   int64_t parameters = 0, train_size = 0, test_size = 0;
   int64_t batch_size = 0, grad_accum_steps = 1, steps_per_epoch = 0;
   std::string out_dir, init_from_note;
+  std::string checkpoints;           // where checkpoints are written ("" when the run writes none)
   std::vector<std::string> classes;  // class names by label, written to out_dir/classes.json (image folders)
 };
 

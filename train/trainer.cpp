@@ -183,6 +183,7 @@ RunFacts Trainer::run_facts() const {
   f.cudnn_benchmark = cudnn_benchmark_text(cfg_.training, ctx_.device);
   f.out_dir = cfg_.job.out_dir;
   f.init_from_note = init_from_note_;
+  if (checkpointer_->enabled()) f.checkpoints = checkpointer_->replicas_text();
   f.classes = dataset_.classes;
   return f;
 }
