@@ -1,4 +1,4 @@
-// Checkpointer: save and resume with rank 0 doing the file work and every rank agreeing on the outcome.
+// Checkpointer: save (rank 0, or a writer on every node) and resume (rank 0), every rank agreeing on the outcome.
 #include "checkpoint/checkpointer.h"
 
 #include "base/atomic_file.h"
