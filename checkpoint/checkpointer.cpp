@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -39,7 +40,42 @@ std::vector<int64_t> line_from(int64_t step, const std::optional<std::vector<int
   return line;
 }
 
+// 1 + the highest rank whose `error` is not empty, agreed by every rank, minus 1: -1 when none failed.
+int64_t failed_rank(const DistContext& ctx, const std::string& error) {
+  return static_cast<int64_t>(all_reduce_max(ctx, error.empty() ? 0.0 : 1.0 + static_cast<double>(ctx.rank))) - 1;
+}
+
+// The lowest rank for which `mine` is true (it must be true on one rank at least), agreed by every rank.
+int64_t lowest_rank(const DistContext& ctx, bool mine) {
+  const double from_top = all_reduce_max(ctx, mine ? static_cast<double>(ctx.world_size - ctx.rank) : 0.0);
+  return ctx.world_size - static_cast<int64_t>(from_top);
+}
+
+// A 52-bit FNV-1a digest of `bytes`: exact as a double, so ranks can compare theirs with an all-reduce.
+double bytes_digest(const std::vector<char>& bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return static_cast<double>(h & ((uint64_t{1} << 52) - 1));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("(unknown)");
+}
+
 }  // namespace
+
+// One folder's checkpoint to resume from (path "" and step -1: none), and the line resuming from it continues.
+struct Checkpointer::Found {
+  std::string path;
+  int64_t step = -1;
+  CheckpointInfo info;  // its manifest (auto)
+  std::vector<char> bytes;
+  c10::IValue value;                             // parsed and checked
+  std::optional<std::vector<int64_t>> recorded;  // the line latest.json held
+  std::vector<int64_t> line;
+  int64_t skipped = 0;  // auto: candidates passed over as unusable
+};
 
 std::string parse_checkpoint(const std::vector<char>& bytes, c10::IValue& value, const Checkpointer::Check& check) {
   try {
@@ -89,7 +125,11 @@ bool Checkpointer::writes() {
     if (candidate) {
       std::error_code ec;
       std::filesystem::create_directories(cfg_.dir, ec);
-      write_file_atomic(marker.string(), nonce);
+      try {
+        write_file_atomic(marker.string(), nonce);
+      } catch (const std::exception&) {
+        // A folder this writer cannot write fails at its first save, where checkpoint.on_error decides.
+      }
     }
     all_reduce_max(ctx_, 0);  // every marker is written
     if (candidate) {
@@ -146,20 +186,20 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
       error = e.what();
     }
   }
-  // 1 + the highest failing writer's rank, agreed by every rank.
-  const auto failed = static_cast<int64_t>(all_reduce_max(ctx_, error.empty() ? 0.0 : 1.0 + ctx_.rank)) - 1;
-  if (failed < 0) {
+  if (settle_writes(error, "checkpoint at step " + std::to_string(step) + " failed"))
     last_written_ = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
-    return;
-  }
-  const std::string where = failed == 0 ? "" : " on rank " + std::to_string(failed) + "'s node";
-  const std::string what = "checkpoint at step " + std::to_string(step) + " failed" + where;
+}
+
+bool Checkpointer::settle_writes(const std::string& error, const std::string& failed_text) const {
+  const int64_t failed = failed_rank(ctx_, error);
+  if (failed < 0) return true;
+  const std::string what = failed_text + (failed == 0 ? "" : " on rank " + std::to_string(failed) + "'s node");
   const std::string intact = " (earlier checkpoints are intact)";
   if (cfg_.on_error == OnCheckpointError::Warn) {
     if (ctx_.is_main()) warn_(what + (error.empty() ? " (see that rank's output)" : ": " + error) + intact);
     if (!error.empty() && !ctx_.is_main())
       std::cerr << "warning: " << what << ": " << error << intact << std::endl;  // the writer's own cause
-    return;
+    return false;
   }
   if (!error.empty()) throw std::runtime_error(what + ": " + error + intact);
   throw std::runtime_error(ctx_.is_main() ? what + " (see that rank's output)" + intact
@@ -175,6 +215,8 @@ void Checkpointer::restored_at(int64_t step) {
 }
 
 std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
+  if (enabled() && node_copies_) writes();  // collective: whether the nodes' folders are one shared folder
+  if (enabled() && node_copies_ && cfg_.resume.mode != ResumeMode::Path) return resume_from_nodes(check);
   std::vector<char> bytes;
   c10::IValue value;  // rank 0: the chosen checkpoint, parsed and checked while choosing
   std::string chosen;
@@ -192,6 +234,97 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
   return Resumed{chosen, value.toGenericDict()};
 }
 
+std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check& check) {
+  const bool writer = ctx_.local_rank == 0;
+  std::set<std::string> said;
+  const Log warn = [&](const std::string& w) {
+    if (!said.insert(w).second) return;
+    if (ctx_.is_main())
+      warn_(w);
+    else
+      std::cerr << "warning: rank " << ctx_.rank << "'s node: " << w << std::endl;
+  };
+  Found found;
+  std::string error;
+  if (writer) {
+    try {
+      found = find(check, warn);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (const int64_t failed = failed_rank(ctx_, error); failed >= 0) {
+    if (!error.empty()) throw std::runtime_error(error.rfind("resume from ", 0) == 0 ? error : "resume: " + error);
+    throw std::runtime_error("rank " + std::to_string(failed) + " could not read its node's checkpoints");
+  }
+  // The newest step any node holds usable; -1: none.
+  const auto best = static_cast<int64_t>(all_reduce_max(ctx_, static_cast<double>(found.step)));
+  if (best < 0) {
+    const int64_t skipped = all_reduce_sum_exact(ctx_, {found.skipped})[0];
+    if (skipped > 0)
+      throw std::runtime_error("no usable checkpoint in any node's " + cfg_.dir + " (" + std::to_string(skipped) +
+                               " skipped, see the warnings above); move them away or set checkpoint.resume = never "
+                               "or to a checkpoint file");
+    if (writer) record_line(found);
+    return std::nullopt;
+  }
+  // Nodes holding that step must hold the same bytes: two lines that reached the same step (a job split in two, a
+  // folder copied between runs) are the user's to settle, never a silent pick.
+  const bool holds = writer && found.step == best;
+  const double digest = holds ? bytes_digest(found.bytes) : -1;
+  const double hi = all_reduce_max(ctx_, digest);
+  const double lo = -all_reduce_max(ctx_, holds ? -digest : -std::numeric_limits<double>::max());
+  const int64_t holder = lowest_rank(ctx_, holds && digest == hi);
+  const auto where = [&](int64_t rank) {  // collective: where `rank` found its checkpoint
+    std::vector<char> text;
+    if (ctx_.rank == rank) {
+      const std::string t = found.path + " on host " + host_name() + " (rank " + std::to_string(rank) + "'s node)";
+      text.assign(t.begin(), t.end());
+    }
+    broadcast_bytes(ctx_, text, rank);
+    return std::string(text.begin(), text.end());
+  };
+  if (hi != lo) {
+    const std::string a = where(holder), b = where(lowest_rank(ctx_, holds && digest == lo));
+    throw std::runtime_error("two different checkpoints of step " + std::to_string(best) + ": " + a + " and " + b +
+                             " (two runs reached the same step); move one run's checkpoints away, or set "
+                             "checkpoint.resume to the file to continue from");
+  }
+  const std::string from = where(holder);
+  std::vector<char> bytes = ctx_.rank == holder ? std::move(found.bytes) : std::vector<char>{};
+  broadcast_bytes(ctx_, bytes, holder);
+  const auto held = [&](double mine) {  // the holder's figure, on every rank
+    return all_reduce_max(ctx_, ctx_.rank == holder ? mine : -std::numeric_limits<double>::infinity());
+  };
+  const auto epoch = static_cast<int64_t>(held(static_cast<double>(found.info.epoch)));
+  const double eval_accuracy = held(found.info.eval_accuracy);
+  c10::IValue value = found.value;
+  const std::string problem = ctx_.rank == holder ? "" : parse_checkpoint(bytes, value, check);
+  if (const int64_t bad = failed_rank(ctx_, problem); bad >= 0)
+    throw std::runtime_error("resume from " + from + ": " +
+                             (problem.empty() ? "rank " + std::to_string(bad) + " cannot use it" : problem));
+  // Writers without it (none, an older one, a corrupt copy) write it, so that every node holds the newest again.
+  int64_t copied = 0;
+  if (writer) {
+    try {
+      if (found.step < best) {
+        CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).save(bytes, best, epoch, eval_accuracy, warn);
+        copied = 1;
+      } else {
+        record_line(found);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  copied = all_reduce_sum_exact(ctx_, {copied})[0];
+  settle_writes(error, "copying the checkpoint of step " + std::to_string(best) + " from " + from + " failed");
+  if (copied > 0 && ctx_.is_main())
+    log_("wrote the checkpoint of step " + std::to_string(best) + " to " + std::to_string(copied) +
+         (copied == 1 ? " node" : " nodes") + " that lacked it");
+  return Resumed{from, value.toGenericDict()};
+}
+
 void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value,
                               const Check& check) const {
   const std::string manifest = std::filesystem::path(path).replace_extension(".json").string();
@@ -205,51 +338,65 @@ void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes,
   if (!problem.empty()) throw std::runtime_error("resume from " + path + ": " + problem);
 }
 
-std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, const Check& check) {
-  std::set<std::string> said;  // each warning once (a listing and the line may both find an unreadable manifest)
-  int64_t skipped = 0;
-  bool counting = false;
-  const WarnFn warn = [&](const std::string& w) {
-    if (said.insert(w).second) warn_(w);
-    if (counting && w.find("(a crash while it was written?)") == std::string::npos) ++skipped;
-  };
+Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn) const {
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
-  // What a crash mid-write left (rank 0 only writes here; other runs must not share the folder).
+  // What a crash mid-write left (this folder's writer is the only one; other runs must not share it).
   for (const auto& p : store.remove_debris()) log_("removed " + p + " (left by an interrupted write)");
-  for (const auto& p : remove_temp_files(out_dir_, "model.pt"))
-    log_("removed " + p + " (left by an interrupted write)");
-  const std::optional<std::vector<int64_t>> recorded = store.read_line(warn);
+  if (ctx_.is_main())
+    for (const auto& p : remove_temp_files(out_dir_, "model.pt"))
+      log_("removed " + p + " (left by an interrupted write)");
+  Found found;
+  found.recorded = store.read_line(warn);
   const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read
-  std::string chosen;
-  std::vector<int64_t> line;
   if (cfg_.resume.mode == ResumeMode::Auto) {
-    counting = true;
-    for (const auto& c : store.resume_candidates(warn)) {
+    const Log counted = [&](const std::string& w) {
+      warn(w);
+      if (w.find("(a crash while it was written?)") == std::string::npos) ++found.skipped;
+    };
+    for (const auto& c : store.resume_candidates(counted)) {
       std::vector<char> b = read_bytes(c.payload_path);
-      const std::string problem = parse_checkpoint(b, value, check);
+      const std::string problem = parse_checkpoint(b, found.value, check);
       if (problem.empty()) {
-        chosen = c.payload_path;
-        bytes = std::move(b);
-        line = line_from(c.step, recorded, complete);
-        break;
+        found.path = c.payload_path;
+        found.step = c.step;
+        found.info = c;
+        found.bytes = std::move(b);
+        found.line = line_from(c.step, found.recorded, complete);
+        return found;
       }
-      warn("skipping checkpoint " + c.payload_path + ": " + problem + " (left in place)");
+      counted("skipping checkpoint " + c.payload_path + ": " + problem + " (left in place)");
     }
-    counting = false;
-    if (chosen.empty() && skipped > 0)
-      throw std::runtime_error("no usable checkpoint in " + cfg_.dir + " (" + std::to_string(skipped) +
-                               " skipped, see the warnings above); move them away or set checkpoint.resume = never "
-                               "or to a checkpoint file");
+    found.value = c10::IValue();
   } else if (cfg_.resume.mode == ResumeMode::Path) {
-    chosen = cfg_.resume.path;
-    read_named(chosen, bytes, value, check);
-    if (auto step = store.step_of(chosen)) line = line_from(*step, recorded, complete);
+    found.path = cfg_.resume.path;
+    read_named(found.path, found.bytes, found.value, check);
+    if (auto step = store.step_of(found.path)) found.line = line_from(*step, found.recorded, complete);
   }
+  return found;
+}
+
+void Checkpointer::record_line(const Found& found) const {
   // latest.json names the line auto follows from now on (a fresh line for never or a checkpoint from elsewhere).
   std::error_code ec;
-  if ((!line.empty() || std::filesystem::is_directory(cfg_.dir, ec)) && (!recorded || *recorded != line))
-    store.write_line(line);
-  return chosen;
+  if ((!found.line.empty() || std::filesystem::is_directory(cfg_.dir, ec)) &&
+      (!found.recorded || *found.recorded != found.line))
+    CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).write_line(found.line);
+}
+
+std::string Checkpointer::choose(std::vector<char>& bytes, c10::IValue& value, const Check& check) {
+  std::set<std::string> said;  // each warning once (a listing and the line may both find an unreadable manifest)
+  const Log warn = [&](const std::string& w) {
+    if (said.insert(w).second) warn_(w);
+  };
+  Found found = find(check, warn);
+  if (cfg_.resume.mode == ResumeMode::Auto && found.path.empty() && found.skipped > 0)
+    throw std::runtime_error("no usable checkpoint in " + cfg_.dir + " (" + std::to_string(found.skipped) +
+                             " skipped, see the warnings above); move them away or set checkpoint.resume = never "
+                             "or to a checkpoint file");
+  record_line(found);
+  bytes = std::move(found.bytes);
+  value = found.value;
+  return found.path;
 }
 
 }  // namespace ddp

@@ -22,7 +22,7 @@ class Checkpointer {
   // "" when a checkpoint dict is one this run can continue from, else why not (the trainer's range checks).
   using Check = std::function<std::string(const c10::impl::GenericDict&)>;
   struct Resumed {
-    std::string path;  // the file rank 0 read ("" on the other ranks)
+    std::string path;  // the file read ("" on ranks that did not read it); with node copies, also its host
     c10::impl::GenericDict state;
   };
 
@@ -47,7 +47,10 @@ class Checkpointer {
   void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
   // Collective: rank 0 cleans crash debris, picks the checkpoint checkpoint.resume names (auto: along the run's line,
   // past unreadable ones, each checked with `check`) and records the line it continues; every rank gets its dict.
-  // nullopt: a fresh start. Throws when the named checkpoint cannot be used or every candidate was skipped.
+  // With a copy on every node (and resume = auto or never), every node's writer does so in its own checkpoint.dir:
+  // the newest step any node holds usable wins, its holder sends the bytes, and the writers that lack it write it.
+  // nullopt: a fresh start. Throws when the named checkpoint cannot be used, every candidate was skipped, or two
+  // nodes hold different checkpoints of the newest step.
   std::optional<Resumed> resume(const Check& check);
   // The state now in memory was read from the checkpoint of `step`. Read from this run's checkpoint.dir (resume =
   // auto, or a path inside it), it is already a checkpoint of the run's line: a run ending there writes it no second
@@ -66,8 +69,19 @@ class Checkpointer {
   // nodes whose checkpoint.dir turns out to be one shared folder (each writer's marker seen by another) fall back to
   // rank 0 alone, with a warning.
   bool writes();
+  struct Found;  // one folder's checkpoint to resume from, and the line it continues
+  // One folder (this rank's checkpoint.dir): crash debris removed (and model.pt's, on rank 0), then the checkpoint
+  // checkpoint.resume names: auto's newest usable one along the line (Found::skipped counts the others), a path's.
+  Found find(const Check& check, const Log& warn) const;
+  // Records in latest.json the line that resuming from `found` continues (a fresh one when it holds nothing).
+  void record_line(const Found& found) const;
   // Rank 0: the chosen checkpoint's path ("" for none), its bytes and parsed dict.
   std::string choose(std::vector<char>& bytes, c10::IValue& value, const Check& check);
+  // resume() with a copy on every node: each writer finds its own, the newest step wins.
+  std::optional<Resumed> resume_from_nodes(const Check& check);
+  // Every rank learns whether a writer's `error` (its own, "" when none) happened: true when none did; otherwise
+  // checkpoint.on_error decides, a warning (false) or an error naming the failing rank, `failed_text` first.
+  bool settle_writes(const std::string& error, const std::string& failed_text) const;
   // The checkpoint resume = PATH names, checked against its manifest when it has one.
   void read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value, const Check& check) const;
 

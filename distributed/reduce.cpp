@@ -117,17 +117,19 @@ std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tenso
   return output[0];
 }
 
-void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes) {
+void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t root) {
   if (!ctx.distributed()) return;
   PhaseScope waiting(*ctx.activity, Phase::kCollective);
+  c10d::BroadcastOptions from;
+  from.rootRank = root;
   std::vector<at::Tensor> size{torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64).to(ctx.device)};
-  ctx.group->broadcast(size)->wait();
+  ctx.group->broadcast(size, from)->wait();
   const int64_t n = size[0].cpu().item<int64_t>();
-  torch::Tensor data = ctx.rank == 0 ? torch::from_blob(bytes.data(), {n}, torch::kUInt8).clone()
-                                     : torch::empty({n}, torch::kUInt8);
+  torch::Tensor data =
+      ctx.rank == root ? torch::from_blob(bytes.data(), {n}, torch::kUInt8).clone() : torch::empty({n}, torch::kUInt8);
   std::vector<at::Tensor> payload{data.to(ctx.device)};
-  if (n > 0) ctx.group->broadcast(payload)->wait();
-  if (ctx.rank != 0) {
+  if (n > 0) ctx.group->broadcast(payload, from)->wait();
+  if (ctx.rank != root) {
     torch::Tensor cpu = payload[0].cpu();
     bytes.assign(static_cast<const char*>(cpu.data_ptr()), static_cast<const char*>(cpu.data_ptr()) + n);
   }

@@ -52,7 +52,7 @@ namespace ddp {
 
 // Every rank's copy of `t` (same shape on all ranks), in rank order, on the run's device. A world of one returns {t}.
 std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tensor& t);
-// Rank 0's bytes on every rank (others' input is replaced).
-void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes);
+// Rank `root`'s bytes on every rank (others' input is replaced).
+void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t root = 0);
 
 }  // namespace ddp

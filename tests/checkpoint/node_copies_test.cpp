@@ -1,5 +1,6 @@
 // checkpoint.replicas: with the job spread over nodes (LOCAL_WORLD_SIZE < WORLD_SIZE), every node's LOCAL_RANK 0
-// writes the same checkpoint into its own checkpoint.dir, so a restart that puts rank 0 on another node resumes; a
+// writes the same checkpoint into its own checkpoint.dir, and a restart resumes from the newest usable copy any node
+// holds, wherever rank 0 now is; nodes that lack it get it; two different checkpoints of that step are an error; a
 // folder the nodes share is written by rank 0 alone. Two "nodes" here are two ranks of one LOCAL_RANK 0 each, started
 // in two working directories with job.out_dir = "run" (node-local disks).
 #include "tests/checkpoint/resume_job.h"
@@ -8,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp::test {
@@ -21,6 +23,16 @@ std::string on_node(int node, const std::string& cwd) {
   return "env -C " + shell_quote(cwd) + " LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=" + std::to_string(node);
 }
 
+// The job trained to `max_steps` with rank 0 on node 0 in working directory `a` and rank 1 on node 1 in `b`; every rank
+// is expected to exit 0.
+std::vector<RankResult> train_on_nodes(const std::string& cfg, int max_steps, const std::string& a,
+                                       const std::string& b) {
+  auto ranks = run_ranks(2, cfg + " --training.max_steps=" + std::to_string(max_steps), "", 1, "",
+                         {on_node(0, a), on_node(1, b)});
+  for (const auto& r : ranks) EXPECT_EQ(r.exit_code, 0) << r.output;
+  return ranks;
+}
+
 std::vector<std::string> checkpoint_files(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -30,16 +42,15 @@ std::vector<std::string> checkpoint_files(const std::string& dir) {
   return names;
 }
 
-TEST(CheckpointReplicas, EveryNodeHoldsTheSameCopyAndRankZeroOnAnotherNodeResumesFromIt) {
+// Node a is lost after both nodes hold the step-4 checkpoint; the job starts again on node b and a new node c, in
+// either order (the rendezvous numbers nodes as they join). Both resume at step 4 from b's copy, write it to c, and
+// end as the uninterrupted run did.
+TEST(CheckpointReplicas, EveryNodeHoldsTheSameCopyAndEitherOrderOfNodeLossResumesFromIt) {
   TempDir dir;
   const std::string cfg = ckpt_job_config(dir) + " --model.dropout=0.0 --job.out_dir=run";
-  // Uninterrupted: 8 steps on two nodes.
-  auto full = run_ranks(2, cfg + " --training.max_steps=8", "", 1, "",
-                        {on_node(0, dir / "full_a"), on_node(1, dir / "full_b")});
-  for (const auto& r : full) ASSERT_EQ(r.exit_code, 0) << r.output;
-  // Nodes a and b train 4 steps (checkpoints at 4): both hold it, byte for byte.
-  auto first = run_ranks(2, cfg + " --training.max_steps=4", "", 1, "", {on_node(0, dir / "a"), on_node(1, dir / "b")});
-  for (const auto& r : first) ASSERT_EQ(r.exit_code, 0) << r.output;
+  train_on_nodes(cfg, 8, dir / "full_a", dir / "full_b");
+  const auto first = train_on_nodes(cfg, 4, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
   EXPECT_NE(first[0].output.find("checkpoints in a copy in each of 2 nodes' checkpoint.dir (checkpoint.replicas = "
                                  "\"auto\")"),
             std::string::npos)
@@ -49,17 +60,72 @@ TEST(CheckpointReplicas, EveryNodeHoldsTheSameCopyAndRankZeroOnAnotherNodeResume
   EXPECT_EQ(on_a, checkpoint_files(dir / "b/run/checkpoints"));
   for (const std::string& f : on_a)
     EXPECT_TRUE(ckpt_same_bytes(dir / ("a/run/checkpoints/" + f), dir / ("b/run/checkpoints/" + f))) << f;
-  // Node a is lost: the job starts again on b (now rank 0) and a new node c. It resumes at step 4 and ends as the
-  // uninterrupted run did; c holds a copy of the step-8 checkpoint.
+  fs::copy(dir / "b", dir / "b_again", fs::copy_options::recursive);
+  for (const auto& [rank0, rank1] : {std::pair<std::string, std::string>{"b", "c"}, {"c_again", "b_again"}}) {
+    SCOPED_TRACE("rank 0 on " + rank0 + ", rank 1 on " + rank1);
+    const auto second = train_on_nodes(cfg, 8, dir / rank0, dir / rank1);
+    ASSERT_FALSE(HasFailure());
+    const std::string holder = rank0 == "b" ? "(rank 0's node)" : "(rank 1's node)";
+    EXPECT_NE(second[0].output.find("resumed from run/checkpoints/step-00000004.pt on host "), std::string::npos)
+        << second[0].output;
+    EXPECT_NE(second[0].output.find(holder + " at step 4"), std::string::npos) << second[0].output;
+    EXPECT_NE(second[0].output.find("wrote the checkpoint of step 4 to 1 node that lacked it"), std::string::npos)
+        << second[0].output;
+    const std::string b = dir / (rank0 == "b" ? rank0 : rank1), c = dir / (rank0 == "b" ? rank1 : rank0);
+    const std::string model = dir / (rank0 + "/run/model.pt");  // rank 0 writes it
+    EXPECT_TRUE(ckpt_same_bytes(model, dir / "full_a/run/model.pt"))
+        << "max diff " << max_state_diff(dir / "full_a/run/model.pt", model);
+    EXPECT_EQ(checkpoint_files(c + "/run/checkpoints"), checkpoint_files(b + "/run/checkpoints"));
+    for (const std::string& f : checkpoint_files(b + "/run/checkpoints"))
+      EXPECT_TRUE(ckpt_same_bytes(b + "/run/checkpoints/" + f, c + "/run/checkpoints/" + f)) << f;
+  }
+}
+
+// Node a's newest copy (step 4) is corrupt, so its newest usable one is older (step 2); node b's step 4 is whole. The
+// job resumes at step 4 from b, and a's corrupt file is moved aside (never deleted) for the good copy.
+TEST(CheckpointReplicas, ANodeWhoseNewestCopyIsCorruptGetsTheNewestValidOneFromAnother) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --job.out_dir=run --checkpoint.every_steps=2";
+  train_on_nodes(cfg, 4, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  const std::string corrupt = dir / "a/run/checkpoints/step-00000004.pt";
+  const std::string before = read_file(corrupt);
+  fs::resize_file(corrupt, fs::file_size(corrupt) / 2);
+  const auto second = train_on_nodes(cfg, 6, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(second[0].output.find("skipping corrupt checkpoint: run/checkpoints/step-00000004.pt"), std::string::npos)
+      << second[0].output;
+  EXPECT_NE(second[0].output.find("(rank 1's node) at step 4"), std::string::npos) << second[0].output;
+  EXPECT_TRUE(read_file(corrupt) == before) << "the copy written in place of the corrupt one differs from b's";
+  EXPECT_EQ(fs::file_size(dir / "a/run/checkpoints/displaced-1-step-00000004.pt"), fs::file_size(corrupt) / 2);
+  for (const std::string& f : checkpoint_files(dir / "b/run/checkpoints"))
+    EXPECT_TRUE(ckpt_same_bytes(dir / ("a/run/checkpoints/" + f), dir / ("b/run/checkpoints/" + f))) << f;
+}
+
+// Two nodes hold different checkpoints of the newest step (here node b's folder holds another run's line): an error
+// on every rank that names both copies and their nodes, and nothing is overwritten.
+TEST(CheckpointReplicas, TwoDifferentCheckpointsOfTheNewestStepAreAnErrorNamingBoth) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --job.out_dir=run";
+  train_on_nodes(cfg, 4, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  const CommandResult other = ckpt_train(cfg, "--training.max_steps=4 --job.seed=22 --job.out_dir=" + dir / "other");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  fs::remove_all(dir / "b/run/checkpoints");
+  fs::copy(dir / "other/checkpoints", dir / "b/run/checkpoints");
+  const std::string on_a = read_file(dir / "a/run/checkpoints/step-00000004.pt");
   auto second =
-      run_ranks(2, cfg + " --training.max_steps=8", "", 1, "", {on_node(0, dir / "b"), on_node(1, dir / "c")});
-  for (const auto& r : second) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(second[0].output.find("at step 4"), std::string::npos) << second[0].output;
-  EXPECT_TRUE(ckpt_same_bytes(dir / "full_a/run/model.pt", dir / "b/run/model.pt"))
-      << "max diff " << max_state_diff(dir / "full_a/run/model.pt", dir / "b/run/model.pt");
-  const std::vector<std::string> on_c = checkpoint_files(dir / "c/run/checkpoints");
-  ASSERT_FALSE(on_c.empty());
-  EXPECT_TRUE(ckpt_same_bytes(dir / ("b/run/checkpoints/" + on_c.back()), dir / ("c/run/checkpoints/" + on_c.back())));
+      run_ranks(2, cfg + " --training.max_steps=8", "", 1, "", {on_node(0, dir / "a"), on_node(1, dir / "b")});
+  for (const auto& r : second) EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string& out = second[0].output;
+  const size_t at = out.find("error: two different checkpoints of step 4: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find("(rank 0's node)"), std::string::npos) << line;
+  EXPECT_NE(line.find("(rank 1's node)"), std::string::npos) << line;
+  EXPECT_NE(line.find("run/checkpoints/step-00000004.pt on host "), std::string::npos) << line;
+  EXPECT_TRUE(read_file(dir / "a/run/checkpoints/step-00000004.pt") == on_a) << "node a's checkpoint was rewritten";
+  EXPECT_EQ(checkpoint_files(dir / "a/run/checkpoints"), (std::vector<std::string>{"step-00000004.pt"}));
 }
 
 TEST(CheckpointReplicas, Rank0KeepsTheCheckpointsOnRankZerosNodeAlone) {
