@@ -128,6 +128,42 @@ TEST(CheckpointReplicas, TwoDifferentCheckpointsOfTheNewestStepAreAnErrorNamingB
   EXPECT_EQ(checkpoint_files(dir / "a/run/checkpoints"), (std::vector<std::string>{"step-00000004.pt"}));
 }
 
+// Node b's disk is full when the step-8 checkpoint is written there (ENOSPC from the fault shim). on_error = fail:
+// every rank stops, rank 0's error names rank 1's node, rank 1's the cause; node b keeps its step-4 copy whole.
+// on_error = warn: the run goes on and ends; node a holds step 8, node b still its whole step 4 and no partial file.
+TEST(CheckpointReplicas, ADiskFullOnOneNodeFollowsOnError) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --job.out_dir=run --training.max_steps=8";
+  const std::string full_disk = fault_env("write", "step-00000008.pt.tmp", "enospc");
+  for (const std::string on_error : {"fail", "warn"}) {
+    SCOPED_TRACE("checkpoint.on_error = " + on_error);
+    const std::string a = dir / (on_error + "_a"), b = dir / (on_error + "_b");
+    auto ranks = run_ranks(2, cfg + " --checkpoint.on_error=" + on_error, "", 1, "",
+                           {on_node(0, a), on_node(1, b) + " " + full_disk});
+    const std::string& out = ranks[0].output;
+    if (on_error == "fail") {
+      for (const auto& r : ranks) EXPECT_NE(r.exit_code, 0) << r.output;
+      EXPECT_NE(out.find("error: checkpoint at step 8 failed on rank 1's node (see that rank's output)"),
+                std::string::npos)
+          << out;
+      EXPECT_NE(ranks[1].output.find("No space left on device"), std::string::npos) << ranks[1].output;
+    } else {
+      for (const auto& r : ranks) EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(out.find("warning: checkpoint at step 8 failed on rank 1's node (see that rank's output)"),
+                std::string::npos)
+          << out;
+      EXPECT_NE(ranks[1].output.find("No space left on device"), std::string::npos) << ranks[1].output;
+      EXPECT_EQ(checkpoint_files(a + "/run/checkpoints"),
+                (std::vector<std::string>{"step-00000004.pt", "step-00000008.pt"}));
+    }
+    EXPECT_EQ(checkpoint_files(b + "/run/checkpoints"), std::vector<std::string>{"step-00000004.pt"});
+    EXPECT_TRUE(ckpt_same_bytes(a + "/run/checkpoints/step-00000004.pt", b + "/run/checkpoints/step-00000004.pt"));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(b + "/run/checkpoints", ec))
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "partial file left: " << e.path();
+  }
+}
+
 TEST(CheckpointReplicas, Rank0KeepsTheCheckpointsOnRankZerosNodeAlone) {
   TempDir dir;
   const std::string cfg =
