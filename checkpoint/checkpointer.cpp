@@ -160,9 +160,11 @@ bool Checkpointer::writes() {
 }
 
 void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
+  settle();
   last_step_ = step;
   const bool writer = writes();
-  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes.
+  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes. The bytes are the state as of
+  // this step: training may change the model as soon as save() returns.
   std::vector<char> bytes;
   std::string serialised;  // rank 0: why serialising failed ("" when it did not)
   if (ctx_.is_main()) {
@@ -173,21 +175,59 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     }
   }
   if (node_copies_) broadcast_bytes(ctx_, bytes);
-  std::string error;  // this writer's failure
-  if (writer) {
+  in_flight_ = InFlight{};
+  in_flight_.active = true;
+  in_flight_.step = step;
+  in_flight_.writer = writer;
+  if (!writer) return settle_unless_async();
+  if (bytes.empty()) {
+    in_flight_.error = ctx_.is_main() ? serialised : "rank 0 could not serialise the checkpoint";
+    return settle_unless_async();
+  }
+  // Only the store's files and the captured values are touched off the training thread; warnings wait for settle().
+  auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), bytes = std::move(bytes), step,
+                epoch, eval_accuracy, warnings = in_flight_.warnings]() mutable -> std::string {
     try {
-      if (bytes.empty())
-        throw std::runtime_error(ctx_.is_main() ? serialised : "rank 0 could not serialise the checkpoint");
-      CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
-      const CheckpointInfo info = store.save(bytes, step, epoch, eval_accuracy, warn_);
-      if (ctx_.is_main()) log_("checkpoint " + info.payload_path + (node_copies_ ? " (and a copy on every node)" : ""));
-      ++written_;
+      store.save(bytes, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); });
+      return "";
     } catch (const std::exception& e) {
-      error = e.what();
+      return e.what();
     }
+  };
+  if (cfg_.async)
+    in_flight_.background = std::async(std::launch::async, std::move(write));
+  else
+    in_flight_.error = write();
+  settle_unless_async();
+}
+
+void Checkpointer::settle_unless_async() {
+  if (!cfg_.async) settle();
+}
+
+void Checkpointer::settle() {
+  if (!in_flight_.active) return;
+  in_flight_.active = false;
+  std::string error = in_flight_.background.valid() ? in_flight_.background.get() : in_flight_.error;
+  for (const std::string& w : *in_flight_.warnings) {
+    if (ctx_.is_main())
+      warn_(w);
+    else
+      std::cerr << "warning: rank " << ctx_.rank << "'s node: " << w << std::endl;
+  }
+  const int64_t step = in_flight_.step;
+  if (in_flight_.writer && error.empty()) {
+    if (ctx_.is_main())
+      log_("checkpoint " + CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step) +
+           (node_copies_ ? " (and a copy on every node)" : ""));
+    ++written_;
   }
   if (settle_writes(error, "checkpoint at step " + std::to_string(step) + " failed"))
     last_written_ = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
+}
+
+Checkpointer::~Checkpointer() {
+  if (in_flight_.background.valid()) in_flight_.background.wait();
 }
 
 bool Checkpointer::settle_writes(const std::string& error, const std::string& failed_text) const {

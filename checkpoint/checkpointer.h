@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,9 +44,17 @@ class Checkpointer {
 
   // Rank 0 serialises `state` (built by every rank) as the checkpoint of `step` and writes it; with a copy on every
   // node (checkpoint.replicas) it sends the bytes to each node's LOCAL_RANK 0, which writes the same file into its own
-  // checkpoint.dir. Collective. A failed write on any writer stops every rank (checkpoint.on_error = fail) or is a
-  // warning (warn); each writer's copy is only ever replaced by a complete newer one. eval_accuracy < 0: none.
+  // checkpoint.dir. Collective. With checkpoint.async the writes (file, fsync, rename, manifest, retention) run on a
+  // background thread and save() returns once the bytes are in memory; the previous save is settled first. A failed
+  // write on any writer stops every rank (checkpoint.on_error = fail) or is a warning (warn) when it is settled; each
+  // writer's copy is only ever replaced by a complete newer one. eval_accuracy < 0: none.
   void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
+  // Waits for the save in flight (none without checkpoint.async), then every rank learns whether each writer
+  // succeeded (on_error decides, as above) and rank 0 logs the file. Collective when a save is in flight, which every
+  // rank knows alike; otherwise nothing.
+  void settle();
+  // Waits for a background write to end (no collective: a rank leaving on an error still completes its file).
+  ~Checkpointer();
   // Collective: rank 0 cleans crash debris, picks the checkpoint checkpoint.resume names (auto: along the run's line,
   // past unreadable ones, each checked with `check`) and records the line it continues; every rank gets its dict.
   // With a copy on every node (and resume = auto or never), every node's writer does so in its own checkpoint.dir:
@@ -82,6 +92,8 @@ class Checkpointer {
   // Every rank learns whether a writer's `error` (its own, "" when none) happened: true when none did; otherwise
   // checkpoint.on_error decides, a warning (false) or an error naming the failing rank, `failed_text` first.
   bool settle_writes(const std::string& error, const std::string& failed_text) const;
+  // A synchronous save (checkpoint.async = false) is settled before save() returns.
+  void settle_unless_async();
   // The checkpoint resume = PATH names, checked against its manifest when it has one.
   void read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value, const Check& check) const;
 
@@ -90,6 +102,17 @@ class Checkpointer {
   DistContext ctx_;
   Log log_;
   Log warn_;
+  // The last save until settle(): its step, this writer's outcome (the background write's, or "" / the error of a
+  // synchronous one) and the warnings its store gave, which the training thread reports.
+  struct InFlight {
+    bool active = false;
+    int64_t step = -1;
+    bool writer = false;
+    std::string error;
+    std::future<std::string> background;
+    std::shared_ptr<std::vector<std::string>> warnings = std::make_shared<std::vector<std::string>>();
+  };
+  InFlight in_flight_;
   bool node_copies_ = false;  // checkpoint.replicas resolved: a copy on every node
   bool writers_agreed_ = false;
   int64_t last_step_ = -1;

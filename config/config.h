@@ -520,6 +520,7 @@ struct CheckpointConfig {
   std::string dir;
   OnCheckpointError on_error = OnCheckpointError::Fail;
   CheckpointReplicas replicas = CheckpointReplicas::Auto;
+  bool async = true;
   ResumeFrom resume;
 
   template <class S, class K>
@@ -537,6 +538,10 @@ struct CheckpointConfig {
                         "node: each node's LOCAL_RANK 0 writes a copy into its checkpoint.dir | rank0: rank 0 alone | "
                         "auto: node when the job spans nodes (LOCAL_WORLD_SIZE < WORLD_SIZE)")
                         .resume_may_differ());
+    key(s.async, Key("async",
+                     "write (and fsync, prune) in the background while training goes on; the state is copied at the "
+                     "step, one save in flight at a time")
+                     .resume_may_differ());
     key(s.resume,
         Key("resume", "auto: the newest valid checkpoint of the run's line | never | a path").resume_may_differ());
   }

@@ -167,6 +167,7 @@ void Trainer::evaluate_and_report(const std::string& label) {
 
 void Trainer::preempted() {
   save_checkpoint(-1);
+  checkpointer_->settle();
   const bool requeue = stop_ == StopRequest::kRequeue;
   reporter_.message(
       std::string(requeue ? "stopped for requeue (SIGUSR1: a time limit ahead)" : "preempted by a signal") +
@@ -200,6 +201,7 @@ void Trainer::finish(bool evaluated) {
   if (const std::string saved = gradient_sync_->summary(); !saved.empty()) reporter_.message(saved);
   // The final state is a checkpoint too (a later run with more epochs or max_steps continues from it).
   if (checkpointer_->enabled() && !checkpointer_->holds(state_.global_step)) save_checkpoint(last_eval_accuracy_);
+  checkpointer_->settle();  // the newest checkpoint is on disk before the run says it ended
   write_model();
   reporter_.end_run(MlflowStatus::kFinished, true);
 }

@@ -421,11 +421,18 @@ bool Trainer::skip_nonfinite(int64_t step) {
 
 void Trainer::stop_nonfinite(int64_t step, const std::string& detail, const std::string& stopped) {
   const bool skipping = cfg_.training.on_nonfinite == OnNonFinite::Skip;
+  // Every rank stops here together: the save in flight is settled, so the newest checkpoint named is on disk.
+  std::string unsettled;
+  try {
+    checkpointer_->settle();
+  } catch (const std::exception& e) {
+    unsettled = " (" + first_line(e.what()) + ")";
+  }
   const std::string& last = checkpointer_->last_written();
   throw std::runtime_error(
       "step " + std::to_string(step) + ": the gradients are not finite (" + detail + ")" +
       (skipping ? "; " + std::to_string(nonfinite_in_a_row_) + " steps before it were skipped in a row" : "") + "; " +
-      stopped + "; newest checkpoint: " + (last.empty() ? std::string("none written by this run") : last));
+      stopped + "; newest checkpoint: " + (last.empty() ? std::string("none written by this run") : last) + unsettled);
 }
 
 EvalRecord Trainer::evaluate(Classifier* model) {

@@ -1,0 +1,107 @@
+// checkpoint.async: the background write produces the same checkpoints as the synchronous one, training goes on while
+// it runs, and a failed background write is reported when it is settled (the next checkpoint or the run's end).
+#include "tests/checkpoint/resume_job.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ddp::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> folder_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Each pair of checkpoint files torch.load reads as the same dict, every tensor equal bit for bit, the config
+// snapshots equal but for their checkpoint.async line; prints what differs.
+constexpr const char* kSameCheckpoints = R"(
+import sys, torch
+def bits(t):
+    return t.reshape(-1).view(torch.uint8)
+def same(a, b, at):
+    if isinstance(a, torch.Tensor):
+        ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+        ok = ok and torch.equal(bits(a), bits(b))
+    elif isinstance(a, dict):
+        ok = a.keys() == b.keys() and all(same(a[k], b[k], at + "/" + str(k)) for k in a)
+    elif isinstance(a, (list, tuple)):
+        ok = len(a) == len(b) and all(same(x, y, at + "/" + str(i)) for i, (x, y) in enumerate(zip(a, b)))
+    else:
+        ok = a == b
+    if not ok:
+        print("differs:", at, repr(a)[:80], repr(b)[:80])
+    return ok
+for a, b in zip(sys.argv[1::2], sys.argv[2::2]):
+    x, y = torch.load(a), torch.load(b)
+    assert "async = true" in x["config"] and "async = false" in y["config"], a
+    x["config"] = x["config"].replace("async = true", "async = false")
+    assert same(x, y, a), a
+print("same checkpoints")
+)";
+
+// The same run with checkpoint.async on and off, in the same job.out_dir one after the other: the same checkpoint
+// files (retention kept the same three), each the same state dict, and the same model.pt byte for byte. (The files'
+// bytes differ only by the config snapshot, which records checkpoint.async.)
+TEST(CheckpointAsync, BackgroundAndSynchronousSavesWriteTheSameCheckpoints) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --training.max_steps=20 --job.out_dir=" + dir / "run";
+  for (const char* mode : {"true", "false"}) {
+    const CommandResult r = ckpt_train(cfg, "--checkpoint.async=" + std::string(mode));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    fs::rename(dir / "run", dir / mode);
+  }
+  const std::vector<std::string> files = folder_files(dir / "true/checkpoints");
+  EXPECT_EQ(files,
+            (std::vector<std::string>{"latest.json", "step-00000012.json", "step-00000012.pt", "step-00000016.json",
+                                      "step-00000016.pt", "step-00000020.json", "step-00000020.pt"}));
+  EXPECT_EQ(files, folder_files(dir / "false/checkpoints"));
+  std::string pairs;
+  for (const std::string& f : files)
+    if (f.size() > 3 && f.substr(f.size() - 3) == ".pt")
+      pairs += " " + shell_quote(dir / ("true/checkpoints/" + f)) + " " + shell_quote(dir / ("false/checkpoints/" + f));
+  const CommandResult same = run_command(python() + " -c " + shell_quote(kSameCheckpoints) + pairs);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("same checkpoints"), std::string::npos) << same.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "true/checkpoints/latest.json", dir / "false/checkpoints/latest.json"));
+  EXPECT_TRUE(ckpt_same_bytes(dir / "true/model.pt", dir / "false/model.pt"));
+}
+
+// The step-4 write fails like a full disk (on_error = fail). In the background, training goes on past step 4 and the
+// failure stops the run when the next checkpoint (step 8) settles it; synchronously the run stops at step 4. Either
+// way nothing partial is left and the error is the same line.
+TEST(CheckpointAsync, AFailedBackgroundWriteStopsTheRunWhenItIsSettled) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --metrics.log_every_steps=1 --metrics.progress=plain";
+  const std::string full_disk = fault_env("write", "step-00000004.pt.tmp-", "enospc");
+  for (const std::string mode : {"true", "false"}) {
+    SCOPED_TRACE("checkpoint.async = " + mode);
+    const CommandResult r = ckpt_train(cfg, "--checkpoint.async=" + mode + " --job.out_dir=" + dir / mode, full_disk);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const size_t error = r.output.find("error: checkpoint at step 4 failed: " + dir / mode +
+                                       "/checkpoints/step-00000004.pt: write failed: No space left on device");
+    ASSERT_NE(error, std::string::npos) << r.output;
+    const size_t step8 = r.output.find("step 8/");
+    if (mode == "true") {
+      EXPECT_NE(step8, std::string::npos) << r.output;
+      EXPECT_LT(step8, error) << r.output;
+    } else {
+      EXPECT_EQ(r.output.find("step 5/"), std::string::npos) << r.output;
+    }
+    EXPECT_EQ(r.output.find("step 9/"), std::string::npos) << r.output;
+    for (const std::string& f : folder_files(dir / (mode + "/checkpoints")))
+      EXPECT_EQ(f.find("step-00000004"), std::string::npos) << f;
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
