@@ -431,13 +431,14 @@ void check_cuda_graph(const Config& cfg, const Fail& fail) {
              "dist.skip_zero_gradients = false");
 }
 
-// The optimizer's rules: a bool key of another optimizer left on (torch.optim would refuse the argument), fused
-// where torch.optim has no fused implementation, and the rules of its own row.
+// The optimizer's rules: a bool key of another optimizer set away from its default (that optimizer's class would
+// refuse the argument), fused where torch.optim has no fused implementation, and the rules of its own row.
 template <class Fail>
 void check_optimizer(const OptimizerConfig& opt, const Fail& fail) {
   const OptimizerKeyRow& row = optimizer_row(opt.name.name);
   for (const HyperparameterKey& h : hyperparameter_keys()) {
-    if (!h.flag || !opt.hyper.flag(h.key.name)) continue;
+    const bool default_on = h.default_value != 0;
+    if (!h.flag || opt.hyper.flag(h.key.name) == default_on) continue;
     std::vector<std::string> takers;
     bool taken = false;
     for (const OptimizerKeyRow& r : optimizer_rows())
@@ -449,7 +450,8 @@ void check_optimizer(const OptimizerConfig& opt, const Fail& fail) {
     if (!taken)
       fail({"optimizer." + std::string(h.key.name), "optimizer.name"},
            "optimizer." + std::string(h.key.name) + " is taken by optimizer.name = " + join(takers, " or ") +
-               ", not \"" + opt.name.name + "\"; set " + h.key.name + " = false or another optimizer.name");
+               ", not \"" + opt.name.name + "\"; set " + h.key.name + (default_on ? " = true" : " = false") +
+               " or another optimizer.name");
   }
   if (opt.fused && !row.has_fused)
     fail({"optimizer.fused", "optimizer.name"},

@@ -211,11 +211,11 @@ std::vector<HyperparameterKey> adam_keys(const char* weight_decay_doc) {
           bool_key(Key("amsgrad", "AMSGrad, steps scaled by the largest second-moment average so far"), false)};
 }
 
-// Adam's groups have betas; a torch from before decoupled_weight_decay wrote the same groups for Adam and AdamW,
-// so such a group may be either's.
+// Adam's groups have betas and amsgrad (timm's Lamb has betas only); a torch from before decoupled_weight_decay wrote
+// the same groups for Adam and AdamW, so such a group may be either's.
 template <bool kDecoupled>
 bool wrote_adam(const c10::impl::GenericDict& group) {
-  if (!group.contains("betas")) return false;
+  if (!group.contains("betas") || !group.contains("amsgrad")) return false;
   auto decoupled = group.find("decoupled_weight_decay");
   return decoupled == group.end() || !decoupled->value().isBool() || decoupled->value().toBool() == kDecoupled;
 }

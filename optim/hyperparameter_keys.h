@@ -1,8 +1,11 @@
-// The [optimizer] keys that several optimizers take (momentum, eps, weight_decay and its per-group values), each
-// declared once with its range and default; an optimizer's row names them with its own doc.
+// The [optimizer] keys that several optimizers take (momentum, nesterov, eps, weight_decay and its per-group values),
+// each declared once with its range and default; an optimizer's row names them with its own doc.
 #pragma once
 
+#include "config/config.h"
 #include "config/optimizer_rows.h"
+
+#include <optional>
 
 namespace ddp {
 
@@ -36,6 +39,15 @@ inline HyperparameterKey bias_weight_decay_key() {
                        .at_most(100)
                        .or_unset(-1, "unset: no bias group"),
                    -1.0);
+}
+inline HyperparameterKey nesterov_key() {
+  return bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false);
+}
+// The rule of every optimizer taking nesterov: Nesterov momentum needs a momentum.
+inline std::optional<BrokenRule> check_nesterov(const OptimizerConfig& cfg) {
+  if (cfg.hyper.flag("nesterov") && cfg.hyper.number("momentum") <= 0)
+    return BrokenRule{{"optimizer.nesterov", "optimizer.momentum"}, "optimizer.nesterov needs optimizer.momentum > 0"};
+  return std::nullopt;
 }
 inline HyperparameterKey eps_key(const char* doc) { return float_key(Key("eps", doc).above(0).at_most(1), 1e-8); }
 

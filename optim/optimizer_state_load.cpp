@@ -39,6 +39,7 @@ std::string hyper_text(const c10::IValue& v) {
 }
 
 bool hyper_equal(const c10::IValue& ours, const c10::IValue& theirs) {
+  if (ours.isNone() || theirs.isNone()) return ours.isNone() && theirs.isNone();
   if (ours.isTuple()) {
     if (!theirs.isTuple() && !theirs.isList()) return false;
     const auto& a = ours.toTupleRef().elements();
@@ -154,6 +155,10 @@ std::vector<std::string> load_optimizer_state_dict(torch::optim::Optimizer& opt,
     auto s = torch_state_form(opt).param_state_from(item.value().toGenericDict(), p, where);
     if (s) loaded.emplace_back(param_state_key(p), std::move(s));
   }
+  const auto& groups = state_field(state, "param_groups", "optimizer").toListRef();
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    torch_state_form(opt).group_state_from(groups[gi].toGenericDict(), opt.param_groups()[gi].options(),
+                                           "optimizer.param_groups[" + std::to_string(gi) + "]");
   opt.state().clear();
   for (auto& [key, s] : loaded) opt.state()[key] = std::move(s);
   return differences;

@@ -10,7 +10,7 @@
 namespace ddp {
 
 // The optimizers, in the order --help lists their names.
-#define DDP_OPTIMIZERS(X) X(sgd) X(adamw) X(adam) X(rmsprop)
+#define DDP_OPTIMIZERS(X) X(sgd) X(adamw) X(adam) X(rmsprop) X(lars) X(lamb)
 
 #define DDP_DECLARE_OPTIMIZER(name) const OptimizerKind& name##_optimizer();
 DDP_OPTIMIZERS(DDP_DECLARE_OPTIMIZER)

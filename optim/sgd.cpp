@@ -192,12 +192,6 @@ std::unique_ptr<torch::optim::Optimizer> make_sgd(const OptimizerConfig& cfg, do
   return std::make_unique<KernelSGD>(groups, options, update_kernels(cfg, grouped_params(groups)));
 }
 
-std::optional<BrokenRule> check_sgd(const OptimizerConfig& cfg) {
-  if (cfg.hyper.flag("nesterov") && cfg.hyper.number("momentum") <= 0)
-    return BrokenRule{{"optimizer.nesterov", "optimizer.momentum"}, "optimizer.nesterov needs optimizer.momentum > 0"};
-  return std::nullopt;
-}
-
 }  // namespace
 
 const OptimizerKind& sgd_optimizer() {
@@ -205,13 +199,15 @@ const OptimizerKind& sgd_optimizer() {
       {"sgd",
        "torch.optim.SGD",
        {momentum_key("momentum factor"), weight_decay_key("L2 penalty"), norm_weight_decay_key(),
-        bias_weight_decay_key(), bool_key(Key("nesterov", "Nesterov momentum (needs momentum > 0)"), false)},
+        bias_weight_decay_key(), nesterov_key()},
        /*has_fused=*/true,
        /*steps_on_device=*/true,
-       check_sgd},
+       check_nesterov},
       make_sgd,
-      // Only SGD's groups have dampening (RMSprop's have momentum too).
-      [](const c10::impl::GenericDict& group) { return group.contains("momentum") && group.contains("dampening"); }};
+      // SGD's groups have dampening (RMSprop's have momentum too) and no eps (timm's Lars has both).
+      [](const c10::impl::GenericDict& group) {
+        return group.contains("momentum") && group.contains("dampening") && !group.contains("eps");
+      }};
   return kind;
 }
 

@@ -25,6 +25,10 @@ class TorchStateForm {
   virtual ~TorchStateForm() = default;
   // A param_groups entry's keys after "lr", in the order torch 2.11 writes them ("params" follows), for `options`.
   virtual std::vector<GroupField> group_fields(const torch::optim::OptimizerOptions& options) const = 0;
+  // What a param_groups entry `group` holds beyond hyperparameters (a step count kept per group, as timm's Lamb
+  // keeps it), set into the group's `options`; nothing by default. Throws naming `where` for a misshapen value.
+  virtual void group_state_from(const c10::impl::GenericDict& group, torch::optim::OptimizerOptions& options,
+                                const std::string& where) const {}
   // A parameter's entry of "state" (torch's keys in torch's order; tensors cloned); empty for no state yet.
   virtual c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const = 0;
   // The state of parameter `p` from its entry `fields` (tensors copied to p's device and dtype); null for "no state

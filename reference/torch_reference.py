@@ -170,8 +170,10 @@ def read_cifar10(dir_, files):
 
 def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     """PyTorch's DDP recipe as ddptrain runs it, in a joined process group: DistributedSampler(shuffle=True,
-    seed=args.seed) with set_epoch per epoch, batches of args.batch, SGD(lr, momentum, weight_decay; the param groups
-    of optimizer_params) for args.steps optimizer steps across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out. With args.ema_decay > 0, an
+    seed=args.seed) with set_epoch per epoch, batches of args.batch, reference_optimizer (SGD(lr, momentum,
+    weight_decay) unless args.optimizer names timm's Lars or Lamb) over the param groups of optimizer_params, for
+    args.steps optimizer steps across epochs; rank 0 then saves the model's state dict (a plain dict) to args.out.
+    With args.ema_decay > 0, an
     AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True) is updated after each step and its module's state
     dict saved to args.ema_out, updated at the epoch's iterations i with i % args.ema_steps == 0 and restarted
     (n_averaged = 0) after the updates of steps 1 to args.ema_restart_through, its decay adjusted as torchvision's
@@ -208,8 +210,7 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     if getattr(args, "label_smoothing", 0.0) > 0:
         loss_fn = functools.partial(F.cross_entropy, label_smoothing=args.label_smoothing)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
-    opt = torch.optim.SGD(optimizer_params(model, args), lr=args.lr, momentum=args.momentum,
-                          weight_decay=getattr(args, "weight_decay", 0.0))
+    opt = reference_optimizer(optimizer_params(model, args), args)
     ema = None
     ema_steps, ema_restart_through = getattr(args, "ema_steps", 1), getattr(args, "ema_restart_through", 0)
     warmup, warmup_factor = getattr(args, "warmup_steps", 0), getattr(args, "warmup_start_factor", 0.0)
@@ -255,6 +256,23 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
             torch.save(dict(ema.module.state_dict()), args.ema_out)
     del ddp, opt, loader  # the last references to the DDP module and its Reducer
     leave_process_group()
+
+
+def reference_optimizer(params, args):
+    """torch.optim.SGD(lr, momentum, weight_decay), or with args.optimizer = "lars" or "lamb" timm.optim.Lars or Lamb
+    with the hyperparameters args has (ddptrain's optimizer.* keys of the same names; foreach -1 = None)."""
+    name, weight_decay = getattr(args, "optimizer", "sgd"), getattr(args, "weight_decay", 0.0)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum, weight_decay=weight_decay)
+    import timm.optim
+    foreach = None if args.foreach < 0 else bool(args.foreach)
+    if name == "lars":
+        return timm.optim.Lars(params, lr=args.lr, momentum=args.momentum, weight_decay=weight_decay,
+                               nesterov=bool(args.nesterov), trust_coeff=args.trust_coeff, eps=args.eps,
+                               trust_clip=bool(args.trust_clip), always_adapt=bool(args.always_adapt), foreach=foreach)
+    return timm.optim.Lamb(params, lr=args.lr, eps=args.eps, weight_decay=weight_decay,
+                           max_grad_norm=args.max_grad_norm or None, trust_clip=bool(args.trust_clip),
+                           always_adapt=bool(args.always_adapt), foreach=foreach)
 
 
 def leave_process_group():

@@ -36,7 +36,7 @@ TEST(OptimizerRows, EveryNameHasExactlyOneRowAndTheConfigReadsThem) {
   // Shared keys' docs name every optimizer that takes them.
   for (const HyperparameterKey& h : hyperparameter_keys()) {
     if (std::string(h.key.name) == "momentum") {
-      EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop: momentum factor");
+      EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop, lars: momentum factor");
     }
   }
 }
@@ -58,6 +58,11 @@ TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerAndFusedWithoutAFusedKernelAreConf
   EXPECT_EQ(error("[optimizer]\nname = \"sgd\"\ncentered = true\n"),
             "f.toml:3:12: optimizer.centered is taken by optimizer.name = \"rmsprop\", not \"sgd\"; set centered = "
             "false or another optimizer.name");
+  // A bool key that is on by default (timm's Lamb's bias_correction) is another optimizer's when turned off.
+  EXPECT_EQ(error("[optimizer]\nname = \"sgd\"\nbias_correction = false\n"),
+            "f.toml:3:19: optimizer.bias_correction is taken by optimizer.name = \"lamb\", not \"sgd\"; set "
+            "bias_correction = true or another optimizer.name");
+  EXPECT_EQ(error("[optimizer]\nname = \"lamb\"\nbias_correction = false\ntrust_clip = true\n"), "(no error)");
   EXPECT_EQ(error("[optimizer]\nname = \"rmsprop\"\nfused = true\n"),
             "f.toml:3:9: torch.optim.RMSprop has no fused implementation in torch.optim; set optimizer.fused = false");
   EXPECT_EQ(error("[optimizer]\nname = \"rmsprop\"\ncentered = true\nmomentum = 0.9\nalpha = 0.9\n"), "(no error)");

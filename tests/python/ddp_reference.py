@@ -14,7 +14,11 @@ from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read
 
 def main():
     args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("compress", str, ""), ("static_graph", int, 0)])
+                            ("compress", str, ""), ("static_graph", int, 0),
+                            # reference_optimizer's: timm.optim.Lars or Lamb and their hyperparameters
+                            ("optimizer", str, "sgd"), ("nesterov", int, 0), ("trust_coeff", float, 0.001),
+                            ("eps", float, 1e-8), ("max_grad_norm", float, 1.0), ("trust_clip", int, 0),
+                            ("always_adapt", int, 0), ("foreach", int, -1)])
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")

@@ -1,11 +1,12 @@
-# Optimizer-state oracle: a torch.optim optimizer of the class a file names loads the file's state_dict() and gives it
-# back unchanged.
+# Optimizer-state oracle: an optimizer of the class a file names (torch.optim's or timm.optim's) loads the file's
+# state_dict() and gives it back unchanged.
 #
-#   optimizer_round_trip.py IN OUT [IN OUT ...]   IN = {"optimizer": state_dict, "torch_class": "torch.optim.X",
-#       "shapes": [[...], ...]}: X over zero parameters of those shapes (built from param_groups[0]'s hyperparameters,
-#       those X's constructor takes), load_state_dict(IN["optimizer"]), then state_dict() saved to OUT; prints
-#       "IN layout_equal B" and "IN values_equal B" (keys, order, types, dtypes, shapes; values exactly). Each pair
-#       in turn, in one process.
+#   optimizer_round_trip.py IN OUT [IN OUT ...]   IN = {"optimizer": state_dict, "torch_class": "torch.optim.X" or
+#       "timm.optim.X", "shapes": [[...], ...]}: X over zero parameters of those shapes (built from param_groups[0]'s
+#       hyperparameters, those X's constructor takes), load_state_dict(IN["optimizer"]), then state_dict() saved to
+#       OUT; prints "IN layout_equal B" and "IN values_equal B" (keys, order, types, dtypes, shapes; values exactly).
+#       Each pair in turn, in one process.
+import importlib
 import inspect
 import sys
 
@@ -34,7 +35,8 @@ def equal(a, b):
 
 def round_trip(src, dst):
     saved = torch.load(src)
-    cls = getattr(torch.optim, saved["torch_class"].rsplit(".", 1)[1])
+    module, name = saved["torch_class"].rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
     params = [torch.zeros(shape, requires_grad=True) for shape in saved["shapes"]]
     group = saved["optimizer"]["param_groups"][0]
     takes = inspect.signature(cls.__init__).parameters
