@@ -217,7 +217,8 @@ const OptimizerKind& lamb_optimizer() {
         float_key(Key("max_grad_norm",
                       "the gradients' global norm is clipped to this inside the step, as timm's "
                       "Lamb (0: no clipping)")
-                      .at_least(0),
+                      .at_least(0)
+                      .at_most(1e6),
                   1.0),
         bool_key(Key("trust_clip", "LAMBC: the trust ratio clipped at 1"), false),
         bool_key(Key("always_adapt", "adapt the step of groups without weight decay too (norms, biases)"), false)},
