@@ -101,6 +101,10 @@ struct DataConfig {
   int64_t ra_num_ops = 2;
   int64_t augmix_severity = 3;
   double random_erase = 0;
+  double jitter_brightness = 0;
+  double jitter_contrast = 0;
+  double jitter_saturation = 0;
+  double jitter_hue = 0;
 
   template <class S, class K>
   static void keys(S& s, K&& key) {
@@ -215,6 +219,25 @@ struct DataConfig {
                             "image; 0 = off")
                             .at_least(0)
                             .at_most(1));
+    // v2.ColorJitter(brightness, contrast, saturation, hue) after the policy: a key at 0 leaves its op out, all four
+    // at 0 the transform.
+#define DDP_JITTER_DOC "image_folder training (data.augment = \"standard\"): v2.ColorJitter's "
+    key(s.jitter_brightness,
+        Key("jitter_brightness", DDP_JITTER_DOC "brightness, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
+            .at_least(0)
+            .at_most(100));
+    key(s.jitter_contrast,
+        Key("jitter_contrast", DDP_JITTER_DOC "contrast, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
+            .at_least(0)
+            .at_most(100));
+    key(s.jitter_saturation,
+        Key("jitter_saturation", DDP_JITTER_DOC "saturation, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
+            .at_least(0)
+            .at_most(100));
+    key(s.jitter_hue, Key("jitter_hue", DDP_JITTER_DOC "hue, a shift drawn from [-v, v] of a full turn; 0 = off")
+                          .at_least(0)
+                          .at_most(0.5));
+#undef DDP_JITTER_DOC
   }
 };
 

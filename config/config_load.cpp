@@ -498,15 +498,19 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
   check_crop_sizes(cfg, locations, fail);
-  // The automatic augmentation and random erasing keys belong to the standard training transform of a dataset of
-  // class folders, and a policy's own keys to that policy.
+  // The automatic augmentation, colour jitter and random erasing keys belong to the standard training transform of a
+  // dataset of class folders, and a policy's own keys to that policy.
   const DataConfig data_defaults;
   const std::pair<const char*, bool> augmentation_keys[] = {
       {"data.auto_augment", cfg.data.auto_augment != data_defaults.auto_augment},
       {"data.random_erase", cfg.data.random_erase != data_defaults.random_erase},
       {"data.ra_magnitude", cfg.data.ra_magnitude != data_defaults.ra_magnitude},
       {"data.ra_num_ops", cfg.data.ra_num_ops != data_defaults.ra_num_ops},
-      {"data.augmix_severity", cfg.data.augmix_severity != data_defaults.augmix_severity}};
+      {"data.augmix_severity", cfg.data.augmix_severity != data_defaults.augmix_severity},
+      {"data.jitter_brightness", cfg.data.jitter_brightness != data_defaults.jitter_brightness},
+      {"data.jitter_contrast", cfg.data.jitter_contrast != data_defaults.jitter_contrast},
+      {"data.jitter_saturation", cfg.data.jitter_saturation != data_defaults.jitter_saturation},
+      {"data.jitter_hue", cfg.data.jitter_hue != data_defaults.jitter_hue}};
   for (const auto& [key, set] : augmentation_keys) {
     if (!set) continue;
     const std::string k = key;

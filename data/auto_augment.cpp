@@ -1,6 +1,9 @@
 // The automatic augmentation policies of torchvision/transforms/v2/_auto_augment.py: their augmentation spaces,
-// their forwards' draws and their ops.
+// their forwards' draws and their ops; the policy's row.
 #include "data/auto_augment.h"
+
+#include "config/config.h"
+#include "data/sample_transforms.h"
 
 #include <torch/torch.h>
 
@@ -315,6 +318,49 @@ torch::Tensor AutoAugmentPolicy::apply(const torch::Tensor& image, const PolicyD
 torch::Tensor AutoAugmentPolicy::operator()(const torch::Tensor& image, at::Generator& gen) const {
   if (!active()) return image;
   return apply(image, draw(image.size(-2), image.size(-1), gen));
+}
+
+namespace {
+
+// data.auto_augment's policy after the flip, on the loader threads (no device applies it).
+class PolicyTransform : public PixelTransform {
+ public:
+  explicit PolicyTransform(const DataConfig& data)
+      : options_{data.auto_augment, data.ra_magnitude, data.ra_num_ops, data.augmix_severity}, policy_(options_) {}
+  std::string describe() const override {
+    switch (options_.policy) {
+      case AutoAugmentChoice::TaWide:
+        return "TrivialAugmentWide()";
+      case AutoAugmentChoice::RandAugment:
+        return "RandAugment(num_ops=" + std::to_string(options_.ra_num_ops) +
+               ", magnitude=" + std::to_string(options_.ra_magnitude) + ")";
+      case AutoAugmentChoice::ImageNet:
+        return "AutoAugment(policy=AutoAugmentPolicy.IMAGENET)";
+      case AutoAugmentChoice::AugMix:
+        return "AugMix(severity=" + std::to_string(options_.augmix_severity) + ")";
+      case AutoAugmentChoice::None:
+        break;
+    }
+    return "Identity()";
+  }
+  void apply(TransformedSample& sample, at::Generator& gen) const override {
+    sample.image = policy_(sample.image, gen);
+  }
+
+ private:
+  AutoAugmentOptions options_;
+  AutoAugmentPolicy policy_;
+};
+
+}  // namespace
+
+const PixelTransformRow& auto_augment_transform() {
+  static const PixelTransformRow row{"auto_augment",
+                                     [](const DataConfig& data) -> std::unique_ptr<const PixelTransform> {
+                                       if (data.auto_augment == AutoAugmentChoice::None) return nullptr;
+                                       return std::make_unique<PolicyTransform>(data);
+                                     }};
+  return row;
 }
 
 }  // namespace ddp

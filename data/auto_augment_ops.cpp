@@ -158,6 +158,71 @@ torch::Tensor sharpness_op(const torch::Tensor& image, double factor) {
   return output.clamp_(0, 255).to(torch::kUInt8);
 }
 
+namespace {
+
+// _rgb_to_hsv(image) of a float32 [3, H, W] image in [0, 1], with its in-place operations in its order.
+torch::Tensor aug_rgb_to_hsv(const torch::Tensor& image) {
+  const std::vector<torch::Tensor> rgb = image.unbind(-3);
+  const torch::Tensor& r = rgb[0];
+  const torch::Tensor& g = rgb[1];
+  auto [minc, maxc] = torch::aminmax(image, -3);
+  const torch::Tensor eqc = maxc == minc;
+  const torch::Tensor channels_range = maxc - minc;
+  const torch::Tensor ones = torch::ones_like(maxc);
+  const torch::Tensor s = channels_range / torch::where(eqc, ones, maxc);
+  const torch::Tensor channels_range_divisor = torch::where(eqc, ones, channels_range).unsqueeze_(-3);
+  const std::vector<torch::Tensor> rgb_c = ((maxc.unsqueeze(-3) - image) / channels_range_divisor).unbind(-3);
+  torch::Tensor rc = rgb_c[0], gc = rgb_c[1], bc = rgb_c[2];
+  torch::Tensor mask_maxc_neq_r = maxc != r;
+  torch::Tensor mask_maxc_eq_g = maxc == g;
+  const torch::Tensor hg = rc.add(2.0).sub_(bc).mul_(mask_maxc_eq_g & mask_maxc_neq_r);
+  torch::Tensor hr = bc.sub_(gc).mul_(~mask_maxc_neq_r);
+  const torch::Tensor hb = gc.add_(4.0).sub_(rc).mul_(mask_maxc_neq_r.logical_and_(mask_maxc_eq_g.logical_not_()));
+  torch::Tensor h = hr.add_(hg).add_(hb);
+  h = h.mul_(1.0 / 6.0).add_(1.0).fmod_(1.0);
+  return torch::stack({h, s, maxc}, -3);
+}
+
+// _hsv_to_rgb(img) of a float32 [3, H, W] HSV image.
+torch::Tensor aug_hsv_to_rgb(const torch::Tensor& img) {
+  const std::vector<torch::Tensor> hsv = img.unbind(-3);
+  const torch::Tensor& s = hsv[1];
+  const torch::Tensor& v = hsv[2];
+  torch::Tensor h6 = hsv[0].mul(6);
+  torch::Tensor i = torch::floor(h6);
+  const torch::Tensor f = h6.sub_(i);
+  i = i.to(torch::kInt32);
+  torch::Tensor sxf = s * f;
+  torch::Tensor one_minus_s = torch::rsub(s, 1.0);
+  const torch::Tensor q = torch::rsub(sxf, 1.0).mul_(v).clamp_(0.0, 1.0);
+  const torch::Tensor t = sxf.add_(one_minus_s).mul_(v).clamp_(0.0, 1.0);
+  const torch::Tensor p = one_minus_s.mul_(v).clamp_(0.0, 1.0);
+  i.remainder_(6);
+  const torch::Tensor vpqt = torch::stack({v, p, q, t}, -3);
+  // vpqt -> rgb by i: select[:, i], its channel axis moved before H, W for a batch.
+  torch::Tensor select =
+      torch::tensor({0, 2, 1, 1, 3, 0, 3, 0, 0, 2, 1, 1, 1, 1, 3, 0, 0, 2}, torch::kLong).view({3, 6});
+  select = select.index({torch::indexing::Slice(), i});
+  if (select.dim() > 3) select = select.moveaxis(0, -3);
+  return vpqt.gather(-3, select);
+}
+
+}  // namespace
+
+torch::Tensor hue_op(const torch::Tensor& image, double factor) {
+  if (!(-0.5 <= factor && factor <= 0.5))
+    throw std::invalid_argument("adjust_hue: the factor " + std::to_string(factor) + " is not in [-0.5, 0.5]");
+  aug_check_channels(image, "adjust_hue");
+  if (image.size(-3) == 1 || image.numel() == 0) return image;
+  // to_dtype_image(image, float32, scale=True), then back with scale=True: mul(255 + 1 - 1e-3) and truncation.
+  const torch::Tensor hsv = aug_rgb_to_hsv(image.to(torch::kFloat32).mul_(1.0 / 255));
+  const std::vector<torch::Tensor> channels = hsv.unbind(-3);
+  torch::Tensor h = channels[0];
+  h.add_(factor).remainder_(1.0);
+  const torch::Tensor adjusted = aug_hsv_to_rgb(torch::stack({h, channels[1], channels[2]}, -3));
+  return adjusted.mul(255 + 1.0 - 1e-3).to(torch::kUInt8);
+}
+
 torch::Tensor posterize_op(const torch::Tensor& image, int64_t bits) {
   if (bits < 0 || bits > 8) throw std::invalid_argument("posterize: bits in 0..8, got " + std::to_string(bits));
   if (bits >= 8) return image;

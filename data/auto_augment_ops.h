@@ -1,5 +1,5 @@
-// The ops of torchvision's automatic augmentation policies at fixed parameters, on uint8 [C, H, W] tensors
-// (torchvision.transforms.v2.functional's tensor kernels, computed with the same ATen operations).
+// The ops of torchvision's automatic augmentation policies and ColorJitter at fixed parameters, on uint8 [C, H, W]
+// tensors (torchvision.transforms.v2.functional's tensor kernels, computed with the same ATen operations).
 #pragma once
 
 #include <torch/types.h>
@@ -29,6 +29,9 @@ torch::Tensor brightness_op(const torch::Tensor& image, double factor);
 torch::Tensor saturation_op(const torch::Tensor& image, double factor);
 torch::Tensor contrast_op(const torch::Tensor& image, double factor);
 torch::Tensor sharpness_op(const torch::Tensor& image, double factor);
+// F.adjust_hue (factor in [-0.5, 0.5]): through HSV in float32 (_rgb_to_hsv, _hsv_to_rgb) and back to uint8 as
+// to_dtype scales; a 1-channel image is returned as it is.
+torch::Tensor hue_op(const torch::Tensor& image, double factor);
 
 // F.posterize (bits 0..8), F.solarize (threshold in 0..255), F.autocontrast, F.equalize, F.invert.
 torch::Tensor posterize_op(const torch::Tensor& image, int64_t bits);

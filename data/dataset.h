@@ -63,6 +63,8 @@ struct Split {
   std::function<torch::Tensor()> read_images;
   // Set instead of images for splits read sample by sample.
   std::shared_ptr<const SampleSource> source;
+  // The per-sample transforms in order, as the banner prints them ("" for a split without them).
+  std::string transforms;
   int64_t size() const { return labels.size(0); }
   // The images, read now if they are not held (undefined for a split read per sample).
   const torch::Tensor& ensure_images();

@@ -6,13 +6,9 @@
 
 #include "base/folders.h"
 #include "config/config.h"
-#include "data/auto_augment.h"
 #include "data/image_decode.h"
-#include "data/image_transforms.h"
 #include "data/jpeg_header.h"
-#include "data/random_erasing.h"
-
-#include <ATen/CPUGeneratorImpl.h>
+#include "data/sample_transforms.h"
 
 #include <algorithm>
 #include <atomic>
@@ -109,74 +105,48 @@ ImageFolderListing list_image_folder(const std::string& root) {
 
 namespace {
 
-// One split's files, read and transformed per sample: the training transform (RandomResizedCrop + flip, then
-// data.auto_augment's policy and data.random_erase's box, all drawn from one generator keyed by the sample's seed) or
-// the evaluation one (Resize + CenterCrop). With data.on_bad_sample = "skip", a file that cannot be read is replaced
-// by the next readable one of the split (in the split's order, wrapping), the same on every run.
+// One split's files, read and transformed per sample by the split's transform list (data/sample_transforms.h), its
+// draws from one generator keyed by the sample's seed. With data.on_bad_sample = "skip", a file that cannot be read is
+// replaced by the next readable one of the split (in the split's order, wrapping), the same on every run.
 class ImageFolderSamples : public SampleSource {
  public:
   ImageFolderSamples(std::string root, std::vector<std::string> paths, const DataConfig& data, bool augment)
       : root_(std::move(root)),
         paths_(std::move(paths)),
-        augment_(augment),
         skip_bad_(data.on_bad_sample == OnBadSample::Skip),
-        crop_size_(augment ? data.train_crop_size : data.val_crop_size),
-        resize_size_(data.val_resize_size),
-        interpolation_(data.interpolation),
-        policy_(AutoAugmentOptions{augment ? data.auto_augment : AutoAugmentChoice::None, data.ra_magnitude,
-                                   data.ra_num_ops, data.augmix_severity}),
-        erasing_(augment ? data.random_erase : 0.0) {
-    decode_.max_pixels = data.max_image_pixels;
-    // Evaluation only: a JPEG at least twice the resize is decoded at 1/2, 1/4 or 1/8 scale (PIL's draft mode).
-    if (!augment_) decode_.min_side = 2 * resize_size_;
-  }
+        transforms_(data, augment) {}
 
   Sample read(int64_t index, uint64_t seed) const override {
     return first_readable(
         index, [&](const std::string& path, int64_t i) { return load(path, read_file_bytes(path), seed, i); });
   }
 
-  // A JPEG nvJPEG can decode (cpu_decode_reason) is read, its transform drawn as load() draws it: the crop from the
-  // header's size, the flip, then the erased box. With an automatic augmentation policy every sample is load()ed: its
-  // ops run on the loader threads.
+  // A JPEG nvJPEG can decode (cpu_decode_reason) is read, its transform drawn as load() draws it, when the device
+  // applies every op of the list; otherwise every sample is load()ed: its ops run on the loader threads.
   Prepared prepare_for_device(int64_t index, uint64_t seed) const override {
-    if (policy_.active()) return Prepared{read(index, seed), nullptr};
+    if (!transforms_.runs_on_device()) return Prepared{read(index, seed), nullptr};
     return first_readable(index, [&](const std::string& path, int64_t i) {
       std::vector<uint8_t> bytes = read_file_bytes(path);
-      if (!cpu_decode_reason(bytes.data(), bytes.size(), decode_.max_pixels).empty())
+      if (!cpu_decode_reason(bytes.data(), bytes.size(), transforms_.decode_options().max_pixels).empty())
         return Prepared{load(path, bytes, seed, i), nullptr};
       const JpegFrame frame = *parse_jpeg_frame(bytes.data(), bytes.size());
+      DeviceDraw draw = transforms_.draw_for_device(frame.height, frame.width, seed);
       auto e = std::make_shared<EncodedSample>();
       e->path = path;
       e->index = i;
       e->seed = seed;
       e->height = frame.height;
       e->width = frame.width;
-      e->transform.train = augment_;
-      e->transform.size = crop_size_;
-      e->transform.resize = resize_size_;
-      e->transform.interpolation = interpolation_;
-      std::optional<CropBox> erase;
-      if (augment_) {
-        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-        e->transform.crop = random_resized_crop_box(frame.height, frame.width, CropRanges{}, gen);
-        e->transform.flip = random_flip(gen);
-        erase = erasing_.draw(crop_size_, crop_size_, gen);
-      }
+      e->transform = draw.transform;
       e->bytes = std::move(bytes);
-      return Prepared{Sample{torch::Tensor(), i, erase}, std::move(e)};
+      return Prepared{Sample{torch::Tensor(), i, draw.erase}, std::move(e)};
     });
   }
 
   int64_t bad_samples() const override { return bad_.load(); }
+  std::string describe() const { return transforms_.describe(); }
 
  private:
-  // PILToTensor's layout: the HWC pixels viewed as [C, H, W].
-  static torch::Tensor chw(const DecodedImage& decoded) {
-    return torch::from_blob(const_cast<uint8_t*>(decoded.rgb.data()), {decoded.height, decoded.width, 3}, torch::kUInt8)
-        .permute({2, 0, 1});
-  }
-
   // f(path, i) for sample `index`, or with data.on_bad_sample = "skip" for the first of the split from it (wrapping)
   // for which f does not throw, each failure counted.
   template <class F>
@@ -194,50 +164,16 @@ class ImageFolderSamples : public SampleSource {
     throw std::runtime_error(root_ + ": no image of the split can be read (data.on_bad_sample = \"skip\")");
   }
 
-  // Sample `index`: the file's bytes decoded and transformed; the copy returned owns its pixels (a crop is a view of
-  // the decoded image).
+  // Sample `index`: the file's bytes decoded and transformed.
   Sample load(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t seed, int64_t index) const {
-    if (!augment_)
-      return Sample{center_crop(resize_shorter_side(chw(decode_file_bytes(path, bytes, decode_)), resize_size_,
-                                                    interpolation_),
-                                crop_size_)
-                        .clone(),
-                    index, std::nullopt};
-    // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much
-    // larger than the output at 1/2, 1/4 or 1/8 scale, libjpeg's DCT scaling, so that the output is still a downscale
-    // of at least its own size): fewer pixels through the inverse DCT, colour conversion and resize.
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    CropBox box;
-    DecodeOptions options = decode_;
-    options.plan = [&](int64_t height, int64_t width) {
-      box = random_resized_crop_box(height, width, CropRanges{}, gen);
-      const unsigned scale = training_crop_scale(box, crop_size_);
-      const CropBox region = scaled_box(box, scale, (height + scale - 1) / scale, (width + scale - 1) / scale);
-      return DecodeRegion{scale, region.top, region.left, region.height, region.width};
-    };
-    const DecodedImage decoded = decode_file_bytes(path, bytes, options);
-    CropBox at = scaled_box(box, decoded.scale, decoded.top + decoded.height, decoded.left + decoded.width);
-    at.top -= decoded.top;
-    at.left -= decoded.left;
-    torch::Tensor out =
-        resize_to(chw(decoded).slice(1, at.top, at.top + at.height).slice(2, at.left, at.left + at.width), crop_size_,
-                  crop_size_, interpolation_);
-    if (random_flip(gen)) out = out.flip(-1);
-    // The policy's draws follow the flip's (v2.Compose([RandomResizedCrop, RandomHorizontalFlip, policy, ...])), and
-    // RandomErasing's follow them (after ToTensor and Normalize, which draw nothing).
-    out = policy_(out, gen);
-    std::optional<CropBox> erase = erasing_.draw(crop_size_, crop_size_, gen);
-    return Sample{out.clone(), index, erase};
+    TransformedSample t = transforms_(path, bytes, seed);
+    return Sample{std::move(t.image), index, t.erase};
   }
 
   std::string root_;
   std::vector<std::string> paths_;
-  bool augment_, skip_bad_;
-  int64_t crop_size_, resize_size_;  // the crop the model sees; evaluation's Resize
-  Interpolation interpolation_;
-  AutoAugmentPolicy policy_;  // "none" on the evaluation split
-  RandomErasing erasing_;     // p = 0 on the evaluation split
-  DecodeOptions decode_;
+  bool skip_bad_;
+  SampleTransforms transforms_;
   mutable std::atomic<int64_t> bad_{0};
 };
 
@@ -253,7 +189,9 @@ Split image_folder_split(const std::string& root, const DataConfig& data, bool a
   }
   Split split;
   split.labels = torch::tensor(listing.targets, torch::kInt64);
-  split.source = std::make_shared<ImageFolderSamples>(root, std::move(listing.paths), data, augment);
+  auto source = std::make_shared<ImageFolderSamples>(root, std::move(listing.paths), data, augment);
+  split.transforms = source->describe();
+  split.source = std::move(source);
   return split;
 }
 

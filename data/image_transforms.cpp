@@ -1,8 +1,11 @@
 // torchvision.transforms.v2's Resize, CenterCrop, RandomResizedCrop and RandomHorizontalFlip on uint8 [C, H, W] tensors
-// (torchvision/transforms/v2/functional/_geometry.py and v2/_geometry.py), through the same ATen kernels.
+// (torchvision/transforms/v2/functional/_geometry.py and v2/_geometry.py), through the same ATen kernels; the flip's
+// row.
 #include "data/image_transforms.h"
 
+#include "config/config.h"
 #include "data/sample_key.h"
+#include "data/sample_transforms.h"
 
 #include <ATen/Version.h>
 #include <torch/torch.h>
@@ -139,5 +142,29 @@ CropBox scaled_box(const CropBox& box, unsigned scale, int64_t height, int64_t w
 bool random_flip(at::Generator& gen) { return torch::rand({1}, gen, torch::kFloat32).item<float>() < 0.5f; }
 
 uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) { return sample_key(seed, epoch, index); }
+
+namespace {
+
+// v2.RandomHorizontalFlip(p=0.5): the training split's, always after the crop.
+class HorizontalFlipTransform : public PixelTransform {
+ public:
+  std::string describe() const override { return "RandomHorizontalFlip(p=0.5)"; }
+  void apply(TransformedSample& sample, at::Generator& gen) const override {
+    if (random_flip(gen)) sample.image = sample.image.flip(-1);
+  }
+  bool runs_on_device() const override { return true; }
+  void draw_for_device(DeviceDraw& draw, int64_t /*size*/, at::Generator& gen) const override {
+    draw.transform.flip = random_flip(gen);
+  }
+};
+
+}  // namespace
+
+const PixelTransformRow& horizontal_flip_transform() {
+  static const PixelTransformRow row{"horizontal_flip", [](const DataConfig&) -> std::unique_ptr<const PixelTransform> {
+                                       return std::make_unique<HorizontalFlipTransform>();
+                                     }};
+  return row;
+}
 
 }  // namespace ddp

@@ -1,9 +1,13 @@
-// v2.RandomErasing.make_params (torchvision/transforms/v2/_augment.py), draw for draw.
+// v2.RandomErasing.make_params (torchvision/transforms/v2/_augment.py), draw for draw; its row.
 #include "data/random_erasing.h"
+
+#include "config/config.h"
+#include "data/sample_transforms.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace ddp {
@@ -36,6 +40,41 @@ std::optional<CropBox> RandomErasing::draw(int64_t height, int64_t width, at::Ge
     return CropBox{top, left, h, w};
   }
   return std::nullopt;
+}
+
+namespace {
+
+// data.random_erase > 0: the box drawn with the sample's other draws, zeroed after Normalize (data/batch_rows.h).
+class ErasingTransform : public PixelTransform {
+ public:
+  explicit ErasingTransform(double p) : p_(p), erasing_(p) {}
+  std::string describe() const override {
+    char text[64];
+    std::snprintf(text, sizeof text, "RandomErasing(p=%g, after Normalize)", p_);
+    return text;
+  }
+  void apply(TransformedSample& sample, at::Generator& gen) const override {
+    sample.erase = erasing_.draw(sample.image.size(-2), sample.image.size(-1), gen);
+  }
+  bool runs_on_device() const override { return true; }
+  void draw_for_device(DeviceDraw& draw, int64_t size, at::Generator& gen) const override {
+    draw.erase = erasing_.draw(size, size, gen);
+  }
+
+ private:
+  double p_;
+  RandomErasing erasing_;
+};
+
+}  // namespace
+
+const PixelTransformRow& random_erasing_transform() {
+  static const PixelTransformRow row{"random_erasing",
+                                     [](const DataConfig& data) -> std::unique_ptr<const PixelTransform> {
+                                       if (data.random_erase <= 0) return nullptr;
+                                       return std::make_unique<ErasingTransform>(data.random_erase);
+                                     }};
+  return row;
 }
 
 }  // namespace ddp

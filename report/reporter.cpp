@@ -33,6 +33,7 @@ std::string banner_text(const RunFacts& f) {
   out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters)" +
          (f.batchnorm.empty() ? "" : " | " + f.batchnorm) + " | data " + f.dataset + " train " +
          std::to_string(f.train_size) + " test " + std::to_string(f.test_size);
+  if (!f.transforms.empty()) out += "\n  transforms " + f.transforms;
   out += "\n  batch " + std::to_string(f.batch_size) + " per rank x " + std::to_string(f.world_size) + " ranks x " +
          std::to_string(f.grad_accum_steps) +
          " accumulation = " + std::to_string(f.batch_size * f.world_size * f.grad_accum_steps) + " per step | " +

@@ -36,6 +36,7 @@ struct RunFacts {
   std::string rendezvous;           // "host:port (where they came from)" when distributed
   std::string grad_compression;     // the dtype gradients travel in (dist.grad_compression), "" when uncompressed
   std::string model, dataset, amp;  // amp: the autocast dtype, or "off"
+  std::string transforms;           // the splits' per-sample transform lists, "" without them
   std::string cudnn_benchmark;      // "cudnn.benchmark on (auto)", ...; "" off CUDA
   std::string batchnorm;            // how BatchNorm layers normalise in training; "" for a model without them
   int64_t parameters = 0, train_size = 0, test_size = 0;

@@ -176,6 +176,8 @@ RunFacts Trainer::run_facts() const {
   f.dataset = dataset_.name;
   f.train_size = dataset_.train.size();
   f.test_size = dataset_.test.size();
+  if (!dataset_.train.transforms.empty())
+    f.transforms = "train " + dataset_.train.transforms + " | test " + dataset_.test.transforms;
   f.batch_size = cfg_.data.batch_size;
   f.grad_accum_steps = cfg_.training.grad_accum_steps;
   f.steps_per_epoch = steps_per_epoch();

@@ -106,20 +106,26 @@ TEST(AutoAugmentLoader, BatchesDoNotDependOnWorkersAndErasedBoxesAreZero) {
                            augmented_epoch(plain_ds.test, 1, true, false).images));
 }
 
-// A short run with TrivialAugmentWide and RandomErasing trains, and gives the same weights to the bit with one loader
-// thread or two.
+// A short run with TrivialAugmentWide, ColorJitter and RandomErasing trains, names its transforms in order in the
+// banner, and gives the same weights to the bit with one loader thread or two.
 TEST(AutoAugmentRun, TrainsAndIsBitIdenticalAcrossWorkers) {
   TempDir dir;
   write_mixed_image_folder(dir / "f");
   auto run = [&](const std::string& workers) {
     const std::string out = dir / ("out" + workers);
-    const std::string cfg =
-        write_mnist_job(dir, dir / "f",
-                        {"model.name=resnet18", "data.image_size=16", "data.batch_size=4", "data.workers=" + workers,
-                         "data.auto_augment=ta_wide", "data.random_erase=0.25", "optimizer.lr=0.05",
-                         "training.epochs=2", "job.seed=4", "job.out_dir=" + out, "metrics.progress=off"});
+    const std::string cfg = write_mnist_job(
+        dir, dir / "f",
+        {"model.name=resnet18", "data.image_size=16", "data.batch_size=4", "data.workers=" + workers,
+         "data.auto_augment=ta_wide", "data.random_erase=0.25", "data.jitter_contrast=0.3", "data.jitter_hue=0.05",
+         "optimizer.lr=0.05", "training.epochs=2", "job.seed=4", "job.out_dir=" + out, "metrics.progress=plain"});
     const auto ranks = run_ranks(1, cfg + " --data.dataset=image_folder");
     EXPECT_EQ(ranks[0].exit_code, 0) << ranks[0].output;
+    EXPECT_NE(ranks[0].output.find("\n  transforms train RandomResizedCrop(16, bilinear) → RandomHorizontalFlip(p=0.5) "
+                                   "→ TrivialAugmentWide() → ColorJitter(contrast=(0.7, 1.3), hue=(-0.05, 0.05)) → "
+                                   "RandomErasing(p=0.25, after Normalize) | test Resize(18, bilinear) → "
+                                   "CenterCrop(16)\n"),
+              std::string::npos)
+        << ranks[0].output;
     return out + "/model.pt";
   };
   const std::string one = run("1"), two = run("2");
@@ -138,6 +144,9 @@ TEST(AutoAugmentConfig, KeysOutsideTheImageFolderStandardTransformAreRefused) {
   auto error = [](const std::vector<std::string>& keys) { return error_of([&] { parse_config("", "f.toml", keys); }); };
   EXPECT_NE(error({"data.random_erase=0.5"}).find("data.random_erase applies to the training transform"),
             std::string::npos);
+  EXPECT_NE(error({"data.jitter_brightness=0.5"}).find("data.jitter_brightness applies to the training transform"),
+            std::string::npos);
+  EXPECT_NE(error({"data.jitter_hue=0.6"}).find("data.jitter_hue"), std::string::npos);  // hue shifts: at most 0.5
   write_mixed_image_folder(dir / "f");
   const std::string folder = "data.dir=" + dir / "f";
   const std::vector<std::string> base = {"data.dataset=image_folder", folder, "model.name=resnet18"};
@@ -148,6 +157,9 @@ TEST(AutoAugmentConfig, KeysOutsideTheImageFolderStandardTransformAreRefused) {
   EXPECT_NE(with({"data.augment=none", "data.auto_augment=augmix"})
                 .find("data.auto_augment applies to the standard training transform"),
             std::string::npos);
+  EXPECT_NE(with({"data.augment=none", "data.jitter_saturation=0.2"})
+                .find("data.jitter_saturation applies to the standard training transform"),
+            std::string::npos);
   EXPECT_NE(with({"data.ra_magnitude=5"}).find("data.ra_magnitude is read by data.auto_augment = \"rand_augment\""),
             std::string::npos);
   EXPECT_NE(with({"data.auto_augment=ta_wide", "data.augmix_severity=5"})
@@ -156,7 +168,8 @@ TEST(AutoAugmentConfig, KeysOutsideTheImageFolderStandardTransformAreRefused) {
   EXPECT_NE(with({"data.ra_magnitude=31"}).find("data.ra_magnitude"), std::string::npos);  // 31 bins: 0..30
   std::vector<std::string> fine = base;
   for (const char* k :
-       {"data.auto_augment=rand_augment", "data.ra_magnitude=30", "data.ra_num_ops=3", "data.random_erase=1"})
+       {"data.auto_augment=rand_augment", "data.ra_magnitude=30", "data.ra_num_ops=3", "data.random_erase=1",
+        "data.jitter_brightness=0.4", "data.jitter_contrast=0.4", "data.jitter_saturation=0.4", "data.jitter_hue=0.5"})
     fine.push_back(k);
   EXPECT_NO_THROW(parse_config("", "f.toml", fine));
 }

@@ -1,10 +1,13 @@
-// The automatic augmentation ops and policies and RandomErasing against torchvision 0.26
+// The automatic augmentation ops and policies, ColorJitter and RandomErasing against torchvision 0.26
 // (tests/python/auto_augment_reference.py): each op at fixed parameters to the pixel, each policy's draws from one
-// seed and its output, the draws' distributions, RandomErasing's box draw for draw and F.erase.
+// seed and its output, the draws' distributions, ColorJitter's output and draws from one seed, RandomErasing's box draw
+// for draw and F.erase.
+#include "config/config.h"
 #include "data/auto_augment.h"
 #include "data/auto_augment_ops.h"
 #include "data/batch_rows.h"
 #include "data/random_erasing.h"
+#include "data/sample_transforms.h"
 #include "tests/support/test_support.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -79,6 +82,7 @@ torch::Tensor augment_functional(const nlohmann::json& c, const torch::Tensor& i
   if (fn == "saturation") return saturation_op(image, c["arg"]);
   if (fn == "contrast") return contrast_op(image, c["arg"]);
   if (fn == "sharpness") return sharpness_op(image, c["arg"]);
+  if (fn == "hue") return hue_op(image, c["arg"]);
   if (fn == "posterize") return posterize_op(image, c["arg"].get<int64_t>());
   if (fn == "solarize") return solarize_op(image, c["arg"]);
   if (fn == "autocontrast") return autocontrast_op(image);
@@ -108,7 +112,7 @@ TEST(AutoAugmentOps, EqualTorchvisionFunctionalOps) {
     worst[name] = std::max(worst[name], diff);
     EXPECT_EQ(diff, 0) << c.dump();
   }
-  EXPECT_EQ(worst.size(), 11u + 15u);  // every functional op and every policy op was compared
+  EXPECT_EQ(worst.size(), 12u + 15u);  // every functional op and every policy op was compared
   std::cout << "[ figures ] max |pixel difference| by op:";
   for (const auto& [name, d] : worst) std::cout << " " << name << "=" << d;
   std::cout << "\n";
@@ -273,6 +277,40 @@ TEST(AutoAugmentPolicies, NoneAndNoErasingDrawNothing) {
   EXPECT_FALSE(RandomErasing(0.0).draw(8, 8, gen).has_value());
   EXPECT_EQ(torch::randint(1000000, {}, gen, torch::kInt64).item<int64_t>(),
             torch::randint(1000000, {}, fresh, torch::kInt64).item<int64_t>());
+}
+
+// v2.ColorJitter(brightness, contrast, saturation, hue) from torch.manual_seed(seed) against the color_jitter row's op
+// from an at::Generator seeded the same: the same pixels (the same factors applied in the same order) and the
+// generator left in the same state; keys at 0 are left out as torchvision leaves out None.
+TEST(ColorJitterOp, SeededOutputsAndDrawsEqualTorchvision) {
+  if (!python_has_modules("torch, torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
+  AugmentOneThread one_thread;
+  TempDir dir;
+  const nlohmann::json cases = augment_cases("jitter", dir);
+  ASSERT_EQ(cases.size(), 5u * 3u * 12u);
+  int64_t changed = 0;
+  for (const auto& c : cases) {
+    DataConfig data;
+    data.jitter_brightness = c["jitter"][0];
+    data.jitter_contrast = c["jitter"][1];
+    data.jitter_saturation = c["jitter"][2];
+    data.jitter_hue = c["jitter"][3];
+    const std::unique_ptr<const PixelTransform> jitter = color_jitter_transform().make(data);
+    ASSERT_NE(jitter, nullptr);
+    const std::string src = c["src"];
+    const torch::Tensor image = augment_raw(dir / (src + ".chw"), augment_images().at(src));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(c["seed"].get<uint64_t>());
+    TransformedSample sample{image, std::nullopt};
+    jitter->apply(sample, gen);
+    const torch::Tensor expected = augment_raw(dir / c["out"].get<std::string>(), augment_images().at(src));
+    EXPECT_EQ(torch::randint(int64_t{1} << 31, {}, gen, torch::kInt64).item<int64_t>(), c["after"].get<int64_t>())
+        << c.dump();
+    ASSERT_EQ(sample.image.sizes(), expected.sizes()) << c.dump();
+    EXPECT_TRUE(torch::equal(sample.image, expected)) << c.dump();
+    changed += torch::equal(sample.image, image) ? 0 : 1;
+  }
+  EXPECT_GT(changed, static_cast<int64_t>(cases.size()) * 9 / 10);  // the images were jittered, not passed through
+  EXPECT_EQ(color_jitter_transform().make(DataConfig{}), nullptr);  // all four at 0: no transform, nothing drawn
 }
 
 // v2.RandomErasing(p, value=0) from torch.manual_seed(seed): the same box (or none) and the generator left in the

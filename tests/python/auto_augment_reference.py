@@ -1,5 +1,6 @@
-# Reference outputs of torchvision 0.26's automatic augmentation ops, policies and RandomErasing on generated images.
-"""Usage: auto_augment_reference.py ops|policies|erasing OUTDIR
+# Reference outputs of torchvision 0.26's automatic augmentation ops, policies, ColorJitter and RandomErasing on
+# generated images.
+"""Usage: auto_augment_reference.py ops|policies|erasing|jitter OUTDIR
 
 Images are generated here (uint8 [C, H, W], odd and square sizes) and written raw as OUTDIR/NAME.chw. Each mode
 writes OUTDIR/cases.json, a list of cases, and each case's output raw (uint8 [C, H, W], or float32 for erasing):
@@ -11,6 +12,8 @@ writes OUTDIR/cases.json, a list of cases, and each case's output raw (uint8 [C,
             and the next torch.randint(2**31, ()) (the generator's state after the forward's draws).
   erasing   torch.manual_seed(seed), then v2.RandomErasing(p, value=0) on a [3, H, W] image: the box make_params drew
             (none: kept whole) and the next torch.randint(2**31, ()); and F.erase at fixed boxes on a float image.
+  jitter    torch.manual_seed(seed), then v2.ColorJitter(brightness, contrast, saturation, hue) on the image: its
+            output and the next torch.randint(2**31, ()).
 
 One intra-op thread, as ddptrain's loader threads run these ops.
 """
@@ -79,6 +82,7 @@ def functional(case, img):
         "saturation": lambda: F.adjust_saturation(img, arg),
         "contrast": lambda: F.adjust_contrast(img, arg),
         "sharpness": lambda: F.adjust_sharpness(img, arg),
+        "hue": lambda: F.adjust_hue(img, arg),
         "posterize": lambda: F.posterize(img, int(arg)),
         "solarize": lambda: F.solarize(img, arg),
         "autocontrast": lambda: F.autocontrast(img),
@@ -110,6 +114,8 @@ def op_cases():
     for fn in ("brightness", "saturation", "contrast", "sharpness"):
         for arg in (0.01, 0.5, 1.0, 1.37, 1.99):
             cases.append(dict(fn=fn, arg=arg))
+    for arg in (-0.5, -0.21, 0.0, 0.13, 0.37, 0.5):
+        cases.append(dict(fn="hue", arg=arg))
     for bits in range(9):
         cases.append(dict(fn="posterize", arg=bits))
     for threshold in (0.0, 1.0, 127.5, 128.0, 200.3, 255.0):
@@ -204,6 +210,19 @@ def main():
             name = "erased_%d.f32" % k
             write(outdir, name, out)
             cases.append(dict(fixed=[i, j, h, w], out=name))
+    elif mode == "jitter":
+        # ColorJitter(brightness, contrast, saturation, hue); a 0 is None (its range is the center alone).
+        for b, c, s, h in ((0.4, 0.4, 0.4, 0.1), (0.4, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.5), (1.7, 0.3, 0.9, 0.25),
+                           (0.0, 0.8, 0.2, 0.0)):
+            for src in IMAGES:
+                for seed in range(12):
+                    torch.manual_seed(seed)
+                    out = v2.ColorJitter(brightness=b, contrast=c, saturation=s, hue=h)(IMAGES[src])
+                    after = int(torch.randint(2**31, ()))
+                    case = dict(jitter=[b, c, s, h], src=src, seed=seed, after=after,
+                                out="jitter_%s_%d_%d.chw" % (src, len(cases), seed))
+                    write(outdir, case["out"], out)
+                    cases.append(case)
     else:
         raise SystemExit("unknown mode " + mode)
     with open(os.path.join(outdir, "cases.json"), "w") as f:
