@@ -203,40 +203,50 @@ struct DataConfig {
             "image_folder training (data.augment = \"standard\"): an automatic augmentation policy applied to the crop "
             "after the flip, torchvision's v2.TrivialAugmentWide (ta_wide), v2.RandAugment (rand_augment), "
             "v2.AutoAugment's ImageNet policy (imagenet) or v2.AugMix (augmix); with data.decode = \"gpu\" such "
-            "samples are decoded on the loader threads"));
+            "samples are decoded on the loader threads")
+            .of_training_transform());
     key(s.ra_magnitude, Key("ra_magnitude", "auto_augment = \"rand_augment\": the magnitude bin of every op (of 31)")
                             .at_least(0)
-                            .at_most(30));
-    key(s.ra_num_ops,
-        Key("ra_num_ops", "auto_augment = \"rand_augment\": ops applied in a row").at_least(0).at_most(16));
+                            .at_most(30)
+                            .of_training_transform());
+    key(s.ra_num_ops, Key("ra_num_ops", "auto_augment = \"rand_augment\": ops applied in a row")
+                          .at_least(0)
+                          .at_most(16)
+                          .of_training_transform());
     key(s.augmix_severity,
         Key("augmix_severity", "auto_augment = \"augmix\": the severity of its ops (magnitude bins drawn below it)")
             .at_least(1)
-            .at_most(10));
+            .at_most(10)
+            .of_training_transform());
     key(s.random_erase, Key("random_erase",
                             "image_folder training (data.augment = \"standard\"): the probability of "
                             "v2.RandomErasing(scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0) on the normalised "
                             "image; 0 = off")
                             .at_least(0)
-                            .at_most(1));
+                            .at_most(1)
+                            .of_training_transform());
     // v2.ColorJitter(brightness, contrast, saturation, hue) after the policy: a key at 0 leaves its op out, all four
     // at 0 the transform.
 #define DDP_JITTER_DOC "image_folder training (data.augment = \"standard\"): v2.ColorJitter's "
     key(s.jitter_brightness,
         Key("jitter_brightness", DDP_JITTER_DOC "brightness, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
             .at_least(0)
-            .at_most(100));
+            .at_most(100)
+            .of_training_transform());
     key(s.jitter_contrast,
         Key("jitter_contrast", DDP_JITTER_DOC "contrast, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
             .at_least(0)
-            .at_most(100));
+            .at_most(100)
+            .of_training_transform());
     key(s.jitter_saturation,
         Key("jitter_saturation", DDP_JITTER_DOC "saturation, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
             .at_least(0)
-            .at_most(100));
+            .at_most(100)
+            .of_training_transform());
     key(s.jitter_hue, Key("jitter_hue", DDP_JITTER_DOC "hue, a shift drawn from [-v, v] of a full turn; 0 = off")
                           .at_least(0)
-                          .at_most(0.5));
+                          .at_most(0.5)
+                          .of_training_transform());
 #undef DDP_JITTER_DOC
   }
 };

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <tuple>
@@ -498,36 +499,35 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
   check_crop_sizes(cfg, locations, fail);
-  // The automatic augmentation, colour jitter and random erasing keys belong to the standard training transform of a
-  // dataset of class folders, and a policy's own keys to that policy.
+  // The keys of the standard training transform of a dataset of class folders (Key::of_training_transform): any
+  // value but the default is refused elsewhere; a policy's own keys belong to that policy.
   const DataConfig data_defaults;
-  const std::pair<const char*, bool> augmentation_keys[] = {
-      {"data.auto_augment", cfg.data.auto_augment != data_defaults.auto_augment},
-      {"data.random_erase", cfg.data.random_erase != data_defaults.random_erase},
-      {"data.ra_magnitude", cfg.data.ra_magnitude != data_defaults.ra_magnitude},
-      {"data.ra_num_ops", cfg.data.ra_num_ops != data_defaults.ra_num_ops},
-      {"data.augmix_severity", cfg.data.augmix_severity != data_defaults.augmix_severity},
-      {"data.jitter_brightness", cfg.data.jitter_brightness != data_defaults.jitter_brightness},
-      {"data.jitter_contrast", cfg.data.jitter_contrast != data_defaults.jitter_contrast},
-      {"data.jitter_saturation", cfg.data.jitter_saturation != data_defaults.jitter_saturation},
-      {"data.jitter_hue", cfg.data.jitter_hue != data_defaults.jitter_hue}};
-  for (const auto& [key, set] : augmentation_keys) {
-    if (!set) continue;
-    const std::string k = key;
+  std::map<std::string, std::string> transform_defaults;
+  DataConfig::keys(data_defaults, [&](const auto& field, const Key& k) {
+    if (k.training_transform) transform_defaults[k.name] = value_text(field);
+  });
+  std::set<std::string> transform_keys_set;
+  DataConfig::keys(cfg.data, [&](const auto& field, const Key& k) {
+    if (!k.training_transform || value_text(field) == transform_defaults[k.name]) return;
+    const std::string key = std::string("data.") + k.name;
+    transform_keys_set.insert(key);
     if (!facts.class_folders)
-      fail({k, "data.dataset"}, k + " applies to the training transform of " +
-                                    datasets([](const DatasetRow& row) { return row.class_folders; }) + " only, not " +
-                                    dataset);
+      fail({key, "data.dataset"}, key + " applies to the training transform of " +
+                                      datasets([](const DatasetRow& row) { return row.class_folders; }) +
+                                      " only, not " + dataset);
     if (cfg.data.augment != Augment::Standard)
-      fail({k, "data.augment"}, k +
-                                    " applies to the standard training transform (RandomResizedCrop + flip); set "
-                                    "data.augment = \"standard\" or leave " +
-                                    k + " at its default");
-  }
+      fail({key, "data.augment"}, key +
+                                      " applies to the standard training transform (RandomResizedCrop + flip); set "
+                                      "data.augment = \"standard\" or leave " +
+                                      key + " at its default");
+  });
   const std::tuple<const char*, bool, AutoAugmentChoice, const char*> policy_keys[] = {
-      {"data.ra_magnitude", augmentation_keys[2].second, AutoAugmentChoice::RandAugment, "rand_augment"},
-      {"data.ra_num_ops", augmentation_keys[3].second, AutoAugmentChoice::RandAugment, "rand_augment"},
-      {"data.augmix_severity", augmentation_keys[4].second, AutoAugmentChoice::AugMix, "augmix"}};
+      {"data.ra_magnitude", transform_keys_set.count("data.ra_magnitude") > 0, AutoAugmentChoice::RandAugment,
+       "rand_augment"},
+      {"data.ra_num_ops", transform_keys_set.count("data.ra_num_ops") > 0, AutoAugmentChoice::RandAugment,
+       "rand_augment"},
+      {"data.augmix_severity", transform_keys_set.count("data.augmix_severity") > 0, AutoAugmentChoice::AugMix,
+       "augmix"}};
   for (const auto& [key, set, policy, name] : policy_keys)
     if (set && cfg.data.auto_augment != policy)
       fail({key, "data.auto_augment"}, std::string(key) + " is read by data.auto_augment = \"" + name +

@@ -19,6 +19,7 @@ struct Key {
   std::optional<double> default_marker;     // a number also accepted outside the range, meaning marker_meaning
   bool nonempty = false;                    // a string that may not be ""
   bool resume_may_change = false;           // a resumed run may set another value without a "config differs" warning
+  bool training_transform = false;          // read by the standard training transform of class folders only
   // What default_marker stands for, as errors and --help say it.
   const char* marker_meaning = "the dataset's default";
 
@@ -51,6 +52,13 @@ struct Key {
   constexpr Key resume_may_differ() const {
     Key k = *this;
     k.resume_may_change = true;
+    return k;
+  }
+  // Read by the standard training transform of a dataset of class folders (an augmentation's key): another value than
+  // the default with any other dataset or data.augment is a config error.
+  constexpr Key of_training_transform() const {
+    Key k = *this;
+    k.training_transform = true;
     return k;
   }
 

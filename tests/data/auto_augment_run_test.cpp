@@ -2,6 +2,7 @@
 // of loader threads, erased boxes zeroed after normalisation (or carried with a uint8 batch to the device, with the
 // same boxes where the device decodes), a run bit-identical across data.workers, and the keys refused elsewhere.
 #include "config/config.h"
+#include "config/key_walk.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "tests/support/test_image_folder.h"
@@ -172,6 +173,45 @@ TEST(AutoAugmentConfig, KeysOutsideTheImageFolderStandardTransformAreRefused) {
         "data.jitter_brightness=0.4", "data.jitter_contrast=0.4", "data.jitter_saturation=0.4", "data.jitter_hue=0.5"})
     fine.push_back(k);
   EXPECT_NO_THROW(parse_config("", "f.toml", fine));
+}
+
+// Every key marked of_training_transform, set to a value other than its default: refused with data.dataset = "mnist"
+// and with data.augment = "none", each error naming the key; accepted on an image folder's standard transform.
+TEST(AutoAugmentConfig, EveryTrainingTransformKeyIsRefusedOutsideTheStandardTransform) {
+  TempDir dir;
+  write_mixed_image_folder(dir / "f");
+  std::vector<std::string> overrides;
+  const DataConfig defaults;
+  DataConfig::keys(defaults, [&](const auto& field, const Key& k) {
+    if (!k.training_transform) return;
+    using T = std::decay_t<decltype(field)>;
+    std::string value;
+    if constexpr (std::is_enum_v<T>) {
+      for (const std::string& name : choice_names<T>())
+        if (name != choice_name(field)) value = name;
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      const double other = static_cast<double>(field) == k.max ? k.min : k.max;
+      value = std::is_integral_v<T> ? std::to_string(static_cast<int64_t>(other)) : config_keys::format_number(other);
+    } else {
+      ADD_FAILURE() << k.name << ": a training-transform key of a kind this test cannot set";
+    }
+    overrides.push_back(std::string("data.") + k.name + "=" + value);
+  });
+  ASSERT_GE(overrides.size(), 9u);  // the policy and its three keys, random erasing, ColorJitter's four
+  auto error = [](const std::vector<std::string>& keys) { return error_of([&] { parse_config("", "f.toml", keys); }); };
+  for (const std::string& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    SCOPED_TRACE(o);
+    EXPECT_NE(error({o}).find(key + " applies to the training transform of"), std::string::npos);
+    EXPECT_NE(
+        error({"data.dataset=image_folder", "data.dir=" + dir / "f", "model.name=resnet18", "data.augment=none", o})
+            .find(key + " applies to the standard training transform"),
+        std::string::npos);
+    if (key == "data.auto_augment" || key == "data.random_erase" || key.rfind("data.jitter_", 0) == 0) {
+      EXPECT_NO_THROW(
+          parse_config("", "f.toml", {"data.dataset=image_folder", "data.dir=" + dir / "f", "model.name=resnet18", o}));
+    }
+  }
 }
 
 }  // namespace
