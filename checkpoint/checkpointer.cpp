@@ -209,21 +209,28 @@ void Checkpointer::settle() {
   if (!in_flight_.active) return;
   in_flight_.active = false;
   std::string error = in_flight_.background.valid() ? in_flight_.background.get() : in_flight_.error;
-  for (const std::string& w : *in_flight_.warnings) {
-    if (ctx_.is_main())
-      warn_(w);
-    else
-      std::cerr << "warning: rank " << ctx_.rank << "'s node: " << w << std::endl;
-  }
+  for (const std::string& w : *in_flight_.warnings) node_warning(w);
   const int64_t step = in_flight_.step;
+  const std::string path = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
   if (in_flight_.writer && error.empty()) {
-    if (ctx_.is_main())
-      log_("checkpoint " + CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step) +
-           (node_copies_ ? " (and a copy on every node)" : ""));
+    if (ctx_.is_main()) log_("checkpoint " + path + (node_copies_ ? " (and a copy on every node)" : ""));
     ++written_;
   }
-  if (settle_writes(error, "checkpoint at step " + std::to_string(step) + " failed"))
-    last_written_ = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best).payload_path(step);
+  if (settle_writes(error, "checkpoint at step " + std::to_string(step) + " failed")) last_written_ = path;
+}
+
+void Checkpointer::node_line(const std::string& line) const {
+  if (ctx_.is_main())
+    log_(line);
+  else
+    std::cerr << "rank " << ctx_.rank << "'s node: " << line << std::endl;
+}
+
+void Checkpointer::node_warning(const std::string& warning) const {
+  if (ctx_.is_main())
+    warn_(warning);
+  else
+    std::cerr << "warning: rank " << ctx_.rank << "'s node: " << warning << std::endl;
 }
 
 Checkpointer::~Checkpointer() {
@@ -278,11 +285,7 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check
   const bool writer = ctx_.local_rank == 0;
   std::set<std::string> said;
   const Log warn = [&](const std::string& w) {
-    if (!said.insert(w).second) return;
-    if (ctx_.is_main())
-      warn_(w);
-    else
-      std::cerr << "warning: rank " << ctx_.rank << "'s node: " << w << std::endl;
+    if (said.insert(w).second) node_warning(w);
   };
   Found found;
   std::string error;
@@ -381,7 +384,7 @@ void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes,
 Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn) const {
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
   // What a crash mid-write left (this folder's writer is the only one; other runs must not share it).
-  for (const auto& p : store.remove_debris()) log_("removed " + p + " (left by an interrupted write)");
+  for (const auto& p : store.remove_debris()) node_line("removed " + p + " (left by an interrupted write)");
   if (ctx_.is_main())
     for (const auto& p : remove_temp_files(out_dir_, "model.pt"))
       log_("removed " + p + " (left by an interrupted write)");

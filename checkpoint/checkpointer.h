@@ -94,6 +94,10 @@ class Checkpointer {
   bool settle_writes(const std::string& error, const std::string& failed_text) const;
   // A synchronous save (checkpoint.async = false) is settled before save() returns.
   void settle_unless_async();
+  // A line or a warning about this rank's node's checkpoint folder: rank 0's through its console, another writer's on
+  // its own standard error naming its node (rank 0 cannot see that node's files).
+  void node_line(const std::string& line) const;
+  void node_warning(const std::string& warning) const;
   // The checkpoint resume = PATH names, checked against its manifest when it has one.
   void read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value, const Check& check) const;
 

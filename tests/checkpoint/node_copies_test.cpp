@@ -82,7 +82,8 @@ TEST(CheckpointReplicas, EveryNodeHoldsTheSameCopyAndEitherOrderOfNodeLossResume
 }
 
 // Node a's newest copy (step 4) is corrupt, so its newest usable one is older (step 2); node b's step 4 is whole. The
-// job resumes at step 4 from b, and a's corrupt file is moved aside (never deleted) for the good copy.
+// job resumes at step 4 from b, and a's corrupt file is moved aside (never deleted) for the good copy. Each node's
+// crash debris is removed by its own writer, and the removal said.
 TEST(CheckpointReplicas, ANodeWhoseNewestCopyIsCorruptGetsTheNewestValidOneFromAnother) {
   TempDir dir;
   const std::string cfg = ckpt_job_config(dir) + " --job.out_dir=run --checkpoint.every_steps=2";
@@ -91,8 +92,20 @@ TEST(CheckpointReplicas, ANodeWhoseNewestCopyIsCorruptGetsTheNewestValidOneFromA
   const std::string corrupt = dir / "a/run/checkpoints/step-00000004.pt";
   const std::string before = read_file(corrupt);
   fs::resize_file(corrupt, fs::file_size(corrupt) / 2);
+  // What interrupted writes left on each node: each node's writer removes its own and says so, rank 1 on its output.
+  write_file(dir / "a/run/checkpoints/latest.json.tmp-5", "{");
+  write_file(dir / "b/run/checkpoints/step-00000006.pt.tmp-77", "partial");
   const auto second = train_on_nodes(cfg, 6, dir / "a", dir / "b");
   ASSERT_FALSE(HasFailure());
+  EXPECT_NE(second[0].output.find("removed run/checkpoints/latest.json.tmp-5 (left by an interrupted write)"),
+            std::string::npos)
+      << second[0].output;
+  EXPECT_NE(second[1].output.find(
+                "rank 1's node: removed run/checkpoints/step-00000006.pt.tmp-77 (left by an interrupted write)"),
+            std::string::npos)
+      << second[1].output;
+  EXPECT_FALSE(fs::exists(dir / "a/run/checkpoints/latest.json.tmp-5"));
+  EXPECT_FALSE(fs::exists(dir / "b/run/checkpoints/step-00000006.pt.tmp-77"));
   EXPECT_NE(second[0].output.find("skipping corrupt checkpoint: run/checkpoints/step-00000004.pt"), std::string::npos)
       << second[0].output;
   EXPECT_NE(second[0].output.find("(rank 1's node) at step 4"), std::string::npos) << second[0].output;
