@@ -60,33 +60,42 @@ std::vector<RankResult> run_pinned(const TempDir& dir) {
   return run_ranks(2, cfg, "", 1, "", {"taskset -c 0", "taskset -c 1"});
 }
 
+// Another process may take core 0 for a moment (a test's cleanup, the machine's other users) and make rank 0 the slow
+// one of some intervals; up to three runs, and one of them must name rank 1 in at least 7 of its 8 intervals and say
+// so on the console (a broken attribution fails every run).
 TEST(Straggler, SlowRankIsNamedWithPhaseComputeAndSaidOnTheConsole) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores";
-  TempDir dir;
-  std::vector<RankResult> ranks;
-  {
-    BusyCore busy(1);  // rank 1 gets about half of its core
-    ranks = run_pinned(dir);
+  std::string tries;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    TempDir dir;
+    std::vector<RankResult> ranks;
+    {
+      BusyCore busy(1);  // rank 1 gets about half of its core
+      ranks = run_pinned(dir);
+    }
+    ASSERT_EQ(ranks.size(), 2u);
+    for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto records = train_records(dir / "out/metrics.jsonl");
+    ASSERT_EQ(records.size(), 8u);
+    int named = 0;
+    std::string seen;
+    for (const auto& i : records) {
+      named += i.slowest_rank == 1 && i.slowest_phase == "compute";
+      seen += " " + std::to_string(i.slowest_rank) + "/" + i.slowest_phase;
+      EXPECT_GT(i.compute, 0);
+      EXPECT_GT(i.comm, 0);  // rank 0 waits for rank 1 in the all-reduce
+      EXPECT_GE(i.data, 0);
+      EXPECT_GT(i.optimizer, 0);
+    }
+    const bool said =
+        ranks[0].output.find("warning: straggler: rank 1 (host ") != std::string::npos &&
+        ranks[0].output.find("slower than the median rank for 3 log intervals in a row, most in compute") !=
+            std::string::npos;
+    if (named >= 7 && said) return;
+    tries += "\nrun " + std::to_string(attempt + 1) + ": slowest rank/phase per interval:" + seen +
+             (said ? "" : "; no straggler line on the console");
   }
-  ASSERT_EQ(ranks.size(), 2u);
-  for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto records = train_records(dir / "out/metrics.jsonl");
-  ASSERT_EQ(records.size(), 8u);
-  int named = 0;
-  std::string seen;
-  for (const auto& i : records) {
-    named += i.slowest_rank == 1 && i.slowest_phase == "compute";
-    seen += " " + std::to_string(i.slowest_rank) + "/" + i.slowest_phase;
-    EXPECT_GT(i.compute, 0);
-    EXPECT_GT(i.comm, 0);  // rank 0 waits for rank 1 in the all-reduce
-    EXPECT_GE(i.data, 0);
-    EXPECT_GT(i.optimizer, 0);
-  }
-  EXPECT_GE(named, 7) << "slowest rank/phase per interval:" << seen;
-  EXPECT_NE(ranks[0].output.find("warning: straggler: rank 1 (host "), std::string::npos) << ranks[0].output;
-  EXPECT_NE(ranks[0].output.find("slower than the median rank for 3 log intervals in a row, most in compute"),
-            std::string::npos)
-      << ranks[0].output;
+  ADD_FAILURE() << "no run named rank 1 in 7 of 8 intervals and on the console:" << tries;
 }
 
 // A process of the machine's other users can take one of the two cores for a moment and make its rank a true
