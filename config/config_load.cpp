@@ -11,7 +11,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
-#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <tuple>
@@ -506,11 +505,9 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   DataConfig::keys(data_defaults, [&](const auto& field, const Key& k) {
     if (k.training_transform) transform_defaults[k.name] = value_text(field);
   });
-  std::set<std::string> transform_keys_set;
   DataConfig::keys(cfg.data, [&](const auto& field, const Key& k) {
     if (!k.training_transform || value_text(field) == transform_defaults[k.name]) return;
     const std::string key = std::string("data.") + k.name;
-    transform_keys_set.insert(key);
     if (!facts.class_folders)
       fail({key, "data.dataset"}, key + " applies to the training transform of " +
                                       datasets([](const DatasetRow& row) { return row.class_folders; }) +
@@ -522,11 +519,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
                                       key + " at its default");
   });
   const std::tuple<const char*, bool, AutoAugmentChoice, const char*> policy_keys[] = {
-      {"data.ra_magnitude", transform_keys_set.count("data.ra_magnitude") > 0, AutoAugmentChoice::RandAugment,
+      {"data.ra_magnitude", cfg.data.ra_magnitude != data_defaults.ra_magnitude, AutoAugmentChoice::RandAugment,
        "rand_augment"},
-      {"data.ra_num_ops", transform_keys_set.count("data.ra_num_ops") > 0, AutoAugmentChoice::RandAugment,
+      {"data.ra_num_ops", cfg.data.ra_num_ops != data_defaults.ra_num_ops, AutoAugmentChoice::RandAugment,
        "rand_augment"},
-      {"data.augmix_severity", transform_keys_set.count("data.augmix_severity") > 0, AutoAugmentChoice::AugMix,
+      {"data.augmix_severity", cfg.data.augmix_severity != data_defaults.augmix_severity, AutoAugmentChoice::AugMix,
        "augmix"}};
   for (const auto& [key, set, policy, name] : policy_keys)
     if (set && cfg.data.auto_augment != policy)

@@ -1,5 +1,6 @@
 // v2.ColorJitter (torchvision/transforms/v2/_color.py) on uint8 [C, H, W] images, draw for draw: the training split's
 // data.jitter_brightness, data.jitter_contrast, data.jitter_saturation and data.jitter_hue; its row.
+#include "base/number_text.h"
 #include "config/config.h"
 #include "data/auto_augment_ops.h"
 #include "data/sample_transforms.h"
@@ -7,7 +8,6 @@
 #include <torch/torch.h>
 
 #include <array>
-#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -38,10 +38,8 @@ class ColorJitterTransform : public PixelTransform {
     std::string text;
     for (size_t i = 0; i < ranges_.size(); ++i) {
       if (!ranges_[i]) continue;
-      char part[96];
-      std::snprintf(part, sizeof part, "%s%s=(%g, %g)", text.empty() ? "" : ", ", names[i], ranges_[i]->first,
-                    ranges_[i]->second);
-      text += part;
+      text += std::string(text.empty() ? "" : ", ") + names[i] + "=(" + number_text("%g", ranges_[i]->first) + ", " +
+              number_text("%g", ranges_[i]->second) + ")";
     }
     return "ColorJitter(" + text + ")";
   }

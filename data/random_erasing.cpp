@@ -1,13 +1,13 @@
 // v2.RandomErasing.make_params (torchvision/transforms/v2/_augment.py), draw for draw; its row.
 #include "data/random_erasing.h"
 
+#include "base/number_text.h"
 #include "config/config.h"
 #include "data/sample_transforms.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
 
 namespace ddp {
@@ -47,11 +47,9 @@ namespace {
 // data.random_erase > 0: the box drawn with the sample's other draws, zeroed after Normalize (data/batch_rows.h).
 class ErasingTransform : public PixelTransform {
  public:
-  explicit ErasingTransform(double p) : p_(p), erasing_(p) {}
+  explicit ErasingTransform(double p) : erasing_(p) {}
   std::string describe() const override {
-    char text[64];
-    std::snprintf(text, sizeof text, "RandomErasing(p=%g, after Normalize)", p_);
-    return text;
+    return "RandomErasing(p=" + number_text("%g", erasing_.p()) + ", after Normalize)";
   }
   void apply(TransformedSample& sample, at::Generator& gen) const override {
     sample.erase = erasing_.draw(sample.image.size(-2), sample.image.size(-1), gen);
@@ -62,7 +60,6 @@ class ErasingTransform : public PixelTransform {
   }
 
  private:
-  double p_;
   RandomErasing erasing_;
 };
 

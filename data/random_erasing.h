@@ -15,6 +15,7 @@ class RandomErasing {
  public:
   explicit RandomErasing(double p = 0.0);
   bool active() const { return p_ > 0; }
+  double p() const { return p_; }
   // RandomErasing.forward's draws for an image of height x width from `gen`: torch.rand(1) >= p keeps the image
   // whole; otherwise make_params's ten tries of an area and a log-uniform aspect ratio, the box's top and left drawn
   // for the first that fits strictly inside; none fits: the image is kept whole (v is None).
