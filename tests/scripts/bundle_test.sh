@@ -17,9 +17,12 @@ tar -xzf "$work/ddptrain-bundle.tar.gz" -C "$work/node"
 bundle=$work/node/ddptrain-bundle
 
 # docs/setup.md's commands ("Installing on nodes without network"), without the test suite, on every core (CTest runs
-# this test alone).
-unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDP_BUNDLE="$bundle" \
-  -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF | tee "$work/configure.log" | grep ddptrain:
+# this test alone). What the test proves (no network, the bundle's headers and libraries, a binary that trains) does
+# not rest on the optimiser, so the Release build compiles at -O0: a unity batch of the core library then takes about
+# 40% less time than at -O3 (its precompiled header made at -O0 too), and this build is the suite's largest cost.
+unshare -n cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG" -DDDP_BUNDLE="$bundle" -DDDP_VENV_PYTHON="$python" -DDDP_BUILD_TESTS=OFF |
+  tee "$work/configure.log" | grep ddptrain:
 grep -q "data.download (libcurl) OFF" "$work/configure.log" || fail "data.download is built from a bundle"
 unshare -n cmake --build "$work/build" -j "$(nproc)" --target ddptrain ddprun | tail -n 1
 
