@@ -153,17 +153,19 @@ TEST(TorchScript, TwoRanksMatchPythonDdpUnderFp16AutocastWithLossScaling) {
 }
 
 // fp16 autocast with dynamic loss scaling and an EMA of the weights on the scripted module, stopped at a checkpoint
-// and resumed: the same weights and average to the bit as the run that went straight through.
+// and resumed: the same weights and average to the bit as the run that went straight through. Ten steps an epoch, so
+// the resumed run starts at an epoch's end; small batches, as float16 convolutions on a CPU take LibTorch's slow path.
 TEST(TorchScript, Fp16RunResumedFromACheckpointIsBitIdentical) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   torchscript_python("make " + dir / "net.pt" + " --seed 2");
   auto run = [&](const std::string& out, int steps) {
-    const std::string cfg = write_mnist_job(
-        dir, "",
-        {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.synthetic_train_size=640", "amp.enabled=true",
-         "amp.dtype=float16", "training.ema_decay=0.9", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
-         "training.max_steps=" + std::to_string(steps), "metrics.progress=plain", "job.threads=1"});
+    const std::string cfg =
+        write_mnist_job(dir, "",
+                        {"model.name=torchscript", "model.path=" + dir / "net.pt", "data.synthetic_train_size=160",
+                         "data.batch_size=16", "data.synthetic_test_size=64", "amp.enabled=true", "amp.dtype=float16",
+                         "training.ema_decay=0.9", "checkpoint.every_steps=10", "job.out_dir=" + dir / out,
+                         "training.max_steps=" + std::to_string(steps), "metrics.progress=plain", "job.threads=1"});
     const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + cfg + " --data.dataset=synthetic");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r;
