@@ -230,7 +230,7 @@ std::vector<CheckpointInfo> CheckpointStore::resume_candidates(const WarnFn& war
         auto info = read_manifest(manifest_path(step));
         if (!info) {
           warn("skipping checkpoint step " + std::to_string(step) + " of the line in " + dir_ + "/latest.json: " +
-               manifest_path(step) + " is missing (a crash while it was written?)");
+               manifest_path(step) + " is missing " + kMissingFromLine);
           continue;
         }
         found.push_back(*info);

@@ -41,6 +41,8 @@ class CheckpointStore {
   // ddptrain 0.3.0 or before, or an unreadable latest.json) every complete one. Entries without a readable manifest
   // or whose payload fails its size/CRC check are reported through `warn` and left out.
   std::vector<CheckpointInfo> resume_candidates(const WarnFn& warn) const;
+  // How resume_candidates' warning about a step of the line without a manifest ends (it is not counted as skipped).
+  static constexpr const char* kMissingFromLine = "(a crash while it was written?)";
   // The line latest.json records; nullopt when there is none (or it cannot be read: `warn` hears why).
   std::optional<std::vector<int64_t>> read_line(const WarnFn& warn = {}) const;
   // Records `steps` (newest first) as the line, atomically.

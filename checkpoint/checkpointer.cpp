@@ -6,6 +6,7 @@
 #include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/torch_save/pickle_reader.h"
+#include "config/row_choice.h"
 #include "checkpoint/state_dict.h"
 #include "distributed/rank_zero.h"
 #include "distributed/reduce.h"
@@ -284,8 +285,9 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
 std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check& check) {
   const bool writer = ctx_.local_rank == 0;
   std::set<std::string> said;
+  // A step of a node's line whose manifest is missing is said once for the job, below, not once per step and node.
   const Log warn = [&](const std::string& w) {
-    if (said.insert(w).second) node_warning(w);
+    if (w.find(CheckpointStore::kMissingFromLine) == std::string::npos && said.insert(w).second) node_warning(w);
   };
   Found found;
   std::string error;
@@ -302,6 +304,7 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check
   }
   // The newest step any node holds usable; -1: none.
   const auto best = static_cast<int64_t>(all_reduce_max(ctx_, static_cast<double>(found.step)));
+  say_line_beyond(found, best);
   if (best < 0) {
     const int64_t skipped = all_reduce_sum_exact(ctx_, {found.skipped})[0];
     if (skipped > 0)
@@ -368,6 +371,31 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check
   return Resumed{from, value.toGenericDict()};
 }
 
+void Checkpointer::say_line_beyond(const Found& found, int64_t best) const {
+  std::vector<int64_t> beyond;  // the steps this node's latest.json names past `best`: no node holds them usable
+  if (ctx_.local_rank == 0 && found.recorded)
+    std::copy_if(found.recorded->begin(), found.recorded->end(), std::back_inserter(beyond),
+                 [best](int64_t step) { return step > best; });
+  std::sort(beyond.begin(), beyond.end());
+  const auto newest = static_cast<int64_t>(
+      all_reduce_max(ctx_, beyond.empty() ? -1.0 : static_cast<double>(beyond.back())));  // collective
+  if (newest < 0) return;
+  const int64_t namer = lowest_rank(ctx_, !beyond.empty() && beyond.back() == newest);
+  std::vector<char> text;
+  if (ctx_.rank == namer) {
+    std::vector<std::string> steps;
+    for (const int64_t step : beyond) steps.push_back(std::to_string(step));
+    const std::string t = cfg_.dir + "/latest.json on host " + host_name() + " (rank " + std::to_string(namer) +
+                          "'s node) names " + (steps.size() == 1 ? "step " : "steps ") + spoken_list(steps, "and") +
+                          ", which no node holds usable";
+    text.assign(t.begin(), t.end());
+  }
+  broadcast_bytes(ctx_, text, namer);
+  if (ctx_.is_main())
+    warn_(std::string(text.begin(), text.end()) +
+          (best < 0 ? ": starting from step 0" : ": resuming from step " + std::to_string(best)));
+}
+
 void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes, c10::IValue& value,
                               const Check& check) const {
   const std::string manifest = std::filesystem::path(path).replace_extension(".json").string();
@@ -394,7 +422,7 @@ Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn) cons
   if (cfg_.resume.mode == ResumeMode::Auto) {
     const Log counted = [&](const std::string& w) {
       warn(w);
-      if (w.find("(a crash while it was written?)") == std::string::npos) ++found.skipped;
+      if (w.find(CheckpointStore::kMissingFromLine) == std::string::npos) ++found.skipped;
     };
     for (const auto& c : store.resume_candidates(counted)) {
       std::vector<char> b = read_bytes(c.payload_path);

@@ -89,6 +89,9 @@ class Checkpointer {
   std::string choose(std::vector<char>& bytes, c10::IValue& value, const Check& check);
   // resume() with a copy on every node: each writer finds its own, the newest step wins.
   std::optional<Resumed> resume_from_nodes(const Check& check);
+  // Collective, in resume_from_nodes: rank 0 warns in one line when a node's latest.json names steps past `best`, the
+  // newest step any node holds usable (-1: none), naming the node and the steps.
+  void say_line_beyond(const Found& found, int64_t best) const;
   // Every rank learns whether a writer's `error` (its own, "" when none) happened: true when none did; otherwise
   // checkpoint.on_error decides, a warning (false) or an error naming the failing rank, `failed_text` first.
   bool settle_writes(const std::string& error, const std::string& failed_text) const;

@@ -115,6 +115,42 @@ TEST(CheckpointReplicas, ANodeWhoseNewestCopyIsCorruptGetsTheNewestValidOneFromA
     EXPECT_TRUE(ckpt_same_bytes(dir / ("a/run/checkpoints/" + f), dir / ("b/run/checkpoints/" + f))) << f;
 }
 
+// Both nodes lost the files of steps 4 and 6 that their latest.json names (the folders' manifests and payloads gone):
+// one line for the job names the node and the steps, and the job resumes from step 2, the newest a node holds, instead
+// of a warning per step and node. With no step left on either node, the same line says the job starts from step 0.
+TEST(CheckpointReplicas, StepsOfTheLineThatNoNodeHoldsAreSaidInOneLine) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --job.out_dir=run --checkpoint.every_steps=2";
+  train_on_nodes(cfg, 6, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  const auto remove_steps = [&](const std::vector<std::string>& steps) {
+    for (const std::string node : {"a", "b"})
+      for (const std::string& step : steps)
+        for (const std::string ext : {".pt", ".json"})
+          ASSERT_TRUE(fs::remove(dir / (node + "/run/checkpoints/step-0000000" + step + ext))) << node << " " << step;
+  };
+  remove_steps({"4", "6"});
+  const auto second = train_on_nodes(cfg, 6, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(second[0].output.find("run/checkpoints/latest.json on host "), std::string::npos) << second[0].output;
+  EXPECT_NE(second[0].output.find("(rank 0's node) names steps 4 and 6, which no node holds usable: resuming from "
+                                  "step 2"),
+            std::string::npos)
+      << second[0].output;
+  EXPECT_NE(second[0].output.find("at step 2"), std::string::npos) << second[0].output;
+  for (const auto& r : second) EXPECT_EQ(count_of(r.output, "is missing"), 0u) << r.output;
+  EXPECT_EQ(count_of(second[0].output, "which no node holds usable"), 1u) << second[0].output;
+
+  remove_steps({"2", "4", "6"});
+  const auto third = train_on_nodes(cfg, 2, dir / "a", dir / "b");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(third[0].output.find("(rank 0's node) names steps 2, 4 and 6, which no node holds usable: starting from "
+                                 "step 0"),
+            std::string::npos)
+      << third[0].output;
+  EXPECT_EQ(third[0].output.find("resumed from"), std::string::npos) << third[0].output;
+}
+
 // Two nodes hold different checkpoints of the newest step (here node b's folder holds another run's line): an error
 // on every rank that names both copies and their nodes, and nothing is overwritten.
 TEST(CheckpointReplicas, TwoDifferentCheckpointsOfTheNewestStepAreAnErrorNamingBoth) {
