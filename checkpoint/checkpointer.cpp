@@ -6,8 +6,8 @@
 #include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/torch_save/pickle_reader.h"
-#include "config/row_choice.h"
 #include "checkpoint/state_dict.h"
+#include "config/row_choice.h"
 #include "distributed/rank_zero.h"
 #include "distributed/reduce.h"
 
