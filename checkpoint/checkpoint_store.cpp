@@ -108,9 +108,7 @@ CheckpointStore::CheckpointStore(std::string dir, int64_t keep_last, int64_t kee
     : dir_(std::move(dir)), keep_last_(keep_last), keep_best_(keep_best) {}
 
 std::string CheckpointStore::payload_path(int64_t step) const { return dir_ + "/" + ckpt_step_name(step) + ".pt"; }
-std::string CheckpointStore::manifest_path(int64_t step) const {
-  return dir_ + "/" + ckpt_step_name(step) + ".json";
-}
+std::string CheckpointStore::manifest_path(int64_t step) const { return dir_ + "/" + ckpt_step_name(step) + ".json"; }
 
 std::optional<int64_t> CheckpointStore::step_of(const std::string& path) const {
   std::error_code ec;
@@ -197,7 +195,8 @@ std::vector<CheckpointInfo> CheckpointStore::list(const WarnFn& warn) const {
     try {
       auto info = read_manifest(entry.path().string());
       if (!info) continue;
-      if (info->step != std::stoll(m[1]) || fs::path(info->payload_path).filename() != ckpt_step_name(info->step) + ".pt")
+      if (info->step != std::stoll(m[1]) ||
+          fs::path(info->payload_path).filename() != ckpt_step_name(info->step) + ".pt")
         throw std::runtime_error(entry.path().string() + ": its step and file do not match its name");
       out.push_back(*info);
     } catch (const std::exception& e) {
@@ -222,15 +221,20 @@ std::string CheckpointStore::verify(const CheckpointInfo& info) {
   return "";
 }
 
-std::vector<CheckpointInfo> CheckpointStore::resume_candidates(const WarnFn& warn) const {
+std::string CheckpointStore::missing_from_line(int64_t step) const {
+  return "skipping checkpoint step " + std::to_string(step) + " of the line in " + dir_ +
+         "/latest.json: " + manifest_path(step) + " is missing (a crash while it was written?)";
+}
+
+CheckpointStore::Candidates CheckpointStore::resume_candidates(const WarnFn& warn) const {
+  Candidates out;
   std::vector<CheckpointInfo> found;
   if (auto line = read_line(warn)) {
     for (int64_t step : *line) {
       try {
         auto info = read_manifest(manifest_path(step));
         if (!info) {
-          warn("skipping checkpoint step " + std::to_string(step) + " of the line in " + dir_ + "/latest.json: " +
-               manifest_path(step) + " is missing " + kMissingFromLine);
+          out.missing.push_back(step);
           continue;
         }
         found.push_back(*info);
@@ -241,11 +245,10 @@ std::vector<CheckpointInfo> CheckpointStore::resume_candidates(const WarnFn& war
   } else {
     found = list(warn);
   }
-  std::vector<CheckpointInfo> out;
   for (const auto& info : found) {
     const std::string problem = verify(info);
     if (problem.empty())
-      out.push_back(info);
+      out.usable.push_back(info);
     else
       warn("skipping corrupt checkpoint: " + problem + " (left in place)");
   }
@@ -294,8 +297,8 @@ std::vector<std::string> CheckpointStore::remove_debris() const {
     std::error_code rec;
     if (!entry.is_regular_file(rec)) continue;
     const bool temp = std::regex_match(name, tmp_re);
-    const bool orphan = std::regex_match(name, m, ckpt_payload_re()) &&
-                        !fs::exists(manifest_path(std::stoll(m[1])), rec) && !rec;
+    const bool orphan =
+        std::regex_match(name, m, ckpt_payload_re()) && !fs::exists(manifest_path(std::stoll(m[1])), rec) && !rec;
     if ((temp || orphan) && fs::remove(entry.path(), rec)) removed.push_back(entry.path().string());
   }
   return removed;

@@ -37,12 +37,17 @@ class CheckpointStore {
   // Complete checkpoints in the folder (manifest present and readable), newest step first; `warn` hears about each
   // manifest that exists but cannot be read.
   std::vector<CheckpointInfo> list(const WarnFn& warn = {}) const;
-  // What resume = auto tries, newest first: the line's checkpoints when latest.json exists, else (a folder from
-  // ddptrain 0.3.0 or before, or an unreadable latest.json) every complete one. Entries without a readable manifest
-  // or whose payload fails its size/CRC check are reported through `warn` and left out.
-  std::vector<CheckpointInfo> resume_candidates(const WarnFn& warn) const;
-  // How resume_candidates' warning about a step of the line without a manifest ends (it is not counted as skipped).
-  static constexpr const char* kMissingFromLine = "(a crash while it was written?)";
+  // What resume = auto tries, newest first (`usable`): the line's checkpoints when latest.json exists, else (a folder
+  // from ddptrain 0.3.0 or before, or an unreadable latest.json) every complete one. Entries with an unreadable
+  // manifest or whose payload fails its size/CRC check are reported through `warn` and left out; steps of the line
+  // without a manifest (`missing`, newest first) are left to the caller to say (missing_from_line).
+  struct Candidates {
+    std::vector<CheckpointInfo> usable;
+    std::vector<int64_t> missing;
+  };
+  Candidates resume_candidates(const WarnFn& warn) const;
+  // The warning for a step of the line whose manifest is missing.
+  std::string missing_from_line(int64_t step) const;
   // The line latest.json records; nullopt when there is none (or it cannot be read: `warn` hears why).
   std::optional<std::vector<int64_t>> read_line(const WarnFn& warn = {}) const;
   // Records `steps` (newest first) as the line, atomically.

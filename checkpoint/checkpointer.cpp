@@ -285,15 +285,16 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(const Check& check) {
 std::optional<Checkpointer::Resumed> Checkpointer::resume_from_nodes(const Check& check) {
   const bool writer = ctx_.local_rank == 0;
   std::set<std::string> said;
-  // A step of a node's line whose manifest is missing is said once for the job, below, not once per step and node.
   const Log warn = [&](const std::string& w) {
-    if (w.find(CheckpointStore::kMissingFromLine) == std::string::npos && said.insert(w).second) node_warning(w);
+    if (said.insert(w).second) node_warning(w);
   };
   Found found;
   std::string error;
   if (writer) {
     try {
-      found = find(check, warn);
+      // A step of a node's line whose manifest is missing is said once for the job (say_line_beyond), not once per
+      // step and node.
+      found = find(check, warn, /*say_missing=*/false);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -409,7 +410,7 @@ void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes,
   if (!problem.empty()) throw std::runtime_error("resume from " + path + ": " + problem);
 }
 
-Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn) const {
+Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn, bool say_missing) const {
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
   // What a crash mid-write left (this folder's writer is the only one; other runs must not share it).
   for (const auto& p : store.remove_debris()) node_line("removed " + p + " (left by an interrupted write)");
@@ -422,9 +423,12 @@ Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn) cons
   if (cfg_.resume.mode == ResumeMode::Auto) {
     const Log counted = [&](const std::string& w) {
       warn(w);
-      if (w.find(CheckpointStore::kMissingFromLine) == std::string::npos) ++found.skipped;
+      ++found.skipped;
     };
-    for (const auto& c : store.resume_candidates(counted)) {
+    const CheckpointStore::Candidates candidates = store.resume_candidates(counted);
+    if (say_missing)
+      for (int64_t step : candidates.missing) warn(store.missing_from_line(step));
+    for (const auto& c : candidates.usable) {
       std::vector<char> b = read_bytes(c.payload_path);
       const std::string problem = parse_checkpoint(b, found.value, check);
       if (problem.empty()) {

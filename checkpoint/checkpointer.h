@@ -82,7 +82,8 @@ class Checkpointer {
   struct Found;  // one folder's checkpoint to resume from, and the line it continues
   // One folder (this rank's checkpoint.dir): crash debris removed (and model.pt's, on rank 0), then the checkpoint
   // checkpoint.resume names: auto's newest usable one along the line (Found::skipped counts the others), a path's.
-  Found find(const Check& check, const Log& warn) const;
+  // `say_missing`: whether `warn` hears of each step of the line without a manifest (never counted as skipped).
+  Found find(const Check& check, const Log& warn, bool say_missing = true) const;
   // Records in latest.json the line that resuming from `found` continues (a fresh one when it holds nothing).
   void record_line(const Found& found) const;
   // Rank 0: the chosen checkpoint's path ("" for none), its bytes and parsed dict.

@@ -1,6 +1,6 @@
 // The run's line of checkpoints (latest.json): retention past corrupt higher-numbered checkpoints, auto after an
 // older explicit resume, a newest that passes its CRC but does not parse, manifests rewritten by a JSON tool,
-// debris of interrupted writes, out-of-range checkpoint fields.
+// steps of the line without a manifest, debris of interrupted writes, out-of-range checkpoint fields.
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
@@ -222,6 +222,44 @@ TEST(CheckpointLine, OutOfRangeFieldsAreRefusedNamingFileAndFieldOrSkippedByAuto
       << r.output;
   EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
   EXPECT_TRUE(ckpt_same_bytes(dir / "full/model.pt", dir / "part/model.pt"));
+}
+
+// A step of the line without a manifest (a crash while it was written) is handed back as data, not as a warning, so
+// a caller says it once (a job with a copy on every node) or per folder; a corrupt one is a warning and left out.
+TEST(CheckpointLine, StepsOfTheLineWithoutAManifestAreReportedApartFromCorruptOnes) {
+  TempDir dir;
+  const CheckpointStore store(dir / "ckpts", 3, 0);
+  fs::create_directories(dir / "ckpts");
+  line_write_checkpoint(store.dir(), 4, std::vector<char>(50, 'a'));
+  line_write_checkpoint(store.dir(), 8, std::vector<char>(50, 'b'));
+  fs::resize_file(store.payload_path(8), 10);
+  store.write_line({12, 8, 4});
+  std::vector<std::string> warnings;
+  const CheckpointStore::Candidates c = store.resume_candidates([&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_EQ(c.usable.size(), 1u);
+  EXPECT_EQ(c.usable[0].step, 4);
+  EXPECT_EQ(c.missing, std::vector<int64_t>{12});
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+  EXPECT_NE(warnings[0].find("skipping corrupt checkpoint: " + store.payload_path(8)), std::string::npos)
+      << warnings[0];
+  EXPECT_EQ(store.missing_from_line(12), "skipping checkpoint step 12 of the line in " + store.dir() +
+                                             "/latest.json: " + store.manifest_path(12) +
+                                             " is missing (a crash while it was written?)");
+}
+
+// In a run with one folder, each step of the line without a manifest is one warning, not counted as skipped: the run
+// resumes from the newest usable step.
+TEST(CheckpointLine, ARunSaysEachStepOfItsLineWithoutAManifestAndResumesBelowIt) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=12").exit_code, 0);
+  const CheckpointStore store(ckpts, 3, 0);
+  fs::remove(store.manifest_path(12));
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: " + store.missing_from_line(12)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + store.payload_path(8) + " at step 8"), std::string::npos) << r.output;
 }
 
 TEST(CheckpointLine, NothingUsableIsAnErrorNotAFreshStart) {
