@@ -11,6 +11,7 @@
 #include "distributed/rank_zero.h"
 #include "distributed/reduce.h"
 
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,6 +157,13 @@ bool Checkpointer::writes() {
               "'s node sees it too), so rank 0 alone writes the checkpoints");
       return ctx_.is_main();
     }
+    std::vector<int64_t> writer_flags(static_cast<size_t>(ctx_.world_size), 0);
+    writer_flags[static_cast<size_t>(ctx_.rank)] = candidate || ctx_.is_main() ? 1 : 0;
+    writer_flags = all_reduce_sum_exact(ctx_, writer_flags);
+    std::vector<int64_t> members;  // rank 0 first: it serialises and sends
+    for (size_t r = 0; r < writer_flags.size(); ++r)
+      if (writer_flags[r] > 0) members.push_back(static_cast<int64_t>(r));
+    if (candidate || ctx_.is_main()) writers_group_ = ctx_.member_group(members, "checkpoint_writers");
   }
   return node_copies_ ? ctx_.local_rank == 0 : ctx_.is_main();
 }
@@ -164,8 +172,9 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
   settle();
   last_step_ = step;
   const bool writer = writes();
-  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes. The bytes are the state as of
-  // this step: training may change the model as soon as save() returns.
+  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes, over the writers' own group
+  // (the other ranks receive none). The bytes are the state as of this step: training may change the model as soon
+  // as save() returns.
   std::vector<char> bytes;
   std::string serialised;  // rank 0: why serialising failed ("" when it did not)
   if (ctx_.is_main()) {
@@ -175,7 +184,7 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
       serialised = e.what();
     }
   }
-  if (node_copies_) broadcast_bytes(ctx_, bytes);
+  if (writers_group_) broadcast_bytes(ctx_, *writers_group_, bytes);
   in_flight_ = InFlight{};
   in_flight_.active = true;
   in_flight_.step = step;

@@ -77,7 +77,7 @@ class Checkpointer {
  private:
   // Whether every node's LOCAL_RANK 0 writes a copy, and whether this rank is a writer. Collective on the first call:
   // nodes whose checkpoint.dir turns out to be one shared folder (each writer's marker seen by another) fall back to
-  // rank 0 alone, with a warning.
+  // rank 0 alone, with a warning; otherwise rank 0 and the writers make their group (writers_group_).
   bool writes();
   struct Found;  // one folder's checkpoint to resume from, and the line it continues
   // One folder (this rank's checkpoint.dir): crash debris removed (and model.pt's, on rank 0), then the checkpoint
@@ -123,6 +123,9 @@ class Checkpointer {
   InFlight in_flight_;
   bool node_copies_ = false;  // checkpoint.replicas resolved: a copy on every node
   bool writers_agreed_ = false;
+  // With node copies, rank 0 and every node's writer: what the checkpoint's bytes travel over, so that they reach
+  // the writers alone (a node of 8 ranks receives one copy, not 8). Null on the other ranks.
+  c10::intrusive_ptr<c10d::Backend> writers_group_;
   int64_t last_step_ = -1;
   int64_t written_ = 0;
   std::string last_written_;

@@ -38,6 +38,11 @@ struct DistContext {
   // What this rank is doing (its phases, marked by the training loop), for the hang watch.
   std::shared_ptr<Activity> activity = std::make_shared<Activity>();
   c10::intrusive_ptr<c10d::Store> watch_store;  // the hang watch's own client of `store`; null for a world of one
+  // A Gloo group of some of the job's ranks (`members`: job ranks in ascending order, this rank among them), over
+  // `store` under `name` (one name per set of members and attempt): only the members take part in making it and in
+  // its collectives, so traffic that only they need stays off the other ranks. Null for a world of one.
+  std::function<c10::intrusive_ptr<c10d::Backend>(const std::vector<int64_t>& members, const std::string& name)>
+      member_group;
 
   bool is_main() const { return rank == 0; }
   bool distributed() const { return static_cast<bool>(group); }

@@ -117,22 +117,40 @@ std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tenso
   return output[0];
 }
 
+namespace {
+
+// The root's bytes through `broadcast` (its size, then the bytes when there are any), as tensors on `device`.
+template <class Broadcast>
+void broadcast_bytes_with(const Broadcast& broadcast, bool root, const torch::Device& device,
+                          std::vector<char>& bytes) {
+  std::vector<at::Tensor> size{torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64).to(device)};
+  broadcast(size);
+  const int64_t n = size[0].cpu().item<int64_t>();
+  torch::Tensor data =
+      root ? torch::from_blob(bytes.data(), {n}, torch::kUInt8).clone() : torch::empty({n}, torch::kUInt8);
+  std::vector<at::Tensor> payload{data.to(device)};
+  if (n > 0) broadcast(payload);
+  if (!root) {
+    torch::Tensor cpu = payload[0].cpu();
+    bytes.assign(static_cast<const char*>(cpu.data_ptr()), static_cast<const char*>(cpu.data_ptr()) + n);
+  }
+}
+
+}  // namespace
+
 void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t root) {
   if (!ctx.distributed()) return;
   PhaseScope waiting(*ctx.activity, Phase::kCollective);
   c10d::BroadcastOptions from;
   from.rootRank = root;
-  std::vector<at::Tensor> size{torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64).to(ctx.device)};
-  ctx.group->broadcast(size, from)->wait();
-  const int64_t n = size[0].cpu().item<int64_t>();
-  torch::Tensor data =
-      ctx.rank == root ? torch::from_blob(bytes.data(), {n}, torch::kUInt8).clone() : torch::empty({n}, torch::kUInt8);
-  std::vector<at::Tensor> payload{data.to(ctx.device)};
-  if (n > 0) ctx.group->broadcast(payload, from)->wait();
-  if (ctx.rank != root) {
-    torch::Tensor cpu = payload[0].cpu();
-    bytes.assign(static_cast<const char*>(cpu.data_ptr()), static_cast<const char*>(cpu.data_ptr()) + n);
-  }
+  broadcast_bytes_with([&](std::vector<at::Tensor>& t) { ctx.group->broadcast(t, from)->wait(); }, ctx.rank == root,
+                       ctx.device, bytes);
+}
+
+void broadcast_bytes(const DistContext& ctx, c10d::Backend& group, std::vector<char>& bytes) {
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
+  broadcast_bytes_with([&](std::vector<at::Tensor>& t) { group.broadcast(t, c10d::BroadcastOptions{})->wait(); },
+                       group.getRank() == 0, torch::kCPU, bytes);
 }
 
 }  // namespace ddp

@@ -54,5 +54,8 @@ namespace ddp {
 std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tensor& t);
 // Rank `root`'s bytes on every rank (others' input is replaced).
 void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t root = 0);
+// The first member's bytes on every member of `group` (DistContext::member_group; CPU tensors), others' input
+// replaced; the job's other ranks take no part.
+void broadcast_bytes(const DistContext& ctx, c10d::Backend& group, std::vector<char>& bytes);
 
 }  // namespace ddp

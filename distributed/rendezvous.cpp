@@ -23,6 +23,7 @@
 #include <torch/cuda.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
@@ -340,6 +341,14 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.group = make_process_group(prefixed, rank, world, slots);
   ctx.activity = std::make_shared<Activity>(collectives_started(ctx.group));
   ctx.watch_store = watch;
+  ctx.member_group = [store, timeout, self = info.rank](const std::vector<int64_t>& members, const std::string& name) {
+    const auto at = std::find(members.begin(), members.end(), self);
+    if (at == members.end())
+      throw std::logic_error("rank " + std::to_string(self) + " makes the group " + name + " it is not a member of");
+    auto under = c10::make_intrusive<c10d::PrefixStore>("member_group/" + name, store);
+    return make_gloo_backend(under, static_cast<int>(at - members.begin()), static_cast<int>(members.size()), timeout,
+                             gloo_interfaces());
+  };
   return ctx;
 }
 

@@ -1,14 +1,20 @@
 // checkpoint.replicas: with the job spread over nodes (LOCAL_WORLD_SIZE < WORLD_SIZE), every node's LOCAL_RANK 0
 // writes the same checkpoint into its own checkpoint.dir, and a restart resumes from the newest usable copy any node
 // holds, wherever rank 0 now is; nodes that lack it get it; two different checkpoints of that step are an error; a
-// folder the nodes share is written by rank 0 alone. Two "nodes" here are two ranks of one LOCAL_RANK 0 each, started
-// in two working directories with job.out_dir = "run" (node-local disks).
+// folder the nodes share is written by rank 0 alone; the bytes reach the nodes' writers only. Two "nodes" here are two
+// ranks of one LOCAL_RANK 0 each, started in two working directories with job.out_dir = "run" (node-local disks).
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/checkpointer.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
 #include "tests/checkpoint/resume_job.h"
+#include "tests/support/counting_backend.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -239,6 +245,57 @@ TEST(CheckpointReplicas, AFolderTheNodesShareIsWrittenByRankZeroAlone) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir / "shared/checkpoints", ec))
     EXPECT_NE(e.path().filename().string().rfind(".writer-", 0), 0u) << "marker left: " << e.path();
+}
+
+// Four in-process ranks (threads) as two nodes of two: the checkpoint's bytes go from rank 0 to the other node's
+// writer over the writers' own group, so no rank's share of the job's group carries them (the job's group counts
+// each broadcast tensor's bytes); both nodes' folders hold the same file.
+TEST(CheckpointReplicas, OnlyTheNodesWritersReceiveTheCheckpointsBytes) {
+  TempDir dir;
+  const int port = free_port();
+  constexpr int kWorld = 4;
+  const torch::Tensor weights = torch::arange(1 << 16, torch::kFloat32);  // 256 KiB of state
+  std::vector<int64_t> job_group_bytes(kWorld, -1);
+  std::vector<std::string> errors(kWorld);
+  auto rank_main = [&](int rank) {
+    try {
+      const int node = rank / 2;
+      RendezvousInfo info = rendezvous_from_env({{"RANK", std::to_string(rank)},
+                                                 {"WORLD_SIZE", std::to_string(kWorld)},
+                                                 {"LOCAL_RANK", std::to_string(rank % 2)},
+                                                 {"LOCAL_WORLD_SIZE", "2"},
+                                                 {"GROUP_RANK", std::to_string(node)},
+                                                 {"MASTER_ADDR", "127.0.0.1"},
+                                                 {"MASTER_PORT", std::to_string(port)}});
+      DistContext ctx = init_distributed(info, DistConfig{});
+      auto counting = c10::make_intrusive<CountingBackend>(ctx.group->getBackend(c10::DeviceType::CPU));
+      ctx.group = with_cpu_backend(ctx.group, counting);
+      CheckpointConfig cfg;
+      cfg.every_steps = 4;
+      cfg.async = false;
+      cfg.replicas = CheckpointReplicas::Node;
+      cfg.dir = dir / ("node" + std::to_string(node) + "/checkpoints");
+      Checkpointer checkpointer(
+          cfg, dir / ("node" + std::to_string(node)), ctx, [](const std::string&) {}, [](const std::string&) {});
+      c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+      state.insert("weights", weights);
+      checkpointer.save(state, 4, 0, -1);
+      checkpointer.settle();
+      job_group_bytes[static_cast<size_t>(rank)] = counting->broadcast_bytes.load();
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  };
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) ranks.emplace_back(rank_main, r);
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  const CheckpointStore node0(dir / "node0/checkpoints", 3, 0), node1(dir / "node1/checkpoints", 3, 0);
+  ASSERT_TRUE(fs::exists(node0.payload_path(4)));
+  ASSERT_GT(fs::file_size(node0.payload_path(4)), 1u << 18);
+  EXPECT_EQ(read_file(node0.payload_path(4)), read_file(node1.payload_path(4)));
+  // What the job's group broadcast on each rank: the writers' marker nonce and its size, a few dozen bytes.
+  for (int r = 0; r < kWorld; ++r) EXPECT_LT(job_group_bytes[static_cast<size_t>(r)], 1024) << "rank " << r;
 }
 
 }  // namespace

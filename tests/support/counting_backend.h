@@ -15,6 +15,7 @@ class CountingBackend : public ForwardingBackend {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override {
     ++broadcasts;
+    for (const at::Tensor& x : t) broadcast_bytes += static_cast<int64_t>(x.nbytes());
     return ForwardingBackend::broadcast(t, o);
   }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override {
@@ -42,6 +43,7 @@ class CountingBackend : public ForwardingBackend {
   }
 
   std::atomic<int64_t> allreduces{0}, broadcasts{0}, others{0};
+  std::atomic<int64_t> broadcast_bytes{0};  // the broadcast tensors' bytes, as this rank passed them
 };
 
 }  // namespace ddp::test
