@@ -21,8 +21,10 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 namespace ddp {
 namespace {
@@ -172,42 +174,57 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
   settle();
   last_step_ = step;
   const bool writer = writes();
-  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes, over the writers' own group
-  // (the other ranks receive none). The bytes are the state as of this step: training may change the model as soon
-  // as save() returns.
-  std::vector<char> bytes;
-  std::string serialised;  // rank 0: why serialising failed ("" when it did not)
-  if (ctx_.is_main()) {
-    try {
-      bytes = torch_save_bytes(state);
-    } catch (const std::exception& e) {
-      serialised = e.what();
-    }
-  }
-  if (writers_group_) broadcast_bytes(ctx_, *writers_group_, bytes);
   in_flight_ = InFlight{};
   in_flight_.active = true;
   in_flight_.step = step;
   in_flight_.writer = writer;
-  if (!writer) return settle_unless_async();
-  if (bytes.empty()) {
-    in_flight_.error = ctx_.is_main() ? serialised : "rank 0 could not serialise the checkpoint";
-    return settle_unless_async();
-  }
-  // Only the store's files and the captured values are touched off the training thread; warnings wait for settle().
-  auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), bytes = std::move(bytes), step,
-                epoch, eval_accuracy, warnings = in_flight_.warnings]() mutable -> std::string {
+  if (!writer && !writers_group_) return settle_unless_async();
+  // Rank 0 serialises once; with copies on the nodes every writer gets the same bytes, over the writers' own group
+  // (the other ranks receive none). `state`'s tensors are copies (Trainer::state_dict), so the bytes are the state
+  // as of this step whatever training does meanwhile. Neither part throws: a failure is returned as its text.
+  using Made = std::pair<std::vector<char>, std::string>;  // the bytes, or why rank 0 could not make them
+  auto make_bytes = [state = ctx_.is_main() ? std::optional<c10::impl::GenericDict>(state) : std::nullopt,
+                     group = writers_group_]() mutable -> Made {
+    Made made;
+    if (state) {
+      try {
+        made.first = torch_save_bytes(*state);
+      } catch (const std::exception& e) {
+        made.second = e.what();
+      }
+      state.reset();  // the copies' memory goes once the bytes are made
+    }
     try {
-      store.save(bytes, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); });
+      if (group) broadcast_bytes(*group, made.first);
+    } catch (const std::exception& e) {
+      made.second = "sending the checkpoint to the nodes' writers: " + first_line(e.what());
+    }
+    return made;
+  };
+  // Only the store's files and the captured values are touched off the training thread; warnings wait for settle().
+  auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), writer, main = ctx_.is_main(), step,
+                epoch, eval_accuracy, warnings = in_flight_.warnings](Made made) mutable -> std::string {
+    if (!made.second.empty()) return made.second;
+    if (!writer) return "";
+    if (made.first.empty())
+      return main ? "serialising the checkpoint failed" : "rank 0 could not serialise the checkpoint";
+    try {
+      store.save(made.first, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); });
       return "";
     } catch (const std::exception& e) {
       return e.what();
     }
   };
-  if (cfg_.async)
-    in_flight_.background = std::async(std::launch::async, std::move(write));
-  else
-    in_flight_.error = write();
+  if (!cfg_.async) {
+    in_flight_.error = write(make_bytes());
+  } else if (ctx_.device.is_cpu()) {
+    in_flight_.background = std::async(
+        std::launch::async, [make_bytes = std::move(make_bytes), write]() mutable { return write(make_bytes()); });
+  } else {
+    // A state on a GPU is serialised here, on the training thread: the serialiser's device-to-host copies must not
+    // run beside a CUDA graph's capture, which allows no such call from another thread.
+    in_flight_.background = std::async(std::launch::async, write, make_bytes());
+  }
   settle_unless_async();
 }
 

@@ -147,8 +147,7 @@ void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t r
                        ctx.device, bytes);
 }
 
-void broadcast_bytes(const DistContext& ctx, c10d::Backend& group, std::vector<char>& bytes) {
-  PhaseScope waiting(*ctx.activity, Phase::kCollective);
+void broadcast_bytes(c10d::Backend& group, std::vector<char>& bytes) {
   broadcast_bytes_with([&](std::vector<at::Tensor>& t) { group.broadcast(t, c10d::BroadcastOptions{})->wait(); },
                        group.getRank() == 0, torch::kCPU, bytes);
 }

@@ -55,7 +55,7 @@ std::vector<torch::Tensor> all_gather(const DistContext& ctx, const torch::Tenso
 // Rank `root`'s bytes on every rank (others' input is replaced).
 void broadcast_bytes(const DistContext& ctx, std::vector<char>& bytes, int64_t root = 0);
 // The first member's bytes on every member of `group` (DistContext::member_group; CPU tensors), others' input
-// replaced; the job's other ranks take no part.
-void broadcast_bytes(const DistContext& ctx, c10d::Backend& group, std::vector<char>& bytes);
+// replaced; the job's other ranks take no part. It marks no phase (PhaseScope): it may run off the training thread.
+void broadcast_bytes(c10d::Backend& group, std::vector<char>& bytes);
 
 }  // namespace ddp

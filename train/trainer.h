@@ -76,7 +76,8 @@ class Trainer {
   // The model's accuracy and loss on the test split, summed over ranks; `model` defaults to the trained one.
   EvalRecord evaluate(Classifier* model = nullptr);
 
-  // Everything a checkpoint holds (torch.load-readable dict), part by part; collective: every rank must call it.
+  // Everything a checkpoint holds (torch.load-readable dict), part by part, its tensors copies that training does not
+  // touch (a checkpoint is serialised while training goes on); collective: every rank must call it.
   c10::impl::GenericDict state_dict();
   // "" when a checkpoint dict is one this run can continue from, else why not: each part's range checks.
   std::string check_state_dict(const c10::impl::GenericDict& state) const;
