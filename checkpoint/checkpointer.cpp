@@ -202,12 +202,11 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     return made;
   };
   // Only the store's files and the captured values are touched off the training thread; warnings wait for settle().
-  auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), writer, main = ctx_.is_main(), step,
-                epoch, eval_accuracy, warnings = in_flight_.warnings](Made made) mutable -> std::string {
-    if (!made.second.empty()) return made.second;
+  auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), writer, step, epoch, eval_accuracy,
+                warnings = in_flight_.warnings](Made made) mutable -> std::string {
+    if (!made.second.empty()) return made.second;  // rank 0's own failure, or the sending's
     if (!writer) return "";
-    if (made.first.empty())
-      return main ? "serialising the checkpoint failed" : "rank 0 could not serialise the checkpoint";
+    if (made.first.empty()) return "rank 0 could not serialise the checkpoint";
     try {
       store.save(made.first, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); });
       return "";
