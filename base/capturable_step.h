@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <type_traits>
+
 namespace ddp {
 
 class CapturableStep {
@@ -18,5 +20,9 @@ class CapturableStep {
   // One step that changes no parameter and no state wherever found_inf (float32 [1], any device) is nonzero.
   virtual void step_unless_found_inf(const torch::Tensor& found_inf) = 0;
 };
+
+// An optimizer row's steps_on_device, read from the class its factory makes: whether it is a CapturableStep.
+template <class Optimizer>
+inline constexpr bool steps_on_device_v = std::is_base_of_v<CapturableStep, Optimizer>;
 
 }  // namespace ddp

@@ -5,6 +5,7 @@
 // decoupled_weight_decay=True: the same keys), and their rows.
 #include "optim/optimizer.h"
 
+#include "base/capturable_step.h"
 #include "base/foreach.h"
 #include "optim/hyperparameter_keys.h"
 #include "optim/optimizer_kind.h"
@@ -187,7 +188,10 @@ class KernelAdam : public Base, public TorchStateForm {
   std::unordered_map<const void*, std::pair<int64_t, torch::Tensor>> device_steps_;  // fused: by parameter
 };
 
-template <class Optim, class Options, class State, bool kDecoupled>
+using KernelAdamW = KernelAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
+using KernelAdamL2 = KernelAdam<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
+
+template <class Kernel, class Options>
 std::unique_ptr<torch::optim::Optimizer> make_adam_like(const OptimizerConfig& cfg, double lr,
                                                         const std::vector<ParamGroup>& groups) {
   const Hyperparameters& h = cfg.hyper;
@@ -196,8 +200,7 @@ std::unique_ptr<torch::optim::Optimizer> make_adam_like(const OptimizerConfig& c
                      .eps(h.number("eps"))
                      .weight_decay(h.number("weight_decay"))
                      .amsgrad(h.flag("amsgrad"));
-  return std::make_unique<KernelAdam<Optim, Options, State, kDecoupled>>(groups, options,
-                                                                         update_kernels(cfg, grouped_params(groups)));
+  return std::make_unique<Kernel>(groups, options, update_kernels(cfg, grouped_params(groups)));
 }
 
 // The keys of Adam and AdamW; only weight_decay's meaning differs.
@@ -225,17 +228,17 @@ bool wrote_adam(const c10::impl::GenericDict& group) {
 const OptimizerKind& adamw_optimizer() {
   static const OptimizerKind kind{
       {"adamw", "torch.optim.AdamW", adam_keys("decoupled weight decay"), /*has_fused=*/true,
-       /*steps_on_device=*/false, nullptr},
-      make_adam_like<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>,
+       /*steps_on_device=*/steps_on_device_v<KernelAdamW>, nullptr},
+      make_adam_like<KernelAdamW, torch::optim::AdamWOptions>,
       wrote_adam<true>};
   return kind;
 }
 
 const OptimizerKind& adam_optimizer() {
-  static const OptimizerKind kind{
-      {"adam", "torch.optim.Adam", adam_keys("L2 penalty"), /*has_fused=*/true, /*steps_on_device=*/false, nullptr},
-      make_adam_like<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>,
-      wrote_adam<false>};
+  static const OptimizerKind kind{{"adam", "torch.optim.Adam", adam_keys("L2 penalty"), /*has_fused=*/true,
+                                   /*steps_on_device=*/steps_on_device_v<KernelAdamL2>, nullptr},
+                                  make_adam_like<KernelAdamL2, torch::optim::AdamOptions>,
+                                  wrote_adam<false>};
   return kind;
 }
 

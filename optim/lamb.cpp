@@ -4,6 +4,7 @@
 // timm's state_dict() form (the step count kept in each param group), and its row.
 #include "optim/optimizer.h"
 
+#include "base/capturable_step.h"
 #include "base/foreach.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
@@ -223,7 +224,7 @@ const OptimizerKind& lamb_optimizer() {
         bool_key(Key("trust_clip", "LAMBC: the trust ratio clipped at 1"), false),
         bool_key(Key("always_adapt", "adapt the step of groups without weight decay too (norms, biases)"), false)},
        /*has_fused=*/false,
-       /*steps_on_device=*/false,
+       /*steps_on_device=*/steps_on_device_v<Lamb>,
        check_lamb},
       make_lamb,
       [](const c10::impl::GenericDict& group) {

@@ -4,6 +4,7 @@
 // and its row.
 #include "optim/optimizer.h"
 
+#include "base/capturable_step.h"
 #include "base/foreach.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
@@ -200,7 +201,7 @@ const OptimizerKind& lars_optimizer() {
         bool_key(Key("trust_clip", "LARC: the trust ratio divided by lr and clipped at 1"), false),
         bool_key(Key("always_adapt", "adapt the step of groups without weight decay too (norms, biases)"), false)},
        /*has_fused=*/false,
-       /*steps_on_device=*/false,
+       /*steps_on_device=*/steps_on_device_v<Lars>,
        check_nesterov},
       make_lars,
       [](const c10::impl::GenericDict& group) { return group.contains("trust_coeff"); }};

@@ -3,6 +3,7 @@
 // LibTorch's RMSprop class (its options and state); its state in torch.optim's form, and its row.
 #include "optim/optimizer.h"
 
+#include "base/capturable_step.h"
 #include "base/foreach.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
@@ -195,7 +196,7 @@ const OptimizerKind& rmsprop_optimizer() {
         bias_weight_decay_key(),
         bool_key(Key("centered", "centered RMSprop: gradients normalised by an estimate of their variance"), false)},
        /*has_fused=*/false,
-       /*steps_on_device=*/false,
+       /*steps_on_device=*/steps_on_device_v<KernelRMSprop>,
        nullptr},
       make_rmsprop,
       [](const c10::impl::GenericDict& group) { return group.contains("alpha") && group.contains("centered"); }};

@@ -201,7 +201,7 @@ const OptimizerKind& sgd_optimizer() {
        {momentum_key("momentum factor"), weight_decay_key("L2 penalty"), norm_weight_decay_key(),
         bias_weight_decay_key(), nesterov_key()},
        /*has_fused=*/true,
-       /*steps_on_device=*/true,
+       /*steps_on_device=*/steps_on_device_v<KernelSGD>,
        check_nesterov},
       make_sgd,
       // SGD's groups have dampening (RMSprop's have momentum too) and no eps (timm's Lars has both).

@@ -3,6 +3,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "base/capturable_step.h"
 #include "base/first_line.h"
 #include "base/number_text.h"
 #include "checkpoint/checkpointer.h"
@@ -334,21 +335,31 @@ void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& to
   }
   PhaseScope phase(*ctx_.activity, Phase::kOptimizer, "ddptrain::optimizer");  // unscale, norm, step, EMA
   const auto optimizer_start = std::chrono::steady_clock::now();
+  const Update update = update_parameters(total, /*want_norm=*/logged, &losses);
+  total.time.optimizer = seconds_since(optimizer_start);
+  end_step(total, logged, update.norm);
+}
+
+Trainer::Update Trainer::update_parameters(const StepRecord& total, bool want_norm,
+                                           const std::vector<std::pair<torch::Tensor, int64_t>>* losses) {
+  torch::NoGradGuard no_grad;
   scaler_->unscale(*optimizer_);
-  // The pre-clip global L2 norm of the true (unscaled) gradients where it is needed: clipped as
-  // torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm > 0, and reported where the step is logged.
   const std::vector<torch::Tensor> grads = defined_grads(model_->parameters());
   const double clip = cfg_.training.clip_grad_norm;
-  const torch::Tensor norm = clip > 0 ? clip_grad_norm(grads, clip) : logged ? total_norm(grads) : torch::Tensor();
-  if (skip_if_not_finite(grads, norm, losses)) {
+  Update update;
+  update.norm = clip > 0 ? clip_grad_norm(grads, clip) : want_norm ? total_norm(grads) : torch::Tensor();
+  if (!scaler_->enabled() && !losses) {
+    update.flag = non_finite_(grads);
+    dynamic_cast<CapturableStep&>(*optimizer_).step_unless_found_inf(update.flag);
+  } else if (losses && skip_if_not_finite(grads, update.norm, *losses)) {
     zero_grad(*optimizer_);  // the same on every rank: the gradients are the all-reduced ones
+    return update;
   } else {
-    scaler_->step(*optimizer_);
+    scaler_->step(*optimizer_);  // with a loss scaler, skipped where its found_inf says so
     scaler_->update();
-    ema_->step_ended(*model_, total.step_in_epoch, total.step);  // AveragedModel.update_parameters on its steps
   }
-  total.time.optimizer = seconds_since(optimizer_start);
-  end_step(total, logged, norm);
+  ema_->step_ended(*model_, total.step_in_epoch, total.step);  // AveragedModel.update_parameters on its steps
+  return update;
 }
 
 void Trainer::end_step(StepRecord& total, bool logged, const torch::Tensor& norm) {

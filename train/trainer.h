@@ -132,6 +132,19 @@ class Trainer {
   // Throws the run's error for non-finite gradients at `step`: `detail` (the loss, the parameter), `stopped` (what
   // became of the optimizer step).
   [[noreturn]] void stop_nonfinite(int64_t step, const std::string& detail, const std::string& stopped);
+  // The update after the step's backward, written once for the eager step and the captured one: unscale, the pre-clip
+  // global L2 norm of the true gradients (clipped as torch.nn.utils.clip_grad_norm_ does when training.clip_grad_norm
+  // > 0; otherwise computed only when `want_norm`), the optimizer step unless the gradients are not finite, the loss
+  // scaler's update and the EMA's (on its schedule). Without a loss scaler, the non-finite verdict is read on the host
+  // when `losses` (the micro-batches' mean losses and sizes) is given: skip_if_not_finite skips the step or stops the
+  // run. A captured step passes none: the verdict stays on the device, the optimizer takes it as found_inf and skips
+  // there, and `flag` carries it to settle_graph_flag.
+  struct Update {
+    torch::Tensor norm;  // the pre-clip norm; undefined when neither clipped nor wanted
+    torch::Tensor flag;  // float32 [1], nonzero where the optimizer skipped on the device; undefined on the host path
+  };
+  Update update_parameters(const StepRecord& s, bool want_norm,
+                           const std::vector<std::pair<torch::Tensor, int64_t>>* losses);
   // The step's end, eager or replayed: the global step, the replica check, and where logged the figures and `norm`.
   void end_step(StepRecord& s, bool logged, const torch::Tensor& norm);
   // training.cuda_graph: handles the replayed step's non-finite flag once the device has it (no-op when none waits).

@@ -81,19 +81,10 @@ void Trainer::graph_step(const std::vector<Batch>& micro_batches, StepRecord& to
     zero_grad(*optimizer_);  // backward then makes the gradients in the graph's memory pool
     g.captured.capture([&] {
       const MicroBatchResult r = forward_backward(Batch{g.images, g.labels, nullptr, {}}, /*sync=*/true, 1.0);
+      const Update update = update_parameters(total, /*want_norm=*/true, /*losses=*/nullptr);
+      g.norm = update.norm;
+      g.flag = update.flag;
       torch::NoGradGuard no_grad;
-      scaler_->unscale(*optimizer_);
-      const std::vector<torch::Tensor> grads = defined_grads(model_->parameters());
-      const double clip = cfg_.training.clip_grad_norm;
-      g.norm = clip > 0 ? clip_grad_norm(grads, clip) : total_norm(grads);
-      if (scaler_->enabled()) {  // the optimizer takes found_inf: no host read
-        scaler_->step(*optimizer_);
-        scaler_->update();
-      } else {
-        g.flag = non_finite_(grads);
-        dynamic_cast<CapturableStep&>(*optimizer_).step_unless_found_inf(g.flag);
-      }
-      ema_->update(*model_);
       g.loss_sum.add_(r.loss, static_cast<double>(r.samples));
       g.correct.add_(r.correct);
     });

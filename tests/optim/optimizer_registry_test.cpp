@@ -1,5 +1,6 @@
 // The optimizer rows: each optimizer.name has exactly one row; each row's state round-trips through the torch.optim
 // class it names and is recognised as its own by its row alone; the config reads the rows' keys and rules.
+#include "base/capturable_step.h"
 #include "checkpoint/state_dict.h"
 #include "config/config.h"
 #include "optim/optimizer.h"
@@ -39,6 +40,21 @@ TEST(OptimizerRows, EveryNameHasExactlyOneRowAndTheConfigReadsThem) {
       EXPECT_EQ(std::string(h.key.doc), "sgd, rmsprop, lars: momentum factor");
     }
   }
+}
+
+// training.cuda_graph's rule reads a row's steps_on_device, and the captured step calls the optimizer as a
+// CapturableStep: the row takes the fact from the class its factory makes, so the two cannot disagree.
+TEST(OptimizerRows, ARowStepsOnTheDeviceExactlyWhenItsOptimizerIsACapturableStep) {
+  int64_t on_device = 0;
+  for (const OptimizerKind* kind : optimizer_kinds()) {
+    OptimizerConfig cfg;
+    cfg.name.name = std::string(kind->keys.name);
+    torch::nn::Linear model(3, 2);
+    const auto opt = kind->make(cfg, 0.01, {ParamGroup{{"weight", "bias"}, model->parameters(), 0.0}});
+    EXPECT_EQ(dynamic_cast<CapturableStep*>(opt.get()) != nullptr, kind->keys.steps_on_device) << kind->keys.name;
+    on_device += kind->keys.steps_on_device;
+  }
+  EXPECT_GE(on_device, 1) << "sgd's fused step is captured";
 }
 
 TEST(OptimizerRows, ABoolKeyOfAnotherOptimizerAndFusedWithoutAFusedKernelAreConfigErrors) {
