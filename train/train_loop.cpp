@@ -152,19 +152,6 @@ bool Trainer::end_epoch() {
   return evaluate_now;
 }
 
-void Trainer::evaluate_and_report(const std::string& label) {
-  PhaseScope phase(*ctx_.activity, Phase::kEval);
-  EvalRecord e = evaluate();
-  if (ema_->enabled() && ema_->updates() > 0) {
-    const EvalRecord averaged = evaluate(&ema_->model());
-    e.loss_ema = averaged.loss;
-    e.accuracy_ema = averaged.accuracy;
-  }
-  last_eval_accuracy_ = e.accuracy;
-  state_.best_accuracy = std::max(state_.best_accuracy, e.accuracy);
-  reporter_.eval(e, label);
-}
-
 void Trainer::preempted() {
   save_checkpoint(-1);
   checkpointer_->settle();
@@ -246,14 +233,6 @@ void Trainer::save_checkpoint(double eval_accuracy) {
   PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
   // state_dict: collective
   checkpointer_->save(state_dict(), state_.global_step, state_.position.epoch, eval_accuracy);
-}
-
-void Trainer::evaluate_only() {
-  reporter_.open_files(std::nullopt);
-  reporter_.start();
-  evaluate_and_report("(eval only)");
-  barrier(ctx_);
-  reporter_.end_run(MlflowStatus::kFinished, false);
 }
 
 bool Trainer::stop_requested() {

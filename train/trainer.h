@@ -34,7 +34,10 @@ class GradientSync;
 class LoaderThreads;
 class GradScaler;
 
-// A run: setup(), then resume() and train(), or evaluate_only().
+// A run: setup(), then resume() and train(), or evaluate_only(). Its methods are defined by concern, a file each:
+// trainer.cpp set-up and the run's plan; train_data.cpp the input; train_loop.cpp resume, epochs, the run's end;
+// trainer_step.cpp the optimizer step; trainer_graph.cpp its CUDA graph; trainer_eval.cpp evaluation;
+// trainer_state.cpp the checkpoint dict.
 class Trainer {
  public:
   Trainer(Config cfg, DistContext ctx);
