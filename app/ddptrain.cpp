@@ -3,6 +3,7 @@
 
 #include "base/c10_logging.h"
 #include "config/config.h"
+#include "train/linked_kinds.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
 #include "report/metrics_table.h"
@@ -99,6 +100,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
   std::string prefix;
   DistContext ctx;
   try {
+    hand_down_linked_kinds();
     CliArgs cli = parse_cli(args);
     if (cli.help) {
       std::cout << usage() << "\n" << config_help();

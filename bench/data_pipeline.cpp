@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/loader_options.h"
+#include "train/linked_kinds.h"
 
 #include <sys/resource.h>
 #include <torch/torch.h>
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   }
   try {
     torch::set_num_threads(static_cast<int>(threads));
+    hand_down_linked_kinds();
     const Config cfg = parse_config("", "data_pipeline", overrides);
     const Dataset ds = synthetic ? load_dataset(cfg.data, cfg.model, cfg.job.seed, [](const std::string&) {})
                                  : load_image_folder(cfg.data);

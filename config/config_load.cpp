@@ -556,29 +556,8 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"model.reset_head"},
          "model.reset_head re-initialises the head of the weights model.init_from loads; set "
          "model.init_from or leave reset_head false");
-  if (model.image_size) {
-    const std::string side = std::to_string(model.image_size);
-    for (const auto& [key, value] : {std::pair{"data.image_size", cfg.data.image_size},
-                                     std::pair{"data.train_crop_size", cfg.data.train_crop_size},
-                                     std::pair{"data.val_crop_size", cfg.data.val_crop_size}})
-      if (value != model.image_size && (value != 0 || key == std::string("data.image_size")))
-        fail({key, "model.name"},
-             "model " + cfg.model.name.name + " expects " + side + "x" + side + " images (" + key + " = " + side + ")");
-  }
-  if (model.patch_size) {
-    const std::string patch = std::to_string(model.patch_size);
-    for (const auto& [key, value] : {std::pair{"data.image_size", cfg.data.image_size},
-                                     std::pair{"data.train_crop_size", cfg.data.train_crop_size},
-                                     std::pair{"data.val_crop_size", cfg.data.val_crop_size}}) {
-      if (value % model.patch_size != 0)
-        fail({key, "model.name"}, model_name + " splits images into " + patch + "x" + patch + " patches: " + key +
-                                      " = " + std::to_string(value) + " is not a multiple of " + patch);
-      if (value != 0 && value != cfg.data.image_size)
-        fail({key, "model.name"}, model_name + " takes one image size for training and evaluation (its position " +
-                                      "embedding has one entry per patch): " + key + " = " + std::to_string(value) +
-                                      " differs from data.image_size = " + std::to_string(cfg.data.image_size));
-    }
-  }
+  if (model.check)
+    if (const std::optional<BrokenRule> broken = model.check(cfg)) fail(broken->keys, broken->message);
   check_optimizer(cfg.optimizer, fail);
   check_schedules(cfg, fail);
   if (!cfg.metrics.listen.empty() && !split_host_port(cfg.metrics.listen))

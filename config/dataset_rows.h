@@ -1,6 +1,6 @@
 // What config loading reads of each dataset kind: its data.dataset, its images and their statistics, and which keys
-// apply to it. Each kind declares its row beside its loader in data/; data/registry.cpp lists the rows once and
-// defines dataset_rows(), so config/ learns of a new dataset kind without naming it.
+// apply to it. Each kind declares its row beside its loader in data/; data/registry.cpp lists the rows once, and the
+// program hands them down (config/kind_rows.h), so config/ learns of a new dataset kind without naming it.
 #pragma once
 
 #include "config/row_choice.h"
@@ -30,7 +30,7 @@ struct DatasetRow {
   bool class_folders = false;
 };
 
-// Every dataset kind's row, in the order --help lists the names (defined by data/registry.cpp).
+// Every dataset kind's row, in the order --help lists the names (the rows handed down: config/kind_rows.h).
 const std::vector<DatasetRow>& dataset_rows();
 
 // The row of data.dataset `name`; throws std::logic_error for a name without one (the config refused it before).

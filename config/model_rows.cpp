@@ -15,6 +15,12 @@ void resolve_model_defaults(ModelConfig& m) {
   if (m.stochastic_depth == -1) m.stochastic_depth = std::max(row.stochastic_depth, 0.0);
 }
 
+std::vector<ImageSide> image_sides(const Config& cfg) {
+  return {{"data.image_size", cfg.data.image_size},
+          {"data.train_crop_size", cfg.data.train_crop_size},
+          {"data.val_crop_size", cfg.data.val_crop_size}};
+}
+
 std::vector<std::string> model_names() { return names_in(model_rows()); }
 
 const char* model_name_doc() {

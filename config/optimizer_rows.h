@@ -1,6 +1,6 @@
 // What config loading reads of each optimizer: its optimizer.name, the [optimizer] keys it takes and its rules across
-// them. Each optimizer declares its row beside its update rule in optim/; optim/registry.cpp lists the rows once and
-// defines optimizer_rows(), so config/ learns of a new optimizer without naming it.
+// them. Each optimizer declares its row beside its update rule in optim/; optim/registry.cpp lists the rows once, and
+// the program hands them down (config/kind_rows.h), so config/ learns of a new optimizer without naming it.
 #pragma once
 
 #include "config/key.h"
@@ -25,13 +25,6 @@ struct HyperparameterKey {
   double default_value = 0;  // a bool key's: 0 (false) or 1 (true)
 };
 
-// A rule across an optimizer's keys that a config breaks: the keys it concerns (the error points at the first one
-// the config set) and what to change.
-struct BrokenRule {
-  std::vector<std::string> keys;
-  std::string message;
-};
-
 struct OptimizerKeyRow {
   std::string_view name;        // optimizer.name
   std::string_view torch_name;  // what it is in torch.optim ("torch.optim.RMSprop")
@@ -41,7 +34,7 @@ struct OptimizerKeyRow {
   std::function<std::optional<BrokenRule>(const OptimizerConfig&)> check;  // rules across its own keys, or null
 };
 
-// Every optimizer's row, in the order --help lists the names (defined by optim/registry.cpp).
+// Every optimizer's row, in the order --help lists the names (the rows handed down: config/kind_rows.h).
 const std::vector<OptimizerKeyRow>& optimizer_rows();
 
 // The row of optimizer.name `name`; throws std::logic_error for a name without one (the config refused it before).

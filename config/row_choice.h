@@ -10,6 +10,13 @@
 
 namespace ddp {
 
+// A rule of a row's that a config breaks: the keys it concerns (the error points at the first one the config set) and
+// what to change.
+struct BrokenRule {
+  std::vector<std::string> keys;
+  std::string message;
+};
+
 // The names of Row's rows, in the order --help lists them: each row header specialises it.
 template <class Row>
 std::vector<std::string> row_names();

@@ -1,5 +1,6 @@
 // The dataset registry: every data.dataset's row, listed once (a dataset kind is its loader's file declaring
-// NAME_dataset() plus its entry here); what config loading reads of them; loading one.
+// NAME_dataset() plus its entry here), which config loading reads once they are handed down (train/linked_kinds.h);
+// loading one.
 #include "data/dataset_kind.h"
 
 #include <stdexcept>
@@ -22,11 +23,6 @@ const std::vector<const DatasetKind*>& dataset_kinds() {
 
 const DatasetKind& dataset_kind(std::string_view name) {
   return kind_named(dataset_kinds(), &DatasetKind::row, name, "data.dataset");
-}
-
-const std::vector<DatasetRow>& dataset_rows() {
-  static const std::vector<DatasetRow> rows = rows_of(dataset_kinds(), &DatasetKind::row);
-  return rows;
 }
 
 Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t seed, const DownloadNote& note) {

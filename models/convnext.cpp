@@ -157,7 +157,7 @@ class ConvNeXt : public Classifier {
 const ModelKind& convnext_tiny_model() {
   static const ModelKind kind{{"convnext_tiny", "torchvision.models.convnext_tiny", "torchvision's ConvNeXt-Tiny",
                                /*batch_norm=*/false, /*cuda_graph=*/true, /*head_known=*/true, /*path=*/"",
-                               /*image_size=*/0, /*dropout=*/-1, /*stochastic_depth=*/0.1},
+                               /*dropout=*/-1, /*stochastic_depth=*/0.1},
                               [](const ModelConfig& cfg) { return std::make_shared<ConvNeXt>(cfg); }};
   return kind;
 }

@@ -9,6 +9,8 @@
 namespace ddp {
 namespace {
 
+constexpr int64_t kSide = 28;  // the images' side
+
 class Net : public Classifier {
  public:
   explicit Net(const ModelConfig& cfg)
@@ -40,13 +42,22 @@ class Net : public Classifier {
   ConvKernels kernels_;
 };
 
+// fc1 takes conv2's 20x4x4 features of 28x28 inputs: every image the model is shown is 28x28.
+std::optional<BrokenRule> check_net(const Config& cfg) {
+  for (const ImageSide& side : image_sides(cfg))
+    if (side.value != kSide && (side.value != 0 || side.key == std::string("data.image_size")))
+      return BrokenRule{{side.key, "model.name"},
+                        "model net expects " + std::to_string(kSide) + "x" + std::to_string(kSide) + " images (" +
+                            side.key + " = " + std::to_string(kSide) + ")"};
+  return std::nullopt;
+}
+
 }  // namespace
 
 const ModelKind& net_model() {
   static const ModelKind kind{
       {"net", /*torchvision=*/"", "the classic MNIST CNN", /*batch_norm=*/false, /*cuda_graph=*/true,
-       /*head_known=*/true, /*path=*/"", /*image_size=*/28,
-       /*dropout=*/0.5},  // fc1 takes conv2's 20x4x4 features of 28x28 inputs
+       /*head_known=*/true, /*path=*/"", /*dropout=*/0.5, /*stochastic_depth=*/-1, /*library=*/"", check_net},
       [](const ModelConfig& cfg) { return std::make_shared<Net>(cfg); }};
   return kind;
 }

@@ -151,8 +151,7 @@ const ModelKind& plugin_model() {
   static const ModelKind kind{
       {"plugin", /*torchvision=*/"", "your LibTorch model from a shared library (model.library)",
        /*batch_norm=*/true, /*cuda_graph=*/false, /*head_known=*/true, /*path=*/"",
-       /*image_size=*/0, /*dropout=*/0, /*stochastic_depth=*/0,
-       /*patch_size=*/0,
+       /*dropout=*/0, /*stochastic_depth=*/0,
        /*library=*/"a shared library built against ddptrain/plugin_api.h (docs/plugins.md)"},
       make_plugin};
   return kind;

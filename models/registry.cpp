@@ -1,5 +1,5 @@
 // The model registry: every model.name's row, listed once (a model is its own file declaring NAME_model() plus its
-// entry here); what config loading reads of them; building one.
+// entry here), which config loading reads once they are handed down (train/linked_kinds.h); building one.
 #include "models/model_kind.h"
 
 #include <torch/nn/modules/batchnorm.h>
@@ -29,11 +29,6 @@ const std::vector<const ModelKind*>& model_kinds() {
 
 const ModelKind& model_kind(std::string_view name) {
   return kind_named(model_kinds(), &ModelKind::row, name, "model.name");
-}
-
-const std::vector<ModelRow>& model_rows() {
-  static const std::vector<ModelRow> rows = rows_of(model_kinds(), &ModelKind::row);
-  return rows;
 }
 
 std::shared_ptr<Classifier> make_model(const ModelConfig& cfg) {

@@ -147,7 +147,7 @@ class ResNet : public Classifier {
 ModelKind resnet_kind(std::string_view name, std::string_view torchvision, bool bottleneck,
                       std::vector<int64_t> blocks) {
   return {{name, torchvision, "torchvision's ResNets", /*batch_norm=*/true, /*cuda_graph=*/true, /*head_known=*/true,
-           /*path=*/"", /*image_size=*/0},
+           /*path=*/""},
           [bottleneck, blocks](const ModelConfig& cfg) { return std::make_shared<ResNet>(bottleneck, blocks, cfg); }};
 }
 }  // namespace

@@ -150,7 +150,7 @@ std::shared_ptr<Classifier> make_torchscript(const ModelConfig& cfg) {
 const ModelKind& torchscript_model() {
   static const ModelKind kind{{"torchscript", /*torchvision=*/"", "your module from Python (model.path)",
                                /*batch_norm=*/false, /*cuda_graph=*/false, /*head_known=*/false,
-                               /*path=*/"the module torch.jit.save wrote", /*image_size=*/0},
+                               /*path=*/"the module torch.jit.save wrote"},
                               make_torchscript};
   return kind;
 }

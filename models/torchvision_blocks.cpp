@@ -22,7 +22,6 @@ ModelRow torchvision_cnn_row(std::string_view name, std::string_view torchvision
           /*cuda_graph=*/true,
           /*head_known=*/true,
           /*path=*/"",
-          /*image_size=*/0,
           dropout,
           stochastic_depth};
 }

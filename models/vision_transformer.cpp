@@ -104,7 +104,7 @@ class VisionTransformer : public Classifier {
         dropout_(cfg.dropout),
         kernels_(conv_kernels(cfg, /*channels_last_by_default=*/false)) {
     // One position per whole patch and the class token; the config refuses sizes that are not a multiple of the
-    // patch (config_load's check of the row's patch_size), and forward refuses images of another size.
+    // patch (check_vit), and forward refuses images of another size.
     const int64_t seq_length = (image_size_ / kPatch) * (image_size_ / kPatch) + 1;
     class_token_ = register_parameter("class_token", torch::zeros({1, 1, kHidden}));
     conv_proj_ =
@@ -160,13 +160,32 @@ class VisionTransformer : public Classifier {
   nn::Linear head_{nullptr};
 };
 
+// Every image side a multiple of the patch, and one size for training and evaluation: the position embedding has
+// one entry per patch.
+std::optional<BrokenRule> check_vit(const Config& cfg) {
+  const std::string name = "model.name = \"" + cfg.model.name.name + "\"", patch = std::to_string(kPatch);
+  for (const ImageSide& side : image_sides(cfg)) {
+    const std::string key = side.key, value = std::to_string(side.value);
+    if (side.value % kPatch != 0)
+      return BrokenRule{{key, "model.name"},
+                        name + " splits images into " + patch + "x" + patch + " patches: " + key + " = " + value +
+                            " is not a multiple of " + patch};
+    if (side.value != 0 && side.value != cfg.data.image_size)
+      return BrokenRule{{key, "model.name"},
+                        name + " takes one image size for training and evaluation (its position embedding has one " +
+                            "entry per patch): " + key + " = " + value +
+                            " differs from data.image_size = " + std::to_string(cfg.data.image_size)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const ModelKind& vit_b_16_model() {
   static const ModelKind kind{
       {"vit_b_16", "torchvision.models.vit_b_16", "torchvision's ViT-B/16 (images a multiple of 16)",
-       /*batch_norm=*/false, /*cuda_graph=*/true, /*head_known=*/true, /*path=*/"",
-       /*image_size=*/0, /*dropout=*/0.0, /*stochastic_depth=*/-1, /*patch_size=*/kPatch},
+       /*batch_norm=*/false, /*cuda_graph=*/true, /*head_known=*/true, /*path=*/"", /*dropout=*/0.0,
+       /*stochastic_depth=*/-1, /*library=*/"", check_vit},
       [](const ModelConfig& cfg) { return std::make_shared<VisionTransformer>(cfg); }};
   return kind;
 }

@@ -1,5 +1,6 @@
 // The optimizer registry: every optimizer.name's row, listed once (an optimizer is its own file declaring
-// NAME_optimizer() plus its entry here); what config loading reads of them; building one and its kernels.
+// NAME_optimizer() plus its entry here), which config loading reads once they are handed down (train/linked_kinds.h);
+// building one and its kernels.
 #include "optim/optimizer.h"
 
 #include "base/foreach.h"
@@ -25,11 +26,6 @@ const std::vector<const OptimizerKind*>& optimizer_kinds() {
 
 const OptimizerKind& optimizer_kind(std::string_view name) {
   return kind_named(optimizer_kinds(), &OptimizerKind::keys, name, "optimizer.name");
-}
-
-const std::vector<OptimizerKeyRow>& optimizer_rows() {
-  static const std::vector<OptimizerKeyRow> rows = rows_of(optimizer_kinds(), &OptimizerKind::keys);
-  return rows;
 }
 
 UpdateKernels update_kernels(const OptimizerConfig& cfg, const std::vector<torch::Tensor>& params) {

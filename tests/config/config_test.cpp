@@ -911,9 +911,9 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
         overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
       if (key == "model.name" && name == "plugin") overrides.push_back("model.library=m.so");
-      if (key == "model.name" && model_row(name).patch_size)  // a ViT takes images of whole patches
-        overrides.insert(overrides.end(), {"data.dataset=synthetic",
-                                           "data.image_size=" + std::to_string(2 * model_row(name).patch_size)});
+      // A model whose row refuses the default dataset's 28x28 images (a ViT: whole patches) is shown 224x224 ones.
+      if (key == "model.name" && model_row(name).check && model_row(name).check(parse_config("", "c.toml")))
+        overrides.insert(overrides.end(), {"data.dataset=synthetic", "data.image_size=224"});
       if (key == "lr_scheduler.decay" && name == "multistep") overrides.push_back("lr_scheduler.milestones=[5]");
       const Config cfg = parse_config("", "c.toml", overrides);
       const std::string text = format_config(cfg);

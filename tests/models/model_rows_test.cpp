@@ -7,18 +7,28 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 
 namespace ddp::test {
 namespace {
 
-// The overrides a config needs for `row` alone to be its model: a file for a model that reads one, the image size of
-// a model that takes one size, and a dataset whose images are that size or any.
+// What `row`'s own check says of synthetic images of `side` (any size), or nothing.
+std::optional<BrokenRule> refused_side(const ModelRow& row, int64_t side) {
+  if (!row.check) return std::nullopt;
+  Config cfg = parse_config(
+      "", "m.toml", {"model.name=resnet18", "data.dataset=synthetic", "data.image_size=" + std::to_string(side)});
+  cfg.model.name = ModelChoice{std::string(row.name)};
+  return row.check(cfg);
+}
+
+// The overrides a config needs for `row` alone to be its model: a file for a model that reads one, and synthetic
+// 32x32 images unless its row refuses them (Net takes the default dataset's 28x28 ones only).
 std::vector<std::string> overrides_for(const ModelRow& row) {
   std::vector<std::string> o{"model.name=" + std::string(row.name)};
   if (!row.path.empty()) o.push_back("model.path=m.pt");
   if (!row.library.empty()) o.push_back("model.library=m.so");
-  if (row.image_size == 0) o.insert(o.end(), {"data.dataset=synthetic", "data.image_size=32"});
+  if (!refused_side(row, 32)) o.insert(o.end(), {"data.dataset=synthetic", "data.image_size=32"});
   return o;
 }
 
@@ -34,6 +44,7 @@ std::string config_error(std::vector<std::string> overrides, const std::vector<s
 
 TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
   std::set<std::string> names;
+  int refusing = 0;  // rows whose check refuses 36x36 images
   for (const ModelKind* kind : model_kinds()) {
     const ModelRow& row = kind->row;
     SCOPED_TRACE(std::string(row.name));
@@ -60,11 +71,13 @@ TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
     // model.reset_head: a model whose head is known takes it.
     const std::string reset = config_error(own, {"model.reset_head=true", "model.init_from=w.pt"});
     EXPECT_EQ(reset.empty(), row.head_known) << reset;
-    // data.image_size: a model of one size refuses another.
-    if (row.image_size != 0) {
-      EXPECT_EQ(cfg.data.image_size, row.image_size);
-      EXPECT_NE(config_error(own, {"data.dataset=synthetic", "data.image_size=" + std::to_string(row.image_size + 4)}),
-                "");
+    // What the row's check refuses, the config refuses in its words: 36x36 images are not Net's 28x28 nor whole
+    // 16x16 patches of a ViT.
+    if (const std::optional<BrokenRule> broken = refused_side(row, 36)) {
+      ++refusing;
+      EXPECT_NE(config_error(own, {"data.dataset=synthetic", "data.image_size=36"}).find(broken->message),
+                std::string::npos)
+          << broken->message;
     }
     // training.cuda_graph's rules name model.name only for a model it cannot capture.
     const std::string graph = config_error(own, {"training.cuda_graph=true", "optimizer.fused=true"});
@@ -72,6 +85,7 @@ TEST(ModelRows, EveryNameHasExactlyOneRowAndTheConfigAppliesItsFlags) {
   }
   EXPECT_EQ(names.size(), model_names().size());
   EXPECT_EQ(model_rows().size(), model_kinds().size());
+  EXPECT_GE(refusing, 2) << "net and vit_b_16 refuse 36x36 images";
 }
 
 // A built-in model (one that reads no file) is what its row says: BatchNorm layers where sync_batchnorm applies, a
