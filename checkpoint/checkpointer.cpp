@@ -197,7 +197,8 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     try {
       if (group) broadcast_bytes(*group, made.first);
     } catch (const std::exception& e) {
-      made.second = "sending the checkpoint to the nodes' writers: " + first_line(e.what());
+      // Rank 0's serialising failure, where it had one, stays the reason: the sending only followed from it.
+      if (made.second.empty()) made.second = "sending the checkpoint to the nodes' writers: " + first_line(e.what());
     }
     return made;
   };

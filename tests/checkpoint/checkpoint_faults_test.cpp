@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <random>
+#include <regex>
 
 namespace ddp::test {
 namespace {
@@ -95,6 +97,32 @@ TEST_F(CheckpointKill, KilledAtRandomFileOperationsThenRerunIsBitIdentical) {
   }
 }
 
+// SIGTERM while the background thread writes step 8's checkpoint (checkpoint.async): the stop waits for that write,
+// which ends complete, saves the step it stops at and exits 0 as any SIGTERM stop; the rerun resumes from there and
+// ends bit-identical to the uninterrupted run.
+TEST_F(CheckpointKill, SigtermDuringABackgroundWriteWaitsForItThenStopsAndResumesBitIdentical) {
+  TempDir dir;
+  const std::string out = dir / "o";
+  auto stopped = ckpt_train(cfg_, "--job.out_dir=" + out, fault_env("write", "step-00000008.pt.tmp-", "term"));
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(stopped.output, m, std::regex("preempted by a signal at step ([0-9]+)")))
+      << stopped.output;
+  const int stop = std::stoi(m[1]);
+  EXPECT_GT(stop, 8) << stopped.output;
+  EXPECT_LT(stop, 20) << stopped.output;
+  EXPECT_FALSE(fs::exists(out + "/model.pt"));
+  char stop_manifest[64];
+  std::snprintf(stop_manifest, sizeof stop_manifest, "/checkpoints/step-%08d.json", stop);
+  for (const std::string& manifest : {std::string("/checkpoints/step-00000008.json"), std::string(stop_manifest)})
+    EXPECT_TRUE(fs::exists(out + manifest)) << manifest << "\n" << stopped.output;
+  EXPECT_EQ(faults_debris(out + "/checkpoints"), std::vector<std::string>{});
+  auto rerun = ckpt_train(cfg_, "--job.out_dir=" + out);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("resumed from"), std::string::npos) << rerun.output;
+  EXPECT_TRUE(ckpt_same_bytes(*reference_ / "full/model.pt", out + "/model.pt")) << rerun.output;
+}
+
 TEST(CheckpointFaults, FullOrReadOnlyDiskWhileWritingModelPtIsACleanErrorKeepingThePreviousOne) {
   TempDir dir;
   const std::string cfg = ckpt_job_config(dir);
@@ -107,8 +135,9 @@ TEST(CheckpointFaults, FullOrReadOnlyDiskWhileWritingModelPtIsACleanErrorKeeping
   for (const auto& [env, message] : faults) {
     auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=6", env);
     EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find("error: writing the trained model failed: " + message + " (any previous model.pt is intact"),
-              std::string::npos)
+    EXPECT_NE(
+        r.output.find("error: writing the trained model failed: " + message + " (any previous model.pt is intact"),
+        std::string::npos)
         << r.output;
     EXPECT_TRUE(read_file(model) == previous);
     EXPECT_EQ(faults_debris(dir / "o"), std::vector<std::string>{});
@@ -117,8 +146,8 @@ TEST(CheckpointFaults, FullOrReadOnlyDiskWhileWritingModelPtIsACleanErrorKeeping
 
 // Whether this process may mount a tmpfs in a mount namespace of its own ("" if so, else why not).
 std::string faults_tmpfs_unavailable(const TempDir& dir) {
-  auto r = run_command("unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir.path() + " && umount " +
-                       dir.path() + "' 2>&1");
+  auto r = run_command("unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir.path() + " && umount " + dir.path() +
+                       "' 2>&1");
   return r.exit_code == 0 ? "" : "cannot mount a tmpfs in a private mount namespace (needs root): " + r.output;
 }
 
@@ -153,7 +182,8 @@ TEST(CheckpointFaults, RealFullAndReadOnlyTmpfs) {
   for (const auto& c : all) EXPECT_EQ(CheckpointStore::verify(c), "");
   EXPECT_EQ(faults_debris(dir / "after_full/checkpoints"), std::vector<std::string>{});
   for (const auto& c : all)
-    EXPECT_TRUE(ckpt_same_bytes(c.payload_path, dir / "after_ro/checkpoints/" + fs::path(c.payload_path).filename().string()));
+    EXPECT_TRUE(
+        ckpt_same_bytes(c.payload_path, dir / "after_ro/checkpoints/" + fs::path(c.payload_path).filename().string()));
   // Given room again, the run continues from step 8 and ends bit-identical.
   auto resumed = ckpt_train(cfg, "--job.out_dir=" + dir / "after_full");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

@@ -28,7 +28,7 @@ inline CommandResult ckpt_train(const std::string& cfg, const std::string& args,
 inline bool ckpt_same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
 
 // Environment running a command under the LD_PRELOAD fault shim (tests/support/shim): the nth `op` (write, fsync,
-// rename, unlink, any) on a path containing `path` gets `action` (kill = SIGKILL there; enospc, erofs, eio = that
+// rename, unlink, any) on a path containing `path` gets `action` (kill = SIGKILL there; term = SIGTERM, then the call goes on; enospc, erofs, eio = that
 // errno from then on).
 inline std::string fault_env(const std::string& op, const std::string& path, const std::string& action, int nth = 1) {
   return "LD_PRELOAD=" + shell_quote(DDP_FAULT_SHIM) + " DDP_FAULT_OP=" + op + " DDP_FAULT_PATH=" + shell_quote(path) +

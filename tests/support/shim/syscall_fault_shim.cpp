@@ -1,9 +1,10 @@
-// LD_PRELOAD library for fault tests: fails or SIGKILLs one write/fsync/rename/unlink on a matching path.
+// LD_PRELOAD library for fault tests: fails, SIGKILLs or SIGTERMs one write/fsync/rename/unlink on a matching path.
 //
 // Environment (read once): DDP_FAULT_OP = write | fsync | rename | unlink | any; DDP_FAULT_PATH = a substring of the
 // path (for write/fsync: the file the descriptor is open on; rename: either name; unlink: also remove()); DDP_FAULT_NTH
 // = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
-// | enospc | erofs | eio (that call and every later matching one fails with that errno, like a full disk).
+// | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | enospc |
+// erofs | eio (that call and every later matching one fails with that errno, like a full disk).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -38,7 +39,7 @@ const FaultPlan& plan() {
     f.action = action;
     f.nth = nth ? std::atol(nth) : 1;
     f.err = f.action == "enospc" ? ENOSPC : f.action == "erofs" ? EROFS : f.action == "eio" ? EIO : 0;
-    f.active = f.err != 0 || f.action == "kill";
+    f.active = f.err != 0 || f.action == "kill" || f.action == "term";
     return f;
   }();
   return p;
@@ -76,6 +77,13 @@ int fail() {
   return -1;
 }
 
+// Whether the planned fault is a SIGTERM, which is sent here; the call then goes on as planned without a fault.
+bool terminated() {
+  if (plan().action != "term") return false;
+  ::kill(::getpid(), SIGTERM);
+  return true;
+}
+
 // The planned fault, struck at the matching call: the errno (returning -1), or SIGKILL there.
 int strike() {
   if (plan().err) return fail();
@@ -88,7 +96,7 @@ extern "C" {
 
 ssize_t write(int fd, const void* buf, size_t count) {
   static auto real = next<ssize_t (*)(int, const void*, size_t)>("write");
-  if (fd > 2 && plan().active && hit("write", fd_path(fd))) {
+  if (fd > 2 && plan().active && hit("write", fd_path(fd)) && !terminated()) {
     if (plan().err) return fail();
     real(fd, buf, count / 2);
     die();
@@ -98,25 +106,25 @@ ssize_t write(int fd, const void* buf, size_t count) {
 
 int fsync(int fd) {
   static auto real = next<int (*)(int)>("fsync");
-  if (plan().active && hit("fsync", fd_path(fd))) return strike();
+  if (plan().active && hit("fsync", fd_path(fd)) && !terminated()) return strike();
   return real(fd);
 }
 
 int rename(const char* from, const char* to) {
   static auto real = next<int (*)(const char*, const char*)>("rename");
-  if (plan().active && hit("rename", std::string(from) + "\n" + to)) return strike();
+  if (plan().active && hit("rename", std::string(from) + "\n" + to) && !terminated()) return strike();
   return real(from, to);
 }
 
 int unlink(const char* path) {
   static auto real = next<int (*)(const char*)>("unlink");
-  if (plan().active && hit("unlink", path)) return strike();
+  if (plan().active && hit("unlink", path) && !terminated()) return strike();
   return real(path);
 }
 
 int remove(const char* path) {
   static auto real = next<int (*)(const char*)>("remove");
-  if (plan().active && hit("unlink", path)) return strike();
+  if (plan().active && hit("unlink", path) && !terminated()) return strike();
   return real(path);
 }
 
