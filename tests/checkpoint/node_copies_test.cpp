@@ -219,6 +219,41 @@ TEST(CheckpointReplicas, ADiskFullOnOneNodeFollowsOnError) {
   }
 }
 
+// Node b, whose only process is rank 1, is killed (SIGKILL) in the middle of its writer's background write of the
+// step-4 checkpoint. Rank 0 stops with an error instead of waiting for it; node b's newest complete checkpoint is
+// still step 2's (what it was writing is a partial temp file); the job started again on both nodes resumes from the
+// newest complete copy either node holds, and ends as the uninterrupted run did.
+TEST(CheckpointReplicas, ANodeKilledInsideItsBackgroundWriteKeepsItsPreviousCopyAndTheJobResumesFromTheNewest) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --model.dropout=0.0 --job.out_dir=run --checkpoint.every_steps=2";
+  train_on_nodes(cfg, 8, dir / "full_a", dir / "full_b");
+  const std::string a = dir / "a", b = dir / "b";
+  auto killed = run_ranks(2, cfg + " --training.max_steps=8", "", 1, "",
+                          {on_node(0, a), on_node(1, b) + " " + fault_env("write", "step-00000004.pt.tmp-", "kill")});
+  EXPECT_EQ(killed[1].exit_code, 128 + 9) << killed[1].output;
+  EXPECT_NE(killed[0].exit_code, 0) << killed[0].output;
+  EXPECT_NE(killed[0].output.find("error: "), std::string::npos) << killed[0].output;
+  // Node b: step 2 whole, step 4 never complete (no manifest); the newest complete step of either node.
+  EXPECT_TRUE(fs::exists(b + "/run/checkpoints/step-00000002.json"));
+  EXPECT_FALSE(fs::exists(b + "/run/checkpoints/step-00000004.json"));
+  int newest = 0;
+  for (const std::string& node : {a, b})
+    for (int step = 2; step <= 8; step += 2)
+      if (fs::exists(node + "/run/checkpoints/step-0000000" + std::to_string(step) + ".json"))
+        newest = std::max(newest, step);
+  ASSERT_GE(newest, 2);
+  const auto again = train_on_nodes(cfg, 8, a, b);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(again[0].output.find("resumed from run/checkpoints/step-0000000" + std::to_string(newest) + ".pt"),
+            std::string::npos)
+      << again[0].output;
+  EXPECT_TRUE(ckpt_same_bytes(a + "/run/model.pt", dir / "full_a/run/model.pt"))
+      << "max diff " << max_state_diff(dir / "full_a/run/model.pt", a + "/run/model.pt");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(b + "/run/checkpoints", ec))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "partial file left: " << e.path();
+}
+
 TEST(CheckpointReplicas, Rank0KeepsTheCheckpointsOnRankZerosNodeAlone) {
   TempDir dir;
   const std::string cfg =
