@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <regex>
@@ -112,10 +111,9 @@ TEST_F(CheckpointKill, SigtermDuringABackgroundWriteWaitsForItThenStopsAndResume
   EXPECT_GT(stop, 8) << stopped.output;
   EXPECT_LT(stop, 20) << stopped.output;
   EXPECT_FALSE(fs::exists(out + "/model.pt"));
-  char stop_manifest[64];
-  std::snprintf(stop_manifest, sizeof stop_manifest, "/checkpoints/step-%08d.json", stop);
-  for (const std::string& manifest : {std::string("/checkpoints/step-00000008.json"), std::string(stop_manifest)})
-    EXPECT_TRUE(fs::exists(out + manifest)) << manifest << "\n" << stopped.output;
+  const CheckpointStore store(out + "/checkpoints", 0, 0);
+  for (const int64_t step : {int64_t{8}, int64_t{stop}})
+    EXPECT_TRUE(fs::exists(store.manifest_path(step))) << step << "\n" << stopped.output;
   EXPECT_EQ(faults_debris(out + "/checkpoints"), std::vector<std::string>{});
   auto rerun = ckpt_train(cfg_, "--job.out_dir=" + out);
   ASSERT_EQ(rerun.exit_code, 0) << rerun.output;

@@ -234,17 +234,17 @@ TEST(CheckpointReplicas, ANodeKilledInsideItsBackgroundWriteKeepsItsPreviousCopy
   EXPECT_NE(killed[0].exit_code, 0) << killed[0].output;
   EXPECT_NE(killed[0].output.find("error: "), std::string::npos) << killed[0].output;
   // Node b: step 2 whole, step 4 never complete (no manifest); the newest complete step of either node.
-  EXPECT_TRUE(fs::exists(b + "/run/checkpoints/step-00000002.json"));
-  EXPECT_FALSE(fs::exists(b + "/run/checkpoints/step-00000004.json"));
-  int newest = 0;
-  for (const std::string& node : {a, b})
-    for (int step = 2; step <= 8; step += 2)
-      if (fs::exists(node + "/run/checkpoints/step-0000000" + std::to_string(step) + ".json"))
-        newest = std::max(newest, step);
+  EXPECT_TRUE(fs::exists(CheckpointStore(b + "/run/checkpoints", 0, 0).manifest_path(2)));
+  EXPECT_FALSE(fs::exists(CheckpointStore(b + "/run/checkpoints", 0, 0).manifest_path(4)));
+  int64_t newest = 0;
+  for (const std::string& node : {a, b}) {
+    const std::vector<CheckpointInfo> complete = CheckpointStore(node + "/run/checkpoints", 0, 0).list();
+    if (!complete.empty()) newest = std::max(newest, complete.front().step);
+  }
   ASSERT_GE(newest, 2);
   const auto again = train_on_nodes(cfg, 8, a, b);
   ASSERT_FALSE(HasFailure());
-  EXPECT_NE(again[0].output.find("resumed from run/checkpoints/step-0000000" + std::to_string(newest) + ".pt"),
+  EXPECT_NE(again[0].output.find("resumed from " + CheckpointStore("run/checkpoints", 0, 0).payload_path(newest)),
             std::string::npos)
       << again[0].output;
   EXPECT_TRUE(ckpt_same_bytes(a + "/run/model.pt", dir / "full_a/run/model.pt"))
