@@ -23,12 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The prefix that runs rank `node` as the only rank of node `node`, in the working directory `cwd`.
-std::string on_node(int node, const std::string& cwd) {
-  fs::create_directories(cwd);
-  return "env -C " + shell_quote(cwd) + " LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=" + std::to_string(node);
-}
-
 // The job trained to `max_steps` with rank 0 on node 0 in working directory `a` and rank 1 on node 1 in `b`; every rank
 // is expected to exit 0.
 std::vector<RankResult> train_on_nodes(const std::string& cfg, int max_steps, const std::string& a,

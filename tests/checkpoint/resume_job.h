@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,16 @@ inline CommandResult ckpt_train(const std::string& cfg, const std::string& args,
 
 inline bool ckpt_same_bytes(const std::string& a, const std::string& b) { return read_file(a) == read_file(b); }
 
+// The prefix that runs rank `node` as the only rank of node `node`, in the working directory `cwd` (created): with
+// job.out_dir relative, a node-local disk.
+inline std::string on_node(int node, const std::string& cwd) {
+  std::filesystem::create_directories(cwd);
+  return "env -C " + shell_quote(cwd) + " LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=" + std::to_string(node);
+}
+
 // Environment running a command under the LD_PRELOAD fault shim (tests/support/shim): the nth `op` (write, fsync,
-// rename, unlink, any) on a path containing `path` gets `action` (kill = SIGKILL there; term = SIGTERM, then the call goes on; enospc, erofs, eio = that
-// errno from then on).
+// rename, unlink, any) on a path containing `path` gets `action` (kill = SIGKILL there; term = SIGTERM, then the call
+// goes on; stop = a write halted by SIGSTOP halfway; enospc, erofs, eio = that errno from then on).
 inline std::string fault_env(const std::string& op, const std::string& path, const std::string& action, int nth = 1) {
   return "LD_PRELOAD=" + shell_quote(DDP_FAULT_SHIM) + " DDP_FAULT_OP=" + op + " DDP_FAULT_PATH=" + shell_quote(path) +
          " DDP_FAULT_ACTION=" + action + " DDP_FAULT_NTH=" + std::to_string(nth);

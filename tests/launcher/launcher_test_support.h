@@ -164,12 +164,12 @@ class NodeNamespaces {
   static std::string address(int node) { return "10.213.0." + std::to_string(node + 1); }
   // Prefix that runs a command inside node's namespace.
   std::string exec(int node) const { return "ip netns exec " + names_[static_cast<size_t>(node)] + " "; }
+  // Shell command listing the pids of the processes inside node's namespace.
+  std::string list_pids(int node) const { return "ip netns pids " + names_[static_cast<size_t>(node)]; }
   // Shell line that kills (SIGKILL) every process inside node's namespace, as a machine that lost power.
-  std::string kill_all(int node) const {
-    return "ip netns pids " + names_[static_cast<size_t>(node)] + " | xargs -r kill -KILL";
-  }
+  std::string kill_all(int node) const { return list_pids(node) + " | xargs -r kill -KILL"; }
   // Pids of the processes still inside node's namespace.
-  std::string pids(int node) const { return run_command("ip netns pids " + names_[static_cast<size_t>(node)]).output; }
+  std::string pids(int node) const { return run_command(list_pids(node)).output; }
 
  private:
   std::vector<std::string> names_;

@@ -1,10 +1,13 @@
-// LD_PRELOAD library for fault tests: fails, SIGKILLs or SIGTERMs one write/fsync/rename/unlink on a matching path.
+// LD_PRELOAD library for fault tests: fails, SIGKILLs, SIGTERMs or stops at one write/fsync/rename/unlink on a
+// matching path.
 //
 // Environment (read once): DDP_FAULT_OP = write | fsync | rename | unlink | any; DDP_FAULT_PATH = a substring of the
 // path (for write/fsync: the file the descriptor is open on; rename: either name; unlink: also remove()); DDP_FAULT_NTH
 // = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
-// | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | enospc |
-// erofs | eio (that call and every later matching one fails with that errno, like a full disk).
+// | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | stop
+// (DDP_FAULT_OP = write only: the write writes half its bytes, then SIGSTOP halts the whole process there, for a test
+// to kill what it likes while the file is partial; continued, the write finishes) | enospc | erofs | eio (that call
+// and every later matching one fails with that errno, like a full disk).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,7 +42,7 @@ const FaultPlan& plan() {
     f.action = action;
     f.nth = nth ? std::atol(nth) : 1;
     f.err = f.action == "enospc" ? ENOSPC : f.action == "erofs" ? EROFS : f.action == "eio" ? EIO : 0;
-    f.active = f.err != 0 || f.action == "kill" || f.action == "term";
+    f.active = f.err != 0 || f.action == "kill" || f.action == "term" || (f.action == "stop" && f.op == "write");
     return f;
   }();
   return p;
@@ -98,8 +101,12 @@ ssize_t write(int fd, const void* buf, size_t count) {
   static auto real = next<ssize_t (*)(int, const void*, size_t)>("write");
   if (fd > 2 && plan().active && hit("write", fd_path(fd)) && !terminated()) {
     if (plan().err) return fail();
-    real(fd, buf, count / 2);
-    die();
+    const ssize_t half = real(fd, buf, count / 2);
+    if (plan().action != "stop") die();
+    ::kill(::getpid(), SIGSTOP);
+    if (half < 0) return half;
+    const ssize_t rest = real(fd, static_cast<const char*>(buf) + half, count - static_cast<size_t>(half));
+    return rest < 0 ? rest : half + rest;
   }
   return real(fd, buf, count);
 }
