@@ -29,6 +29,27 @@
 namespace ddp {
 namespace {
 
+// The first tensor in `value` (dicts and lists searched) that is not in host memory, as its path ("optimizer/state/0/
+// momentum_buffer on cuda:0"); "" when there is none. Reads metadata only, no device call.
+std::string outside_host_memory(const c10::IValue& value, const std::string& at = "") {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return !t.defined() || t.device().is_cpu() ? "" : (at.empty() ? "" : at + " ") + "on " + t.device().str();
+  }
+  if (value.isList()) {
+    const auto list = value.toListRef();
+    for (size_t i = 0; i < list.size(); ++i)
+      if (std::string w = outside_host_memory(list[i], at + "/" + std::to_string(i)); !w.empty()) return w;
+  }
+  if (value.isGenericDict())
+    for (const auto& item : value.toGenericDict()) {
+      const c10::IValue& k = item.key();
+      const std::string key = k.isString() ? k.toStringRef() : k.isInt() ? std::to_string(k.toInt()) : python_kind(k);
+      if (std::string w = outside_host_memory(item.value(), at.empty() ? key : at + "/" + key); !w.empty()) return w;
+    }
+  return "";
+}
+
 // The line a run continues from the checkpoint of `step`: that step, then the older ones of the line it came from
 // (`recorded`, latest.json's), or, in a folder of ddptrain 0.3.0 or before (none recorded), every older one.
 std::vector<int64_t> line_from(int64_t step, const std::optional<std::vector<int64_t>>& recorded,
@@ -188,6 +209,8 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     Made made;
     if (state) {
       try {
+        if (const std::string where = outside_host_memory(*state); !where.empty())
+          throw std::logic_error("the checkpoint's state holds a tensor outside host memory (" + where + ")");
         made.first = torch_save_bytes(*state);
       } catch (const std::exception& e) {
         made.second = e.what();
@@ -215,16 +238,13 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
       return e.what();
     }
   };
-  if (!cfg_.async) {
+  // The state is in host memory (host_copy), so the background thread makes no device call, which a CUDA graph's
+  // capture on the training thread would forbid.
+  if (!cfg_.async)
     in_flight_.error = write(make_bytes());
-  } else if (ctx_.device.is_cpu()) {
+  else
     in_flight_.background = std::async(
         std::launch::async, [make_bytes = std::move(make_bytes), write]() mutable { return write(make_bytes()); });
-  } else {
-    // A state on a GPU is serialised here, on the training thread: the serialiser's device-to-host copies must not
-    // run beside a CUDA graph's capture, which allows no such call from another thread.
-    in_flight_.background = std::async(std::launch::async, write, make_bytes());
-  }
   settle_unless_async();
 }
 

@@ -44,10 +44,10 @@ class Checkpointer {
 
   // Rank 0 serialises `state` (built by every rank) as the checkpoint of `step` and writes it; with a copy on every
   // node (checkpoint.replicas) it sends the bytes to each node's LOCAL_RANK 0, which writes the same file into its own
-  // checkpoint.dir. Collective; `state`'s tensors must be copies no one changes
-  // (Trainer::state_dict makes them). With checkpoint.async, serialising (of a state on the CPU; a GPU's is serialised
-  // before save() returns), sending and the writes (file, fsync, rename, manifest, retention) run on a background
-  // thread; the previous save is settled first. A failed write on any writer stops every rank (checkpoint.on_error =
+  // checkpoint.dir. Collective; `state`'s tensors must be copies in host memory that no one changes (host_copy;
+  // Trainer::state_dict makes them: a tensor elsewhere fails the save). With checkpoint.async, serialising, sending and
+  // the writes (file, fsync, rename, manifest, retention) run on a background thread; the previous save is settled
+  // first. A failed write on any writer stops every rank (checkpoint.on_error =
   // fail) or is a warning (warn) when it is settled; each writer's copy is only ever replaced by a complete newer one.
   // eval_accuracy < 0: none.
   void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);

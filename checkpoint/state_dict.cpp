@@ -1,6 +1,7 @@
 // State-dict ordering, atomic torch.save-compatible writing, loading (dict or OrderedDict) and strict applying.
 #include "checkpoint/state_dict.h"
 
+#include "base/host_copy.h"
 #include "base/python_kind.h"
 #include "checkpoint/torch_save/pickle_reader.h"
 
@@ -50,7 +51,7 @@ NamedTensors module_state(const torch::nn::Module& module) {
 
 c10::impl::GenericDict module_state_entry(const torch::nn::Module& module) {
   c10::impl::GenericDict entry(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : module_state(module)) entry.insert(name, t.detach().cpu().clone());
+  for (const auto& [name, t] : module_state(module)) entry.insert(name, host_copy(t));
   return entry;
 }
 

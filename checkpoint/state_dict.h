@@ -18,7 +18,7 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // Parameters and buffers in nn.Module.state_dict() order (each module's own params, then buffers, then children).
 NamedTensors module_state(const torch::nn::Module& module);
-// The same as a checkpoint entry: a dict name -> detached CPU copy.
+// The same as a checkpoint entry: a dict name -> a copy in host memory (host_copy).
 c10::impl::GenericDict module_state_entry(const torch::nn::Module& module);
 
 // Writes a dict of name -> tensor that Python's torch.load(path) reads as it is (weights_only=True): torch.save's

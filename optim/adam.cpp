@@ -7,6 +7,7 @@
 
 #include "base/capturable_step.h"
 #include "base/foreach.h"
+#include "base/host_copy.h"
 #include "optim/hyperparameter_keys.h"
 #include "optim/optimizer_kind.h"
 #include "optim/param_state_access.h"
@@ -64,9 +65,9 @@ class KernelAdam : public Base, public TorchStateForm {
     const auto& a = static_cast<const State&>(state);
     c10::impl::GenericDict out = new_str_dict();
     out.insert("step", step_tensor(a.step()));
-    out.insert("exp_avg", a.exp_avg().clone());
-    out.insert("exp_avg_sq", a.exp_avg_sq().clone());
-    if (a.max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", a.max_exp_avg_sq().clone());
+    out.insert("exp_avg", host_copy(a.exp_avg()));
+    out.insert("exp_avg_sq", host_copy(a.exp_avg_sq()));
+    if (a.max_exp_avg_sq().defined()) out.insert("max_exp_avg_sq", host_copy(a.max_exp_avg_sq()));
     return out;
   }
   std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,

@@ -6,6 +6,7 @@
 
 #include "base/capturable_step.h"
 #include "base/foreach.h"
+#include "base/host_copy.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
 #include "optim/optimizer_kind.h"
@@ -109,8 +110,8 @@ class Lamb : public torch::optim::Optimizer, public TorchStateForm {
   c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const override {
     const auto& s = static_cast<const LambState&>(state);
     c10::impl::GenericDict out = new_str_dict();
-    out.insert("exp_avg", s.exp_avg().clone());
-    out.insert("exp_avg_sq", s.exp_avg_sq().clone());
+    out.insert("exp_avg", host_copy(s.exp_avg()));
+    out.insert("exp_avg_sq", host_copy(s.exp_avg_sq()));
     return out;
   }
   std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,

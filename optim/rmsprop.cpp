@@ -5,6 +5,7 @@
 
 #include "base/capturable_step.h"
 #include "base/foreach.h"
+#include "base/host_copy.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
 #include "optim/optimizer_kind.h"
@@ -54,9 +55,9 @@ class KernelRMSprop : public torch::optim::RMSprop, public TorchStateForm {
     const auto& s = static_cast<const RMSpropState&>(state);
     c10::impl::GenericDict out = new_str_dict();
     out.insert("step", step_tensor(s.step()));
-    out.insert("square_avg", s.square_avg().clone());
-    if (s.momentum_buffer().defined()) out.insert("momentum_buffer", s.momentum_buffer().clone());
-    if (s.grad_avg().defined()) out.insert("grad_avg", s.grad_avg().clone());
+    out.insert("square_avg", host_copy(s.square_avg()));
+    if (s.momentum_buffer().defined()) out.insert("momentum_buffer", host_copy(s.momentum_buffer()));
+    if (s.grad_avg().defined()) out.insert("grad_avg", host_copy(s.grad_avg()));
     return out;
   }
   std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,

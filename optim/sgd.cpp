@@ -5,6 +5,7 @@
 
 #include "base/capturable_step.h"
 #include "base/foreach.h"
+#include "base/host_copy.h"
 #include "base/python_number.h"
 #include "optim/hyperparameter_keys.h"
 #include "optim/optimizer_kind.h"
@@ -58,7 +59,7 @@ class KernelSGD : public torch::optim::SGD, public CapturableStep, public TorchS
   c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const override {
     c10::impl::GenericDict out = new_str_dict();
     const auto& s = static_cast<const torch::optim::SGDParamState&>(state);
-    if (s.momentum_buffer().defined()) out.insert("momentum_buffer", s.momentum_buffer().clone());
+    if (s.momentum_buffer().defined()) out.insert("momentum_buffer", host_copy(s.momentum_buffer()));
     return out;
   }
   std::unique_ptr<torch::optim::OptimizerParamState> param_state_from(const c10::impl::GenericDict& fields,

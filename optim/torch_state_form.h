@@ -29,7 +29,8 @@ class TorchStateForm {
   // keeps it), set into the group's `options`; nothing by default. Throws naming `where` for a misshapen value.
   virtual void group_state_from(const c10::impl::GenericDict& group, torch::optim::OptimizerOptions& options,
                                 const std::string& where) const {}
-  // A parameter's entry of "state" (torch's keys in torch's order; tensors cloned); empty for no state yet.
+  // A parameter's entry of "state" (torch's keys in torch's order; tensors as host_copy makes them); empty for no
+  // state yet.
   virtual c10::impl::GenericDict param_state_entry(const torch::optim::OptimizerParamState& state) const = 0;
   // The state of parameter `p` from its entry `fields` (tensors copied to p's device and dtype); null for "no state
   // yet". Throws naming `where` ("optimizer.state[3]") for a missing or misshapen field.

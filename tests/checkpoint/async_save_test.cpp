@@ -1,6 +1,8 @@
 // checkpoint.async: the background write produces the same checkpoints as the synchronous one, training goes on while
 // it runs, and a failed background write is reported when it is settled (the next checkpoint or the run's end).
+#include "checkpoint/checkpointer.h"
 #include "tests/checkpoint/resume_job.h"
+#include "tests/support/on_device.h"
 
 #include <gtest/gtest.h>
 
@@ -21,8 +23,8 @@ std::vector<std::string> folder_files(const std::string& dir) {
   return names;
 }
 
-// Each pair of checkpoint files torch.load reads as the same dict, every tensor equal bit for bit, the config
-// snapshots equal but for their checkpoint.async line; prints what differs.
+// Each pair of checkpoint files torch.load reads as the same dict, every tensor a CPU tensor and equal bit for bit,
+// the config snapshots equal but for their checkpoint.async line; prints what differs.
 constexpr const char* kSameCheckpoints = R"(
 import sys, torch
 def bits(t):
@@ -30,7 +32,7 @@ def bits(t):
 def same(a, b, at):
     if isinstance(a, torch.Tensor):
         ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-        ok = ok and torch.equal(bits(a), bits(b))
+        ok = ok and a.device.type == "cpu" and b.device.type == "cpu" and torch.equal(bits(a), bits(b))
     elif isinstance(a, dict):
         ok = a.keys() == b.keys() and all(same(a[k], b[k], at + "/" + str(k)) for k in a)
     elif isinstance(a, (list, tuple)):
@@ -48,13 +50,12 @@ for a, b in zip(sys.argv[1::2], sys.argv[2::2]):
 print("same checkpoints")
 )";
 
-// The same run with checkpoint.async on and off, in the same job.out_dir one after the other: the same checkpoint
-// files (retention kept the same three), each the same state dict, and the same model.pt byte for byte. (The files'
-// bytes differ only by the config snapshot, which records checkpoint.async.)
-TEST(CheckpointAsync, BackgroundAndSynchronousSavesWriteTheSameCheckpoints) {
-  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+// The same run (`args` after the config) with checkpoint.async on and off, in the same job.out_dir one after the
+// other: the same checkpoint files (retention kept the same three), each the same state dict of CPU tensors, and the
+// same model.pt byte for byte. (The files' bytes differ only by the config snapshot, which records checkpoint.async.)
+void expect_background_and_synchronous_saves_alike(const std::string& args) {
   TempDir dir;
-  const std::string cfg = ckpt_job_config(dir) + " --training.max_steps=20 --job.out_dir=" + dir / "run";
+  const std::string cfg = ckpt_job_config(dir) + " --training.max_steps=20 --job.out_dir=" + dir / "run " + args;
   for (const char* mode : {"true", "false"}) {
     const CommandResult r = ckpt_train(cfg, "--checkpoint.async=" + std::string(mode));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -74,6 +75,48 @@ TEST(CheckpointAsync, BackgroundAndSynchronousSavesWriteTheSameCheckpoints) {
   EXPECT_NE(same.output.find("same checkpoints"), std::string::npos) << same.output;
   EXPECT_TRUE(ckpt_same_bytes(dir / "true/checkpoints/latest.json", dir / "false/checkpoints/latest.json"));
   EXPECT_TRUE(ckpt_same_bytes(dir / "true/model.pt", dir / "false/model.pt"));
+}
+
+TEST(CheckpointAsync, BackgroundAndSynchronousSavesWriteTheSameCheckpoints) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  expect_background_and_synchronous_saves_alike("");
+}
+
+// On a GPU, with an EMA too: the optimizer's momentum and the averaged model come off the device as host copies on
+// the training thread; the background thread serialises them into the same files as the synchronous save.
+TEST(CudaCheckpoint, BackgroundAndSynchronousSavesOfAGpuStateWriteTheSameCheckpoints) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  expect_background_and_synchronous_saves_alike(
+      "--dist.device=cuda --training.deterministic=true "
+      "--training.ema_decay=0.9");
+}
+
+// A state holding a tensor outside host memory (here on the meta device, which has no values to read) fails the save
+// with a line naming its entry: the background thread reads host memory only. Nothing of that step is left.
+TEST(CheckpointAsync, AStateOutsideHostMemoryFailsTheSaveNamingItsEntry) {
+  TempDir dir;
+  CheckpointConfig cfg;
+  cfg.every_steps = 1;
+  cfg.dir = dir / "checkpoints";
+  Checkpointer checkpointer(
+      cfg, dir.path(), DistContext{}, [](const std::string&) {}, [](const std::string&) {});
+  c10::impl::GenericDict buffers(c10::StringType::get(), c10::AnyType::get());
+  buffers.insert("momentum_buffer", torch::zeros({3}, torch::TensorOptions().device(torch::kMeta)));
+  c10::impl::GenericDict per_param(c10::IntType::get(), c10::AnyType::get());
+  per_param.insert(0, buffers);
+  c10::impl::GenericDict optimizer(c10::StringType::get(), c10::AnyType::get());
+  optimizer.insert("state", per_param);
+  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+  state.insert("model", torch::ones({3}));
+  state.insert("optimizer", optimizer);
+  checkpointer.save(state, 1, 0, -1);
+  const std::string error = error_of([&] { checkpointer.settle(); });
+  EXPECT_NE(error.find("checkpoint at step 1 failed: the checkpoint's state holds a tensor outside host memory "
+                       "(optimizer/state/0/momentum_buffer on meta)"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(!fs::exists(dir / "checkpoints") || folder_files(dir / "checkpoints").empty());
 }
 
 // The step-4 write fails like a full disk (on_error = fail). In the background, training goes on past step 4 and the
