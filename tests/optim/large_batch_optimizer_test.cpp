@@ -1,5 +1,6 @@
 // optimizer.name = "lars" and "lamb" against timm.optim.Lars and timm.optim.Lamb under DDP, and their resume.
 #include "tests/checkpoint/resume_job.h"
+#include "tests/support/on_device.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>

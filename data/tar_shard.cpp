@@ -1,0 +1,135 @@
+// TarShardReader: WebDataset tar shards through libarchive.
+#include "data/tar_shard.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <regex>
+#include <stdexcept>
+
+namespace ddp {
+namespace {
+
+// webdataset's base_plus_ext: (key, extension) of a member name; false when its last part has no dot.
+bool base_plus_ext(const std::string& name, std::string& key, std::string& ext) {
+  static const std::regex split(R"(^((?:.*/|)[^.]+)[.]([^/]*)$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, split)) return false;
+  key = m[1];
+  ext = m[2];
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return true;
+}
+
+// webdataset's metadata members, which it passes over: "__name__" at the top, or a first part "__...__".
+bool metadata(const std::string& name) {
+  static const std::regex skip_meta(R"(^__[^/]*__($|/))");
+  const bool top = name.find('/') == std::string::npos && name.size() >= 4 && name.rfind("__", 0) == 0 &&
+                   name.compare(name.size() - 2, 2, "__") == 0;
+  return top || std::regex_search(name, skip_meta);
+}
+
+// Whether `name` is absolute or has a ".." part.
+bool escapes(const std::string& name) {
+  if (!name.empty() && name[0] == '/') return true;
+  size_t start = 0;
+  while (start <= name.size()) {
+    const size_t end = name.find('/', start);
+    if (name.substr(start, end == std::string::npos ? std::string::npos : end - start) == "..") return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::string* ShardSample::find(const std::string& ext) const {
+  for (const auto& [e, bytes] : members)
+    if (e == ext) return &bytes;
+  return nullptr;
+}
+
+TarShardReader::TarShardReader(const std::string& path, std::string name) : name_(std::move(name)) {
+  archive_ = archive_read_new();
+  if (!archive_) throw std::runtime_error("shard " + name_ + ": libarchive could not start a reader");
+  archive_read_support_filter_all(archive_);
+  archive_read_support_format_tar(archive_);
+  archive_read_support_format_empty(archive_);
+  if (archive_read_open_filename(archive_, path.c_str(), 1 << 20) != ARCHIVE_OK) {
+    const std::string why = archive_error_string(archive_) ? archive_error_string(archive_) : "cannot open";
+    archive_read_free(archive_);
+    archive_ = nullptr;
+    throw std::runtime_error("shard " + name_ + ": " + why);
+  }
+}
+
+TarShardReader::~TarShardReader() {
+  if (archive_) archive_read_free(archive_);
+}
+
+void TarShardReader::fail(const std::string& what) const { throw std::runtime_error("shard " + name_ + ": " + what); }
+
+bool TarShardReader::next_member(std::string& member_name, std::string& bytes) {
+  while (true) {
+    struct archive_entry* entry = nullptr;
+    const int r = archive_read_next_header(archive_, &entry);
+    if (r == ARCHIVE_EOF) return false;
+    if (r < ARCHIVE_WARN)
+      fail(archive_error_string(archive_) ? archive_error_string(archive_) : "unreadable tar header");
+    const char* path = archive_entry_pathname(entry);
+    member_name = path ? path : "";
+    if (archive_entry_filetype(entry) != AE_IFREG || member_name.empty() || metadata(member_name)) continue;
+    if (escapes(member_name))
+      fail("member \"" + member_name +
+           "\": an absolute name or one with a \"..\" part (ddptrain only reads members, and refuses such names)");
+    const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
+    bytes.clear();
+    if (size > 0) bytes.reserve(static_cast<size_t>(size));
+    char buf[1 << 16];
+    while (true) {
+      const la_ssize_t n = archive_read_data(archive_, buf, sizeof buf);
+      if (n < 0)
+        fail("member \"" + member_name +
+             "\": " + (archive_error_string(archive_) ? archive_error_string(archive_) : "unreadable data"));
+      if (n == 0) break;
+      bytes.append(buf, static_cast<size_t>(n));
+    }
+    if (size >= 0 && static_cast<la_int64_t>(bytes.size()) != size)
+      fail("member \"" + member_name + "\": its header says " + std::to_string(size) + " bytes, the shard holds " +
+           std::to_string(bytes.size()));
+    return true;
+  }
+}
+
+std::optional<ShardSample> TarShardReader::next() {
+  if (ended_) return std::nullopt;
+  ShardSample sample;
+  if (pending_) {
+    sample.key = pending_->first;
+    sample.members.emplace_back(pending_->second, std::move(pending_bytes_));
+    pending_.reset();
+  }
+  std::string member_name, bytes, key, ext;
+  while (next_member(member_name, bytes)) {
+    if (!base_plus_ext(member_name, key, ext)) continue;
+    if (!sample.members.empty() && key != sample.key) {
+      pending_.emplace(key, ext);
+      pending_bytes_ = std::move(bytes);
+      ++samples_;
+      return sample;
+    }
+    if (sample.members.empty()) sample.key = key;
+    if (sample.find(ext)) fail("member \"" + member_name + "\": sample \"" + key + "\" has a second ." + ext);
+    sample.members.emplace_back(ext, std::move(bytes));
+  }
+  ended_ = true;
+  if (sample.members.empty()) {
+    if (samples_ == 0) fail("holds no sample");
+    return std::nullopt;
+  }
+  ++samples_;
+  return sample;
+}
+
+}  // namespace ddp

@@ -1,0 +1,58 @@
+// TarShardReader: the samples of one WebDataset tar shard, read front to back with libarchive; its members grouped
+// into samples by key as webdataset's tar_file_iterator and group_by_keys group them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct archive;
+
+namespace ddp {
+
+// One sample: the run of consecutive members that share a key.
+struct ShardSample {
+  std::string key;  // the member name up to the first dot of its last path part ("train/n01440764_10026")
+  // (extension after that dot, lowercased; the member's bytes) in the shard's order: "jpg", "cls", "seg.png", ...
+  std::vector<std::pair<std::string, std::string>> members;
+  // The bytes of the member with extension `ext`; null when the sample has none.
+  const std::string* find(const std::string& ext) const;
+};
+
+class TarShardReader {
+ public:
+  // Opens the shard `path` (a local file; tar, or tar compressed by any filter libarchive reads, as Python's
+  // tarfile.open(mode="r|*") reads them). `name` is how errors name it (its pattern's URL). Throws naming it when the
+  // file cannot be opened.
+  TarShardReader(const std::string& path, std::string name);
+  ~TarShardReader();
+  TarShardReader(const TarShardReader&) = delete;
+  TarShardReader& operator=(const TarShardReader&) = delete;
+
+  // The next sample; nullopt after the last. As webdataset does, members that are not regular files, names without
+  // a dot in their last part and metadata ("__name__" at the top, or a first part "__...__") are passed over.
+  // Throws std::runtime_error, one line naming the shard (and the member where one is at fault), for: a tar that is
+  // truncated or malformed, a member holding fewer bytes than its header claims, a member name that is absolute or
+  // has a ".." part (ddptrain never writes a member anywhere, and refuses names that would point outside the shard),
+  // two members of one sample with the same extension, and a shard that holds no sample.
+  std::optional<ShardSample> next();
+
+  const std::string& name() const { return name_; }
+  int64_t samples_read() const { return samples_; }
+
+ private:
+  // The next member kept (name, bytes); false at the end of the archive.
+  bool next_member(std::string& member_name, std::string& bytes);
+  [[noreturn]] void fail(const std::string& what) const;
+
+  std::string name_;
+  struct archive* archive_ = nullptr;
+  std::optional<std::pair<std::string, std::string>> pending_;  // (key, extension) of a member read ahead
+  std::string pending_bytes_;
+  bool ended_ = false;
+  int64_t samples_ = 0;
+};
+
+}  // namespace ddp
