@@ -29,7 +29,7 @@ unshare -n cmake --build "$work/build" -j "$(nproc)" --target ddptrain ddprun | 
 # Compiled against the bundle's headers, linked to its libraries, LibTorch from the given Python's torch.
 grep -q -- "-isystem $bundle/include" "$work/build/compile_commands.json" || fail "the bundle's include/ is not used"
 ldd "$work/build/ddptrain" >"$work/ldd.txt"
-for lib in libisal.so.2 libtomlplusplus.so.3 libjpeg.so.62 libpng16.so.16 libcrypto.so.3 libz.so.1; do
+for lib in libisal.so.2 libtomlplusplus.so.3 libjpeg.so.62 libpng16.so.16 libarchive.so.13 libcrypto.so.3 libz.so.1; do
   grep -q "$lib => $bundle/lib/" "$work/ldd.txt" || fail "$lib is not the bundle's: $(grep "$lib" "$work/ldd.txt")"
 done
 torch_lib=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib
