@@ -1,9 +1,11 @@
 // Shard patterns expanded as webdataset's expand_urls and braceexpand 0.1.7 expand them.
 #include "data/shard_patterns.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 #include <stdexcept>
+#include <utility>
 
 namespace ddp {
 namespace {

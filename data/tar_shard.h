@@ -23,9 +23,9 @@ struct ShardSample {
 
 class TarShardReader {
  public:
-  // Opens the shard `path` (a local file; tar, or tar compressed by any filter libarchive reads, as Python's
-  // tarfile.open(mode="r|*") reads them). `name` is how errors name it (its pattern's URL). Throws naming it when the
-  // file cannot be opened.
+  // Opens the shard `path` (a local file: tar, plain or compressed with gzip, bzip2 or xz as Python's
+  // tarfile.open(mode="r|*") reads them, or zstd). `name` is how errors name it (its pattern's URL). Throws naming it
+  // when the file cannot be opened.
   TarShardReader(const std::string& path, std::string name);
   ~TarShardReader();
   TarShardReader(const TarShardReader&) = delete;

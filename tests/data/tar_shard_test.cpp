@@ -19,7 +19,7 @@ bool have_webdataset() { return python_has_modules("webdataset"); }
 // Two shards in `dir`: shard-000.tar written by webdataset's TarWriter (keys with folders, several extensions),
 // shard-001.tar by tarfile with what webdataset passes over or folds (metadata, a folder, a name without a dot, a
 // symbolic link, upper-case and two-part extensions); then every sample webdataset reads from them, in order, as
-// "key ext:size:sha1 ..." lines (extensions sorted).
+// "key ext:size:sha1 ..." lines (extensions sorted). Also shard-000.tar compressed with gzip and with xz.
 constexpr const char* kShardsAndTheirSamples = R"(
 import hashlib, io, random, sys, tarfile
 import webdataset as wds
@@ -54,6 +54,10 @@ with tarfile.open(d + "/shard-001.tar", "w", format=tarfile.GNU_FORMAT) as t:
     add(t, "b.jpg", blob(30))
     add(t, "b.cls", b"0")
     add(t, "deep/" + "x" * 120 + ".webp", blob(10))
+import gzip, lzma, shutil
+for name, opener in (("gz", gzip.open), ("xz", lzma.open)):
+    with open(d + "/shard-000.tar", "rb") as src, opener(d + "/shard-000.tar." + name, "wb") as dst:
+        shutil.copyfileobj(src, dst)
 for s in wds.WebDataset([d + "/shard-000.tar", d + "/shard-001.tar"], shardshuffle=False, empty_check=False):
     exts = sorted(k for k in s if not k.startswith("__"))
     print(s["__key__"], " ".join("%s:%d:%s" % (e, len(s[e]), hashlib.sha1(s[e]).hexdigest()) for e in exts))
@@ -97,6 +101,10 @@ TEST(TarShards, ASamplesKeyExtensionsAndBytesAreThoseWebdatasetReads) {
   const std::string mine = reader_lines({dir / "shard-000.tar", dir / "shard-001.tar"}, dir);
   EXPECT_EQ(mine, oracle.output);
   EXPECT_EQ(count_of(oracle.output, "\n"), 15u) << oracle.output;  // 12 + a, b and the long name's sample
+  // The first shard compressed (gzip, xz), as tarfile reads it: the same samples.
+  const std::string plain = reader_lines({dir / "shard-000.tar"}, dir);
+  EXPECT_EQ(reader_lines({dir / "shard-000.tar.gz"}, dir), plain);
+  EXPECT_EQ(reader_lines({dir / "shard-000.tar.xz"}, dir), plain);
 }
 
 TEST(TarShards, PatternsExpandAsWebdatasetsExpandUrls) {
