@@ -41,13 +41,16 @@ TEST(Recipe, RaRepsParamGroupsAndLabelSmoothingMatchPythonDdp) {
 }
 
 // The recipe's augmentations switched on (configs/imagenet_resnet50_v2.toml's keys, scaled to a small folder): a
-// learnable generated folder is still learned, every validation image right. The folder's four classes differ in hue,
-// in brightness and in a bar's direction (image_folder_reference.py's learnable_palette), which no augmentation of
-// the recipe takes away from every sample, and the learning rate is the recipe's scaled to the batch (0.5 for 1024
-// images, so 0.01 for 2 x 8): then the raw and the EMA model classify all 64 validation images right from the sixth
-// epoch on at the latest (8-epoch runs measured on AVX2 and on the plain path, ATEN_CPU_CAPABILITY=default); this
-// run takes 10. An accuracy short of 1 is a broken pipeline (labels mixed apart from their images, a transform that
-// wipes the sample), not rounding: no kernel's last bits move a model that far from a solved task.
+// learnable generated folder is still learned. The folder's four classes differ in hue, in brightness and in a bar's
+// direction (image_folder_reference.py's learnable_palette), which no augmentation of the recipe takes away from every
+// sample, and the learning rate is the recipe's scaled to the batch (0.5 for 1024 images, so 0.01 for 2 x 8). The EMA
+// model, the recipe's reported one, classifies all 64 validation images right (measured on AVX-512, on AVX2 and on the
+// plain path, ATEN_CPU_CAPABILITY=default, on Intel and AMD CPUs): the average over the last steps does not hang on
+// any one step. The raw model's weights are those of the last step of a trajectory that mixup, CutMix and 10 epochs on
+// 64 images make chaotic: another kernel's rounding can end it short of every image (48 of 64 on the plain path of an
+// AMD EPYC, 64 elsewhere), so it is held to what no broken pipeline reaches: a classifier at chance (labels mixed
+// apart from their images, a transform that wipes the sample) gets 16 of 64 on average, and 32 or more with a
+// probability of about 1.5e-5 (binomial, n = 64, p = 1/4).
 TEST(Recipe, LearnableFolderIsSolvedWithTheV2Augmentations) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
@@ -84,8 +87,8 @@ TEST(Recipe, LearnableFolderIsSolvedWithTheV2Augmentations) {
                                            "metrics.progress=off"});
   const auto ranks = run_ranks(2, cfg + " --data.dataset=image_folder");
   for (const auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(last_eval_value(dir / "out/metrics.jsonl", "accuracy"), 1.0) << ranks[0].output;
   EXPECT_EQ(last_eval_value(dir / "out/metrics.jsonl", "accuracy_ema"), 1.0) << ranks[0].output;
+  EXPECT_GE(last_eval_value(dir / "out/metrics.jsonl", "accuracy"), 0.5) << ranks[0].output;
 }
 
 }  // namespace
