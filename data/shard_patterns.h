@@ -11,7 +11,8 @@ namespace ddp {
 // does with braceexpand 0.1.7 (bash's brace expansion: "{a,b}" sequences, "{000..099}" integer ranges padded to the
 // wider end when either end has a leading zero, "{a..e}" letter ranges, an optional "..step", either direction,
 // nesting; a backslash takes the next character literally). Environment variables are not substituted. Throws
-// std::invalid_argument naming the pattern for unbalanced braces.
+// std::invalid_argument naming the pattern for unbalanced braces, a range bound past 64 bits, or more than 2^20
+// shards in all.
 std::vector<std::string> expand_shard_patterns(const std::string& patterns);
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 #include <stdexcept>
@@ -25,10 +26,17 @@ bool base_plus_ext(const std::string& name, std::string& key, std::string& ext) 
 // webdataset's metadata members, which it passes over: "__name__" at the top, or a first part "__...__".
 bool metadata(const std::string& name) {
   static const std::regex skip_meta(R"(^__[^/]*__($|/))");
-  const bool top = name.find('/') == std::string::npos && name.size() >= 4 && name.rfind("__", 0) == 0 &&
-                   name.compare(name.size() - 2, 2, "__") == 0;
-  return top || std::regex_search(name, skip_meta);
+  return std::regex_search(name, skip_meta);
 }
+
+// libarchive's message for the last failure of `a`, or `otherwise` when it has none.
+std::string archive_why(struct archive* a, const char* otherwise) {
+  const char* why = archive_error_string(a);
+  return why ? why : otherwise;
+}
+
+// What a member's bytes are reserved up front at most: a header may claim any size, and the bytes read decide.
+constexpr la_int64_t kMaxReserve = la_int64_t{1} << 24;
 
 // Whether `name` is absolute or has a ".." part.
 bool escapes(const std::string& name) {
@@ -62,7 +70,7 @@ TarShardReader::TarShardReader(const std::string& path, std::string name) : name
   archive_read_support_format_tar(archive_);
   archive_read_support_format_empty(archive_);
   if (archive_read_open_filename(archive_, path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    const std::string why = archive_error_string(archive_) ? archive_error_string(archive_) : "cannot open";
+    const std::string why = archive_why(archive_, "cannot open");
     archive_read_free(archive_);
     archive_ = nullptr;
     throw std::runtime_error("shard " + name_ + ": " + why);
@@ -80,8 +88,7 @@ bool TarShardReader::next_member(std::string& member_name, std::string& bytes) {
     struct archive_entry* entry = nullptr;
     const int r = archive_read_next_header(archive_, &entry);
     if (r == ARCHIVE_EOF) return false;
-    if (r < ARCHIVE_WARN)
-      fail(archive_error_string(archive_) ? archive_error_string(archive_) : "unreadable tar header");
+    if (r < ARCHIVE_WARN) fail(archive_why(archive_, "unreadable tar header"));
     const char* path = archive_entry_pathname(entry);
     member_name = path ? path : "";
     if (archive_entry_filetype(entry) != AE_IFREG || member_name.empty() || metadata(member_name)) continue;
@@ -90,13 +97,11 @@ bool TarShardReader::next_member(std::string& member_name, std::string& bytes) {
            "\": an absolute name or one with a \"..\" part (ddptrain only reads members, and refuses such names)");
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
     bytes.clear();
-    if (size > 0) bytes.reserve(static_cast<size_t>(size));
+    if (size > 0) bytes.reserve(static_cast<size_t>(std::min(size, kMaxReserve)));
     char buf[1 << 16];
     while (true) {
       const la_ssize_t n = archive_read_data(archive_, buf, sizeof buf);
-      if (n < 0)
-        fail("member \"" + member_name +
-             "\": " + (archive_error_string(archive_) ? archive_error_string(archive_) : "unreadable data"));
+      if (n < 0) fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
       if (n == 0) break;
       bytes.append(buf, static_cast<size_t>(n));
     }

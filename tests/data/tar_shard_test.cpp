@@ -153,6 +153,21 @@ TEST(TarShards, PatternsExpandAsWebdatasetsExpandUrls) {
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "unbalanced braces in the shard pattern \"{1{2,3}\"");
   }
+  // A pattern expands eagerly: one that names more than 2^20 shards, in a range or a product of them, fails naming
+  // itself instead of filling the memory; so does a bound past 64 bits (braceexpand takes any integer). Just under the
+  // limit, the count is exact.
+  for (const char* text : {"s-{0..1048576}.tar", "s-{0..1023}-{0..1024}.tar", "{a..z}{0..99999}.tar",
+                           "s-{0..99999999999999999999}.tar", "s-{9223372036854775807..-9223372036854775808}"}) {
+    const std::string pattern = text;
+    try {
+      expand_shard_patterns("ok.tar::" + pattern);
+      ADD_FAILURE() << "no error for " << pattern;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("\"" + pattern + "\""), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(expand_shard_patterns("s-{0..1048575}.tar").size(), 1048576u);
+  EXPECT_EQ(expand_shard_patterns("{9223372036854775805..9223372036854775807}").back(), "9223372036854775807");
 }
 
 // Bad shards written by tarfile; each one's first error line, from the first sample on.
