@@ -59,9 +59,9 @@ const std::string* ShardSample::find(const std::string& ext) const {
   return nullptr;
 }
 
-TarShardReader::TarShardReader(const std::string& path, std::string name) : name_(std::move(name)) {
+void TarShardReader::start(const std::string& path_for_errors) {
   archive_ = archive_read_new();
-  if (!archive_) throw std::runtime_error("shard " + name_ + ": libarchive could not start a reader");
+  if (!archive_) throw std::runtime_error("shard " + path_for_errors + ": libarchive could not start a reader");
   // What Python's tarfile.open(mode="r|*") reads, and zstd: compression through libraries, never an external program.
   archive_read_support_filter_gzip(archive_);
   archive_read_support_filter_bzip2(archive_);
@@ -69,12 +69,24 @@ TarShardReader::TarShardReader(const std::string& path, std::string name) : name
   archive_read_support_filter_zstd(archive_);
   archive_read_support_format_tar(archive_);
   archive_read_support_format_empty(archive_);
-  if (archive_read_open_filename(archive_, path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    const std::string why = archive_why(archive_, "cannot open");
-    archive_read_free(archive_);
-    archive_ = nullptr;
-    throw std::runtime_error("shard " + name_ + ": " + why);
-  }
+}
+
+void TarShardReader::opened(int status) {
+  if (status == ARCHIVE_OK) return;
+  const std::string why = archive_why(archive_, "cannot open");
+  archive_read_free(archive_);
+  archive_ = nullptr;
+  throw std::runtime_error("shard " + name_ + ": " + why);
+}
+
+TarShardReader::TarShardReader(const std::string& path, std::string name) : name_(std::move(name)) {
+  start(name_);
+  opened(archive_read_open_filename(archive_, path.c_str(), 1 << 20));
+}
+
+TarShardReader::TarShardReader(const void* data, size_t size, std::string name) : name_(std::move(name)) {
+  start(name_);
+  opened(archive_read_open_memory(archive_, data, size));
 }
 
 TarShardReader::~TarShardReader() {
@@ -83,10 +95,12 @@ TarShardReader::~TarShardReader() {
 
 void TarShardReader::fail(const std::string& what) const { throw std::runtime_error("shard " + name_ + ": " + what); }
 
-bool TarShardReader::next_member(std::string& member_name, std::string& bytes) {
+bool TarShardReader::next_member(std::string& member_name, std::string& bytes, int64_t& offset) {
   while (true) {
     struct archive_entry* entry = nullptr;
     const int r = archive_read_next_header(archive_, &entry);
+    // Where this entry's header blocks (its extended headers included) start in the decompressed stream.
+    offset = archive_read_header_position(archive_);
     if (r == ARCHIVE_EOF) return false;
     if (r < ARCHIVE_WARN) fail(archive_why(archive_, "unreadable tar header"));
     const char* path = archive_entry_pathname(entry);
@@ -117,23 +131,31 @@ std::optional<ShardSample> TarShardReader::next() {
   ShardSample sample;
   if (pending_) {
     sample.key = pending_->first;
+    sample.offset = pending_offset_;
     sample.members.emplace_back(pending_->second, std::move(pending_bytes_));
     pending_.reset();
   }
   std::string member_name, bytes, key, ext;
-  while (next_member(member_name, bytes)) {
+  int64_t offset = 0;
+  while (next_member(member_name, bytes, offset)) {
     if (!base_plus_ext(member_name, key, ext)) continue;
     if (!sample.members.empty() && key != sample.key) {
       pending_.emplace(key, ext);
       pending_bytes_ = std::move(bytes);
+      pending_offset_ = offset;
+      sample.length = offset - sample.offset;
       ++samples_;
       return sample;
     }
-    if (sample.members.empty()) sample.key = key;
+    if (sample.members.empty()) {
+      sample.key = key;
+      sample.offset = offset;
+    }
     if (sample.find(ext)) fail("member \"" + member_name + "\": sample \"" + key + "\" has a second ." + ext);
     sample.members.emplace_back(ext, std::move(bytes));
   }
   ended_ = true;
+  sample.length = offset - sample.offset;
   if (sample.members.empty()) {
     if (samples_ == 0) fail("holds no sample");
     return std::nullopt;

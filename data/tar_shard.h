@@ -17,6 +17,9 @@ struct ShardSample {
   std::string key;  // the member name up to the first dot of its last path part ("train/n01440764_10026")
   // (extension after that dot, lowercased; the member's bytes) in the shard's order: "jpg", "cls", "seg.png", ...
   std::vector<std::pair<std::string, std::string>> members;
+  // Where the sample lies in the shard's tar stream (decompressed): from the first header block of its first member
+  // on, up to the next sample's or the end of the archive. Those bytes alone read as this sample (read_shard_sample).
+  int64_t offset = 0, length = 0;
   // The bytes of the member with extension `ext`; null when the sample has none.
   const std::string* find(const std::string& ext) const;
 };
@@ -27,6 +30,8 @@ class TarShardReader {
   // tarfile.open(mode="r|*") reads them, or zstd). `name` is how errors name it (its pattern's URL). Throws naming it
   // when the file cannot be opened.
   TarShardReader(const std::string& path, std::string name);
+  // Reads the tar stream held in memory at [data, data + size) (not compressed), e.g. one sample's bytes of a shard.
+  TarShardReader(const void* data, size_t size, std::string name);
   ~TarShardReader();
   TarShardReader(const TarShardReader&) = delete;
   TarShardReader& operator=(const TarShardReader&) = delete;
@@ -43,14 +48,19 @@ class TarShardReader {
   int64_t samples_read() const { return samples_; }
 
  private:
-  // The next member kept (name, bytes); false at the end of the archive.
-  bool next_member(std::string& member_name, std::string& bytes);
+  // The next member kept (name, bytes, where its header blocks start); false at the end of the archive, `offset`
+  // then where the end lies.
+  bool next_member(std::string& member_name, std::string& bytes, int64_t& offset);
+  // archive_read_new with what a shard may be: tar, plain or compressed.
+  void start(const std::string& path_for_errors);
+  void opened(int status);
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string name_;
   struct archive* archive_ = nullptr;
   std::optional<std::pair<std::string, std::string>> pending_;  // (key, extension) of a member read ahead
   std::string pending_bytes_;
+  int64_t pending_offset_ = 0;
   bool ended_ = false;
   int64_t samples_ = 0;
 };

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_entries.h"
 #include "checkpoint/config_snapshot.h"
 #include "checkpoint/state_dict.h"
+#include "distributed/gradient_sync.h"
 #include "optim/optimizer_state.h"
 #include "optim/param_state_access.h"
 

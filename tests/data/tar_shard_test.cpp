@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -105,6 +107,65 @@ TEST(TarShards, ASamplesKeyExtensionsAndBytesAreThoseWebdatasetReads) {
   const std::string plain = reader_lines({dir / "shard-000.tar"}, dir);
   EXPECT_EQ(reader_lines({dir / "shard-000.tar.gz"}, dir), plain);
   EXPECT_EQ(reader_lines({dir / "shard-000.tar.xz"}, dir), plain);
+}
+
+// Each sample's place in its shard: tarfile's offset of its first member (extended headers included) up to the next
+// sample's, or to the end of the archive; "key offset length" lines.
+constexpr const char* kSamplePlaces = R"py(
+import re, sys, tarfile
+for path in sys.argv[1:]:
+    with tarfile.open(path) as t:
+        members = t.getmembers()
+        end = t.offset
+    starts, key = [], None
+    for m in members:
+        last = m.name.split("/")[-1]
+        if not m.isreg() or "." not in last or re.match(r"__[^/]*__($|/)", m.name):
+            continue
+        k = m.name[: len(m.name) - len(last)] + last.split(".")[0]
+        if k != key:
+            starts.append((k, m.offset))
+            key = k
+    for i, (k, offset) in enumerate(starts):
+        stop = starts[i + 1][1] if i + 1 < len(starts) else end
+        print(k, offset, stop - offset)
+)py";
+
+TEST(TarShards, ASamplesPlaceIsTarfilesAndItsBytesAloneReadAsIt) {
+  if (!have_webdataset()) GTEST_SKIP() << "no webdataset in " << python();
+  TempDir dir;
+  const CommandResult made = run_command(python() + " -c " + shell_quote(kShardsAndTheirSamples) + " " + dir.path());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::vector<std::string> shards = {dir / "shard-000.tar", dir / "shard-001.tar"};
+  const CommandResult oracle = run_command(python() + " -c " + shell_quote(kSamplePlaces) + " " +
+                                           shell_quote(shards[0]) + " " + shell_quote(shards[1]));
+  ASSERT_EQ(oracle.exit_code, 0) << oracle.output;
+  std::string mine;
+  for (const std::string& shard : shards) {
+    const std::string bytes = read_file(shard);
+    TarShardReader reader(shard, shard);
+    while (auto sample = reader.next()) {
+      mine += sample->key + " " + std::to_string(sample->offset) + " " + std::to_string(sample->length) + "\n";
+      // The sample's bytes alone: one sample, the same.
+      ASSERT_LE(sample->offset + sample->length, static_cast<int64_t>(bytes.size()));
+      TarShardReader alone(bytes.data() + sample->offset, static_cast<size_t>(sample->length), shard);
+      const std::optional<ShardSample> again = alone.next();
+      ASSERT_TRUE(again.has_value()) << sample->key;
+      EXPECT_EQ(again->key, sample->key);
+      EXPECT_EQ(again->members, sample->members) << sample->key;
+      EXPECT_FALSE(alone.next().has_value()) << sample->key;
+    }
+  }
+  EXPECT_EQ(mine, oracle.output);
+  EXPECT_EQ(count_of(oracle.output, "\n"), 15u) << oracle.output;
+  // A compressed shard's places are those of its decompressed stream.
+  std::string plain, gzipped;
+  for (auto [file, out] : {std::pair{shards[0], &plain}, std::pair{shards[0] + ".gz", &gzipped}}) {
+    TarShardReader reader(file, file);
+    while (auto sample = reader.next())
+      *out += std::to_string(sample->offset) + "+" + std::to_string(sample->length) + " ";
+  }
+  EXPECT_EQ(gzipped, plain);
 }
 
 TEST(TarShards, PatternsExpandAsWebdatasetsExpandUrls) {
