@@ -2,6 +2,10 @@
 #include "app/ddptrain.h"
 
 #include "base/c10_logging.h"
+#include "base/cpus.h"
+#include "data/shard_index.h"
+#include "data/shard_patterns.h"
+#include "data/shard_writer.h"
 #include "config/config.h"
 #include "train/linked_kinds.h"
 #include "train/preemption.h"
@@ -30,6 +34,11 @@ std::string usage() {
          "  --help-metrics-markdown  print the metrics.jsonl fields and TensorBoard tags as docs/metrics.md's\n"
          "                   Markdown table and exit\n"
          "  --eval-only      evaluate model.init_from (or the initial weights) on the test split and exit\n"
+         "  --index-shards PATTERN  write the index SHARD.ddpidx beside each local tar shard PATTERN names (brace\n"
+         "                   patterns joined by \"::\", as data.train_shards) and exit; no config is read\n"
+         "  --make-shards OUT_DIR  pack the config's image_folder or cifar10 dataset into WebDataset tar shards\n"
+         "                   OUT_DIR/{train,val}-NNNNNN.tar with their indexes and exit; --shard-size MB: each\n"
+         "                   shard's size (default 256)\n"
          "  --version        print ddptrain's, LibTorch's and the CUDA/cuDNN/NCCL versions, and the GPUs visible\n"
          "  --help, -h       this text and every config key with its type, default and allowed values\n";
 }
@@ -58,6 +67,15 @@ std::string cli_override(const std::vector<std::string>& args, size_t& i) {
   return path + "=" + args[++i];
 }
 
+// What the value of a tool's option is ("--index-shards PATTERN"), or null for another argument.
+const char* tool_option(const std::string& a) {
+  const std::string name = a.substr(0, a.find('='));
+  if (name == "--index-shards") return "the shards' PATTERN";
+  if (name == "--make-shards") return "the OUT_DIR to write the shards to";
+  if (name == "--shard-size") return "a size in MB above 0 (a shard's bytes, about)";
+  return nullptr;
+}
+
 // The error line in one write: under mpirun --tag-output (or ranks sharing a terminal) a line written in pieces is
 // tagged and interleaved piece by piece.
 void write_error_line(const std::string& line) { std::cerr << line + "\n" << std::flush; }
@@ -80,6 +98,25 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.print_config = true;
     } else if (a == "--eval-only") {
       out.eval_only = true;
+    } else if (const char* what = tool_option(a)) {
+      const std::string name = a.substr(0, a.find('='));
+      std::string value;
+      if (a.find('=') != std::string::npos) {
+        value = a.substr(a.find('=') + 1);
+      } else {
+        if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) throw ConfigError(name + ": needs " + what);
+        value = args[++i];
+      }
+      if (name == "--index-shards") {
+        out.index_shards = value;
+      } else if (name == "--make-shards") {
+        out.make_shards = value;
+      } else {
+        char* end = nullptr;
+        out.shard_size_mb = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(out.shard_size_mb > 0) || out.shard_size_mb > 1e6)
+          throw ConfigError("--shard-size " + value + ": needs " + what);
+      }
     } else if (a.rfind("--", 0) == 0 && a.find_first_of(".=") != std::string::npos) {
       out.overrides.push_back(cli_override(args, i));
     } else if (a.rfind("-", 0) == 0) {
@@ -90,7 +127,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError(a + ": unexpected argument (the config file is " + out.config_path + ")");
     }
   }
-  if (out.config_path.empty() && !out.help && !out.help_markdown && !out.help_metrics_markdown && !out.version)
+  if (out.config_path.empty() && !out.help && !out.help_markdown && !out.help_metrics_markdown && !out.version &&
+      out.index_shards.empty())
     throw ConfigError("missing CONFIG.toml argument");
   return out;
 }
@@ -118,9 +156,27 @@ int ddptrain_main(const std::vector<std::string>& args) {
       std::cout << version_text();
       return 0;
     }
+    if (!cli.index_shards.empty()) {
+      std::vector<std::string> shards;
+      try {
+        shards = expand_shard_patterns(cli.index_shards);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(std::string("--index-shards: ") + e.what());
+      }
+      index_shard_files(shards, available_cpus(), [](const std::string& line) {
+        std::cout << line + "\n" << std::flush;
+      });
+      return 0;
+    }
     Config cfg = load_config(cli.config_path, cli.overrides);
     if (cli.print_config) {
       std::cout << format_config(cfg);
+      return 0;
+    }
+    if (!cli.make_shards.empty()) {
+      make_shards(cfg, cli.make_shards, static_cast<int64_t>(cli.shard_size_mb * 1e6), [](const std::string& line) {
+        std::cout << line + "\n" << std::flush;
+      });
       return 0;
     }
     RendezvousInfo info = rendezvous_from_env(process_env());

@@ -15,6 +15,9 @@ struct CliArgs {
   bool help_markdown = false;          // the config key reference as docs/configuration.md's table
   bool help_metrics_markdown = false;  // the metrics table as docs/metrics.md's
   bool version = false;                // --version
+  std::string index_shards;            // --index-shards PATTERN: the shards to index
+  std::string make_shards;             // --make-shards OUT_DIR: pack the config's dataset into shards there
+  double shard_size_mb = 256;          // --shard-size MB
 };
 
 // Throws ConfigError (exit code 2) for usage errors.

@@ -70,6 +70,10 @@ struct BoolOrAuto {
 struct DataConfig {
   DatasetChoice dataset{"fashion-mnist"};
   std::string dir;
+  std::string train_shards;
+  std::string val_shards;
+  int64_t shuffle_buffer = 1000;
+  int64_t shards_in_flight = 4;
   int64_t batch_size = 64;
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
@@ -110,6 +114,20 @@ struct DataConfig {
   static void keys(S& s, K&& key) {
     key(s.dataset, Key("dataset", dataset_name_doc()));
     key(s.dir, Key("dir", "folder of the dataset's files; \"\" = the dataset's default folder"));
+    key(s.train_shards, Key("train_shards",
+                            "webdataset: the training split's tar shards, brace patterns joined by \"::\" "
+                            "(\"/data/train-{000000..001023}.tar\"), each a local file with its index SHARD.ddpidx "
+                            "beside it (ddptrain --index-shards)"));
+    key(s.val_shards, Key("val_shards", "webdataset: the evaluation split's tar shards, as train_shards"));
+    key(s.shuffle_buffer, Key("shuffle_buffer",
+                              "webdataset training: samples in each rank's shuffle buffer (webdataset's "
+                              "shuffle(bufsize)), mixing the shards it reads at once; 0 = their samples in turn")
+                              .at_least(0)
+                              .at_most(int64_t{1} << 22));
+    key(s.shards_in_flight,
+        Key("shards_in_flight", "webdataset training: the shards each rank reads at once, a sample from each in turn")
+            .at_least(1)
+            .at_most(1024));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
     key(s.eval_batch_size,
         Key("eval_batch_size", "samples per rank and evaluation batch").at_least(1).at_most(kMaxBatch));
@@ -158,49 +176,58 @@ struct DataConfig {
     key(s.synthetic_test_size, Key("synthetic_test_size", "synthetic: test samples").at_least(1).at_most(kMaxSamples));
     key(s.image_size, Key("image_size",
                           "synthetic: image height and width; image_folder: the side of the crop the model sees "
-                          "(default 224); MNIST is 28, CIFAR-10 32")
+                          "(default 224; also webdataset); MNIST is 28, CIFAR-10 32")
                           .at_least(16)
                           .at_most(4096));
-    key(s.resize_size, Key("resize_size",
-                           "image_folder: evaluation's Resize (shorter side) before CenterCrop(image_size); 0 = "
-                           "image_size * 256 / 224")
-                           .at_least(0)
-                           .at_most(16384));
+    key(s.resize_size,
+        Key("resize_size",
+            "image_folder, webdataset: evaluation's Resize (shorter side) before CenterCrop(image_size); 0 = "
+            "image_size * 256 / 224")
+            .at_least(0)
+            .at_most(16384));
     key(s.train_crop_size, Key("train_crop_size",
-                               "image_folder: the side of training's RandomResizedCrop (torchvision's "
+                               "image_folder, webdataset: the side of training's RandomResizedCrop (torchvision's "
                                "--train-crop-size; FixRes trains smaller than it evaluates); 0 = image_size")
                                .at_least(0)
                                .at_most(4096));
-    key(s.val_crop_size, Key("val_crop_size", "image_folder: evaluation's CenterCrop (--val-crop-size); 0 = image_size")
-                             .at_least(0)
-                             .at_most(4096));
-    key(s.val_resize_size, Key("val_resize_size",
-                               "image_folder: evaluation's Resize of the shorter side (--val-resize-size); 0 = "
-                               "resize_size")
-                               .at_least(0)
-                               .at_most(16384));
-    key(s.interpolation, Key("interpolation",
-                             "image_folder: the antialiased resize of the training crop and the evaluation image "
-                             "(--interpolation)"));
-    key(s.augment, Key("augment",
-                       "image_folder training: RandomResizedCrop(image_size) + RandomHorizontalFlip, or none (the "
-                       "evaluation transform)"));
+    key(s.val_crop_size,
+        Key("val_crop_size", "image_folder, webdataset: evaluation's CenterCrop (--val-crop-size); 0 = image_size")
+            .at_least(0)
+            .at_most(4096));
+    key(s.val_resize_size,
+        Key("val_resize_size",
+            "image_folder, webdataset: evaluation's Resize of the shorter side (--val-resize-size); 0 = "
+            "resize_size")
+            .at_least(0)
+            .at_most(16384));
+    key(s.interpolation,
+        Key("interpolation",
+            "image_folder, webdataset: the antialiased resize of the training crop and the evaluation image "
+            "(--interpolation)"));
+    key(s.augment,
+        Key("augment",
+            "image_folder, webdataset training: RandomResizedCrop(image_size) + RandomHorizontalFlip, or none (the "
+            "evaluation transform)"));
     key(s.max_image_pixels,
-        Key("max_image_pixels", "image_folder: an image whose header announces more pixels is refused (PIL's limit)")
+        Key("max_image_pixels",
+            "image_folder, webdataset: an image whose header announces more pixels is refused (PIL's limit)")
             .at_least(1)
             .at_most(1e12)
             .resume_may_differ());
     key(s.on_bad_sample, Key("on_bad_sample",
-                             "image_folder: an image that cannot be decoded stops the run (error, naming file and "
+                             "image_folder, webdataset: an image that cannot be decoded (a shard sample: or its class) "
+                             "stops the run (error, naming file and "
                              "rank), or the next readable sample of the split takes its place (skip, counted)")
                              .resume_may_differ());
-    key(s.decode, Key("decode",
-                      "image_folder: where JPEGs are decoded and transformed: cpu (loader threads), gpu (nvJPEG on "
-                      "the training GPU; PNG, CMYK, 12-bit, arithmetic and lossless JPEGs still on the CPU), auto = "
-                      "gpu on a CUDA device"));
+    key(s.decode,
+        Key("decode",
+            "image_folder, webdataset: where JPEGs are decoded and transformed: cpu (loader threads), gpu (nvJPEG on "
+            "the training GPU; PNG, CMYK, 12-bit, arithmetic and lossless JPEGs still on the CPU), auto = "
+            "gpu on a CUDA device"));
     key(s.auto_augment,
         Key("auto_augment",
-            "image_folder training (data.augment = \"standard\"): an automatic augmentation policy applied to the crop "
+            "image_folder, webdataset training (data.augment = \"standard\"): an automatic augmentation policy applied "
+            "to the crop "
             "after the flip, torchvision's v2.TrivialAugmentWide (ta_wide), v2.RandAugment (rand_augment), "
             "v2.AutoAugment's ImageNet policy (imagenet) or v2.AugMix (augmix); with data.decode = \"gpu\" such "
             "samples are decoded on the loader threads")
@@ -219,7 +246,7 @@ struct DataConfig {
             .at_most(10)
             .of_training_transform());
     key(s.random_erase, Key("random_erase",
-                            "image_folder training (data.augment = \"standard\"): the probability of "
+                            "image_folder, webdataset training (data.augment = \"standard\"): the probability of "
                             "v2.RandomErasing(scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0) on the normalised "
                             "image; 0 = off")
                             .at_least(0)
@@ -227,7 +254,7 @@ struct DataConfig {
                             .of_training_transform());
     // v2.ColorJitter(brightness, contrast, saturation, hue) after the policy: a key at 0 leaves its op out, all four
     // at 0 the transform.
-#define DDP_JITTER_DOC "image_folder training (data.augment = \"standard\"): v2.ColorJitter's "
+#define DDP_JITTER_DOC "image_folder, webdataset training (data.augment = \"standard\"): v2.ColorJitter's "
     key(s.jitter_brightness,
         Key("jitter_brightness", DDP_JITTER_DOC "brightness, a factor drawn from [max(0, 1 - v), 1 + v]; 0 = off")
             .at_least(0)

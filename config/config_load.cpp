@@ -314,12 +314,14 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
   if (d.num_classes && !is_set(locations, "model.num_classes")) cfg.model.num_classes = d.num_classes;
   // training.max_steps without training.epochs trains that many steps (PyTorch Lightning's max_epochs = -1).
   if (cfg.training.max_steps > 0 && !is_set(locations, "training.epochs")) cfg.training.epochs = 0;
-  if (d.class_folders) {
+  if (d.image_files) {
     DataConfig& data = cfg.data;
     if (data.train_crop_size == 0) data.train_crop_size = data.image_size;
     if (data.val_crop_size == 0) data.val_crop_size = data.image_size;
     if (data.resize_size == 0) data.resize_size = data.val_crop_size * 256 / 224;
     if (data.val_resize_size == 0) data.val_resize_size = data.resize_size;
+  }
+  if (d.class_folders) {
     // The classes are the training split's class folders (torchvision's find_classes); a folder that cannot be
     // read leaves the default for the dataset's own error to explain.
     const size_t classes = sorted_subfolders(cfg.data.dir + "/train").size();
@@ -329,13 +331,47 @@ void resolve_defaults(Config& cfg, const KeyLocations& locations) {
   resolve_model_defaults(cfg.model);
 }
 
+// The shard keys: both splits' patterns for a dataset of shards, none of them for another.
+template <class Fail>
+void check_shard_keys(const Config& cfg, const Fail& fail) {
+  const DataConfig& data = cfg.data;
+  const std::string dataset = "data.dataset = \"" + data.dataset.name + "\"";
+  if (dataset_row(data.dataset.name).shards) {
+    for (const auto& [key, value] :
+         {std::pair{"data.train_shards", &data.train_shards}, std::pair{"data.val_shards", &data.val_shards}})
+      if (value->empty())
+        fail({key, "data.dataset"}, dataset + " needs " + key +
+                                        ": the split's tar shards, e.g. \"/data/train-{000000..000127}.tar\" (brace "
+                                        "patterns joined by \"::\")");
+    if (data.ra_reps > 1)
+      fail({"data.ra_reps", "data.dataset"}, "data.ra_reps repeats samples of a random-access split; " + dataset +
+                                                 " reads its shards in order (set ra_reps = 0)");
+    return;
+  }
+  // A key at its default is not refused: --print-config (and a checkpoint's config) writes every key.
+  const DataConfig defaults;
+  for (const auto& [key, set] :
+       {std::pair{"data.train_shards", !data.train_shards.empty()},
+        std::pair{"data.val_shards", !data.val_shards.empty()},
+        std::pair{"data.shuffle_buffer", data.shuffle_buffer != defaults.shuffle_buffer},
+        std::pair{"data.shards_in_flight", data.shards_in_flight != defaults.shards_in_flight}})
+    if (set)
+      fail({key, "data.dataset"},
+           std::string(key) + " applies to data.dataset = " +
+               spoken_list(quoted_names(dataset_rows(), [](const DatasetRow& row) { return row.shards; }), "or") +
+               " only, not " + dataset);
+}
+
 // An image folder's crop and resize sizes (image_size and resize_size, or the FixRes keys that refine them); the other
 // datasets' images are the model's input as they are.
 template <class Fail>
 void check_crop_sizes(const Config& cfg, const KeyLocations& locations, const Fail& fail) {
   const DataConfig& data = cfg.data;
-  if (!dataset_row(data.dataset.name).class_folders) {
-    const std::string only = " applies to data.dataset = \"image_folder\" only, not \"" + data.dataset.name + "\"";
+  if (!dataset_row(data.dataset.name).image_files) {
+    const std::string only =
+        " applies to data.dataset = " +
+        spoken_list(quoted_names(dataset_rows(), [](const DatasetRow& row) { return row.image_files; }), "or") +
+        " only, not \"" + data.dataset.name + "\"";
     for (const auto& [key, value] :
          {std::pair{"data.train_crop_size", data.train_crop_size}, std::pair{"data.val_crop_size", data.val_crop_size},
           std::pair{"data.val_resize_size", data.val_resize_size}})
@@ -498,6 +534,7 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
                       std::to_string(cfg.model.in_channels) + "-channel images; give one value, or one per channel");
   check_crop_sizes(cfg, locations, fail);
+  check_shard_keys(cfg, fail);
   // The keys of the standard training transform of a dataset of class folders (Key::of_training_transform): any
   // value but the default is refused elsewhere; a policy's own keys belong to that policy.
   const DataConfig data_defaults;
@@ -508,10 +545,10 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
   DataConfig::keys(cfg.data, [&](const auto& field, const Key& k) {
     if (!k.training_transform || value_text(field) == transform_defaults[k.name]) return;
     const std::string key = std::string("data.") + k.name;
-    if (!facts.class_folders)
+    if (!facts.image_files)
       fail({key, "data.dataset"}, key + " applies to the training transform of " +
-                                      datasets([](const DatasetRow& row) { return row.class_folders; }) +
-                                      " only, not " + dataset);
+                                      datasets([](const DatasetRow& row) { return row.image_files; }) + " only, not " +
+                                      dataset);
     if (cfg.data.augment != Augment::Standard)
       fail({key, "data.augment"}, key +
                                       " applies to the standard training transform (RandomResizedCrop + flip); set "

@@ -26,8 +26,14 @@ struct DatasetRow {
   int64_t num_classes = 0;      // model.num_classes' default; 0: the class folders' count, or model.num_classes'
   bool download = false;        // data.download fetches its files
   // data.dir holds train/ and val/ with a folder of JPEG/PNG images per class (torchvision's ImageFolder): the
-  // classes are train/'s folders, and data.resize_size applies.
+  // classes are train/'s folders.
   bool class_folders = false;
+  // Its samples are encoded images (JPEG, PNG) decoded and transformed per sample: the crop and resize keys, the
+  // training transform's keys and data.decode apply.
+  bool image_files = false;
+  // Its splits are tar shards in WebDataset's layout: data.train_shards and data.val_shards name them, and the
+  // shard order's keys apply (data.shuffle_buffer, data.shards_in_flight).
+  bool shards = false;
 };
 
 // Every dataset kind's row, in the order --help lists the names (the rows handed down: config/kind_rows.h).

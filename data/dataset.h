@@ -63,6 +63,8 @@ struct Split {
   std::function<torch::Tensor()> read_images;
   // Set instead of images for splits read sample by sample.
   std::shared_ptr<const SampleSource> source;
+  // Set for splits of tar shards: each shard's sample count, in the split's order (ShardSampler orders them).
+  std::vector<int64_t> shard_sizes;
   // The per-sample transforms in order, as the banner prints them ("" for a split without them).
   std::string transforms;
   int64_t size() const { return labels.size(0); }
@@ -90,6 +92,7 @@ Dataset load_dataset(const DataConfig& data, const ModelConfig& model, int64_t s
 Dataset load_mnist_format(const std::string& name, const DataConfig& data, const DownloadNote& note);
 Dataset load_cifar10(const DataConfig& data);
 Dataset load_image_folder(const DataConfig& data);
+Dataset load_webdataset(const DataConfig& data, const ModelConfig& model);
 Dataset make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
 // torchvision's ToTensor + Normalize of uint8 batches on one device, (x / 255 - mean) / std in float32, its mean and

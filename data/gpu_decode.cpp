@@ -52,7 +52,7 @@ bool decode_images_on_device(DecodeChoice decode, c10::Device device) {
 }  // namespace
 
 bool decode_on_device(const DataConfig& data, c10::Device device) {
-  return dataset_row(data.dataset.name).class_folders && decode_images_on_device(data.decode, device);
+  return dataset_row(data.dataset.name).image_files && decode_images_on_device(data.decode, device);
 }
 
 #if defined(DDP_WITH_CUDA) && defined(DDP_WITH_NVJPEG)

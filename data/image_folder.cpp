@@ -6,15 +6,12 @@
 
 #include "base/folders.h"
 #include "config/config.h"
+#include "data/encoded_images.h"
 #include "data/image_decode.h"
-#include "data/jpeg_header.h"
-#include "data/sample_transforms.h"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <set>
-#include <type_traits>
 
 namespace ddp {
 namespace {
@@ -105,76 +102,19 @@ ImageFolderListing list_image_folder(const std::string& root) {
 
 namespace {
 
-// One split's files, read and transformed per sample by the split's transform list (data/sample_transforms.h), its
-// draws from one generator keyed by the sample's seed. With data.on_bad_sample = "skip", a file that cannot be read is
-// replaced by the next readable one of the split (in the split's order, wrapping), the same on every run.
-class ImageFolderSamples : public SampleSource {
+// One split's files, read and transformed per sample.
+class ImageFolderSamples : public EncodedImages {
  public:
-  ImageFolderSamples(std::string root, std::vector<std::string> paths, const DataConfig& data, bool augment)
-      : root_(std::move(root)),
-        paths_(std::move(paths)),
-        skip_bad_(data.on_bad_sample == OnBadSample::Skip),
-        transforms_(data, augment) {}
-
-  Sample read(int64_t index, uint64_t seed) const override {
-    return first_readable(
-        index, [&](const std::string& path, int64_t i) { return load(path, read_file_bytes(path), seed, i); });
-  }
-
-  // A JPEG nvJPEG can decode (cpu_decode_reason) is read, its transform drawn as load() draws it, when the device
-  // applies every op of the list; otherwise every sample is load()ed: its ops run on the loader threads.
-  Prepared prepare_for_device(int64_t index, uint64_t seed) const override {
-    if (!transforms_.runs_on_device()) return Prepared{read(index, seed), nullptr};
-    return first_readable(index, [&](const std::string& path, int64_t i) {
-      std::vector<uint8_t> bytes = read_file_bytes(path);
-      if (!cpu_decode_reason(bytes.data(), bytes.size(), transforms_.decode_options().max_pixels).empty())
-        return Prepared{load(path, bytes, seed, i), nullptr};
-      const JpegFrame frame = *parse_jpeg_frame(bytes.data(), bytes.size());
-      DeviceDraw draw = transforms_.draw_for_device(frame.height, frame.width, seed);
-      auto e = std::make_shared<EncodedSample>();
-      e->path = path;
-      e->index = i;
-      e->seed = seed;
-      e->height = frame.height;
-      e->width = frame.width;
-      e->transform = draw.transform;
-      e->bytes = std::move(bytes);
-      return Prepared{Sample{torch::Tensor(), i, draw.erase}, std::move(e)};
-    });
-  }
-
-  int64_t bad_samples() const override { return bad_.load(); }
-  std::string describe() const { return transforms_.describe(); }
+  ImageFolderSamples(const std::string& root, std::vector<std::string> paths, const DataConfig& data, bool augment)
+      : EncodedImages(root, static_cast<int64_t>(paths.size()), data, augment), paths_(std::move(paths)) {}
 
  private:
-  // f(path, i) for sample `index`, or with data.on_bad_sample = "skip" for the first of the split from it (wrapping)
-  // for which f does not throw, each failure counted.
-  template <class F>
-  std::invoke_result_t<const F&, const std::string&, int64_t> first_readable(int64_t index, const F& f) const {
-    const auto n = static_cast<int64_t>(paths_.size());
-    for (int64_t tries = 0; tries < n; ++tries) {
-      const int64_t i = (index + tries) % n;
-      try {
-        return f(paths_[static_cast<size_t>(i)], i);
-      } catch (const std::exception&) {
-        if (!skip_bad_) throw;
-        bad_.fetch_add(1);
-      }
-    }
-    throw std::runtime_error(root_ + ": no image of the split can be read (data.on_bad_sample = \"skip\")");
+  Encoded fetch(int64_t index) const override {
+    const std::string& path = paths_[static_cast<size_t>(index)];
+    return {path, read_file_bytes(path)};
   }
 
-  // Sample `index`: the file's bytes decoded and transformed.
-  Sample load(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t seed, int64_t index) const {
-    TransformedSample t = transforms_(path, bytes, seed);
-    return Sample{std::move(t.image), index, t.erase};
-  }
-
-  std::string root_;
   std::vector<std::string> paths_;
-  bool skip_bad_;
-  SampleTransforms transforms_;
-  mutable std::atomic<int64_t> bad_{0};
 };
 
 Split image_folder_split(const std::string& root, const DataConfig& data, bool augment,
@@ -222,7 +162,8 @@ const DatasetKind& image_folder_dataset() {
        /*any_image_size=*/true,
        /*num_classes=*/0,
        /*download=*/false,
-       /*class_folders=*/true},
+       /*class_folders=*/true,
+       /*image_files=*/true},
       [](const DataConfig& data, const ModelConfig&, int64_t, const DownloadNote&) { return load_image_folder(data); }};
   return kind;
 }

@@ -8,7 +8,7 @@
 namespace ddp {
 
 // The dataset kinds, in the order --help lists their names.
-#define DDP_DATASETS(X) X(mnist) X(fashion_mnist) X(cifar10) X(image_folder) X(synthetic)
+#define DDP_DATASETS(X) X(mnist) X(fashion_mnist) X(cifar10) X(image_folder) X(webdataset) X(synthetic)
 
 #define DDP_DECLARE_DATASET(name) const DatasetKind& name##_dataset();
 DDP_DATASETS(DDP_DECLARE_DATASET)

@@ -89,6 +89,8 @@ TarShardReader::TarShardReader(const void* data, size_t size, std::string name) 
   opened(archive_read_open_memory(archive_, data, size));
 }
 
+bool TarShardReader::compressed() const { return archive_filter_code(archive_, 0) != ARCHIVE_FILTER_NONE; }
+
 TarShardReader::~TarShardReader() {
   if (archive_) archive_read_free(archive_);
 }

@@ -45,6 +45,8 @@ class TarShardReader {
   std::optional<ShardSample> next();
 
   const std::string& name() const { return name_; }
+  // Whether the shard is compressed (its samples' places are then in the decompressed stream).
+  bool compressed() const;
   int64_t samples_read() const { return samples_; }
 
  private:

@@ -74,7 +74,7 @@ std::vector<MetricRow> make_table() {
       train("mfu", kNumber, tag("perf/mfu"), P::kKnownGpuPeak,
             "`tflops` over the world's dense peak TFLOP/s in the run's precision",
             [](const TrainView& v) { return if_set(v.mfu); }),
-      train("bad_samples", kInteger, tag("data/bad_samples"), P::kImageFolder,
+      train("bad_samples", kInteger, tag("data/bad_samples"), P::kEncodedImages,
             "unreadable training samples replaced so far in this run (`data.on_bad_sample = \"skip\"`)",
             [](const TrainView& v) { return if_counted(v.step.bad_samples); }),
       train("nonfinite_skips", kInteger, tag("train/nonfinite_skips"), P::kNonfiniteSkip,
@@ -190,8 +190,8 @@ std::string presence_text(Presence when) {
       return "on a GPU whose peak FLOP/s ddptrain knows";
     case Presence::kFlopsCounted:
       return "the model's FLOPs per sample counted (not 0)";
-    case Presence::kImageFolder:
-      return "`data.dataset = \"image_folder\"`";
+    case Presence::kEncodedImages:
+      return "`data.dataset = \"image_folder\"` or `\"webdataset\"`";
     case Presence::kNonfiniteSkip:
       return "`training.on_nonfinite = \"skip\"`";
     case Presence::kMoreThanFiveClasses:

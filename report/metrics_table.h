@@ -20,7 +20,7 @@ enum class Presence {
   kCuda,                 // a CUDA run
   kKnownGpuPeak,         // a GPU whose peak FLOP/s device_peak.h knows
   kFlopsCounted,         // the model's FLOPs per training sample counted (not 0)
-  kImageFolder,          // data.dataset = "image_folder" (its training samples are read one by one)
+  kEncodedImages,        // data.dataset = "image_folder" or "webdataset" (training samples read one by one)
   kNonfiniteSkip,        // training.on_nonfinite = "skip"
   kMoreThanFiveClasses,  // the model has more than 5 classes
   kEma,                  // training.ema_decay > 0

@@ -66,7 +66,7 @@ void Trainer::train() {
 Trainer::EpochEnd Trainer::train_epoch() {
   const int64_t k = cfg_.training.grad_accum_steps;
   EpochPosition& position = state_.position;
-  const std::unique_ptr<EpochSampler> sampler = train_sampler();
+  const std::unique_ptr<EpochSampler> sampler = train_sampler(position.order_world);
   sampler->set_epoch(position.epoch);
   const EpochSamples samples = sampler->samples_from(position.sample_offset);
   const std::vector<int64_t>& indices = samples.indices;

@@ -41,6 +41,7 @@ void TrainState::state_dict(c10::impl::GenericDict& out) const {
   out.insert("epoch", position.epoch);
   out.insert("batch_in_epoch", position.batch_in_epoch);
   out.insert("epoch_sample_offset", position.sample_offset);
+  out.insert("epoch_order_world", position.order_world > 0 ? position.order_world : world_size);
   out.insert("batch_size", batch_size);
   out.insert("world_size", world_size);
   out.insert("best_accuracy", best_accuracy);
@@ -69,6 +70,7 @@ void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t t
   const int64_t batches = (per_rank + batch - 1) / batch;
   const int64_t in_epoch = ranged_entry(state, "batch_in_epoch", 0, batches, 0);
   const int64_t offset = ranged_entry(state, "epoch_sample_offset", 0, train_size, 0);
+  ranged_entry(state, "epoch_order_world", 1, kMaxWorldEntry, 1);
   // The position a re-sharded resume continues from: within the (padded) epoch.
   const int64_t at = offset + in_epoch * batch * world;
   if (at > train_size + world * batch)
@@ -108,6 +110,8 @@ std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, int
   }
   const c10::IValue* offset = ckpt_optional_entry(state, "epoch_sample_offset");
   position.sample_offset = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
+  const c10::IValue* order_world = ckpt_optional_entry(state, "epoch_order_world");
+  position.order_world = order_world ? ckpt_int_entry(*order_world, "epoch_order_world") : 0;
   if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy"))
     best_accuracy = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
   const c10::IValue* world = ckpt_optional_entry(state, "world_size");

@@ -25,8 +25,8 @@ struct TrainState {
   // "steps 1-10: 3 ranks, 11-55: 2 ranks" up to `last_step`; "" when every step ran at one world size.
   std::string world_sizes_text(int64_t last_step) const;
 
-  // Adds global_step, epoch, batch_in_epoch, epoch_sample_offset, batch_size, world_size, best_accuracy,
-  // world_size_history, in order.
+  // Adds global_step, epoch, batch_in_epoch, epoch_sample_offset, epoch_order_world, batch_size, world_size,
+  // best_accuracy, world_size_history, in order.
   void state_dict(c10::impl::GenericDict& out) const;
   // Range checks of those entries for a training split of train_size samples (a crafted or damaged checkpoint must
   // not index outside the epoch): throws naming the entry and its allowed range; global_step must be there.

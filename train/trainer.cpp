@@ -11,6 +11,7 @@
 #include "data/gpu_decode.h"
 #include "data/loader_options.h"
 #include "data/ra_sampler.h"
+#include "data/shard_sampler.h"
 #include "distributed/gradient_sync.h"
 #include "models/conv.h"
 #include "report/gpu_memory.h"
@@ -54,9 +55,13 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   return o;
 }
 
-std::unique_ptr<EpochSampler> Trainer::train_sampler() const {
+std::unique_ptr<EpochSampler> Trainer::train_sampler(int64_t order_world) const {
   const int64_t n = dataset_.train.size(), reps = cfg_.data.ra_reps;
   const auto seed = static_cast<uint64_t>(cfg_.job.seed);
+  if (!dataset_.train.shard_sizes.empty())
+    return std::make_unique<ShardSampler>(
+        dataset_.train.shard_sizes, order_world > 0 ? order_world : ctx_.world_size, ctx_.world_size, ctx_.rank,
+        ShardOrder{cfg_.data.shuffle, seed, cfg_.data.drop_last, cfg_.data.shuffle_buffer, cfg_.data.shards_in_flight});
   if (reps <= 1)
     return std::make_unique<DistributedSampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed,
                                                 cfg_.data.drop_last);
@@ -194,7 +199,7 @@ int64_t Trainer::steps_per_epoch() const {
 int64_t Trainer::planned_steps(int64_t epochs) const {
   const EpochPosition& p = state_.position;
   if (p.epoch >= epochs) return state_.global_step;
-  const std::unique_ptr<EpochSampler> sampler = train_sampler();
+  const std::unique_ptr<EpochSampler> sampler = train_sampler(p.order_world);
   sampler->set_epoch(p.epoch);
   const int64_t samples_left = static_cast<int64_t>(sampler->samples_from(p.sample_offset).indices.size());
   const int64_t batches_left =

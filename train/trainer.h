@@ -108,8 +108,9 @@ class Trainer {
   enum class EpochEnd { kFinished, kCut, kPreempted };  // every batch done | max_steps inside it | a signal
 
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
-  // This rank's share of the training split: DistributedSampler, or RASampler with data.ra_reps.
-  std::unique_ptr<EpochSampler> train_sampler() const;
+  // This rank's share of the training split: DistributedSampler, RASampler with data.ra_reps, or for a split of tar
+  // shards ShardSampler, its epoch ordered for `order_world` ranks (0: this world).
+  std::unique_ptr<EpochSampler> train_sampler(int64_t order_world = 0) const;
   // A ConfigError (exit 2, with the fix) when samples_per_rank training samples give no optimizer step, or a batch
   // smaller than the model can train on (BatchNorm with one value per channel), or with data.ra_reps less than one
   // batch per rank (RASampler's length). `where` ("" for a whole epoch) names a resumed partial epoch, which may hold

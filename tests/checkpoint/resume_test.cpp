@@ -349,9 +349,10 @@ TEST(Checkpoint, ReadableFromPython) {
                        "d['world_size'], len(d['rng_cpu']), d['model']['fc2.bias'].shape, d['format_version'], "
                        "sorted(d['optimizer']), sorted(d['optimizer']['state']), list(d['optimizer']['state'][7]))\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("'batch_in_epoch', 'batch_size', 'best_accuracy', 'config', 'config_hash', 'epoch', "
-                          "'epoch_sample_offset', 'format_version', 'global_step', 'model', 'optimizer', "
-                          "'optimizer_name', 'rng_cpu', 'rng_cuda', 'scaler', 'world_size'"),
+  EXPECT_NE(r.output.find(
+                "'batch_in_epoch', 'batch_size', 'best_accuracy', 'config', 'config_hash', 'epoch', "
+                "'epoch_order_world', 'epoch_sample_offset', 'format_version', 'global_step', 'model', 'optimizer', "
+                "'optimizer_name', 'rng_cpu', 'rng_cuda', 'scaler', 'world_size'"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find(

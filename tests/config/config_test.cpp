@@ -416,7 +416,7 @@ const std::vector<BadCase>& bad_files() {
        "[data]\nimage_size = 32\n",
        {},
        "bad.toml:2:14",
-       {"data.image_size applies to datasets \"image_folder\" and \"synthetic\" only"}},
+       {"data.image_size applies to datasets \"image_folder\", \"webdataset\" and \"synthetic\" only"}},
       {"deterministic with cudnn_benchmark",
        "[training]\ndeterministic = true\ncudnn_benchmark = true\n",
        {},
@@ -446,7 +446,8 @@ const std::vector<BadCase>& bad_files() {
        "[data]\ndataset = \"cifar10\"\nimage_size = 28\n",
        {},
        "bad.toml:3:14",
-       {"data.image_size applies to datasets \"image_folder\" and \"synthetic\" only", "has 32x32 images"}},
+       {"data.image_size applies to datasets \"image_folder\", \"webdataset\" and \"synthetic\" only",
+        "has 32x32 images"}},
       {"two means for three channels",
        "[data]\ndataset = \"cifar10\"\nmean = [0.5, 0.5]\n",
        {},
@@ -537,6 +538,28 @@ const std::vector<BadCase>& bad_overrides() {
        {"data.download=true"},
        "--data.download=true",
        {"data.download is only supported"}},
+      // The shard keys: both splits' patterns for webdataset, none of them elsewhere (at a default they pass, as
+      // --print-config writes every key).
+      {"webdataset without val_shards",
+       "",
+       {"data.dataset=webdataset", "data.train_shards=/d/t-{0..3}.tar"},
+       "--data.dataset=webdataset",
+       {"data.dataset = \"webdataset\" needs data.val_shards"}},
+      {"shards for another dataset",
+       "",
+       {"data.train_shards=/d/t-{0..3}.tar"},
+       "--data.train_shards=/d/t-{0..3}.tar",
+       {"data.train_shards applies to data.dataset = \"webdataset\" only, not data.dataset = \"fashion-mnist\""}},
+      {"shuffle buffer for another dataset",
+       "",
+       {"data.shuffle_buffer=10"},
+       "--data.shuffle_buffer=10",
+       {"data.shuffle_buffer applies to data.dataset = \"webdataset\" only"}},
+      {"repeated augmentation of shards",
+       "",
+       {"data.dataset=webdataset", "data.train_shards=t.tar", "data.val_shards=v.tar", "data.ra_reps=3"},
+       "--data.ra_reps=3",
+       {"data.ra_reps repeats samples of a random-access split", "set ra_reps = 0"}},
       {"override gives nccl on cpu",
        "[dist]\ndevice = \"cpu\"\n",
        {"dist.backend=nccl"},
@@ -907,6 +930,8 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       std::vector<std::string> overrides{key + "=" + name};
       if (key == "dist.allreduce") overrides.push_back("dist.backend=gloo");
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
+      if (key == "data.dataset" && dataset_row(name).shards)
+        overrides.insert(overrides.end(), {"data.train_shards=t.tar", "data.val_shards=v.tar"});
       if (key == "data.interpolation" || key == "data.auto_augment")          // an image folder's keys
         overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");

@@ -138,8 +138,8 @@ TEST(AutoAugmentConfig, KeysOutsideTheImageFolderStandardTransformAreRefused) {
   const std::string cfg = write_tiny_job(dir, 8, 4, 1, {"data.auto_augment=ta_wide", "job.out_dir=" + dir / "out"});
   const CommandResult r = run_command(shell_quote(ddptrain_path()) + " " + shell_quote(cfg));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("data.auto_augment applies to the training transform of dataset \"image_folder\" only, "
-                          "not data.dataset = \"mnist\""),
+  EXPECT_NE(r.output.find("data.auto_augment applies to the training transform of datasets \"image_folder\" and "
+                          "\"webdataset\" only, not data.dataset = \"mnist\""),
             std::string::npos)
       << r.output;
   auto error = [](const std::vector<std::string>& keys) { return error_of([&] { parse_config("", "f.toml", keys); }); };

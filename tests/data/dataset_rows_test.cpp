@@ -32,7 +32,13 @@ TEST(DatasetRows, EveryNameHasExactlyOneRowAndTheConfigResolvesItsDefaults) {
     EXPECT_TRUE(kind->load);
     EXPECT_FALSE(row.doc.empty());
     // A model that takes any image size, so that the row alone decides it.
-    const std::vector<std::string> own{"data.dataset=" + std::string(row.name), "model.name=resnet18"};
+    std::vector<std::string> own{"data.dataset=" + std::string(row.name), "model.name=resnet18"};
+    if (row.shards) own.insert(own.end(), {"data.train_shards=t.tar", "data.val_shards=v.tar"});
+    const auto with = [&](const std::string& key) {
+      std::vector<std::string> all = own;
+      all.push_back(key);
+      return all;
+    };
     const Config cfg = parse_config("", "d.toml", own);
     EXPECT_EQ(cfg.data.dataset, row.name);
     EXPECT_EQ(cfg.data.dir, std::string(row.dir));
@@ -43,13 +49,13 @@ TEST(DatasetRows, EveryNameHasExactlyOneRowAndTheConfigResolvesItsDefaults) {
     if (row.num_classes) {
       EXPECT_EQ(cfg.model.num_classes, row.num_classes);
     }
-    EXPECT_EQ(cfg.data.resize_size, row.class_folders ? cfg.data.image_size * 256 / 224 : 0);
+    EXPECT_EQ(cfg.data.resize_size, row.image_files ? cfg.data.image_size * 256 / 224 : 0);
     // What the row says applies: data.download, another image size, other channels.
-    EXPECT_EQ(config_error({own[0], own[1], "data.download=true"}).empty(), row.download);
+    EXPECT_EQ(config_error(with("data.download=true")).empty(), row.download);
     const std::string other_size = "data.image_size=" + std::to_string(cfg.data.image_size + 16);
-    EXPECT_EQ(config_error({own[0], own[1], other_size}).empty(), row.any_image_size);
+    EXPECT_EQ(config_error(with(other_size)).empty(), row.any_image_size);
     const std::string other_channels = "model.in_channels=" + std::to_string(cfg.model.in_channels + 1);
-    EXPECT_EQ(config_error({own[0], own[1], other_channels}).empty(), row.channels == 0);
+    EXPECT_EQ(config_error(with(other_channels)).empty(), row.channels == 0);
   }
   EXPECT_EQ(names.size(), dataset_names().size());
   EXPECT_EQ(dataset_rows().size(), dataset_kinds().size());

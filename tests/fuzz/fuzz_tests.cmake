@@ -17,7 +17,7 @@ add_test(NAME fuzz_build COMMAND ${CMAKE_COMMAND}
   "-DTORCH_CXX_FLAGS=${TORCH_CXX_FLAGS}" -P "${CMAKE_SOURCE_DIR}/tests/fuzz/build_fuzzers.cmake")
 # A clang build with ASan of what the targets need (about 4 minutes on 2 cores): scripts/test makes it before the suite.
 set_tests_properties(fuzz_build PROPERTIES FIXTURES_SETUP ddp_fuzzers TIMEOUT 1200)
-foreach(target torch_save safetensors idx config image_decode jpeg_header)
+foreach(target torch_save safetensors idx config image_decode jpeg_header tar_shard)
   file(MAKE_DIRECTORY "${DDP_FUZZ_DIR}/work/${target}")  # the inputs libFuzzer adds to the corpus
   set(corpus "${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${target}")
   set(limits -rss_limit_mb=2048 -timeout=10 -malloc_limit_mb=2048)

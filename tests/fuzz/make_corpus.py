@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpus (tests/fuzz/corpus/{torch_save,safetensors,idx,config}) with the project venv's torch.
+"""Writes the fuzz seed corpus (tests/fuzz/corpus/{torch_save,safetensors,idx,config,tar_shard}) with the project venv's
+torch.
 
 Usage: .venv/bin/python tests/fuzz/make_corpus.py   (rerun only to regenerate the seeds; they are committed)
 """
@@ -67,7 +68,40 @@ def config_seeds(out):
         shutil.copyfile(toml, out / toml.name)
 
 
+def tar_shard_seeds(out):
+    """Shards as webdataset writes them (plain, gzip), one with a GNU long name, metadata and a folder, one with a pax
+    header, and an index of the first (the ddpidx format, docs/data.md)."""
+    import io
+    import tarfile
+    out.mkdir(parents=True, exist_ok=True)
+
+    def shard(path, members, **kw):
+        with tarfile.open(path, "w", **kw) as t:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                if data is None:
+                    info.type = tarfile.DIRTYPE
+                    t.addfile(info)
+                else:
+                    info.size = len(data)
+                    t.addfile(info, io.BytesIO(data))
+
+    two = [("a/x.jpg", b"\xff\xd8\xff"), ("a/x.cls", b"1"), ("a/y.png", b"\x89PNG"), ("a/y.cls", b"2")]
+    shard(out / "two_samples.tar", two, format=tarfile.USTAR_FORMAT)
+    with open(out / "two_samples.tar", "rb") as f, gzip.open(out / "two_samples.tar.gz", "wb") as g:
+        g.write(f.read())
+    shard(out / "gnu_long_name.tar", [("__meta__", b"{}"), ("dir", None), ("d/" + "n" * 120 + ".jpg", b"j"),
+                                       ("d/" + "n" * 120 + ".cls", b"0")], format=tarfile.GNU_FORMAT)
+    shard(out / "pax.tar", [("p\u00e9/s.jpg", b"jj"), ("p\u00e9/s.cls", b"3")], format=tarfile.PAX_FORMAT)
+    # The index of two_samples.tar: samples at 0 (x: 2 members) and 2048 (y), each 2048 bytes.
+    keys = b"a/xa/y"
+    index = b"DDPSHIX1" + struct.pack("<QQQQ", (out / "two_samples.tar").stat().st_size, 0, 2, len(keys))
+    index += struct.pack("<qqqQ", 0, 2048, 1, 3) + struct.pack("<qqqQ", 2048, 2048, 2, 6) + keys
+    (out / "two_samples.tar.ddpidx").write_bytes(index)
+
+
 torch_save_seeds(corpus / "torch_save")
 safetensors_seeds(corpus / "safetensors")
 idx_seeds(corpus / "idx")
 config_seeds(corpus / "config")
+tar_shard_seeds(corpus / "tar_shard")

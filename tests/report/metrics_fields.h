@@ -29,7 +29,7 @@ struct RunConditions {
         return known_gpu_peak;
       case Presence::kFlopsCounted:
         return flops_counted;
-      case Presence::kImageFolder:
+      case Presence::kEncodedImages:
         return image_folder;
       case Presence::kNonfiniteSkip:
         return nonfinite_skip;

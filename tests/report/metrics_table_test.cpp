@@ -48,7 +48,7 @@ TEST(MetricsTable, DocumentedTagsStay) {
 }
 
 constexpr Presence kConditions[] = {Presence::kAlways,        Presence::kMultiRank,           Presence::kCuda,
-                                    Presence::kKnownGpuPeak,  Presence::kFlopsCounted,        Presence::kImageFolder,
+                                    Presence::kKnownGpuPeak,  Presence::kFlopsCounted,        Presence::kEncodedImages,
                                     Presence::kNonfiniteSkip, Presence::kMoreThanFiveClasses, Presence::kEma};
 
 // A run where only `when` (besides kAlways) holds.
