@@ -82,13 +82,21 @@ class ShardSamples : public EncodedImages {
       throw std::runtime_error(name + ": " + problem);
     const int64_t offset = shard.index.offsets[static_cast<size_t>(i)];
     const std::string bytes = read_range(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)]);
-    TarShardReader reader(bytes.data(), bytes.size(), shard.path);
-    const std::optional<ShardSample> sample = reader.next();
+    const std::string again = " (index it again with ddptrain --index-shards)";
+    std::optional<ShardSample> sample;
+    try {
+      TarShardReader reader(bytes.data(), bytes.size(), shard.path);
+      sample = reader.next();
+    } catch (const std::runtime_error& e) {  // "shard PATH: why": the sample's bytes are no tar member
+      const std::string why = e.what(), prefix = "shard " + shard.path + ": ";
+      throw std::runtime_error(
+          name + ": unreadable at byte " + std::to_string(offset) +
+          ", where its index places it: " + (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) + again);
+    }
     if (!sample || sample->key != key)
       throw std::runtime_error("shard " + shard.path + ": its index says sample \"" + key + "\" starts at byte " +
                                std::to_string(offset) + ", the shard holds " +
-                               (sample ? "\"" + sample->key + "\"" : std::string("no sample")) +
-                               " there (index it again with ddptrain --index-shards)");
+                               (sample ? "\"" + sample->key + "\"" : std::string("no sample")) + " there" + again);
     for (const char* ext : kImageExtensions)
       if (const std::string* image = sample->find(ext))
         return {name, std::vector<uint8_t>(image->begin(), image->end())};

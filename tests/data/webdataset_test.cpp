@@ -192,6 +192,21 @@ TEST(WebdatasetShards, BadShardsAndIndexesAreOneLineNamingTheShardAndTheSample) 
                 std::string::npos)
           << e.what();
     }
+    // The same shard with its first sample's header blocks zeroed (its size unchanged): what lies at the place is no
+    // tar member, and the error names the sample and the place.
+    write_file(second, std::string(1024, '\0') + saved.substr(1024));
+    try {
+      load(shard_config(train, val)).train.source->read(3, 0);
+      ADD_FAILURE() << "no error for a sample whose bytes are no tar member";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("shard " + second +
+                                                ", sample \"class_01/img_0001\": unreadable at byte 0, "
+                                                "where its index places it: ",
+                                            0),
+                0u)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("(index it again with ddptrain --index-shards)"), std::string::npos);
+    }
     write_file(second, saved);
   }
   // Classes: missing, not an integer, out of range, and a sample without an image: with data.on_bad_sample =
