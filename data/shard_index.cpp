@@ -2,6 +2,7 @@
 #include "data/shard_index.h"
 
 #include "base/atomic_file.h"
+#include "data/shard_patterns.h"
 #include "data/tar_shard.h"
 
 #include <algorithm>
@@ -170,9 +171,8 @@ void index_shard_files(const std::vector<std::string>& shards, int64_t threads,
   const auto work = [&] {
     for (size_t s = next++; s < shards.size(); s = next++) {
       try {
-        for (const char* remote : {"http://", "https://", "pipe:"})
-          if (shards[s].rfind(remote, 0) == 0)
-            throw std::runtime_error("shard " + shards[s] + ": --index-shards indexes local shards only");
+        if (remote_shard(shards[s]))
+          throw std::runtime_error("shard " + shards[s] + ": --index-shards indexes local shards only");
         const int64_t n = write_file_index(shards[s]);
         std::lock_guard<std::mutex> lock(mu);
         samples += n;

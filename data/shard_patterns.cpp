@@ -201,4 +201,10 @@ std::vector<std::string> expand_shard_patterns(const std::string& patterns) {
   return out;
 }
 
+bool remote_shard(const std::string& shard) {
+  for (const char* remote : {"http://", "https://", "pipe:"})
+    if (shard.rfind(remote, 0) == 0) return true;
+  return false;
+}
+
 }  // namespace ddp

@@ -15,4 +15,7 @@ namespace ddp {
 // shards in all.
 std::vector<std::string> expand_shard_patterns(const std::string& patterns);
 
+// Whether `shard` names a source other than a local file: an http:// or https:// URL, or a pipe: command.
+bool remote_shard(const std::string& shard);
+
 }  // namespace ddp

@@ -2,8 +2,10 @@
 #include "data/shard_writer.h"
 
 #include "data/dataset.h"
+#include "data/image_decode.h"
 #include "data/image_folder.h"
 #include "data/shard_index.h"
+#include "data/tar_shard.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -13,8 +15,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 namespace ddp {
@@ -23,11 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kBlock = 512;
-
-std::string archive_why(struct archive* a) {
-  const char* why = archive_error_string(a);
-  return why ? why : "libarchive failed";
-}
 
 std::string shard_number(size_t n) {
   char buf[32];
@@ -51,12 +46,6 @@ std::string encode_png(const torch::Tensor& chw) {
     throw std::runtime_error(std::string("PNG encoding failed: ") + image.message);
   out.resize(size);
   return out;
-}
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot be read");
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // The image member's extension of an image folder's file: jpg, jpeg or png (lowercased); throws naming it otherwise.
@@ -93,13 +82,13 @@ void ShardWriter::open_next() {
   if (!archive_) throw std::runtime_error(current_ + ": libarchive could not start a writer");
   if (archive_write_set_format_pax_restricted(archive_) != ARCHIVE_OK ||
       archive_write_open_filename(archive_, temporary_.c_str()) != ARCHIVE_OK)
-    throw std::runtime_error(current_ + ": " + archive_why(archive_));
+    throw std::runtime_error(current_ + ": " + archive_why(archive_, "libarchive failed"));
   bytes_ = 0;
 }
 
 void ShardWriter::close_current() {
   const int closed = archive_write_close(archive_);
-  const std::string why = closed == ARCHIVE_OK ? "" : archive_why(archive_);
+  const std::string why = closed == ARCHIVE_OK ? "" : archive_why(archive_, "libarchive failed");
   archive_write_free(archive_);
   archive_ = nullptr;
   if (!why.empty()) throw std::runtime_error(current_ + ": " + why);
@@ -123,7 +112,8 @@ void ShardWriter::write(const std::string& key, const std::vector<std::pair<std:
     const bool ok = archive_write_header(archive_, entry) == ARCHIVE_OK &&
                     archive_write_data(archive_, bytes.data(), bytes.size()) == static_cast<la_ssize_t>(bytes.size());
     archive_entry_free(entry);
-    if (!ok) throw std::runtime_error(current_ + ": member " + name + ": " + archive_why(archive_));
+    if (!ok)
+      throw std::runtime_error(current_ + ": member " + name + ": " + archive_why(archive_, "libarchive failed"));
     bytes_ += kBlock + (static_cast<int64_t>(bytes.size()) + kBlock - 1) / kBlock * kBlock;
   }
   if (bytes_ >= max_bytes_) close_current();
@@ -163,7 +153,9 @@ void make_shards(const Config& cfg, const std::string& out_dir, int64_t shard_by
         std::snprintf(index, sizeof index, "%08zu", i);
         const std::string key =
             listing.classes[static_cast<size_t>(label)] + "/" + index + "_" + undotted(fs::path(path).stem().string());
-        writer.write(key, {{image_member(path), read_whole(path)}, {"cls", std::to_string(label)}});
+        const std::vector<uint8_t> image = read_file_bytes(path);
+        writer.write(key,
+                     {{image_member(path), std::string(image.begin(), image.end())}, {"cls", std::to_string(label)}});
       }
     }
     const std::vector<std::string> shards = writer.finish();

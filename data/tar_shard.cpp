@@ -29,12 +29,6 @@ bool metadata(const std::string& name) {
   return std::regex_search(name, skip_meta);
 }
 
-// libarchive's message for the last failure of `a`, or `otherwise` when it has none.
-std::string archive_why(struct archive* a, const char* otherwise) {
-  const char* why = archive_error_string(a);
-  return why ? why : otherwise;
-}
-
 // What a member's bytes are reserved up front at most: a header may claim any size, and the bytes read decide.
 constexpr la_int64_t kMaxReserve = la_int64_t{1} << 24;
 
@@ -52,6 +46,11 @@ bool escapes(const std::string& name) {
 }
 
 }  // namespace
+
+std::string archive_why(struct archive* a, const char* otherwise) {
+  const char* why = archive_error_string(a);
+  return why ? why : otherwise;
+}
 
 const std::string* ShardSample::find(const std::string& ext) const {
   for (const auto& [e, bytes] : members)

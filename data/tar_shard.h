@@ -24,6 +24,9 @@ struct ShardSample {
   const std::string* find(const std::string& ext) const;
 };
 
+// libarchive's message for the last failure of `a`, or `otherwise` when it has none.
+std::string archive_why(struct archive* a, const char* otherwise);
+
 class TarShardReader {
  public:
   // Opens the shard `path` (a local file: tar, plain or compressed with gzip, bzip2 or xz as Python's

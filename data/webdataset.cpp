@@ -122,9 +122,8 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   std::vector<int64_t> labels, sizes;
   int64_t total = 0;
   for (std::string& path : paths) {
-    for (const char* remote : {"http://", "https://", "pipe:"})
-      if (path.rfind(remote, 0) == 0)
-        throw ConfigError(key + ": shard " + path + ": data.dataset = \"webdataset\" reads local shards only");
+    if (remote_shard(path))
+      throw ConfigError(key + ": shard " + path + ": data.dataset = \"webdataset\" reads local shards only");
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
       throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
