@@ -350,11 +350,11 @@ void check_shard_keys(const Config& cfg, const Fail& fail) {
   }
   // A key at its default is not refused: --print-config (and a checkpoint's config) writes every key.
   const DataConfig defaults;
-  for (const auto& [key, set] :
-       {std::pair{"data.train_shards", !data.train_shards.empty()},
-        std::pair{"data.val_shards", !data.val_shards.empty()},
-        std::pair{"data.shuffle_buffer", data.shuffle_buffer != defaults.shuffle_buffer},
-        std::pair{"data.shards_in_flight", data.shards_in_flight != defaults.shards_in_flight}})
+  for (const auto& [key, set] : {std::pair{"data.train_shards", !data.train_shards.empty()},
+                                 std::pair{"data.val_shards", !data.val_shards.empty()},
+                                 std::pair{"data.shuffle_buffer", data.shuffle_buffer != defaults.shuffle_buffer},
+                                 std::pair{"data.shards_in_flight", data.shards_in_flight != defaults.shards_in_flight},
+                                 std::pair{"data.shard_retries", data.shard_retries != defaults.shard_retries}})
     if (set)
       fail({key, "data.dataset"},
            std::string(key) + " applies to data.dataset = " +

@@ -3,6 +3,7 @@
 
 #include "data/image_decode.h"
 #include "data/jpeg_header.h"
+#include "data/storage_error.h"
 
 #include <memory>
 #include <stdexcept>
@@ -21,6 +22,8 @@ std::invoke_result_t<const F&, int64_t> EncodedImages::first_readable(int64_t in
     const int64_t i = (index + tries) % size_;
     try {
       return f(i);
+    } catch (const StorageError&) {
+      throw;  // the split's storage, not this sample: nothing to skip to
     } catch (const std::exception&) {
       if (!skip_bad_) throw;
       bad_.fetch_add(1);

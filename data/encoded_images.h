@@ -14,7 +14,7 @@ namespace ddp {
 
 // Each sample's draws come from one generator keyed by the sample's seed. With data.on_bad_sample = "skip", a sample
 // that cannot be read is replaced by the next readable one of the split (in the split's order, wrapping), the same on
-// every run.
+// every run. A StorageError (the split's server failing) is never skipped.
 class EncodedImages : public SampleSource {
  public:
   // `split`: how errors name the split (its folder, its shard patterns); `size`: its samples.

@@ -1,17 +1,18 @@
 // The webdataset dataset: training and evaluation splits of tar shards in WebDataset's layout (a sample's image its
-// jpg, jpeg or png member, its class its cls member), each sample read from a local shard at the place the shard's
-// index gives (data/shard_index.h) and decoded and transformed as an image folder's; its row.
+// jpg, jpeg or png member, its class its cls member), each sample read at the place the shard's index gives
+// (data/shard_index.h) from a local shard or an HTTP server (data/shard_source.h), and decoded and transformed as an
+// image folder's; its row.
 #include "data/dataset_kind.h"
 
 #include "config/config.h"
 #include "data/encoded_images.h"
 #include "data/shard_index.h"
 #include "data/shard_patterns.h"
+#include "data/shard_source.h"
+#include "data/storage_error.h"
 #include "data/tar_shard.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -34,39 +35,27 @@ std::string class_problem(int64_t cls, int64_t num_classes) {
   return "";
 }
 
+// An error's text without its "shard PATH: " opening.
+std::string after_shard(const std::string& why, const std::string& path) {
+  const std::string prefix = "shard " + path + ": ";
+  return why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why;
+}
+
 struct Shard {
   std::string path;
   ShardIndex index;
   int64_t first = 0;  // the split index of its first sample
 };
 
-// The bytes [offset, offset + length) of the file `path`; throws naming the shard when it holds fewer.
-std::string read_range(const std::string& path, int64_t offset, int64_t length) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("shard " + path + ": " + std::strerror(errno));
-  std::string bytes(static_cast<size_t>(length), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset) + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? std::strerror(errno) : "the file ends there";
-      ::close(fd);
-      throw std::runtime_error("shard " + path + ": cannot read bytes " + std::to_string(offset) + "-" +
-                               std::to_string(offset + length) + " (" + why + ")");
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return bytes;
-}
-
 // A split of shards, each sample read at its place: its bytes alone are a tar stream holding it.
 class ShardSamples : public EncodedImages {
  public:
   ShardSamples(const std::string& patterns, std::vector<Shard> shards, int64_t size, int64_t num_classes,
-               const DataConfig& data, bool augment)
-      : EncodedImages(patterns, size, data, augment), shards_(std::move(shards)), num_classes_(num_classes) {}
+               const DataConfig& data, bool augment, ShardFetch fetch)
+      : EncodedImages(patterns, size, data, augment),
+        shards_(std::move(shards)),
+        num_classes_(num_classes),
+        fetch_(fetch) {}
 
  private:
   Encoded fetch(int64_t index) const override {
@@ -81,17 +70,21 @@ class ShardSamples : public EncodedImages {
         !problem.empty())
       throw std::runtime_error(name + ": " + problem);
     const int64_t offset = shard.index.offsets[static_cast<size_t>(i)];
-    const std::string bytes = read_range(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)]);
+    std::string bytes;
+    try {
+      bytes = read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)], shard.index.shard_bytes,
+                               fetch_);
+    } catch (const StorageError& e) {  // "shard URL: why": the key added
+      throw StorageError(name + ": " + after_shard(e.what(), shard.path));
+    }
     const std::string again = " (index it again with ddptrain --index-shards)";
     std::optional<ShardSample> sample;
     try {
       TarShardReader reader(bytes.data(), bytes.size(), shard.path);
       sample = reader.next();
     } catch (const std::runtime_error& e) {  // "shard PATH: why": the sample's bytes are no tar member
-      const std::string why = e.what(), prefix = "shard " + shard.path + ": ";
-      throw std::runtime_error(
-          name + ": unreadable at byte " + std::to_string(offset) +
-          ", where its index places it: " + (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) + again);
+      throw std::runtime_error(name + ": unreadable at byte " + std::to_string(offset) +
+                               ", where its index places it: " + after_shard(e.what(), shard.path) + again);
     }
     if (!sample || sample->key != key)
       throw std::runtime_error("shard " + shard.path + ": its index says sample \"" + key + "\" starts at byte " +
@@ -105,6 +98,7 @@ class ShardSamples : public EncodedImages {
 
   std::vector<Shard> shards_;
   int64_t num_classes_;
+  ShardFetch fetch_;
 };
 
 // The split `key` names (data.train_shards or data.val_shards): each shard's index read and checked against the
@@ -121,13 +115,33 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   shards.reserve(paths.size());
   std::vector<int64_t> labels, sizes;
   int64_t total = 0;
+  const ShardFetch fetch{data.shard_retries};
   for (std::string& path : paths) {
-    if (remote_shard(path))
-      throw ConfigError(key + ": shard " + path + ": data.dataset = \"webdataset\" reads local shards only");
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-      throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
-    ShardIndex index = read_shard_index(path, static_cast<int64_t>(st.st_size));
+    if (remote_shard(path) && !http_shard(path))
+      throw ConfigError(key + ": shard " + path +
+                        ": data.dataset = \"webdataset\" reads local files and http:// or https:// URLs, not pipe: "
+                        "commands (copy the shards to a local disk or serve them over HTTP)");
+    ShardIndex index;
+    if (http_shard(path)) {
+      const std::string url = shard_index_path(path);
+      std::string bytes;
+      try {
+        bytes = read_url(url, fetch);
+      } catch (const StorageError& e) {
+        const std::string why = e.what();
+        throw StorageError(why + " (" + key +
+                           (why.find(": HTTP 404") != std::string::npos
+                                ? ": a shard's index SHARD.ddpidx is read beside it; make it with ddptrain "
+                                  "--index-shards and serve it with the shard)"
+                                : ")"));
+      }
+      index = decode_shard_index(bytes, url);
+    } else {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0)
+        throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
+      index = read_shard_index(path, static_cast<int64_t>(st.st_size));
+    }
     if (index.compressed)
       throw std::runtime_error("shard " + path + " (" + key +
                                "): compressed; data.dataset = \"webdataset\" reads each sample at its place in an "
@@ -147,7 +161,7 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   Split split;
   split.labels = torch::tensor(labels, torch::kInt64);
   split.shard_sizes = std::move(sizes);
-  auto source = std::make_shared<ShardSamples>(patterns, std::move(shards), total, num_classes, data, augment);
+  auto source = std::make_shared<ShardSamples>(patterns, std::move(shards), total, num_classes, data, augment, fetch);
   split.transforms = source->describe();
   split.source = std::move(source);
   return split;

@@ -58,7 +58,8 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-// The user's no_proxy list with loopback added: a local mirror is never reached through a proxy.
+// The user's no_proxy list (no_proxy, else NO_PROXY) with loopback added: a local server is never reached through
+// a proxy.
 std::string no_proxy_hosts() {
   const char* env = std::getenv("no_proxy");
   if (!env || !*env) env = std::getenv("NO_PROXY");
@@ -68,11 +69,32 @@ std::string no_proxy_hosts() {
 
 }  // namespace
 
-std::string http_fetch(const std::string& url, int fd, Md5& md5) {
+std::string curl_start_error() {
   static std::once_flag init_once;
   static CURLcode init_result = CURLE_OK;
   std::call_once(init_once, [] { init_result = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (init_result != CURLE_OK) return std::string("libcurl initialisation failed: ") + curl_easy_strerror(init_result);
+  return init_result == CURLE_OK ? ""
+                                 : std::string("libcurl initialisation failed: ") + curl_easy_strerror(init_result);
+}
+
+void set_get_options(void* curl, const std::string& url, long stall_s, char* error_text) {
+  CURL* h = curl;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());  // libcurl copies string options
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall_s);
+  curl_easy_setopt(h, CURLOPT_NOPROXY, no_proxy_hosts().c_str());
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ddptrain");
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_text);
+}
+
+std::string http_fetch(const std::string& url, int fd, Md5& md5) {
+  if (std::string why = curl_start_error(); !why.empty()) return why;
 
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return "libcurl could not create a transfer";
@@ -80,20 +102,8 @@ std::string http_fetch(const std::string& url, int fd, Md5& md5) {
   t.fd = fd;
   t.md5 = &md5;
   char error_text[CURL_ERROR_SIZE] = "";
-  std::string no_proxy = no_proxy_hosts();
   CURL* h = curl.get();
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);  // abort below 1 KiB/s sustained for a minute
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
-  curl_easy_setopt(h, CURLOPT_NOPROXY, no_proxy.c_str());
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "ddptrain");
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_text);
+  set_get_options(h, url, /*stall_s=*/60, error_text);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -116,6 +126,10 @@ std::string http_fetch(const std::string& url, int fd, Md5& md5) {
 std::string http_fetch(const std::string&, int, Md5&) {
   return "this ddptrain was built without download support (libcurl)";
 }
+
+std::string curl_start_error() { return ""; }
+
+void set_get_options(void*, const std::string&, long, char*) {}
 
 #endif
 }  // namespace ddp

@@ -130,6 +130,14 @@ CommandResult run_command(const std::string& command_line) {
   return r;
 }
 
+bool built_with_libcurl() {
+#ifdef DDP_WITH_DOWNLOAD
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

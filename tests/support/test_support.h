@@ -25,6 +25,7 @@ bool python_has_torch();          // python_has_modules("torch")
 std::string fashion_mnist_dir();  // DDP_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
 // Whether fashion_mnist_dir() holds Fashion-MNIST; without it, a test failure where the oracles are required.
 bool have_fashion_mnist();
+bool built_with_libcurl();        // ddptrain reads URLs (CMake DDP_WITH_DOWNLOAD)
 std::string mnist_fixture_dir();  // tests/fixtures/mnist: the real MNIST test split (t10k images and labels)
 
 // A fresh empty directory under /tmp, removed by the destructor.

@@ -1,101 +1,13 @@
-// Test helper: forks, probes, logs and stops a loopback-only Python http.server (killed with the test process).
+// Test helper: a loopback-only Python http.server and the GET requests of its log.
 #include "tests/data/download/local_http_server.h"
 
 #include "tests/support/test_support.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
-#include <thread>
-#include <vector>
-
 namespace ddp::test {
-namespace {
 
-bool accepts_connections(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
-// Child side of fork (only async-signal-safe calls): log to log_fd, die with the test process, exec argv.
-[[noreturn]] void exec_server(int log_fd, int null_fd, char* const* argv) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  dup2(null_fd, 0);
-  dup2(log_fd, 1);
-  dup2(log_fd, 2);
-  close_range(3, ~0U, 0);
-  execvp(argv[0], argv);
-  _exit(127);
-}
-
-}  // namespace
-
-LocalHttpServer::LocalHttpServer(const std::string& root) {
-  log_path_ = root + ".server.log";
-  for (int attempt = 0; attempt < 3; ++attempt) {  // the free port may be taken by someone else meanwhile
-    port_ = free_port();
-    std::vector<std::string> args = {
-        python(), "-u", "-m", "http.server", "--bind", "127.0.0.1", std::to_string(port_), "--directory", root};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (log_fd < 0 || null_fd < 0) throw std::runtime_error("cannot open " + log_path_ + " or /dev/null");
-    pid_ = fork();
-    if (pid_ == 0) exec_server(log_fd, null_fd, argv.data());
-    close(log_fd);
-    close(null_fd);
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    for (int i = 0; i < 200; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: port in use, or no python
-        pid_ = 0;
-        break;
-      }
-      if (accepts_connections(port_)) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    stop();
-  }
-  throw std::runtime_error("http.server did not start; its log: " + log());
-}
-
-void LocalHttpServer::stop() {
-  if (pid_ <= 0) return;
-  if (kill(pid_, SIGKILL) == 0) waitpid(pid_, nullptr, 0);
-  pid_ = 0;
-}
-
-LocalHttpServer::~LocalHttpServer() {
-  stop();
-  std::remove(log_path_.c_str());
-}
-
-std::string LocalHttpServer::url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/"; }
-
-std::string LocalHttpServer::log() const {
-  std::ifstream in(log_path_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+LocalHttpServer::LocalHttpServer(const std::string& root)
+    : server_({python(), "-u", "-m", "http.server", "--bind", "127.0.0.1", "{port}", "--directory", root},
+              root + ".server.log", "http.server") {}
 
 int LocalHttpServer::gets_of(const std::string& name) const {
   std::string text = log(), needle = "\"GET /" + name + " ";

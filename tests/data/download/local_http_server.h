@@ -1,6 +1,8 @@
 // Test helper: Python's http.server on 127.0.0.1 serving one folder, with its request log.
 #pragma once
 
+#include "tests/support/local_server.h"
+
 #include <string>
 
 namespace ddp::test {
@@ -11,21 +13,15 @@ namespace ddp::test {
 class LocalHttpServer {
  public:
   explicit LocalHttpServer(const std::string& root);
-  ~LocalHttpServer();
-  LocalHttpServer(const LocalHttpServer&) = delete;
-  LocalHttpServer& operator=(const LocalHttpServer&) = delete;
 
-  std::string url() const;  // "http://127.0.0.1:PORT/"
-  int port() const { return port_; }
+  std::string url() const { return server_.url(); }  // "http://127.0.0.1:PORT/"
+  int port() const { return server_.port(); }
   // GET requests for /name seen so far (from the server's request log).
   int gets_of(const std::string& name) const;
-  std::string log() const;
+  std::string log() const { return server_.log(); }
 
  private:
-  void stop();
-  std::string log_path_;
-  int port_ = 0;
-  int pid_ = 0;
+  LocalServer server_;
 };
 
 }  // namespace ddp::test

@@ -1,0 +1,157 @@
+// Tests: a shard's bytes over HTTP are the file's bytes, asked for with one Range request each on a kept-alive
+// connection (nginx); server errors are one line naming the shard and the bytes, retried only when transient
+// (data.shard_retries), whether the server answers 5xx, cuts the transfer, ignores Range or has changed the file.
+#include "data/shard_source.h"
+#include "data/storage_error.h"
+#include "tests/support/local_server.h"
+#include "tests/support/nginx_server.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace ddp::test {
+namespace {
+
+// `n` seeded random bytes.
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(gen() & 0xff);
+  return bytes;
+}
+
+// Fast retries: the waits are not what these tests check.
+ShardFetch quick(int64_t retries) { return ShardFetch{retries, 0.01, 0.05}; }
+
+// The StorageError read_shard_bytes throws, or "" when it reads; `other` set when it threw anything else.
+std::string storage_error(const std::string& shard, int64_t offset, int64_t length, int64_t shard_bytes,
+                          const ShardFetch& fetch, std::string* other = nullptr) {
+  try {
+    read_shard_bytes(shard, offset, length, shard_bytes, fetch);
+  } catch (const StorageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    if (other) *other = e.what();
+    return "";
+  }
+  return "";
+}
+
+TEST(ShardSource, ARangeOverHttpIsTheFilesBytesOneRequestEachOnOneConnection) {
+  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
+  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
+  TempDir dir;
+  const std::string bytes = random_bytes(300000, 5);
+  write_file(dir / "www/s/a.tar", bytes);
+  NginxServer nginx(dir / "www");
+  const std::string url = nginx.url() + "s/a.tar";
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 1}, {0, 512}, {1000, 70000}, {299999, 1}, {5, 299995}};
+  for (const auto& [offset, length] : ranges) {
+    EXPECT_EQ(read_shard_bytes(url, offset, length, 300000, quick(0)), bytes.substr(offset, length));
+    EXPECT_EQ(read_shard_bytes(dir / "www/s/a.tar", offset, length, 300000, quick(0)), bytes.substr(offset, length));
+  }
+  EXPECT_EQ(nginx.count("/s/a.tar", 206), static_cast<int>(ranges.size())) << nginx.requests();
+  EXPECT_NE(nginx.requests().find("bytes=1000-70999"), std::string::npos) << nginx.requests();
+  // One connection carried every request (the handle of this thread keeps it).
+  std::istringstream lines(nginx.requests());
+  std::set<std::string> connections;
+  for (std::string method, uri, status, sent, connection, range; lines >> method >> uri >> status >> sent >> connection;
+       std::getline(lines, range))
+    connections.insert(connection);
+  EXPECT_EQ(connections.size(), 1u) << nginx.requests();
+  // A local shard shorter than its index says is std::runtime_error, as before.
+  std::string other;
+  EXPECT_EQ(storage_error(dir / "www/s/a.tar", 299999, 2, 300000, quick(0), &other), "");
+  EXPECT_NE(other.find("cannot read bytes 299999-300001 (the file ends there)"), std::string::npos) << other;
+}
+
+TEST(ShardSource, ServerErrorsNameTheShardAndTheBytesAndOnlyTransientOnesAreRetried) {
+  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
+  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
+  TempDir dir;
+  write_file(dir / "www/s/a.tar", random_bytes(4096, 6));
+  NginxServer nginx(dir / "www", "location = /s/busy.tar { return 503; }\n    location = /s/bad.tar { return 500; }");
+  const std::string base = nginx.url() + "s/";
+  EXPECT_EQ(storage_error(base + "bad.tar", 0, 100, -1, quick(2)),
+            "shard " + base +
+                "bad.tar: bytes 0-100: HTTP 500 Internal Server Error (after 2 retries, "
+                "data.shard_retries)");
+  EXPECT_EQ(nginx.count("/s/bad.tar", 500), 3) << nginx.requests();
+  EXPECT_EQ(storage_error(base + "busy.tar", 512, 10, -1, quick(1)),
+            "shard " + base +
+                "busy.tar: bytes 512-522: HTTP 503 Service Temporarily Unavailable (after 1 retry, "
+                "data.shard_retries)");
+  EXPECT_EQ(nginx.count("/s/busy.tar", 503), 2) << nginx.requests();
+  // Not found is not retried.
+  EXPECT_EQ(storage_error(base + "missing.tar", 0, 100, -1, quick(3)),
+            "shard " + base + "missing.tar: bytes 0-100: HTTP 404 Not Found");
+  EXPECT_EQ(nginx.count("/s/missing.tar", 404), 1) << nginx.requests();
+  // A shard of another size than its index was made for (rewritten since) is not read.
+  const std::string stale = storage_error(base + "a.tar", 0, 100, 4000, quick(3));
+  EXPECT_EQ(stale, "shard " + base +
+                       "a.tar: bytes 0-100: the shard is 4096 bytes, its index was made for 4000 (index "
+                       "it again with ddptrain --index-shards)");
+  EXPECT_EQ(nginx.count("/s/a.tar", 206), 1) << nginx.requests();
+  // No server: retried, then the connection's failure.
+  const int closed = free_port();
+  const std::string refused =
+      storage_error("http://127.0.0.1:" + std::to_string(closed) + "/s/a.tar", 0, 1, -1, quick(1));
+  EXPECT_NE(refused.find("Couldn't connect to server (after 1 retry, data.shard_retries)"), std::string::npos)
+      << refused;
+  // The whole of a file beside a shard (its index), or the same errors.
+  EXPECT_EQ(read_url(base + "a.tar", quick(0)).size(), 4096u);
+  try {
+    read_url(base + "a.tar.ddpidx", quick(2));
+    ADD_FAILURE() << "no error for a missing index";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(std::string(e.what()), base + "a.tar.ddpidx: HTTP 404 Not Found");
+  }
+}
+
+// The faulty server of tests/python/faulty_range_server.py in MODE, serving `root`.
+LocalServer faulty_server(const std::string& root, const std::string& mode) {
+  return LocalServer({python(), "-u", source_dir() + "/tests/python/faulty_range_server.py", root, "{port}", mode},
+                     root + "." + mode.substr(0, mode.find(':')) + ".log", "faulty_range_server.py");
+}
+
+TEST(ShardSource, RetriesOutlastABusyServerAndACutOrUnrangedAnswerIsNotTakenForTheBytes) {
+  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
+  TempDir dir;
+  const std::string bytes = random_bytes(200000, 7);
+  write_file(dir / "www/a.tar", bytes);
+  {  // 2 answers of 503, then the bytes: 2 retries suffice, 1 does not.
+    LocalServer busy = faulty_server(dir / "www", "fail-first:2");
+    EXPECT_EQ(read_shard_bytes(busy.url() + "a.tar", 100, 50000, 200000, quick(2)), bytes.substr(100, 50000));
+    EXPECT_EQ(count_of(busy.log(), "GET /a.tar 503"), 2u) << busy.log();
+    EXPECT_EQ(count_of(busy.log(), "GET /a.tar 206"), 1u) << busy.log();
+  }
+  {
+    LocalServer busy = faulty_server(dir / "www", "fail-first:2");
+    const std::string why = storage_error(busy.url() + "a.tar", 100, 50000, 200000, quick(1));
+    EXPECT_NE(why.find("bytes 100-50100: HTTP 503"), std::string::npos) << why;
+    EXPECT_NE(why.find("(after 1 retry, data.shard_retries)"), std::string::npos) << why;
+  }
+  {  // Every answer cut after 1000 bytes: retried, then libcurl's words for the cut transfer.
+    LocalServer cut = faulty_server(dir / "www", "cut-after:1000");
+    const std::string why = storage_error(cut.url() + "a.tar", 0, 100000, 200000, quick(2));
+    EXPECT_NE(why.find("shard " + cut.url() + "a.tar: bytes 0-100000: "), std::string::npos) << why;
+    EXPECT_NE(why.find("(after 2 retries, data.shard_retries)"), std::string::npos) << why;
+    EXPECT_EQ(count_of(cut.log(), "GET /a.tar 206"), 3u) << cut.log();
+  }
+  {  // The whole file for a Range request: stopped at the bytes asked for, not retried.
+    LocalServer whole = faulty_server(dir / "www", "ignore-range");
+    const std::string why = storage_error(whole.url() + "a.tar", 0, 1000, 200000, quick(3));
+    EXPECT_NE(why.find("bytes 0-1000: the server sent more than the bytes asked for: it does not honour Range"),
+              std::string::npos)
+        << why;
+    EXPECT_EQ(count_of(whole.log(), "GET /a.tar 200"), 1u) << whole.log();
+  }
+}
+
+}  // namespace
+}  // namespace ddp::test
