@@ -117,8 +117,8 @@ struct DataConfig {
     key(s.dir, Key("dir", "folder of the dataset's files; \"\" = the dataset's default folder"));
     key(s.train_shards, Key("train_shards",
                             "webdataset: the training split's tar shards, brace patterns joined by \"::\" "
-                            "(\"/data/train-{000000..001023}.tar\"), each a local file or an http:// or https:// URL "
-                            "with its index SHARD.ddpidx beside it (ddptrain --index-shards)"));
+                            "(\"/data/train-{000000..001023}.tar\"), each a local file, an http:// or https:// URL or "
+                            "pipe:COMMAND, with its index SHARD.ddpidx beside it (ddptrain --index-shards)"));
     key(s.val_shards, Key("val_shards", "webdataset: the evaluation split's tar shards, as train_shards"));
     key(s.shuffle_buffer, Key("shuffle_buffer",
                               "webdataset training: samples in each rank's shuffle buffer (webdataset's "
@@ -130,9 +130,9 @@ struct DataConfig {
             .at_least(1)
             .at_most(1024));
     key(s.shard_retries, Key("shard_retries",
-                             "webdataset: retries of an HTTP shard read that failed transiently (no connection, a "
-                             "cut or stalled transfer, HTTP 408, 429 or 5xx), waiting 1, 2, 4, ... s (at most 30 s) "
-                             "between them; then the run stops naming the shard")
+                             "webdataset: retries of a shard read that failed transiently (HTTP: no connection, a "
+                             "cut or stalled transfer, 408, 429 or 5xx; pipe: a command that failed), waiting 1, 2, "
+                             "4, ... s (at most 30 s) between them; then the run stops naming the shard")
                              .at_least(0)
                              .at_most(20));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));

@@ -129,4 +129,10 @@ EpochSamples ShardSampler::samples_from(int64_t offset) const {
   return out;
 }
 
+std::vector<int64_t> shard_eval_block(int64_t size, int64_t world, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t i = rank * size / world; i < (rank + 1) * size / world; ++i) out.push_back(i);
+  return out;
+}
+
 }  // namespace ddp

@@ -54,4 +54,9 @@ class ShardSampler : public EpochSampler {
   int64_t epoch_ = 0;
 };
 
+// Evaluation of a split of shards without padding: rank r gets the contiguous block [r * size / world,
+// (r + 1) * size / world) of the split, so that a rank reads runs of whole shards front to back and every sample is
+// seen once.
+std::vector<int64_t> shard_eval_block(int64_t size, int64_t world, int64_t rank);
+
 }  // namespace ddp

@@ -59,21 +59,28 @@ struct Failure {
   bool transient = false;
 };
 
+// " (after N retries, data.shard_retries)" after `tries` retries; "" after none.
+std::string retries_said(int64_t tries) {
+  if (tries == 0) return "";
+  return " (after " + std::to_string(tries) + (tries == 1 ? " retry" : " retries") + ", data.shard_retries)";
+}
+
+void wait_before_retry(const ShardFetch& fetch, int64_t tries) {
+  double wait = fetch.first_wait_s;
+  for (int64_t i = 0; i < tries && wait < fetch.max_wait_s; ++i) wait *= 2;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, fetch.max_wait_s)));
+}
+
 // `attempt` until it succeeds, retried while its failure is transient and retries are left; then StorageError
 // "WHAT: why (after N retries, data.shard_retries)".
 template <class F>
 void with_retries(const std::string& what, const ShardFetch& fetch, const F& attempt) {
-  double wait = fetch.first_wait_s;
   for (int64_t tries = 0;; ++tries) {
     const Failure failure = attempt();
     if (failure.why.empty()) return;
     if (!failure.transient || tries >= fetch.retries)
-      throw StorageError(what + ": " + failure.why +
-                         (tries > 0 ? " (after " + std::to_string(tries) + (tries == 1 ? " retry" : " retries") +
-                                          ", data.shard_retries)"
-                                    : ""));
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, fetch.max_wait_s)));
-    wait *= 2;
+      throw StorageError(what + ": " + failure.why + retries_said(tries));
+    wait_before_retry(fetch, tries);
   }
 }
 
@@ -176,6 +183,18 @@ int64_t range_total(const std::string& content_range, int64_t offset) {
 #endif
 
 }  // namespace
+
+void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt) {
+  for (int64_t tries = 0;; ++tries) {
+    try {
+      attempt();
+      return;
+    } catch (const StorageError& e) {
+      if (tries >= fetch.retries) throw StorageError(e.what() + retries_said(tries));
+    }
+    wait_before_retry(fetch, tries);
+  }
+}
 
 bool http_shard(const std::string& shard) { return shard.rfind("http://", 0) == 0 || shard.rfind("https://", 0) == 0; }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ddp {
@@ -13,6 +14,10 @@ struct ShardFetch {
   double first_wait_s = 1.0;  // the wait before the first retry, doubled before each next one
   double max_wait_s = 30.0;   // the longest wait between two attempts
 };
+
+// Runs `attempt` until it returns without throwing StorageError, trying again `fetch.retries` times with the waits
+// above; then the last StorageError with "(after N retries, data.shard_retries)" added.
+void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt);
 
 // Whether `shard` is an http:// or https:// URL.
 bool http_shard(const std::string& shard);

@@ -9,6 +9,7 @@
 #include "data/shard_index.h"
 #include "data/shard_patterns.h"
 #include "data/shard_source.h"
+#include "data/shard_stream.h"
 #include "data/storage_error.h"
 #include "data/tar_shard.h"
 
@@ -17,6 +18,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 
 namespace ddp {
@@ -47,7 +51,95 @@ struct Shard {
   int64_t first = 0;  // the split index of its first sample
 };
 
-// A split of shards, each sample read at its place: its bytes alone are a tar stream holding it.
+// Whether a shard is read front to back (a pipe: command, a compressed shard) instead of at each sample's place.
+bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index.compressed; }
+
+// The samples of shards read front to back: one stream open per shard being read, the samples it passed on the way
+// to the one asked for kept until they are asked for (at most `keep` a shard, the lowest dropped first: asked for
+// later, it is read again from the shard's start), at most `max_open` streams at once (the least recently used
+// dropped). A stream that fails is started again, data.shard_retries times.
+class StreamedShards {
+ public:
+  StreamedShards(ShardFetch fetch, size_t keep, size_t max_open) : fetch_(fetch), keep_(keep), max_open_(max_open) {}
+
+  // Sample i's bytes of shard number s.
+  std::string sample(size_t s, const Shard& shard, int64_t i) {
+    const std::shared_ptr<Reading> r = reading(s);
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (auto kept = r->kept.find(i); kept != r->kept.end()) {
+      std::string bytes = std::move(kept->second);
+      r->kept.erase(kept);
+      return bytes;
+    }
+    std::string bytes;
+    retry_storage(fetch_, [&] {
+      try {
+        bytes = advance(*r, shard, i);
+      } catch (const StorageError&) {
+        r->stream.reset();  // the next try starts the shard again
+        throw;
+      }
+    });
+    return bytes;
+  }
+
+ private:
+  struct Reading {
+    std::mutex mu;
+    std::unique_ptr<ShardStream> stream;
+    int64_t next = 0;  // the sample the stream is at
+    std::map<int64_t, std::string> kept;
+  };
+
+  std::shared_ptr<Reading> reading(size_t s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& [r, used] = open_[s];
+    used = ++clock_;
+    if (!r) r = std::make_shared<Reading>();
+    std::shared_ptr<Reading> found = r;
+    while (open_.size() > max_open_) {  // a thread reading a dropped shard keeps it until it is done
+      auto oldest = std::min_element(open_.begin(), open_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
+      open_.erase(oldest);
+    }
+    return found;
+  }
+
+  static std::string read_sample(ShardStream& stream, const ShardIndex& index, int64_t i) {
+    stream.skip(index.offsets[static_cast<size_t>(i)] - stream.position());
+    std::string bytes(static_cast<size_t>(index.lengths[static_cast<size_t>(i)]), '\0');
+    stream.read(bytes.data(), bytes.size());
+    return bytes;
+  }
+
+  std::string advance(Reading& r, const Shard& shard, int64_t i) const {
+    const ShardIndex& index = shard.index;
+    if (!r.stream || r.next > i) {  // from the start, passing over the samples before i
+      r.stream = std::make_unique<ShardStream>(shard.path, index.compressed);
+      r.next = i;
+    }
+    for (; r.next < i; ++r.next) {  // samples passed on the way to i, kept for their turn
+      r.kept.emplace(r.next, read_sample(*r.stream, index, r.next));
+      while (r.kept.size() > keep_) r.kept.erase(r.kept.begin());
+    }
+    std::string bytes = read_sample(*r.stream, index, i);
+    r.next = i + 1;
+    if (r.next == index.size()) {  // the end: how the stream ended is checked (a command's exit status)
+      r.stream->finish();
+      r.stream.reset();
+    }
+    return bytes;
+  }
+
+  ShardFetch fetch_;
+  size_t keep_, max_open_;
+  std::mutex mu_;
+  std::map<size_t, std::pair<std::shared_ptr<Reading>, uint64_t>> open_;  // (reading, last use)
+  uint64_t clock_ = 0;
+};
+
+// A split of shards, each sample read at its place (its bytes alone are a tar stream holding it): with a pread of a
+// local shard or a Range request over HTTP, or from its shard's stream.
 class ShardSamples : public EncodedImages {
  public:
   ShardSamples(const std::string& patterns, std::vector<Shard> shards, int64_t size, int64_t num_classes,
@@ -55,7 +147,9 @@ class ShardSamples : public EncodedImages {
       : EncodedImages(patterns, size, data, augment),
         shards_(std::move(shards)),
         num_classes_(num_classes),
-        fetch_(fetch) {}
+        fetch_(fetch),
+        streams_(std::make_unique<StreamedShards>(fetch, static_cast<size_t>(data.shuffle_buffer) + 256,
+                                                  static_cast<size_t>(2 * data.shards_in_flight + 4))) {}
 
  private:
   Encoded fetch(int64_t index) const override {
@@ -72,8 +166,9 @@ class ShardSamples : public EncodedImages {
     const int64_t offset = shard.index.offsets[static_cast<size_t>(i)];
     std::string bytes;
     try {
-      bytes = read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)], shard.index.shard_bytes,
-                               fetch_);
+      bytes = streamed(shard) ? streams_->sample(static_cast<size_t>(it - shards_.begin()), shard, i)
+                              : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
+                                                 shard.index.shard_bytes, fetch_);
     } catch (const StorageError& e) {  // "shard URL: why": the key added
       throw StorageError(name + ": " + after_shard(e.what(), shard.path));
     }
@@ -99,6 +194,7 @@ class ShardSamples : public EncodedImages {
   std::vector<Shard> shards_;
   int64_t num_classes_;
   ShardFetch fetch_;
+  std::unique_ptr<StreamedShards> streams_;
 };
 
 // The split `key` names (data.train_shards or data.val_shards): each shard's index read and checked against the
@@ -117,16 +213,16 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   int64_t total = 0;
   const ShardFetch fetch{data.shard_retries};
   for (std::string& path : paths) {
-    if (remote_shard(path) && !http_shard(path))
-      throw ConfigError(key + ": shard " + path +
-                        ": data.dataset = \"webdataset\" reads local files and http:// or https:// URLs, not pipe: "
-                        "commands (copy the shards to a local disk or serve them over HTTP)");
     ShardIndex index;
-    if (http_shard(path)) {
-      const std::string url = shard_index_path(path);
-      std::string bytes;
+    if (http_shard(path) || pipe_shard(path)) {
+      std::string source, bytes;
       try {
-        bytes = read_url(url, fetch);
+        source = index_source(path);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(key + ": " + e.what());
+      }
+      try {
+        bytes = http_shard(path) ? read_url(source, fetch) : read_command(source, fetch);
       } catch (const StorageError& e) {
         const std::string why = e.what();
         throw StorageError(why + " (" + key +
@@ -135,17 +231,17 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
                                   "--index-shards and serve it with the shard)"
                                 : ")"));
       }
-      index = decode_shard_index(bytes, url);
+      index = decode_shard_index(bytes, source);
+      if (index.compressed && http_shard(path))
+        throw std::runtime_error("shard " + path + " (" + key +
+                                 "): compressed; an HTTP shard is read at each sample's place in an uncompressed tar "
+                                 "(store the shards as plain .tar, or read this one with pipe:curl -s URL)");
     } else {
       struct stat st {};
       if (::stat(path.c_str(), &st) != 0)
         throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
       index = read_shard_index(path, static_cast<int64_t>(st.st_size));
     }
-    if (index.compressed)
-      throw std::runtime_error("shard " + path + " (" + key +
-                               "): compressed; data.dataset = \"webdataset\" reads each sample at its place in an "
-                               "uncompressed tar (store the shards as plain .tar)");
     if (index.size() == 0) throw std::runtime_error("shard " + path + " (" + key + "): holds no sample");
     for (int64_t i = 0; i < index.size(); ++i) {
       const int64_t cls = index.classes[static_cast<size_t>(i)];

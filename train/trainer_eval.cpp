@@ -4,6 +4,7 @@
 
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
+#include "data/shard_sampler.h"
 #include "distributed/gradient_sync.h"
 
 #include <algorithm>
@@ -20,7 +21,9 @@ EvalRecord Trainer::evaluate(Classifier* model) {
   torch::NoGradGuard no_grad;
   dataset_.test.ensure_images();
   const Split& test = dataset_.test;
-  BatchLoader loader(test, eval_shard(test.size(), ctx_.world_size, ctx_.rank),
+  BatchLoader loader(test,
+                     test.shard_sizes.empty() ? eval_shard(test.size(), ctx_.world_size, ctx_.rank)
+                                              : shard_eval_block(test.size(), ctx_.world_size, ctx_.rank),
                      loader_options(cfg_.data.eval_batch_size, /*drop_last=*/false));
   auto feed = make_device_feed(loader, ctx_.device);
   const bool top5 = cfg_.model.num_classes > 5;

@@ -156,3 +156,27 @@ TEST(ShardSampler, AnEpochResumedOnAnotherWorldGoesOnFromItsPositionEverySampleO
 
 }  // namespace
 }  // namespace ddp
+
+namespace ddp {
+namespace {
+
+TEST(ShardSampler, EvaluationGivesEachRankAContiguousBlockAndEverySampleOnce) {
+  for (int64_t size : {0, 1, 5, 36, 37}) {
+    for (int64_t world : {1, 2, 3, 7}) {
+      std::vector<int64_t> all;
+      for (int64_t r = 0; r < world; ++r) {
+        const std::vector<int64_t> block = shard_eval_block(size, world, r);
+        for (size_t i = 1; i < block.size(); ++i) EXPECT_EQ(block[i], block[i - 1] + 1);
+        EXPECT_LE(static_cast<int64_t>(block.size()), size / world + 1);
+        EXPECT_GE(static_cast<int64_t>(block.size()), size / world);
+        all.insert(all.end(), block.begin(), block.end());
+      }
+      std::vector<int64_t> expected(static_cast<size_t>(size));
+      std::iota(expected.begin(), expected.end(), 0);
+      EXPECT_EQ(all, expected) << size << " samples, " << world << " ranks";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp

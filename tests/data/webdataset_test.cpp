@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ddp::test {
@@ -256,12 +257,14 @@ with wds.TarWriter(sys.argv[3], encoder=False) as w:
   EXPECT_EQ(cut.exit_code, 1) << cut.output;
   EXPECT_NE(cut.output.find("error: shard " + dir / "s/cut.tar: "), std::string::npos) << cut.output;
   EXPECT_FALSE(fs::exists(dir / "s/cut.tar.ddpidx"));
-  // A compressed shard: indexed, but a sample's place is in the decompressed stream.
+  // A compressed shard: indexed (a sample's place is in the decompressed stream), read front to back.
   ASSERT_EQ(run_command("gzip -k " + second).exit_code, 0);
   ASSERT_EQ(index_shards(second + ".gz").exit_code, 0);
-  EXPECT_NE(load_error(shard_config(second + ".gz", val)).find("compressed"), std::string::npos);
-  // A pipe: command (not read), and a pattern that does not parse: config errors naming the key.
-  EXPECT_NE(load_error(shard_config("pipe:cat " + train, val)).find("data.train_shards: shard pipe:cat "),
+  EXPECT_EQ(load_error(shard_config(second + ".gz", val)), "");
+  // A pipe: command with no word naming a .tar (where its index is read from), and a pattern that does not parse:
+  // config errors naming the key.
+  EXPECT_NE(load_error(shard_config("pipe:cat /dev/zero", val))
+                .find("data.train_shards: shard pipe:cat /dev/zero: no word of the command names a .tar shard"),
             std::string::npos);
   EXPECT_NE(load_error(shard_config(train, "x-{0..3")).find("data.val_shards: unbalanced braces"), std::string::npos);
 }
@@ -479,6 +482,54 @@ TEST(WebdatasetTraining, ARunKilledMidEpochResumesBitIdentical) {
     EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
     EXPECT_EQ(read_file(full + "/model.pt"), read_file(killed + "/model.pt")) << world << " rank(s)";
   }
+}
+
+// Shards read front to back, from a pipe: command's output or compressed (gzip, xz), give the batches and the model
+// the same shards read at each sample's place give (2 ranks, 2 loader threads, a shuffle buffer over 2 shards in
+// flight); a command that fails stops every rank naming it.
+TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) {
+  if (!have_oracles()) GTEST_SKIP() << python() << " lacks webdataset, PIL or numpy";
+  TempDir dir;
+  std::vector<std::string> job = unequal_shard_job(dir);
+  job.push_back("training.epochs=1");
+  ASSERT_EQ(run_command("cd " + dir / "s" +
+                        " && for f in train-0[01].tar; do gzip -k $f; done && xz -k train-02.tar "
+                        "train-03.tar val-00.tar")
+                .exit_code,
+            0);
+  const std::string s = dir / "s/";
+  const CommandResult indexed =
+      index_shards(s + "train-{00..01}.tar.gz::" + s + "train-{02..03}.tar.xz::" + s + "val-00.tar.xz");
+  ASSERT_EQ(indexed.exit_code, 0) << indexed.output;
+  const auto run = [&](const std::string& name, const std::string& train, const std::string& val,
+                       const std::vector<std::string>& more = {}) {
+    std::vector<std::string> keys = job;
+    keys.insert(keys.end(), {"data.train_shards=" + train, "data.val_shards=" + val, "job.out_dir=" + dir / name});
+    keys.insert(keys.end(), more.begin(), more.end());
+    return run_ranks(2, job_args(dir, keys));
+  };
+  for (const auto& [name, train, val] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"disk", s + "train-{00..03}.tar", s + "val-00.tar"},
+           {"pipe", "pipe:cat " + s + "train-{00..03}.tar", "pipe:cat " + s + "val-00.tar"},
+           {"compressed", s + "train-{00..01}.tar.gz::pipe:cat " + s + "train-{02..03}.tar.xz",
+            "pipe:cat " + s + "val-00.tar.xz"}}) {
+    for (const auto& r : run(name, train, val)) ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    EXPECT_EQ(read_file(dir / "disk/model.pt"), read_file(dir / name + "/model.pt")) << name;
+  }
+  // Shard 01 (20 samples) from a command that writes 3000 bytes of it and exits 3, its index whole.
+  write_file(dir / "cut.sh", "case \"$1\" in *.ddpidx) cat \"$1\" ;; *) head -c 3000 \"$1\"; exit 3 ;; esac\n");
+  const std::string failing = "pipe:sh " + dir / "cut.sh" + " " + s + "train-01.tar";
+  const auto ranks = run("failing", s + "train-00.tar::" + failing + "::" + s + "train-{02..03}.tar", s + "val-00.tar",
+                         {"data.shard_retries=1", "data.on_bad_sample=skip"});
+  std::string named;
+  for (const auto& r : ranks) {
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("error: shard " + failing + ", sample \"") != std::string::npos) named = line;
+  }
+  EXPECT_NE(named.find("(the command exited with status 3) (after 1 retry, data.shard_retries)"), std::string::npos)
+      << ranks[0].output << ranks[1].output;
 }
 
 // Two ranks on shards of a learnable folder, and on the folder itself: validation accuracies within 1 point (128

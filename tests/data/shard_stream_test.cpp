@@ -1,0 +1,94 @@
+// Tests: a shard read front to back from a pipe: command or decompressed: its bytes are the file's, a command's exit
+// status and early end are one line naming the shard, a command still writing is stopped when the stream is dropped;
+// where a pipe: shard's index is read.
+#include "data/shard_source.h"
+#include "data/shard_stream.h"
+#include "data/storage_error.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace ddp::test {
+namespace {
+
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const StorageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShardStream, APipeShardsIndexIsTheSameCommandWithItsTarWordFollowedByDdpidx) {
+  EXPECT_EQ(index_source("pipe:aws s3 cp s3://b/train-0001.tar -"), "pipe:aws s3 cp s3://b/train-0001.tar.ddpidx -");
+  EXPECT_EQ(index_source("pipe:curl -s -L https://h/d/val-{0..1}.tar.gz"),
+            "pipe:curl -s -L https://h/d/val-{0..1}.tar.gz.ddpidx");
+  EXPECT_EQ(index_source("pipe:cat /a.tar/x.tar  "), "pipe:cat /a.tar/x.tar.ddpidx  ");  // the last such word
+  EXPECT_EQ(index_source("pipe:tar.sh x.tar y"), "pipe:tar.sh x.tar.ddpidx y");
+  EXPECT_EQ(index_source("/data/a.tar"), "/data/a.tar.ddpidx");
+  EXPECT_EQ(index_source("http://h/a.tar"), "http://h/a.tar.ddpidx");
+  EXPECT_THROW(index_source("pipe:gsutil cat gs://b/shard-0001"), std::invalid_argument);
+}
+
+TEST(ShardStream, ReadsAFileOrACommandsOutputDecompressedAndChecksHowTheCommandEnded) {
+  TempDir dir;
+  std::mt19937 gen(3);
+  std::string bytes(100000, '\0');
+  for (char& c : bytes) c = static_cast<char>(gen() % 7);  // compressible
+  write_file(dir / "a.tar", bytes);
+  ASSERT_EQ(run_command("gzip -k " + dir / "a.tar" + " && xz -k " + dir / "a.tar").exit_code, 0);
+  for (const auto& [source, compressed] :
+       std::vector<std::pair<std::string, bool>>{{dir / "a.tar", false},
+                                                 {"pipe:cat " + dir / "a.tar", false},
+                                                 {dir / "a.tar.gz", true},
+                                                 {"pipe:cat " + dir / "a.tar.xz", true}}) {
+    ShardStream s(source, compressed);
+    std::string got(1000, '\0');
+    s.skip(5000);
+    s.read(got.data(), got.size());
+    EXPECT_EQ(got, bytes.substr(5000, 1000)) << source;
+    EXPECT_EQ(s.position(), 6000) << source;
+    EXPECT_EQ(s.rest(1 << 20), bytes.substr(6000)) << source;
+  }
+  // A command that exits non-zero: at its end, or before the bytes asked for.
+  const std::string failing = "pipe:head -c 3000 " + dir / "a.tar" + "; exit 3";
+  EXPECT_EQ(error_text([&] { ShardStream(failing, false).finish(); }),
+            "shard " + failing + ": the command exited with status 3 after 3000 bytes");
+  EXPECT_EQ(error_text([&] {
+              ShardStream s(failing, false);
+              s.skip(2000);
+              std::string b(2000, '\0');
+              s.read(b.data(), b.size());
+            }),
+            "shard " + failing +
+                ": the command's output ends at byte 3000, before byte 4000 (the command exited with "
+                "status 3)");
+  EXPECT_EQ(error_text([&] { ShardStream(dir / "a.tar", false).skip(100001); }),
+            "shard " + dir / "a.tar" + ": the shard ends at byte 100000, before byte 100001");
+  // A compressed shard cut short.
+  ASSERT_EQ(run_command("head -c 2000 " + dir / "a.tar.gz" + " > " + dir / "cut.tar.gz").exit_code, 0);
+  const std::string cut = error_text([&] { ShardStream(dir / "cut.tar.gz", true).skip(50000); });
+  EXPECT_EQ(cut.rfind("shard " + dir / "cut.tar.gz" + ": ", 0), 0u) << cut;
+  // A command that would write forever is stopped when its stream is dropped.
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ShardStream s("pipe:yes", false);
+    s.skip(100000);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  // An index command tried again, then its failure named.
+  EXPECT_EQ(read_command("pipe:cat " + dir / "a.tar", ShardFetch{0, 0.01, 0.01}), bytes);
+  EXPECT_EQ(error_text([&] {
+              read_command("pipe:exit 4", ShardFetch{2, 0.01, 0.01});
+            }),
+            "shard pipe:exit 4: the command exited with status 4 after 0 bytes (after 2 retries, data.shard_retries)");
+}
+
+}  // namespace
+}  // namespace ddp::test
