@@ -71,8 +71,14 @@ def dataloader_side(args):
     subset = torch.utils.data.Subset(ds, torch.randperm(len(ds), generator=g)[:n].tolist())
     loader = torch.utils.data.DataLoader(subset, batch_size=args.batch, num_workers=args.workers,
                                          prefetch_factor=2 if args.workers else None)
-    it = iter(loader)
-    for _ in range(args.skip):  # the workers' start-up and the batches they assembled ahead meanwhile
+    time_loader(iter(loader), args)
+
+
+def time_loader(it, args):
+    """Reads args.skip batches of (images, labels) from `it` (the workers' start-up and the batches they assembled
+    ahead meanwhile), then times args.batches more; prints the JSON line the harness reads, the CPU time of this
+    process and its worker processes."""
+    for _ in range(args.skip):
         next(it)
     side = tree_pids(os.getpid())  # this process and its worker processes
     cpu_start = sum(process_cpu_s(p) for p in side)
@@ -171,8 +177,8 @@ def augmented_side(args):
     return f"ddptrain ({args.auto_augment}, erase {args.random_erase})"
 
 
-def main():
-    p = argparse.ArgumentParser()
+def add_folder_arguments(p):
+    """The generated image folder's flags (make_folder's arguments) and the crop size."""
     p.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "ddptrain_data_bench"))
     p.add_argument("--images", type=int, default=4000)
     p.add_argument("--classes", type=int, default=10)
@@ -180,6 +186,11 @@ def main():
     p.add_argument("--height", type=int, default=375)
     p.add_argument("--quality", type=int, default=90)
     p.add_argument("--size", type=int, default=224)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    add_folder_arguments(p)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--batches", type=int, default=20)
     p.add_argument("--workers", default="1,2,8")

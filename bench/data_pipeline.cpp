@@ -1,11 +1,16 @@
 // ddptrain's image-folder input pipeline alone, for bench/data_bench.py: the training loader a CPU rank configures
 // from its [data] section (decode, RandomResizedCrop, flip, normalise, batch on data.workers threads, data.prefetch
 // batches ahead), timed over a number of batches; prints one JSON line with images/s and CPU-seconds per image.
-// ROOT "synthetic" times the synthetic dataset's pipeline instead (each image generated, then normalised and batched).
+// ROOT "synthetic" times the synthetic dataset's pipeline instead (each image generated, then normalised and batched);
+// ROOT "shards:PATTERN" tar shards (data.dataset = "webdataset", data.train_shards = PATTERN) in the order a rank of
+// one reads them (ShardSampler with data.shuffle_buffer and data.shards_in_flight, --shuffle-buffer, --in-flight).
+//
+// --plan-only true: no batch; prints the seconds from the start to the epoch's order planned (the dataset loaded: an
+// image folder walked, the shards' indexes read) with the sample and shard counts.
 //
 // usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch 64] [--size 224] [--batches 30]
 //        [--skip 1] [--threads 1] [--augment standard] [--auto-augment none] [--random-erase 0] [--channels 3]
-//        [--normalize false]
+//        [--normalize false] [--shuffle-buffer 1000] [--in-flight 4] [--plan-only true]
 //
 // --auto-augment POLICY, --random-erase P: data.auto_augment and data.random_erase on top of the standard augmentation.
 //
@@ -19,6 +24,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/loader_options.h"
+#include "data/shard_sampler.h"
 #include "train/linked_kinds.h"
 
 #include <sys/resource.h>
@@ -46,18 +52,24 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch B] [--size S] "
                  "[--batches K] [--skip S] [--threads T] [--augment standard|none] [--auto-augment POLICY] "
-                 "[--random-erase P] [--channels C] [--normalize false]\n";
+                 "[--random-erase P] [--channels C] [--normalize false] [--shuffle-buffer N] [--in-flight N] "
+                 "[--plan-only true]\n";
     return 2;
   }
-  const bool synthetic = std::string(argv[1]) == "synthetic";
+  const auto start_time = std::chrono::steady_clock::now();
+  const std::string root = argv[1];
+  const bool synthetic = root == "synthetic", shards = root.rfind("shards:", 0) == 0;
   std::vector<std::string> overrides = {"model.name=resnet18"};
   if (synthetic) {
     overrides.insert(overrides.end(), {"data.dataset=synthetic", "model.in_channels=3", "data.image_size=224"});
+  } else if (shards) {
+    overrides.insert(overrides.end(), {"data.dataset=webdataset", "model.num_classes=1000",
+                                       "data.train_shards=" + root.substr(7), "data.val_shards=" + root.substr(7)});
   } else {
     overrides.insert(overrides.end(), {"data.dataset=image_folder", std::string("data.dir=") + argv[1]});
   }
   int64_t batches = 30, skip = 1, threads = 1;
-  bool normalize = true;
+  bool normalize = true, plan_only = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--workers") overrides.push_back("data.workers=" + value);
@@ -72,17 +84,35 @@ int main(int argc, char** argv) {
     if (flag == "--random-erase") overrides.push_back("data.random_erase=" + value);
     if (flag == "--channels") overrides.push_back("model.in_channels=" + value);
     if (flag == "--normalize") normalize = value != "false";
+    if (flag == "--shuffle-buffer") overrides.push_back("data.shuffle_buffer=" + value);
+    if (flag == "--in-flight") overrides.push_back("data.shards_in_flight=" + value);
+    if (flag == "--plan-only") plan_only = value == "true";
   }
   try {
     torch::set_num_threads(static_cast<int>(threads));
     hand_down_linked_kinds();
     const Config cfg = parse_config("", "data_pipeline", overrides);
-    const Dataset ds = synthetic ? load_dataset(cfg.data, cfg.model, cfg.job.seed, [](const std::string&) {})
-                                 : load_image_folder(cfg.data);
+    const Dataset ds = synthetic || shards ? load_dataset(cfg.data, cfg.model, cfg.job.seed, [](const std::string&) {})
+                                           : load_image_folder(cfg.data);
     torch::manual_seed(0);
     const int64_t batch = cfg.data.batch_size;
-    const torch::Tensor order = torch::randperm(ds.train.size(), torch::kInt64);
-    std::vector<int64_t> indices(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+    std::vector<int64_t> indices;
+    if (shards) {  // as Trainer::train_sampler orders an epoch for a rank of one
+      ShardSampler sampler(ds.train.shard_sizes, 1, 1, 0,
+                           ShardOrder{cfg.data.shuffle, static_cast<uint64_t>(cfg.job.seed), cfg.data.drop_last,
+                                      cfg.data.shuffle_buffer, cfg.data.shards_in_flight});
+      sampler.set_epoch(0);
+      indices = sampler.samples_from(0).indices;
+    } else {
+      const torch::Tensor order = torch::randperm(ds.train.size(), torch::kInt64);
+      indices.assign(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+    }
+    if (plan_only) {
+      std::printf("{\"start_s\": %.3f, \"samples\": %lld, \"shards\": %lld}\n",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count(),
+                  static_cast<long long>(ds.train.size()), static_cast<long long>(ds.train.shard_sizes.size()));
+      return 0;
+    }
     indices.resize(static_cast<size_t>(std::min<int64_t>(ds.train.size(), (batches + 2 * skip) * batch)));
     // As Trainer::loader_options makes it for a rank of one on the CPU whose step runs on `threads` threads.
     const int64_t workers = resolve_workers(cfg.data.workers, available_cpus(), 1, threads);

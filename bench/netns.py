@@ -43,11 +43,15 @@ def missing_privileges():
 class ShapedLink:
     """with ShapedLink("1gbit", delay_ms=0.2) as link: link.wrap(rank, argv) runs argv in that rank's namespace."""
 
+    _count = 0
+
     def __init__(self, rate, delay_ms=0.2):
         self.rate = rate
         self.bits_per_s = rate_bits_per_s(rate)
         self.delay_ms = delay_ms
-        tag = f"ddpbench{os.getpid()}"
+        ShapedLink._count += 1  # several links at once get namespaces of their own
+        # Five digits from the process and the link's count: with "a0", at most 15 characters (IFNAMSIZ).
+        tag = f"ddpbench{(os.getpid() * 8 + ShapedLink._count) % 100000}"
         self.namespaces = (tag + "a", tag + "b")
         self.delay_note = ""
         self.measured_bytes_per_s = None

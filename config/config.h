@@ -75,6 +75,7 @@ struct DataConfig {
   int64_t shuffle_buffer = 1000;
   int64_t shards_in_flight = 4;
   int64_t shard_retries = 3;
+  std::string class_names;
   int64_t batch_size = 64;
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
@@ -135,6 +136,10 @@ struct DataConfig {
                              "4, ... s (at most 30 s) between them; then the run stops naming the shard")
                              .at_least(0)
                              .at_most(20));
+    key(s.class_names, Key("class_names",
+                           "webdataset: a local text file naming the classes, one per line in label order "
+                           "(--make-shards writes OUT_DIR/classes.txt); kept in checkpoints and model.pt as an image "
+                           "folder's class names are; \"\" = none"));
     key(s.batch_size, Key("batch_size", "samples per rank and micro-batch").at_least(1).at_most(kMaxBatch));
     key(s.eval_batch_size,
         Key("eval_batch_size", "samples per rank and evaluation batch").at_least(1).at_most(kMaxBatch));

@@ -354,7 +354,8 @@ void check_shard_keys(const Config& cfg, const Fail& fail) {
                                  std::pair{"data.val_shards", !data.val_shards.empty()},
                                  std::pair{"data.shuffle_buffer", data.shuffle_buffer != defaults.shuffle_buffer},
                                  std::pair{"data.shards_in_flight", data.shards_in_flight != defaults.shards_in_flight},
-                                 std::pair{"data.shard_retries", data.shard_retries != defaults.shard_retries}})
+                                 std::pair{"data.shard_retries", data.shard_retries != defaults.shard_retries},
+                                 std::pair{"data.class_names", !data.class_names.empty()}})
     if (set)
       fail({key, "data.dataset"},
            std::string(key) + " applies to data.dataset = " +

@@ -32,7 +32,8 @@ struct DatasetRow {
   // training transform's keys and data.decode apply.
   bool image_files = false;
   // Its splits are tar shards in WebDataset's layout: data.train_shards and data.val_shards name them, and the
-  // shard keys apply (data.shuffle_buffer, data.shards_in_flight, data.shard_retries).
+  // shard keys apply (data.shuffle_buffer, data.shards_in_flight, data.shard_retries,
+  // data.class_names).
   bool shards = false;
 };
 

@@ -1,6 +1,7 @@
 // ShardWriter: libarchive's tar writer (POSIX pax, ustar headers where they suffice), and make_shards.
 #include "data/shard_writer.h"
 
+#include "base/atomic_file.h"
 #include "data/dataset.h"
 #include "data/image_decode.h"
 #include "data/image_folder.h"
@@ -133,6 +134,14 @@ void make_shards(const Config& cfg, const std::string& out_dir, int64_t shard_by
   fs::create_directories(out_dir);
   std::optional<Dataset> cifar;
   if (kind == "cifar10") cifar = load_cifar10(data);
+  if (!cifar) {  // the class names, in label order, for data.class_names
+    const std::vector<std::string> classes = find_image_classes(data.dir + "/train");
+    std::string text;
+    for (const std::string& name : classes) text += name + "\n";
+    write_file_atomic(out_dir + "/classes.txt", std::vector<char>(text.begin(), text.end()));
+    say("classes: " + std::to_string(classes.size()) + " names in " + out_dir + "/classes.txt: data.class_names = \"" +
+        out_dir + "/classes.txt\", model.num_classes = " + std::to_string(classes.size()));
+  }
   for (const char* split : {"train", "val"}) {
     ShardWriter writer(out_dir + "/" + split, shard_bytes);
     int64_t samples = 0;

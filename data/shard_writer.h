@@ -45,8 +45,9 @@ class ShardWriter {
 // Packs the training and evaluation splits of the config's dataset (image_folder: each file as it is, which must be
 // a JPEG or PNG; cifar10: each image as a PNG) into OUT_DIR/train-NNNNNN.tar and OUT_DIR/val-NNNNNN.tar of about
 // `shard_bytes` each, in the dataset's order, a sample's key "CLASS/INDEX" (image_folder: CLASS/INDEX_STEM) and its
-// class in `cls`. Says a line per split (its shards as a data.*_shards pattern) through `say`. Throws naming a file
-// it cannot read or write.
+// class in `cls`; for an image folder its class names too, one a line in label order, in OUT_DIR/classes.txt
+// (data.class_names). Says a line per split (its shards as a data.*_shards pattern) and one for the classes through
+// `say`. Throws naming a file it cannot read or write.
 void make_shards(const Config& cfg, const std::string& out_dir, int64_t shard_bytes,
                  const std::function<void(const std::string&)>& say);
 

@@ -58,14 +58,16 @@ const std::string* ShardSample::find(const std::string& ext) const {
   return nullptr;
 }
 
-void TarShardReader::start(const std::string& path_for_errors) {
+void TarShardReader::start(const std::string& path_for_errors, bool compressed) {
   archive_ = archive_read_new();
   if (!archive_) throw std::runtime_error("shard " + path_for_errors + ": libarchive could not start a reader");
   // What Python's tarfile.open(mode="r|*") reads, and zstd: compression through libraries, never an external program.
-  archive_read_support_filter_gzip(archive_);
-  archive_read_support_filter_bzip2(archive_);
-  archive_read_support_filter_xz(archive_);
-  archive_read_support_filter_zstd(archive_);
+  if (compressed) {
+    archive_read_support_filter_gzip(archive_);
+    archive_read_support_filter_bzip2(archive_);
+    archive_read_support_filter_xz(archive_);
+    archive_read_support_filter_zstd(archive_);
+  }
   archive_read_support_format_tar(archive_);
   archive_read_support_format_empty(archive_);
 }
@@ -79,12 +81,13 @@ void TarShardReader::opened(int status) {
 }
 
 TarShardReader::TarShardReader(const std::string& path, std::string name) : name_(std::move(name)) {
-  start(name_);
+  start(name_, /*compressed=*/true);
   opened(archive_read_open_filename(archive_, path.c_str(), 1 << 20));
 }
 
-TarShardReader::TarShardReader(const void* data, size_t size, std::string name) : name_(std::move(name)) {
-  start(name_);
+TarShardReader::TarShardReader(const void* data, size_t size, std::string name, bool compressed)
+    : name_(std::move(name)) {
+  start(name_, compressed);
   opened(archive_read_open_memory(archive_, data, size));
 }
 

@@ -33,8 +33,9 @@ class TarShardReader {
   // tarfile.open(mode="r|*") reads them, or zstd). `name` is how errors name it (its pattern's URL). Throws naming it
   // when the file cannot be opened.
   TarShardReader(const std::string& path, std::string name);
-  // Reads the tar stream held in memory at [data, data + size) (not compressed), e.g. one sample's bytes of a shard.
-  TarShardReader(const void* data, size_t size, std::string name);
+  // Reads the tar stream held in memory at [data, data + size), e.g. one sample's bytes of a shard; compressed as the
+  // file constructor reads it only when `compressed` (a plain reader starts faster: no filter probes the bytes).
+  TarShardReader(const void* data, size_t size, std::string name, bool compressed);
   ~TarShardReader();
   TarShardReader(const TarShardReader&) = delete;
   TarShardReader& operator=(const TarShardReader&) = delete;
@@ -56,8 +57,8 @@ class TarShardReader {
   // The next member kept (name, bytes, where its header blocks start); false at the end of the archive, `offset`
   // then where the end lies.
   bool next_member(std::string& member_name, std::string& bytes, int64_t& offset);
-  // archive_read_new with what a shard may be: tar, plain or compressed.
-  void start(const std::string& path_for_errors);
+  // archive_read_new with what a shard may be: tar, plain or (`compressed`) compressed.
+  void start(const std::string& path_for_errors, bool compressed);
   void opened(int status);
   [[noreturn]] void fail(const std::string& what) const;
 

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,8 +50,25 @@ std::string after_shard(const std::string& why, const std::string& path) {
 struct Shard {
   std::string path;
   ShardIndex index;
-  int64_t first = 0;  // the split index of its first sample
+  int64_t first = 0;            // the split index of its first sample
+  std::vector<int64_t> chunks;  // an HTTP shard's: the first sample of each run read with one Range request
 };
+
+// The most bytes one Range request of an HTTP shard asks for (more when one sample is larger): the samples of a run
+// come in one answer, so a request's cost is shared by the run.
+constexpr int64_t kRangeBytes = int64_t{2} << 20;
+
+// The runs of consecutive samples of `index` read with one request each: their first samples.
+std::vector<int64_t> range_chunks(const ShardIndex& index) {
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < index.size(); ++i) {
+    const size_t k = static_cast<size_t>(i);
+    if (starts.empty() ||
+        index.offsets[k] + index.lengths[k] - index.offsets[static_cast<size_t>(starts.back())] > kRangeBytes)
+      starts.push_back(i);
+  }
+  return starts;
+}
 
 // Whether a shard is read front to back (a pipe: command, a compressed shard) instead of at each sample's place.
 bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index.compressed; }
@@ -57,7 +76,10 @@ bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index
 // The samples of shards read front to back: one stream open per shard being read, the samples it passed on the way
 // to the one asked for kept until they are asked for (at most `keep` a shard, the lowest dropped first: asked for
 // later, it is read again from the shard's start), at most `max_open` streams at once (the least recently used
-// dropped). A stream that fails is started again, data.shard_retries times.
+// dropped). A stream that fails is started again, data.shard_retries times. An HTTP shard is read a run of samples
+// (Shard::chunks) at a time, one Range request each, its other samples kept until they are asked for (every sample
+// of the run is asked for once an epoch, so each run is read once), the shard's next run read in the background
+// meanwhile, so that the link carries it while this run's samples are decoded.
 class StreamedShards {
  public:
   StreamedShards(ShardFetch fetch, size_t keep, size_t max_open) : fetch_(fetch), keep_(keep), max_open_(max_open) {}
@@ -71,6 +93,7 @@ class StreamedShards {
       r->kept.erase(kept);
       return bytes;
     }
+    if (!shard.chunks.empty()) return ranged(*r, shard, i);  // read_shard_bytes retries
     std::string bytes;
     retry_storage(fetch_, [&] {
       try {
@@ -89,6 +112,10 @@ class StreamedShards {
     std::unique_ptr<ShardStream> stream;
     int64_t next = 0;  // the sample the stream is at
     std::map<int64_t, std::string> kept;
+    // An HTTP shard's next run, read in the background while this one's samples are decoded: (its first sample,
+    // its bytes to come). Destroying the future waits for the read.
+    int64_t ahead_run = -1;
+    std::future<std::string> ahead;
   };
 
   std::shared_ptr<Reading> reading(size_t s) {
@@ -110,6 +137,37 @@ class StreamedShards {
     std::string bytes(static_cast<size_t>(index.lengths[static_cast<size_t>(i)]), '\0');
     stream.read(bytes.data(), bytes.size());
     return bytes;
+  }
+
+  std::string ranged(Reading& r, const Shard& shard, int64_t i) const {
+    const ShardIndex& index = shard.index;
+    const auto at = [&](int64_t k) { return index.offsets[static_cast<size_t>(k)]; };
+    const auto length = [&](int64_t k) { return index.lengths[static_cast<size_t>(k)]; };
+    const auto run = std::upper_bound(shard.chunks.begin(), shard.chunks.end(), i) - 1;
+    const auto run_end = [&](std::vector<int64_t>::const_iterator c) {
+      return c + 1 == shard.chunks.end() ? index.size() : *(c + 1);
+    };
+    const auto read_run = [this, &shard, at, length](int64_t first, int64_t end) {
+      return read_shard_bytes(shard.path, at(first), at(end - 1) + length(end - 1) - at(first), shard.index.shard_bytes,
+                              fetch_);
+    };
+    const int64_t first = *run, end = run_end(run);
+    std::string bytes;
+    if (r.ahead_run == first) {
+      r.ahead_run = -1;
+      bytes = r.ahead.get();  // a failed read's StorageError
+    } else {
+      bytes = read_run(first, end);
+    }
+    if (run + 1 != shard.chunks.end() && r.ahead_run != *(run + 1) && !r.kept.count(*(run + 1))) {
+      if (r.ahead.valid()) r.ahead.wait();  // a read ahead no sample asked for
+      r.ahead_run = *(run + 1);
+      r.ahead = std::async(std::launch::async, read_run, *(run + 1), run_end(run + 1));
+    }
+    for (int64_t k = first; k < end; ++k)
+      if (k != i)
+        r.kept.try_emplace(k, bytes.substr(static_cast<size_t>(at(k) - at(first)), static_cast<size_t>(length(k))));
+    return bytes.substr(static_cast<size_t>(at(i) - at(first)), static_cast<size_t>(length(i)));
   }
 
   std::string advance(Reading& r, const Shard& shard, int64_t i) const {
@@ -166,16 +224,17 @@ class ShardSamples : public EncodedImages {
     const int64_t offset = shard.index.offsets[static_cast<size_t>(i)];
     std::string bytes;
     try {
-      bytes = streamed(shard) ? streams_->sample(static_cast<size_t>(it - shards_.begin()), shard, i)
-                              : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
-                                                 shard.index.shard_bytes, fetch_);
+      bytes = streamed(shard) || !shard.chunks.empty()
+                  ? streams_->sample(static_cast<size_t>(it - shards_.begin()), shard, i)
+                  : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
+                                     shard.index.shard_bytes, fetch_);
     } catch (const StorageError& e) {  // "shard URL: why": the key added
       throw StorageError(name + ": " + after_shard(e.what(), shard.path));
     }
     const std::string again = " (index it again with ddptrain --index-shards)";
     std::optional<ShardSample> sample;
     try {
-      TarShardReader reader(bytes.data(), bytes.size(), shard.path);
+      TarShardReader reader(bytes.data(), bytes.size(), shard.path, /*compressed=*/false);
       sample = reader.next();
     } catch (const std::runtime_error& e) {  // "shard PATH: why": the sample's bytes are no tar member
       throw std::runtime_error(name + ": unreadable at byte " + std::to_string(offset) +
@@ -251,7 +310,8 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
       labels.push_back(problem.empty() ? cls : 0);  // a bad sample is replaced when read (data.on_bad_sample)
     }
     sizes.push_back(index.size());
-    shards.push_back({std::move(path), std::move(index), total});
+    std::vector<int64_t> chunks = http_shard(path) ? range_chunks(index) : std::vector<int64_t>{};
+    shards.push_back({std::move(path), std::move(index), total, std::move(chunks)});
     total += sizes.back();
   }
   Split split;
@@ -261,6 +321,24 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   split.transforms = source->describe();
   split.source = std::move(source);
   return split;
+}
+
+// The class names of the file data.class_names names, one a line; as many as model.num_classes, none empty.
+std::vector<std::string> read_class_names(const std::string& file, int64_t num_classes) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError("data.class_names: cannot read " + file + ": " + std::strerror(errno));
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty())
+      throw ConfigError("data.class_names: " + file + ":" + std::to_string(names.size() + 1) +
+                        ": an empty line (a class name a line, in label order)");
+    names.push_back(std::move(line));
+  }
+  if (static_cast<int64_t>(names.size()) != num_classes)
+    throw ConfigError("data.class_names: " + file + " names " + std::to_string(names.size()) +
+                      " classes, model.num_classes = " + std::to_string(num_classes));
+  return names;
 }
 
 }  // namespace
@@ -274,6 +352,7 @@ Dataset load_webdataset(const DataConfig& data, const ModelConfig& model) {
   ds.channels = 3;
   ds.image_size = data.augment == Augment::Standard ? data.train_crop_size : data.val_crop_size;
   ds.num_classes = model.num_classes;
+  if (!data.class_names.empty()) ds.classes = read_class_names(data.class_names, model.num_classes);
   return ds;
 }
 

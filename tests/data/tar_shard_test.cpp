@@ -148,7 +148,7 @@ TEST(TarShards, ASamplesPlaceIsTarfilesAndItsBytesAloneReadAsIt) {
       mine += sample->key + " " + std::to_string(sample->offset) + " " + std::to_string(sample->length) + "\n";
       // The sample's bytes alone: one sample, the same.
       ASSERT_LE(sample->offset + sample->length, static_cast<int64_t>(bytes.size()));
-      TarShardReader alone(bytes.data() + sample->offset, static_cast<size_t>(sample->length), shard);
+      TarShardReader alone(bytes.data() + sample->offset, static_cast<size_t>(sample->length), shard, false);
       const std::optional<ShardSample> again = alone.next();
       ASSERT_TRUE(again.has_value()) << sample->key;
       EXPECT_EQ(again->key, sample->key);

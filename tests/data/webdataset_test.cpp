@@ -7,6 +7,7 @@
 #include "data/shard_index.h"
 #include "data/shard_patterns.h"
 #include "tests/report/metrics_fields.h"
+#include "tests/support/nginx_server.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -484,9 +486,9 @@ TEST(WebdatasetTraining, ARunKilledMidEpochResumesBitIdentical) {
   }
 }
 
-// Shards read front to back, from a pipe: command's output or compressed (gzip, xz), give the batches and the model
-// the same shards read at each sample's place give (2 ranks, 2 loader threads, a shuffle buffer over 2 shards in
-// flight); a command that fails stops every rank naming it.
+// Shards read front to back, from a pipe: command's output or compressed (gzip, xz), and shards read over HTTP a run
+// of samples at a time, give the batches and the model the same shards read at each sample's place give (2 ranks, 2
+// loader threads, a shuffle buffer over 2 shards in flight); a command that fails stops every rank naming it.
 TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) {
   if (!have_oracles()) GTEST_SKIP() << python() << " lacks webdataset, PIL or numpy";
   TempDir dir;
@@ -508,11 +510,18 @@ TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) 
     keys.insert(keys.end(), more.begin(), more.end());
     return run_ranks(2, job_args(dir, keys));
   };
-  for (const auto& [name, train, val] : std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"disk", s + "train-{00..03}.tar", s + "val-00.tar"},
-           {"pipe", "pipe:cat " + s + "train-{00..03}.tar", "pipe:cat " + s + "val-00.tar"},
-           {"compressed", s + "train-{00..01}.tar.gz::pipe:cat " + s + "train-{02..03}.tar.xz",
-            "pipe:cat " + s + "val-00.tar.xz"}}) {
+  std::vector<std::tuple<std::string, std::string, std::string>> sources = {
+      {"disk", s + "train-{00..03}.tar", s + "val-00.tar"},
+      {"pipe", "pipe:cat " + s + "train-{00..03}.tar", "pipe:cat " + s + "val-00.tar"},
+      {"compressed", s + "train-{00..01}.tar.gz::pipe:cat " + s + "train-{02..03}.tar.xz",
+       "pipe:cat " + s + "val-00.tar.xz"}};
+  // Over HTTP, runs of samples (a whole shard here) with one Range request each, kept until asked for.
+  std::unique_ptr<NginxServer> nginx;
+  if (have_nginx() && built_with_libcurl()) {
+    nginx = std::make_unique<NginxServer>(dir.path());
+    sources.emplace_back("http", nginx->url() + "s/train-{00..03}.tar", nginx->url() + "s/val-00.tar");
+  }
+  for (const auto& [name, train, val] : sources) {
     for (const auto& r : run(name, train, val)) ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
     EXPECT_EQ(read_file(dir / "disk/model.pt"), read_file(dir / name + "/model.pt")) << name;
   }

@@ -13,14 +13,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
-    ddp::TarShardReader reader(data, size, "fuzz");
+    ddp::TarShardReader reader(data, size, "fuzz", /*compressed=*/true);
     for (int samples = 0; samples < 100000; ++samples) {
       const std::optional<ddp::ShardSample> sample = reader.next();
       if (!sample) break;
       // A sample's place lies inside the stream it came from, unless the stream was compressed.
       if (sample->offset < 0 || sample->length <= 0) std::abort();
       if (!reader.compressed() && static_cast<size_t>(sample->offset + sample->length) <= size) {
-        ddp::TarShardReader alone(data + sample->offset, static_cast<size_t>(sample->length), "fuzz");
+        ddp::TarShardReader alone(data + sample->offset, static_cast<size_t>(sample->length), "fuzz",
+                                  /*compressed=*/false);
         const std::optional<ddp::ShardSample> again = alone.next();
         if (!again || again->key != sample->key || again->members != sample->members) std::abort();
       }
