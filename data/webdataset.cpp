@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace ddp {
 namespace {
@@ -119,6 +121,8 @@ class StreamedShards {
   };
 
   std::shared_ptr<Reading> reading(size_t s) {
+    // Dropped after the lock is released: a reading's end may wait for its read-ahead or its command.
+    std::vector<std::shared_ptr<Reading>> dropped;
     std::lock_guard<std::mutex> lock(mu_);
     auto& [r, used] = open_[s];
     used = ++clock_;
@@ -127,6 +131,7 @@ class StreamedShards {
     while (open_.size() > max_open_) {  // a thread reading a dropped shard keeps it until it is done
       auto oldest = std::min_element(open_.begin(), open_.end(),
                                      [](const auto& a, const auto& b) { return a.second.second < b.second.second; });
+      dropped.push_back(std::move(oldest->second.first));
       open_.erase(oldest);
     }
     return found;
@@ -256,6 +261,66 @@ class ShardSamples : public EncodedImages {
   std::unique_ptr<StreamedShards> streams_;
 };
 
+// The index of the shard `path` of the split `key`: beside a local file (checked against its size), fetched from beside
+// a URL, or the output of a pipe: shard's index command.
+ShardIndex shard_index(const std::string& path, const std::string& key, const ShardFetch& fetch) {
+  if (!http_shard(path) && !pipe_shard(path)) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+      throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
+    return read_shard_index(path, static_cast<int64_t>(st.st_size));
+  }
+  std::string source, bytes;
+  try {
+    source = index_source(path);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(key + ": " + e.what());
+  }
+  try {
+    bytes = http_shard(path) ? read_url(source, fetch) : read_command(source, fetch);
+  } catch (const StorageError& e) {
+    const std::string why = e.what();
+    throw StorageError(why + " (" + key +
+                       (why.find(": HTTP 404") != std::string::npos
+                            ? ": a shard's index SHARD.ddpidx is read beside it; make it with ddptrain "
+                              "--index-shards and serve it with the shard)"
+                            : ")"));
+  }
+  ShardIndex index = decode_shard_index(bytes, source);
+  if (index.compressed && http_shard(path))
+    throw std::runtime_error("shard " + path + " (" + key +
+                             "): compressed; an HTTP shard is read at each sample's place in an uncompressed tar "
+                             "(store the shards as plain .tar, or read this one with pipe:curl -s URL)");
+  return index;
+}
+
+// The indexes of `paths`, read on up to 16 threads at once where a shard is remote (an index over HTTP or from a
+// command waits on its server); the error of the first shard (in pattern order) that has one.
+std::vector<ShardIndex> shard_indexes(const std::vector<std::string>& paths, const std::string& key,
+                                      const ShardFetch& fetch) {
+  std::vector<ShardIndex> indexes(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t s = next++; s < paths.size(); s = next++) {
+      try {
+        indexes[s] = shard_index(paths[s], key, fetch);
+      } catch (...) {
+        errors[s] = std::current_exception();
+      }
+    }
+  };
+  // Local indexes are read on this thread alone: a disk answers at once, and every thread's allocations would stay.
+  const bool remote = std::any_of(paths.begin(), paths.end(), [](const std::string& p) { return remote_shard(p); });
+  std::vector<std::thread> threads;
+  for (size_t t = 1; remote && t < std::min<size_t>(16, paths.size()); ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return indexes;
+}
+
 // The split `key` names (data.train_shards or data.val_shards): each shard's index read and checked against the
 // shard, the labels from them.
 Split shard_split(const std::string& patterns, const std::string& key, const DataConfig& data, int64_t num_classes,
@@ -271,36 +336,10 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
   std::vector<int64_t> labels, sizes;
   int64_t total = 0;
   const ShardFetch fetch{data.shard_retries};
-  for (std::string& path : paths) {
-    ShardIndex index;
-    if (http_shard(path) || pipe_shard(path)) {
-      std::string source, bytes;
-      try {
-        source = index_source(path);
-      } catch (const std::invalid_argument& e) {
-        throw ConfigError(key + ": " + e.what());
-      }
-      try {
-        bytes = http_shard(path) ? read_url(source, fetch) : read_command(source, fetch);
-      } catch (const StorageError& e) {
-        const std::string why = e.what();
-        throw StorageError(why + " (" + key +
-                           (why.find(": HTTP 404") != std::string::npos
-                                ? ": a shard's index SHARD.ddpidx is read beside it; make it with ddptrain "
-                                  "--index-shards and serve it with the shard)"
-                                : ")"));
-      }
-      index = decode_shard_index(bytes, source);
-      if (index.compressed && http_shard(path))
-        throw std::runtime_error("shard " + path + " (" + key +
-                                 "): compressed; an HTTP shard is read at each sample's place in an uncompressed tar "
-                                 "(store the shards as plain .tar, or read this one with pipe:curl -s URL)");
-    } else {
-      struct stat st {};
-      if (::stat(path.c_str(), &st) != 0)
-        throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));
-      index = read_shard_index(path, static_cast<int64_t>(st.st_size));
-    }
+  std::vector<ShardIndex> indexes = shard_indexes(paths, key, fetch);
+  for (size_t s = 0; s < paths.size(); ++s) {
+    std::string& path = paths[s];
+    ShardIndex& index = indexes[s];
     if (index.size() == 0) throw std::runtime_error("shard " + path + " (" + key + "): holds no sample");
     for (int64_t i = 0; i < index.size(); ++i) {
       const int64_t cls = index.classes[static_cast<size_t>(i)];
