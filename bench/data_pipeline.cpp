@@ -98,9 +98,7 @@ int main(int argc, char** argv) {
     const int64_t batch = cfg.data.batch_size;
     std::vector<int64_t> indices;
     if (shards) {  // as Trainer::train_sampler orders an epoch for a rank of one
-      ShardSampler sampler(ds.train.shard_sizes, 1, 1, 0,
-                           ShardOrder{cfg.data.shuffle, static_cast<uint64_t>(cfg.job.seed), cfg.data.drop_last,
-                                      cfg.data.shuffle_buffer, cfg.data.shards_in_flight});
+      ShardSampler sampler(ds.train.shard_sizes, 1, 1, 0, shard_order(cfg.data, cfg.job.seed));
       sampler.set_epoch(0);
       indices = sampler.samples_from(0).indices;
     } else {

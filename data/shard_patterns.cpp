@@ -201,10 +201,10 @@ std::vector<std::string> expand_shard_patterns(const std::string& patterns) {
   return out;
 }
 
-bool remote_shard(const std::string& shard) {
-  for (const char* remote : {"http://", "https://", "pipe:"})
-    if (shard.rfind(remote, 0) == 0) return true;
-  return false;
-}
+bool http_shard(const std::string& shard) { return shard.rfind("http://", 0) == 0 || shard.rfind("https://", 0) == 0; }
+
+bool pipe_shard(const std::string& shard) { return shard.rfind("pipe:", 0) == 0; }
+
+bool remote_shard(const std::string& shard) { return http_shard(shard) || pipe_shard(shard); }
 
 }  // namespace ddp

@@ -15,6 +15,10 @@ namespace ddp {
 // shards in all.
 std::vector<std::string> expand_shard_patterns(const std::string& patterns);
 
+// Whether `shard` is an http:// or https:// URL.
+bool http_shard(const std::string& shard);
+// Whether `shard` names a pipe: command ("pipe:COMMAND").
+bool pipe_shard(const std::string& shard);
 // Whether `shard` names a source other than a local file: an http:// or https:// URL, or a pipe: command.
 bool remote_shard(const std::string& shard);
 

@@ -1,6 +1,7 @@
 // ShardSampler: shard order, equal blocks per rank, interleaved shard pieces and the shuffle buffer.
 #include "data/shard_sampler.h"
 
+#include "config/config.h"
 #include "data/distributed_sampler.h"
 #include "data/sample_key.h"
 
@@ -133,6 +134,11 @@ std::vector<int64_t> shard_eval_block(int64_t size, int64_t world, int64_t rank)
   std::vector<int64_t> out;
   for (int64_t i = rank * size / world; i < (rank + 1) * size / world; ++i) out.push_back(i);
   return out;
+}
+
+ShardOrder shard_order(const DataConfig& data, int64_t seed) {
+  return ShardOrder{data.shuffle, static_cast<uint64_t>(seed), data.drop_last, data.shuffle_buffer,
+                    data.shards_in_flight};
 }
 
 }  // namespace ddp

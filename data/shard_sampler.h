@@ -17,6 +17,12 @@ struct ShardOrder {
   int64_t shards_in_flight = 1;  // shard pieces a rank reads at once, a sample from each in turn
 };
 
+struct DataConfig;
+
+// The order a training run's [data] section and job.seed give (data.shuffle, data.drop_last, data.shuffle_buffer,
+// data.shards_in_flight).
+ShardOrder shard_order(const DataConfig& data, int64_t seed);
+
 // The samples of shard s are the indices [first_s, first_s + sizes[s]) of the split (shards in pattern order).
 //
 // Each epoch every rank of the world that ordered it (`order_world`) gets one block of the epoch's sample sequence:

@@ -4,6 +4,7 @@
 #include "data/shard_source.h"
 
 #include "data/download/http_fetch.h"
+#include "data/shard_patterns.h"
 #include "data/storage_error.h"
 
 #include <fcntl.h>
@@ -195,8 +196,6 @@ void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt
     wait_before_retry(fetch, tries);
   }
 }
-
-bool http_shard(const std::string& shard) { return shard.rfind("http://", 0) == 0 || shard.rfind("https://", 0) == 0; }
 
 #ifdef DDP_WITH_DOWNLOAD
 

@@ -19,9 +19,6 @@ struct ShardFetch {
 // above; then the last StorageError with "(after N retries, data.shard_retries)" added.
 void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt);
 
-// Whether `shard` is an http:// or https:// URL.
-bool http_shard(const std::string& shard);
-
 // The bytes [offset, offset + length) of the shard `shard`. A local file is read with pread (std::runtime_error
 // naming it when it holds fewer bytes). A URL is read with one Range request; `shard_bytes` (-1: unknown) is the size
 // its index was made for, checked against the server's Content-Range. A transient failure (no connection, a cut or

@@ -2,6 +2,7 @@
 // through libarchive's raw format and filters when the shard is compressed.
 #include "data/shard_stream.h"
 
+#include "data/shard_patterns.h"
 #include "data/shard_source.h"
 #include "data/storage_error.h"
 #include "data/tar_shard.h"
@@ -22,8 +23,6 @@
 extern char** environ;
 
 namespace ddp {
-
-bool pipe_shard(const std::string& shard) { return shard.rfind("pipe:", 0) == 0; }
 
 std::string index_source(const std::string& shard) {
   if (!pipe_shard(shard)) return shard + ".ddpidx";
@@ -150,21 +149,22 @@ void ShardStream::skip(int64_t n) {
   }
 }
 
-void ShardStream::finish() {
-  char sink[1 << 14];
-  while (const size_t got = read_some(sink, sizeof sink)) position_ += static_cast<int64_t>(got);
-  if (const std::string how = ended(); !how.empty()) fail(how + " after " + std::to_string(position_) + " bytes");
-}
-
-std::string ShardStream::rest(size_t limit) {
-  std::string out;
+void ShardStream::drain(std::string* out, size_t limit) {
   char chunk[1 << 14];
   while (const size_t got = read_some(chunk, sizeof chunk)) {
     position_ += static_cast<int64_t>(got);
-    if (out.size() + got > limit) fail("longer than " + std::to_string(limit) + " bytes");
-    out.append(chunk, got);
+    if (!out) continue;
+    if (out->size() + got > limit) fail("longer than " + std::to_string(limit) + " bytes");
+    out->append(chunk, got);
   }
   if (const std::string how = ended(); !how.empty()) fail(how + " after " + std::to_string(position_) + " bytes");
+}
+
+void ShardStream::finish() { drain(nullptr, 0); }
+
+std::string ShardStream::rest(size_t limit) {
+  std::string out;
+  drain(&out, limit);
   return out;
 }
 

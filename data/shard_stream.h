@@ -10,9 +10,6 @@ struct archive;
 
 namespace ddp {
 
-// Whether `shard` names a pipe: command ("pipe:COMMAND").
-bool pipe_shard(const std::string& shard);
-
 // Where the index of `shard` is read: SHARD.ddpidx beside a file or URL; for "pipe:COMMAND", the same command with its
 // last word that contains ".tar" followed by ".ddpidx" ("pipe:aws s3 cp s3://b/train-0001.tar -" -> "pipe:aws s3 cp
 // s3://b/train-0001.tar.ddpidx -"). Throws std::invalid_argument for a command with no such word.
@@ -47,6 +44,8 @@ class ShardStream {
 
  private:
   size_t read_some(char* out, size_t n);  // 0 at the end
+  // Reads to the end (into `out` when not null, at most `limit` bytes) and checks how the stream ended.
+  void drain(std::string* out, size_t limit);
   // "shard SHARD: ..." with how a command ended, once it has (waited for).
   [[noreturn]] void fail(const std::string& what);
   std::string ended();  // waits for the command; "" when it exited 0

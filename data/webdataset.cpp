@@ -264,7 +264,7 @@ class ShardSamples : public EncodedImages {
 // The index of the shard `path` of the split `key`: beside a local file (checked against its size), fetched from beside
 // a URL, or the output of a pipe: shard's index command.
 ShardIndex shard_index(const std::string& path, const std::string& key, const ShardFetch& fetch) {
-  if (!http_shard(path) && !pipe_shard(path)) {
+  if (!remote_shard(path)) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
       throw std::runtime_error("shard " + path + " (" + key + "): " + std::strerror(errno));

@@ -59,9 +59,8 @@ std::unique_ptr<EpochSampler> Trainer::train_sampler(int64_t order_world) const 
   const int64_t n = dataset_.train.size(), reps = cfg_.data.ra_reps;
   const auto seed = static_cast<uint64_t>(cfg_.job.seed);
   if (!dataset_.train.shard_sizes.empty())
-    return std::make_unique<ShardSampler>(
-        dataset_.train.shard_sizes, order_world > 0 ? order_world : ctx_.world_size, ctx_.world_size, ctx_.rank,
-        ShardOrder{cfg_.data.shuffle, seed, cfg_.data.drop_last, cfg_.data.shuffle_buffer, cfg_.data.shards_in_flight});
+    return std::make_unique<ShardSampler>(dataset_.train.shard_sizes, order_world > 0 ? order_world : ctx_.world_size,
+                                          ctx_.world_size, ctx_.rank, shard_order(cfg_.data, cfg_.job.seed));
   if (reps <= 1)
     return std::make_unique<DistributedSampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed,
                                                 cfg_.data.drop_last);

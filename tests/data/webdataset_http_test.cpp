@@ -46,6 +46,14 @@ std::pair<int, int> make_served_shards(const TempDir& dir,
   return shards;
 }
 
+// Why these tests cannot run here ("" when they can): libcurl, nginx, and PIL and numpy for the image folder.
+std::string missing_for_http_shards() {
+  if (!built_with_libcurl()) return "built without libcurl";
+  if (!have_nginx()) return "nginx absent";
+  if (!python_has_modules("PIL, numpy")) return python() + " lacks PIL or numpy";
+  return "";
+}
+
 std::string pattern(const std::string& base, const std::string& split, int shards) {
   char last[16];
   std::snprintf(last, sizeof last, "%06d", shards - 1);
@@ -76,9 +84,7 @@ std::string job_args(const TempDir& dir, const std::string& base, std::pair<int,
 }
 
 TEST(WebdatasetHttp, TwoRanksTrainOnShardsFromNginxAsOnTheSameShardsOnDisk) {
-  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
-  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
-  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " lacks PIL or numpy";
+  if (const std::string why = missing_for_http_shards(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::pair<int, int> shards = make_served_shards(dir);
   ASSERT_GE(shards.first, 4);
@@ -117,9 +123,7 @@ TEST(WebdatasetHttp, TwoRanksTrainOnShardsFromNginxAsOnTheSameShardsOnDisk) {
 // Shards of several 2 MiB runs (noise PNGs of about 0.5 MB): each run read with one Range request, the next read
 // ahead in the background, and the model the same as from disk.
 TEST(WebdatasetHttp, LargeShardsAreReadARunAtATimeTheNextOneAheadAsOnDisk) {
-  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
-  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
-  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " lacks PIL or numpy";
+  if (const std::string why = missing_for_http_shards(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::pair<int, int> shards =
       make_served_shards(dir, "--classes 3 --train 8 --val 2 --seed 4 --min-side 400 --max-side 440", "5");
@@ -147,9 +151,7 @@ TEST(WebdatasetHttp, LargeShardsAreReadARunAtATimeTheNextOneAheadAsOnDisk) {
 }
 
 TEST(WebdatasetHttp, AShardTheServerFailsStopsEveryRankNamingItAndAMissingIndexNamesItsUrl) {
-  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
-  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
-  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " lacks PIL or numpy";
+  if (const std::string why = missing_for_http_shards(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::pair<int, int> shards = make_served_shards(dir);
   NginxServer nginx(dir / "www", "location = /s/train-000001.tar { return 500; }");
@@ -159,13 +161,8 @@ TEST(WebdatasetHttp, AShardTheServerFailsStopsEveryRankNamingItAndAMissingIndexN
       2,
       job_args(dir, base, shards, {"job.out_dir=" + dir / "out", "data.on_bad_sample=skip", "data.shard_retries=1"}));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string named;  // the line naming the shard and the sample
-  for (const auto& r : ranks) {
-    EXPECT_NE(r.exit_code, 0) << r.output;
-    std::istringstream in(r.output);
-    for (std::string line; std::getline(in, line);)
-      if (line.find("error: shard " + base + "train-000001.tar, sample \"") != std::string::npos) named = line;
-  }
+  for (const auto& r : ranks) EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string named = rank_line_with(ranks, "error: shard " + base + "train-000001.tar, sample \"");
   EXPECT_NE(named.find(": HTTP 500 Internal Server Error (after 1 retry, data.shard_retries)"), std::string::npos)
       << ranks[0].output << ranks[1].output;
   EXPECT_LT(seconds, 45) << "a rank waited for the failed one";  // well under dist.timeout_s

@@ -530,13 +530,8 @@ TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) 
   const std::string failing = "pipe:sh " + dir / "cut.sh" + " " + s + "train-01.tar";
   const auto ranks = run("failing", s + "train-00.tar::" + failing + "::" + s + "train-{02..03}.tar", s + "val-00.tar",
                          {"data.shard_retries=1", "data.on_bad_sample=skip"});
-  std::string named;
-  for (const auto& r : ranks) {
-    EXPECT_NE(r.exit_code, 0) << r.output;
-    std::istringstream in(r.output);
-    for (std::string line; std::getline(in, line);)
-      if (line.find("error: shard " + failing + ", sample \"") != std::string::npos) named = line;
-  }
+  for (const auto& r : ranks) EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string named = rank_line_with(ranks, "error: shard " + failing + ", sample \"");
   EXPECT_NE(named.find("(the command exited with status 3) (after 1 retry, data.shard_retries)"), std::string::npos)
       << ranks[0].output << ranks[1].output;
 }

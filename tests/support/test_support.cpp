@@ -130,6 +130,16 @@ CommandResult run_command(const std::string& command_line) {
   return r;
 }
 
+std::string rank_line_with(const std::vector<RankResult>& ranks, const std::string& text) {
+  std::string found;
+  for (const RankResult& r : ranks) {
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(text) != std::string::npos) found = line;
+  }
+  return found;
+}
+
 bool built_with_libcurl() {
 #ifdef DDP_WITH_DOWNLOAD
   return true;

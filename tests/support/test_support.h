@@ -89,6 +89,9 @@ struct RankResult {
   std::string output;
 };
 
+// The last line of any rank's output (ranks in order) that contains `text`; "" when none does.
+std::string rank_line_with(const std::vector<RankResult>& ranks, const std::string& text);
+
 // Starts world_size ddptrain processes (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set as torchrun
 // would) with `args`, waits for all, returns each rank's exit code and output. extra_env: "K=V K2=V2"; cwd: the
 // folder they run in ("" = this process's); rank_prefix: a command each rank runs under, by rank ("taskset -c 1").
