@@ -8,8 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace ddp::test {
 namespace {
@@ -129,6 +133,25 @@ TEST(RankViews, AMissingRanksNodeIsNamedOnlyWhenEveryNodeRunsAsManyRanks) {
   EXPECT_NE(mixed.output.find("waiting for rank(s) 2 of 3 to join"), std::string::npos) << mixed.output;
 }
 
+// Waits (up to 30 s) until rank 1's view is in the store rank 0 serves at `port`: rank 1 has joined.
+bool rank1_joined(int port) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = false;
+  o.waitWorkers = false;
+  o.timeout = std::chrono::seconds(30);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  try {
+    c10d::TCPStore store("127.0.0.1", o);  // connecting retries until rank 0's server listens
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (store.check({"ddptrain/view/1"})) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
 // A rank dying during start-up is named by the survivors (not a Gloo line naming no rank). Rank 1 is killed (-9)
 // at several points after it joined; rank 0's one error line names it by number, host and pid.
 TEST(RankViews, ARankKilledDuringStartUpIsNamedBySurvivors) {
@@ -137,18 +160,26 @@ TEST(RankViews, ARankKilledDuringStartUpIsNamedBySurvivors) {
   const std::string cfg = write_mnist_job(dir, dir / "data",
                                           {"data.batch_size=8", "training.epochs=20", "dist.timeout_s=20.0",
                                            "dist.allreduce=gloo", "metrics.progress=off"});
-  // Rank 1 is killed `delay` seconds after it connected to rank 0's store (ss shows its connection; it publishes
-  // its view right after), i.e. while the ranks join, connect Gloo, or broadcast the initial weights.
-  for (const std::string delay : {"0", "0.3"}) {
+  // Rank 1 is killed `delay` seconds after its view reached rank 0's store, i.e. while the ranks join, connect Gloo,
+  // or broadcast the initial weights. The shell kills it once the file `kill_now` appears.
+  for (const double delay : {0.0, 0.3}) {
     const int port = free_port();
     const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
                             " OMP_NUM_THREADS=1 ";
+    const std::string kill_now = dir / "kill_now";
+    std::filesystem::remove(kill_now);
     const auto start = std::chrono::steady_clock::now();
-    auto r = run_command("RANK=0 " + env + "timeout -s KILL 40 " + ddptrain_path() + " " + cfg + " & r0=$!; RANK=1 " +
-                         env + ddptrain_path() + " " + cfg + " >/dev/null 2>&1 & r1=$!; for i in $(seq 1000); do " +
-                         "ss -tnpH state established '( dport = :" + std::to_string(port) + " )' | grep -q " +
-                         "\"pid=$r1,\" && break; sleep 0.01; done; sleep " + delay + "; kill -9 $r1; wait $r0");
+    auto ranks = std::async(std::launch::async, [&] {
+      return run_command("RANK=0 " + env + "timeout -s KILL 40 " + ddptrain_path() + " " + cfg + " & r0=$!; RANK=1 " +
+                         env + ddptrain_path() + " " + cfg + " >/dev/null 2>&1 & r1=$!; for i in $(seq 4000); do " +
+                         "[ -e " + kill_now + " ] && break; sleep 0.01; done; kill -9 $r1; wait $r0");
+    });
+    const bool joined = rank1_joined(port);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    write_file(kill_now, "");
+    const CommandResult r = ranks.get();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(joined) << "delay " << delay << ": rank 1 never joined: " << r.output;
     EXPECT_EQ(r.exit_code, 1) << "delay " << delay << ": " << r.output;
     EXPECT_NE(r.output.find("rank 1 (host " + views_host() + ", pid "), std::string::npos)
         << "delay " << delay << ": " << r.output;
