@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <random>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -193,21 +196,22 @@ bool port_is_free(int port) {
   return ok;
 }
 
+// A port below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): ports there are handed to
+// every outgoing connection (Gloo's, the store clients' of the tests running beside this one), so one found free
+// there can be taken before the server meant for it binds. Below the range only another test's choice can take it.
 int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    throw std::runtime_error("bind failed");
+  static std::mutex mutex;
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  int ephemeral_low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> ephemeral_low;
+  const int low = 10000, high = std::max(low + 1000, ephemeral_low - 2);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = low + static_cast<int>(rng() % static_cast<unsigned>(high - low));
+    if (port_is_free(port)) return port;
   }
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  throw std::runtime_error("no free port in " + std::to_string(low) + "-" + std::to_string(high));
 }
 
 void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed) {

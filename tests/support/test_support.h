@@ -65,7 +65,7 @@ std::vector<std::string> read_lines(const std::string& path);
 // run on a busy machine can fall 20% behind the others for three log intervals.
 std::string warnings_besides_stragglers(const std::string& output);
 
-// A free TCP port on 127.0.0.1.
+// A free TCP port on 127.0.0.1, below the ephemeral range (outgoing connections cannot take it before use).
 int free_port();
 // Whether `port` on 127.0.0.1 can be bound now.
 bool port_is_free(int port);
