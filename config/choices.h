@@ -146,11 +146,13 @@ struct ChoiceTable<BackendChoice> {
 };
 
 // dist.grad_compression
-enum class GradCompression { None, Fp16, Bf16 };
+enum class GradCompression { None, Fp16, Bf16, PowerSgd };
 template <>
 struct ChoiceTable<GradCompression> {
-  static constexpr NamedChoice<GradCompression> names[] = {
-      {GradCompression::None, "none"}, {GradCompression::Fp16, "fp16"}, {GradCompression::Bf16, "bf16"}};
+  static constexpr NamedChoice<GradCompression> names[] = {{GradCompression::None, "none"},
+                                                           {GradCompression::Fp16, "fp16"},
+                                                           {GradCompression::Bf16, "bf16"},
+                                                           {GradCompression::PowerSgd, "powersgd"}};
 };
 
 // dist.allreduce

@@ -526,6 +526,14 @@ struct DistConfig {
   double bucket_cap_mb = 25.0;
   bool broadcast_buffers = true;
   GradCompression grad_compression = GradCompression::None;
+  // PowerSGDState's defaults (torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook).
+  int64_t powersgd_rank = 1;
+  int64_t powersgd_start_step = 1000;
+  double powersgd_min_compression_rate = 2;
+  bool powersgd_error_feedback = true;
+  bool powersgd_warm_start = true;
+  double powersgd_epsilon = 0;
+  int64_t powersgd_seed = 0;
   bool skip_zero_gradients = false;
   bool find_unused_parameters = false;
   bool static_graph = false;
@@ -551,7 +559,30 @@ struct DistConfig {
     key(s.grad_compression,
         Key("grad_compression",
             "fp16 or bf16: DDP's fp16_compress_hook or bf16_compress_hook (each bucket cast, divided by the world "
-            "size, all-reduced, cast back)"));
+            "size, all-reduced, cast back); powersgd: DDP's powerSGD_hook (rank-r factors of each gradient matrix, "
+            "dist.powersgd_*)"));
+    key(s.powersgd_rank, Key("powersgd_rank", "PowerSGD's matrix_approximation_rank").at_least(1).at_most(1024));
+    key(s.powersgd_start_step,
+        Key("powersgd_start_step",
+            "PowerSGD's start_powerSGD_iter: synchronising backwards all-reduced whole before compression starts")
+            .at_least(0)
+            .at_most(kMaxSteps));
+    key(s.powersgd_min_compression_rate,
+        Key("powersgd_min_compression_rate",
+            "PowerSGD compresses a matrix only when (rows + columns) x rank x this < rows x columns")
+            .at_least(0)
+            .at_most(1e9));
+    key(s.powersgd_error_feedback,
+        Key("powersgd_error_feedback", "PowerSGD's use_error_feedback: the compression error joins the next step"));
+    key(s.powersgd_warm_start,
+        Key("powersgd_warm_start", "PowerSGD's warm_start: each step's Q starts from the last step's"));
+    key(s.powersgd_epsilon,
+        Key("powersgd_epsilon", "PowerSGD's orthogonalization_epsilon (added to each column's norm)")
+            .at_least(0)
+            .at_most(1));
+    key(s.powersgd_seed, Key("powersgd_seed", "PowerSGD's random_seed (numpy RandomState) for the random Q matrices")
+                             .at_least(0)
+                             .at_most(4294967295.0));
     key(s.skip_zero_gradients,
         Key("skip_zero_gradients",
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "

@@ -639,6 +639,17 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     fail({"dist.allreduce", "dist.backend", "dist.device"},
          "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
          "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
+  if (dist.grad_compression == GradCompression::PowerSgd) {
+    // PowerSGDState.__init__'s rule: its buckets are rebuilt after DDP's first iteration.
+    if ((dist.powersgd_error_feedback || dist.powersgd_warm_start) && dist.powersgd_start_step <= 1)
+      fail({"dist.powersgd_start_step", "dist.powersgd_error_feedback", "dist.powersgd_warm_start"},
+           "PowerSGD with error feedback or warm start keeps state per DDP bucket, and DDP rebuilds its buckets after "
+           "the first step: set dist.powersgd_start_step > 1 (PyTorch's PowerSGDState refuses it too)");
+    if (dist.skip_zero_gradients)
+      fail({"dist.grad_compression", "dist.skip_zero_gradients"},
+           "dist.skip_zero_gradients sends whole or gathered gradients, PowerSGD sends low-rank factors: one "
+           "communication hook at a time; set dist.skip_zero_gradients = false or another dist.grad_compression");
+  }
   if (dist.static_graph && cfg.training.grad_accum_steps > 1)
     fail({"dist.static_graph", "training.grad_accum_steps"},
          "dist.static_graph takes the graph from DDP's first backward, which under training.grad_accum_steps > 1 "

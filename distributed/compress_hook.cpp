@@ -12,6 +12,7 @@ std::optional<at::ScalarType> compressed_dtype(GradCompression compression) {
     case GradCompression::Bf16:
       return at::kBFloat16;
     case GradCompression::None:
+    case GradCompression::PowerSgd:  // sends low-rank factors in the gradients' own dtype
       break;
   }
   return std::nullopt;

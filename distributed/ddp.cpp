@@ -4,6 +4,7 @@
 #include "base/number_text.h"
 #include "distributed/compress_hook.h"
 #include "distributed/ddp_reducer.h"
+#include "distributed/powersgd_hook.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -12,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/logger.hpp>
 
 #include <climits>
+#include <cmath>
 
 namespace ddp {
 namespace {
@@ -34,6 +36,18 @@ bool all_bits_zero(const at::Tensor& t) {
     default:
       return false;
   }
+}
+
+PowerSgdOptions powersgd_options(const DistConfig& cfg) {
+  PowerSgdOptions o;
+  o.matrix_approximation_rank = cfg.powersgd_rank;
+  o.start_iter = cfg.powersgd_start_step;
+  o.min_compression_rate = cfg.powersgd_min_compression_rate;
+  o.use_error_feedback = cfg.powersgd_error_feedback;
+  o.warm_start = cfg.powersgd_warm_start;
+  o.orthogonalization_epsilon = cfg.powersgd_epsilon;
+  o.random_seed = static_cast<uint32_t>(cfg.powersgd_seed);
+  return o;
 }
 
 }  // namespace
@@ -96,6 +110,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
   } else if (cfg_.grad_compression == GradCompression::Bf16) {
     reducer_->register_comm_hook(std::make_unique<Bf16CompressHook>(ctx_.group));
+  } else if (cfg_.grad_compression == GradCompression::PowerSgd) {
+    powersgd_ = std::make_shared<PowerSgdState>(powersgd_options(cfg_));
+    reducer_->register_comm_hook(std::make_unique<PowerSgdHook>(ctx_.group, powersgd_));
   }
   ctx_.activity->set_gradient_buckets(static_cast<int64_t>(bucket_indices.size()));
 }
@@ -220,6 +237,23 @@ std::optional<std::chrono::steady_clock::time_point> DistributedDataParallel::gr
 std::optional<SkipZeroStats> DistributedDataParallel::skip_zero_stats() const {
   if (!skip_zero_hook_) return std::nullopt;
   return skip_zero_hook_->stats();
+}
+
+std::optional<CompressionFigures> DistributedDataParallel::compression_figures() const {
+  if (!powersgd_) return std::nullopt;
+  std::lock_guard<std::mutex> lock(powersgd_->mutex);
+  CompressionFigures f;
+  f.bytes_sent = static_cast<double>(powersgd_->elements_last_iter) *
+                 static_cast<double>(c10::elementSize(params_.front().scalar_type()));
+  if (powersgd_->numel_after_compression > 0)
+    f.rate = static_cast<double>(powersgd_->numel_before_compression) /
+             static_cast<double>(powersgd_->numel_after_compression);
+  if (ctx_.rank == 0) {  // rank 0's figure is the one logged
+    double squares = 0;
+    for (const auto& [index, residual] : powersgd_->error) squares += std::pow(residual.norm().item<double>(), 2);
+    f.residual_norm = std::sqrt(squares);
+  }
+  return f;
 }
 
 std::string DistributedDataParallel::summary() const {

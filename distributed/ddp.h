@@ -5,6 +5,7 @@
 #include "distributed/c10d_fwd.h"
 #include "distributed/context.h"
 #include "distributed/gradient_sync.h"
+#include "distributed/powersgd_hook.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <torch/csrc/autograd/function.h>
@@ -29,11 +30,13 @@ class DistributedDataParallel : public GradientSync {
   void sync_buffers() override;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const override;
   std::string summary() const override;
+  std::optional<CompressionFigures> compression_figures() const override;
   // "ddp_buckets": the rebuilt bucket layout (parameter indices per bucket, in reduction order), so that a resumed
   // run all-reduces in the buckets the uninterrupted one used from its second step on: an all-reduce's summation
   // order per element follows the layout (Gloo's and NCCL's rings), so another layout changes the last bits.
   void state_dict(c10::impl::GenericDict& out) override;
-  void load_state_dict(const c10::impl::GenericDict& state) override;
+  // "powersgd": the PowerSGD hook's state (dist.grad_compression = "powersgd"), every rank's residuals.
+  std::string load_state_dict(const c10::impl::GenericDict& state) override;
 
   c10d::Reducer& reducer();
   // Number of gradient buckets and their parameter counts (in reduction order).
@@ -60,6 +63,7 @@ class DistributedDataParallel : public GradientSync {
   std::shared_ptr<Reducer> reducer_;
   std::shared_ptr<c10d::Logger> logger_;
   SkipZeroGradientsHook* skip_zero_hook_ = nullptr;  // owned by the Reducer
+  std::shared_ptr<PowerSgdState> powersgd_;          // dist.grad_compression = "powersgd": shared with its hook
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;
   bool delay_all_reduce_queued_ = false;  // static_graph: the first backward's

@@ -53,13 +53,16 @@ class Block : public nn::Module {
     }
   }
 
+  // In torchvision's order: the convolutions, then the downsample. Backward then reaches the downsample's
+  // parameters first, as it does in PyTorch, so DDP's rebuilt buckets list the gradients in PyTorch's order (which
+  // powerSGD_hook's layout of P and Q and its random draws follow).
   torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor identity = downsample_conv_ ? bn_layers_->forward(*downsample_bn_, downsample_conv_->forward(x)) : x;
     torch::Tensor y = x;
     for (size_t i = 0; i < convs_.size(); ++i) {
       y = bn_layers_->forward(*bns_[i], conv2d_forward(*convs_[i], y, kernels_));
       if (i + 1 < convs_.size()) y = y.relu_();
     }
+    torch::Tensor identity = downsample_conv_ ? bn_layers_->forward(*downsample_bn_, downsample_conv_->forward(x)) : x;
     return y.add_(identity).relu_();  // torchvision: out += identity; relu(out)
   }
 

@@ -186,7 +186,8 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     (scale, step through the scaler, update), as ddptrain's amp.loss_scaling = "auto" does for float16. DDP searches
     for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
     graph as static when args has static_graph set (dist.static_graph). With args.compress = "fp16" or "bf16", DDP
-    runs PyTorch's fp16_compress_hook or bf16_compress_hook (dist.grad_compression)."""
+    runs PyTorch's fp16_compress_hook or bf16_compress_hook (dist.grad_compression); with "powersgd", powerSGD_hook
+    with a PowerSGDState made of args.powersgd_* (ddptrain's dist.powersgd_* keys of the same names)."""
     import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -201,6 +202,14 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                      "bf16": default_hooks.bf16_compress_hook}.get(getattr(args, "compress", ""))
     if compress_hook is not None:
         ddp.register_comm_hook(None, compress_hook)
+    if getattr(args, "compress", "") == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+        state = powersgd.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=args.powersgd_start_step, min_compression_rate=args.powersgd_min_compression_rate,
+            use_error_feedback=bool(args.powersgd_error_feedback), warm_start=bool(args.powersgd_warm_start),
+            orthogonalization_epsilon=args.powersgd_epsilon, random_seed=args.powersgd_seed)
+        ddp.register_comm_hook(state, one_bucket_at_a_time(powersgd.powerSGD_hook))
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     if getattr(args, "ra_reps", 0) > 1:  # torchvision's references/classification/sampler.py, as tests hold it
@@ -258,6 +267,18 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     leave_process_group()
 
 
+def one_bucket_at_a_time(hook):
+    """A DDP comm hook whose future is waited for before the next bucket's hook runs. powerSGD_hook starts its P and
+    Q all-reduces from its futures' callbacks, on the thread that completed the one before: with several buckets in
+    flight the ranks issue their collectives in different orders, which Gloo does not survive ("Received data size
+    doesn't match expected size"). Waiting changes no number: each all-reduce sums the same tensors."""
+    def waited(state, bucket):
+        fut = hook(state, bucket)
+        fut.wait()
+        return fut
+    return waited
+
+
 def reference_optimizer(params, args):
     """torch.optim.SGD(lr, momentum, weight_decay), or with args.optimizer = "lars" or "lamb" timm.optim.Lars or Lamb
     with the hyperparameters args has (ddptrain's optimizer.* keys of the same names; foreach -1 = None)."""
@@ -286,6 +307,12 @@ def leave_process_group():
     dist.barrier()
     dist.destroy_process_group()
 
+
+# PowerSGDState's settings as the training scripts take them for --compress powersgd: ddptrain's dist.powersgd_* keys
+# of the same names, with their defaults (PowerSGDState's).
+POWERSGD_ARGUMENTS = [("compress", str, ""), ("powersgd_rank", int, 1), ("powersgd_start_step", int, 1000),
+                      ("powersgd_min_compression_rate", float, 2.0), ("powersgd_error_feedback", int, 1),
+                      ("powersgd_warm_start", int, 1), ("powersgd_epsilon", float, 0.0), ("powersgd_seed", int, 0)]
 
 # The options the training scripts share (each may override a default): (name, type, default).
 TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),

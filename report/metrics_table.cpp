@@ -80,6 +80,19 @@ std::vector<MetricRow> make_table() {
       train("nonfinite_skips", kInteger, tag("train/nonfinite_skips"), P::kNonfiniteSkip,
             "steps skipped for non-finite gradients so far in this run",
             [](const TrainView& v) { return if_counted(v.step.nonfinite_skips); }),
+      train("bytes_sent", kNumber, tag("comm/bytes_sent"), P::kPowerSgd,
+            "bytes of gradients rank 0 handed to all-reduces in the logged step: whole buckets before "
+            "`dist.powersgd_start_step`, then the uncompressed tensors, P and Q (a ring all-reduce sends 2 (world - 1) "
+            "/ world times this)",
+            [](const TrainView& v) { return if_set(v.step.bytes_sent); }),
+      train("compression_rate", kNumber, tag("comm/compression_rate"), P::kPowerSgd,
+            "gradient elements before over after compression in the compressed steps so far (PowerSGDState's "
+            "compression_stats); 0 before compression starts",
+            [](const TrainView& v) { return if_set(v.step.compression_rate); }),
+      train("residual_norm", kNumber, tag("comm/residual_norm"), P::kPowerSgd,
+            "L2 norm of rank 0's error-feedback residuals after the logged step (what compression left out, carried "
+            "into the next); 0 without `dist.powersgd_error_feedback` or before compression starts",
+            [](const TrainView& v) { return if_set(v.step.residual_norm); }),
       train("gpu_mem_peak_mib", kNumber, tag("perf/gpu_mem_peak_mib"), P::kCuda,
             "the CUDA caching allocator's peak so far, MiB, max over ranks",
             [](const TrainView& v) { return if_set(v.gpu_mem_peak_mib); }),
@@ -198,6 +211,8 @@ std::string presence_text(Presence when) {
       return "more than 5 classes";
     case Presence::kEma:
       return "`training.ema_decay` > 0";
+    case Presence::kPowerSgd:
+      return "`dist.grad_compression = \"powersgd\"`";
   }
   return "";
 }

@@ -24,6 +24,7 @@ enum class Presence {
   kNonfiniteSkip,        // training.on_nonfinite = "skip"
   kMoreThanFiveClasses,  // the model has more than 5 classes
   kEma,                  // training.ema_decay > 0
+  kPowerSgd,             // dist.grad_compression = "powersgd"
 };
 
 enum class MetricType { kInteger, kNumber, kString };

@@ -48,6 +48,10 @@ struct StepRecord {
   // Unreadable training samples replaced so far in this run, this rank (-1: not read per sample), and steps skipped
   // for non-finite gradients so far in this run (-1: such a step stops the run).
   int64_t bad_samples = -1, nonfinite_skips = -1;
+  // dist.grad_compression = "powersgd", rank 0's, at logged steps: gradient bytes handed to all-reduces in the step,
+  // elements before over after compression so far (0 before compression starts), the error-feedback residuals'
+  // L2 norm (0 without error feedback).
+  std::optional<double> bytes_sent, compression_rate, residual_norm;
   PhaseTimes time;          // this rank's seconds in each phase of the step
   RecordedFigures figures;  // the figures its code recorded by name (grad_norm, param_norm, ...)
   // The log interval's figures over all ranks, filled in by the Reporter where it logs (NaN: not yet known).

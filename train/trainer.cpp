@@ -162,7 +162,11 @@ RunFacts Trainer::run_facts() const {
   f.allreduce = ctx_.allreduce;
   f.allreduce_note = ctx_.allreduce_note;
   f.rendezvous = ctx_.rendezvous;
-  if (cfg_.dist.grad_compression != GradCompression::None) f.grad_compression = choice_name(cfg_.dist.grad_compression);
+  if (cfg_.dist.grad_compression == GradCompression::PowerSgd)
+    f.grad_compression = "PowerSGD rank-" + std::to_string(cfg_.dist.powersgd_rank) + " factors from step " +
+                         std::to_string(cfg_.dist.powersgd_start_step);
+  else if (cfg_.dist.grad_compression != GradCompression::None)
+    f.grad_compression = choice_name(cfg_.dist.grad_compression);
   f.model = cfg_.model.name.name;
   f.parameters = count_parameters(*model_);
   const int64_t batchnorm_layers = count_batchnorm_layers(*model_);

@@ -72,7 +72,7 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   if (!reshard.empty()) reporter_.warning(reshard);
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
   ema_->load_state_dict(state);
-  gradient_sync_->load_state_dict(state);
+  if (const std::string kept = gradient_sync_->load_state_dict(state); !kept.empty()) reporter_.warning(kept);
   reporter_.load_state_dict(state);
   if (!written_with(state, cfg_)) reporter_.warning("the config differs from the one the checkpoint was written with");
 }

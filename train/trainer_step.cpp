@@ -126,6 +126,11 @@ void Trainer::end_step(StepRecord& total, bool logged, const torch::Tensor& norm
     total.figures.set("param_norm", total_norm(model_->parameters()).item<double>());
     total.skipped_steps = scaler_->skipped_steps();
     total.loss_scale = scaler_->get_scale();
+    if (const auto compression = gradient_sync_->compression_figures()) {
+      total.bytes_sent = compression->bytes_sent;
+      total.compression_rate = compression->rate;
+      total.residual_norm = compression->residual_norm;
+    }
   }
   total.bad_samples = bad_samples();
   total.nonfinite_skips = nonfinite_skips();

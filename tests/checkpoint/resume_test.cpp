@@ -33,6 +33,9 @@ struct Case {
   // Gloo's ring all-reduce: each element's sum order follows the bucket layout, which the Reducer rebuilds after the
   // first step; a resumed run must reduce in the rebuilt layout too (more than 2 ranks: 3 or more addends).
   bool gloo = false;
+  // dist.grad_compression = "powersgd" from step 3: the hook's step count, Q memories, generator and every rank's
+  // error-feedback residuals must resume too.
+  bool powersgd = false;
 };
 
 class ExactResume : public ::testing::TestWithParam<Case> {};
@@ -44,6 +47,7 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
   std::string common = " --training.grad_accum_steps=" + std::to_string(c.accum);
   if (c.static_graph) common += " --dist.static_graph=true";
   if (c.gloo) common += " --dist.allreduce=gloo";
+  if (c.powersgd) common += " --dist.grad_compression=powersgd --dist.powersgd_rank=2 --dist.powersgd_start_step=3";
   if (c.adam)
     common +=
         " --optimizer.name=adam --optimizer.lr=0.002 --optimizer.weight_decay=0.01 --optimizer.bias_weight_decay=0";
@@ -92,18 +96,34 @@ TEST_P(ExactResume, InterruptedRunEqualsUninterruptedBitForBit) {
 
 // 1 rank: 20 steps/epoch (10 with accumulation 2); 2 ranks: 10 (5); 4 ranks: 5. Mid-epoch and epoch-boundary stops;
 // a stop after the first step, before the Reducer's bucket rebuild.
-INSTANTIATE_TEST_SUITE_P(Checkpoint, ExactResume,
-                         ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1},
-                                           Case{2, 7, 2}, Case{1, 11, 2, true}, Case{2, 7, 2, true},
-                                           Case{2, 7, 1, false, true}, Case{1, 7, 1, false, false, true},
-                                           Case{4, 3, 1, false, false, false, true},
-                                           Case{4, 1, 1, false, false, false, true}),
-                         [](const auto& info) {
-                           return "world" + std::to_string(info.param.world) + "_stop" +
-                                  std::to_string(info.param.stop_at) + "_accum" + std::to_string(info.param.accum) +
-                                  (info.param.amp ? "_amp" : "") + (info.param.static_graph ? "_static_graph" : "") +
-                                  (info.param.adam ? "_adam" : "") + (info.param.gloo ? "_gloo" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoint, ExactResume,
+    ::testing::Values(Case{1, 7, 1}, Case{1, 20, 1}, Case{1, 13, 2}, Case{2, 7, 1}, Case{2, 10, 1}, Case{2, 7, 2},
+                      Case{1, 11, 2, true}, Case{2, 7, 2, true}, Case{2, 7, 1, false, true},
+                      Case{1, 7, 1, false, false, true}, Case{4, 3, 1, false, false, false, true},
+                      Case{4, 1, 1, false, false, false, true}, Case{2, 7, 1, false, false, false, false, true},
+                      Case{3, 2, 1, false, false, false, true, true}, Case{3, 5, 2, false, false, false, true, true}),
+    [](const auto& info) {
+      return "world" + std::to_string(info.param.world) + "_stop" + std::to_string(info.param.stop_at) + "_accum" +
+             std::to_string(info.param.accum) + (info.param.amp ? "_amp" : "") +
+             (info.param.static_graph ? "_static_graph" : "") + (info.param.adam ? "_adam" : "") +
+             (info.param.gloo ? "_gloo" : "") + (info.param.powersgd ? "_powersgd" : "");
+    });
+
+// A PowerSGD checkpoint of 2 ranks resumed on 3: the residuals are each rank's own, so they restart from zero, and the
+// run says so; the rest of the hook's state carries on.
+TEST(Checkpoint, PowerSgdResumedOnAnotherWorldSizeSaysItResetsTheResiduals) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) +
+                          " --dist.grad_compression=powersgd --dist.powersgd_start_step=3 --job.out_dir=" + dir / "o";
+  for (auto& r : run_ranks(2, cfg + " --training.max_steps=6")) ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto three = run_ranks(3, cfg + " --training.max_steps=8");
+  for (auto& r : three) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(three[0].output.find("PowerSGD: the checkpoint holds the error-feedback residuals of 2 ranks and this run "
+                                 "has 3: every rank's residuals start from zero"),
+            std::string::npos)
+      << three[0].output;
+}
 
 // A multi-rank checkpoint carries DDP's rebuilt buckets (ddp_buckets: every trainable parameter's index once); an entry
 // that is no such layout stops the resume with one error naming it.

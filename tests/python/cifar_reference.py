@@ -11,14 +11,16 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
-from torch_reference import CIFAR10_TRAIN_FILES, build_model, ddp_train_and_save, parse_arguments, read_cifar10  # noqa: E402
+from torch_reference import (CIFAR10_TRAIN_FILES, POWERSGD_ARGUMENTS, build_model, ddp_train_and_save,  # noqa: E402
+                             parse_arguments, read_cifar10)
 
 MEAN, STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]  # ddptrain's data.mean / data.std for cifar10
 
 
 def main():
-    args = parse_arguments([("out", str, None), ("steps", int, 4), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("model", str, "resnet18"), ("dropout", float, None), ("stochastic_depth", float, None)])
+    args = parse_arguments(POWERSGD_ARGUMENTS + [("out", str, None), ("steps", int, 4), ("momentum", float, 0.9),
+                                                 ("threads", int, 1), ("model", str, "resnet18"),
+                                                 ("dropout", float, None), ("stochastic_depth", float, None)])
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
     model = build_model(args.model, dropout=args.dropout, in_channels=3, num_classes=10,

@@ -9,16 +9,18 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reference"))
-from torch_reference import Net, ddp_train_and_save, find, parse_arguments, read_idx  # noqa: E402
+from torch_reference import (POWERSGD_ARGUMENTS, Net, ddp_train_and_save, find, parse_arguments,  # noqa: E402
+                             read_idx)
 
 
 def main():
-    args = parse_arguments([("out", str, None), ("steps", int, 20), ("momentum", float, 0.9), ("threads", int, 1),
-                            ("compress", str, ""), ("static_graph", int, 0),
-                            # reference_optimizer's: timm.optim.Lars or Lamb and their hyperparameters
-                            ("optimizer", str, "sgd"), ("nesterov", int, 0), ("trust_coeff", float, 0.001),
-                            ("eps", float, 1e-8), ("max_grad_norm", float, 1.0), ("trust_clip", int, 0),
-                            ("always_adapt", int, 0), ("foreach", int, -1)])
+    args = parse_arguments(POWERSGD_ARGUMENTS + [("out", str, None), ("steps", int, 20), ("momentum", float, 0.9),
+                                                 ("threads", int, 1), ("static_graph", int, 0),
+                                                 # reference_optimizer's: timm.optim.Lars or Lamb and theirs
+                                                 ("optimizer", str, "sgd"), ("nesterov", int, 0),
+                                                 ("trust_coeff", float, 0.001), ("eps", float, 1e-8),
+                                                 ("max_grad_norm", float, 1.0), ("trust_clip", int, 0),
+                                                 ("always_adapt", int, 0), ("foreach", int, -1)])
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")

@@ -15,7 +15,7 @@ namespace ddp::test {
 // What holds of a run, for each of the table's presence conditions.
 struct RunConditions {
   bool multi_rank = false, cuda = false, known_gpu_peak = false, flops_counted = true, image_folder = false,
-       nonfinite_skip = false, more_than_five_classes = false, ema = false;
+       nonfinite_skip = false, more_than_five_classes = false, ema = false, powersgd = false;
 
   bool holds(Presence when) const {
     switch (when) {
@@ -37,6 +37,8 @@ struct RunConditions {
         return more_than_five_classes;
       case Presence::kEma:
         return ema;
+      case Presence::kPowerSgd:
+        return powersgd;
     }
     return false;
   }

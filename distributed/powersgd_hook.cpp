@@ -1,0 +1,323 @@
+// PowerSgdHook: powerSGD_hook's steps (torch 2.11's powerSGD_hook.py) on c10d's ProcessGroup, in its order.
+#include "distributed/powersgd_hook.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+// PowerSGDState.maybe_increase_iter: one more iteration once the last bucket of a backward is done.
+void maybe_increase_iter(PowerSgdState& s, bool last_bucket) {
+  if (!last_bucket) return;
+  ++s.iter;
+  s.elements_last_iter = s.elements_this_iter;
+  s.elements_this_iter = 0;
+}
+
+// The matrices to compress grouped by shape, groups in order of their shape's first appearance: the order of
+// powerSGD_hook's shape_to_tensors (a dict of lists), which lays out the P and Q memories and draws the random Qs.
+std::vector<at::Tensor> grouped_by_shape(const std::vector<at::Tensor>& matrices) {
+  std::vector<at::Tensor> out;
+  std::vector<bool> taken(matrices.size(), false);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    if (taken[i]) continue;
+    for (size_t j = i; j < matrices.size(); ++j)
+      if (!taken[j] && matrices[j].sizes() == matrices[i].sizes()) {
+        out.push_back(matrices[j]);
+        taken[j] = true;
+      }
+  }
+  return out;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> allreduce(c10d::ProcessGroup& group, const at::Tensor& t) {
+  std::vector<at::Tensor> tensors{t};
+  return group.allreduce(tensors)->getFuture();
+}
+
+// The hook's one bucket in flight: views into the bucket and into its P and Q memories.
+struct Compressing {
+  int64_t index = 0;
+  bool last = false;
+  int64_t world = 1;
+  at::Tensor input, input_copy;          // the bucket; before compression (error feedback)
+  std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
+  at::Tensor uncompressed_memory;
+  std::vector<at::Tensor> matrices, ps, qs;  // [1, n, m] views into the bucket; [1, n, r], [1, m, r]
+  at::Tensor p_memory, q_memory;
+};
+
+constexpr const char* kEntry = "powersgd";
+
+std::runtime_error bad_entry(const std::string& why) {
+  return std::runtime_error(std::string("checkpoint entry \"") + kEntry + "\": " + why);
+}
+
+c10::impl::GenericDict tensor_dict(const std::map<int64_t, at::Tensor>& tensors) {
+  c10::impl::GenericDict out(c10::IntType::get(), c10::TensorType::get());
+  for (const auto& [index, t] : tensors) out.insert(index, t.detach().cpu().clone());
+  return out;
+}
+
+const c10::IValue& field(const c10::impl::GenericDict& d, const std::string& name) {
+  const auto it = d.find(name);
+  if (it == d.end()) throw bad_entry("no \"" + name + "\"");
+  return it->value();
+}
+
+int64_t int_field(const c10::impl::GenericDict& d, const std::string& name) {
+  const c10::IValue& v = field(d, name);
+  if (!v.isInt() || v.toInt() < 0) throw bad_entry("\"" + name + "\" is not a count");
+  return v.toInt();
+}
+
+std::map<int64_t, at::Tensor> tensors_of(const c10::IValue& v, const std::string& name, const at::Device& device) {
+  if (!v.isGenericDict()) throw bad_entry("\"" + name + "\" is not a dict of bucket index -> tensor");
+  std::map<int64_t, at::Tensor> out;
+  for (const auto& item : v.toGenericDict()) {
+    if (!item.key().isInt() || !item.value().isTensor())
+      throw bad_entry("\"" + name + "\" is not a dict of bucket index -> tensor");
+    out[item.key().toInt()] = item.value().toTensor().to(device);
+  }
+  return out;
+}
+
+}  // namespace
+
+c10::impl::GenericDict powersgd_entry(const PowerSgdState& s,
+                                      const std::vector<std::map<int64_t, at::Tensor>>& errors) {
+  std::lock_guard<std::mutex> lock(s.mutex);
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  out.insert("iter", s.iter);
+  std::ostringstream rng;
+  rng << s.rng.engine();
+  out.insert("rng", rng.str());  // std::mt19937's text form: the 624 words and the position
+  out.insert("total_numel_before_compression", s.numel_before_compression);
+  out.insert("total_numel_after_compression", s.numel_after_compression);
+  out.insert("p_memory_dict", tensor_dict(s.p_memory));
+  out.insert("q_memory_dict", tensor_dict(s.q_memory));
+  c10::impl::GenericList per_rank(c10::DictType::create(c10::IntType::get(), c10::TensorType::get()));
+  for (const auto& e : errors) per_rank.push_back(tensor_dict(e));
+  out.insert("error_dict", per_rank);  // one dict per rank: each rank's residuals are its own
+  return out;
+}
+
+std::string load_powersgd_entry(PowerSgdState& s, const c10::IValue& entry, int64_t rank, int64_t world_size,
+                                const at::Device& device) {
+  if (!entry.isGenericDict()) throw bad_entry("not a dict but a " + entry.tagKind());
+  const auto d = entry.toGenericDict();
+  const c10::IValue& rng = field(d, "rng");
+  std::mt19937 engine;
+  if (rng.isString()) {
+    std::istringstream in(rng.toStringRef());
+    in >> engine;
+    if (in.fail()) throw bad_entry("\"rng\" is not a generator state");
+  } else {
+    throw bad_entry("\"rng\" is not a generator state");
+  }
+  const c10::IValue& errors = field(d, "error_dict");
+  if (!errors.isList()) throw bad_entry("\"error_dict\" is not a list of one dict per rank");
+  const auto per_rank = errors.toListRef();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.iter = int_field(d, "iter");
+  s.rng.engine() = engine;
+  s.numel_before_compression = int_field(d, "total_numel_before_compression");
+  s.numel_after_compression = int_field(d, "total_numel_after_compression");
+  s.p_memory = tensors_of(field(d, "p_memory_dict"), "p_memory_dict", device);
+  s.q_memory = tensors_of(field(d, "q_memory_dict"), "q_memory_dict", device);
+  s.error.clear();
+  if (static_cast<int64_t>(per_rank.size()) == world_size) {
+    s.error = tensors_of(per_rank[static_cast<size_t>(rank)], "error_dict", device);
+    return "";
+  }
+  return "PowerSGD: the checkpoint holds the error-feedback residuals of " + std::to_string(per_rank.size()) +
+         " ranks and this run has " + std::to_string(world_size) +
+         ": every rank's residuals start from zero (the step count, the Q memories and the generator are kept)";
+}
+
+CompressTest should_compress(int64_t n, int64_t m, int64_t rank, double min_compression_rate) {
+  CompressTest t;
+  t.uncompressed = n * m;
+  t.compressed = (n + m) * rank;
+  t.compress = static_cast<double>(t.compressed) * min_compression_rate < static_cast<double>(t.uncompressed);
+  return t;
+}
+
+int64_t NumpyRandomState::randint_billion() {
+  // randint(0, 10**9): rng = 999999999, mask = 2**30 - 1; draws above rng are rejected (buffered_bounded_masked).
+  constexpr uint32_t kRange = 999999999u, kMask = (1u << 30) - 1;
+  while (true) {
+    const uint32_t v = static_cast<uint32_t>(mt_()) & kMask;
+    if (v <= kRange) return v;
+  }
+}
+
+void orthogonalize(at::Tensor& matrices, double epsilon) {
+  const int64_t rank = matrices.size(2);
+  const auto dtype = matrices.scalar_type();
+  if (rank <= 2 || dtype == at::kHalf || dtype == at::kBFloat16) {
+    // _orthogonalize_gram_schmidt
+    for (int64_t i = 0; i < rank; ++i) {
+      at::Tensor col = matrices.slice(2, i, i + 1);
+      at::Tensor norm = at::linalg_vector_norm(col, 2, at::IntArrayRef{1}, /*keepdim=*/true);
+      if (epsilon == 0)
+        col.div_(norm);
+      else
+        col.div_(norm + epsilon);
+      if (i + 1 < rank) {
+        at::Tensor rest = matrices.slice(2, i + 1);
+        rest.sub_(at::sum(col * rest, at::IntArrayRef{1}, /*keepdim=*/true) * col);
+      }
+    }
+    return;
+  }
+  at::Tensor r = at::empty({matrices.size(0), rank, rank}, matrices.options());
+  at::linalg_qr_out(matrices, r, matrices);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& bucket) {
+  auto c = std::make_shared<Compressing>();
+  c->world = group_->getSize();
+  c->input = bucket.getBufferRef();
+  c->index = static_cast<int64_t>(bucket.getIndex());
+  c->last = bucket.isLast();
+  PowerSgdState& s = *state_;
+  const PowerSgdOptions& o = s.options;
+  {
+    std::unique_lock<std::mutex> lock(s.mutex);
+    if (s.iter < o.start_iter) {
+      s.elements_this_iter += c->input.numel();
+      maybe_increase_iter(s, c->last);
+      lock.unlock();
+      c->input.div_(c->world);  // default_hooks._allreduce_fut: the division first, against overflow
+      auto group = group_;
+      tail_ = tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->input); },
+                               c10::ListType::ofTensors());
+      return tail_;
+    }
+    const auto options = c->input.options();
+    if (o.use_error_feedback) {
+      auto it = s.error.find(c->index);
+      if (it != s.error.end())
+        c->input.add_(it->second);
+      else
+        s.error[c->index] = at::zeros({c->input.size(0)}, options);
+      c->input_copy = c->input.detach().clone();
+    }
+    std::vector<at::Tensor> to_compress;
+    int64_t ps_size = 0, qs_size = 0;
+    for (const at::Tensor& t : bucket.getGradients()) {
+      at::Tensor matrix = t.view({t.size(0), -1});
+      const int64_t n = matrix.size(0), m = matrix.size(1);
+      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
+      const CompressTest test = should_compress(n, m, r, o.min_compression_rate);
+      s.numel_before_compression += test.uncompressed;
+      s.elements_this_iter += test.compress ? test.compressed : test.uncompressed;
+      if (test.compress) {
+        to_compress.push_back(matrix);
+        ps_size += n * r;
+        qs_size += m * r;
+        s.numel_after_compression += test.compressed;
+      } else {
+        c->uncompressed.push_back(t);
+        s.numel_after_compression += test.uncompressed;
+      }
+    }
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : c->uncompressed) flat.push_back(t.view(-1));
+    c->uncompressed_memory = flat.empty() ? at::empty({0}, options) : at::cat(flat);
+
+    const bool randomize_qs = !o.warm_start || s.p_memory.count(c->index) == 0;
+    if (randomize_qs) {
+      s.p_memory[c->index] = at::empty({ps_size}, options);
+      s.q_memory[c->index] = at::empty({qs_size}, options);
+    }
+    c->p_memory = s.p_memory.at(c->index);
+    c->q_memory = s.q_memory.at(c->index);
+    int64_t p_at = 0, q_at = 0;
+    for (const at::Tensor& matrix : grouped_by_shape(to_compress)) {
+      const int64_t n = matrix.size(0), m = matrix.size(1);
+      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
+      c->matrices.push_back(matrix.unsqueeze(0));
+      c->ps.push_back(c->p_memory.slice(0, p_at, p_at + n * r).view({1, n, r}));
+      c->qs.push_back(c->q_memory.slice(0, q_at, q_at + m * r).view({1, m, r}));
+      p_at += n * r;
+      q_at += m * r;
+    }
+    if (!randomize_qs) {
+      for (at::Tensor& q : c->qs) orthogonalize(q, o.orthogonalization_epsilon);
+    } else {
+      // torch.manual_seed(state.rng.randint(1_000_000_000)) inside fork_rng, then torch.randn on the CPU per Q.
+      auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.rng.randint_billion()));
+      for (at::Tensor& q : c->qs) {
+        q.copy_(at::randn(q.sizes(), generator, at::TensorOptions().dtype(options.dtype()).device(at::kCPU)));
+        orthogonalize(q, o.orthogonalization_epsilon);
+      }
+    }
+  }
+  for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->ps[i], c->matrices[i], c->qs[i]);
+
+  auto group = group_;
+  auto state = state_;
+  const auto tensors = c10::ListType::ofTensors();
+  auto uncompressed_done =
+      tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->uncompressed_memory); }, tensors);
+  // unpack_uncompressed_tensors_and_allreduce_ps
+  auto ps_done = uncompressed_done->thenAsync(
+      [c, group](c10::ivalue::Future& done) {
+        at::Tensor sums = done.value().toTensorVector().at(0).div_(c->world);
+        int64_t at = 0;
+        for (at::Tensor& t : c->uncompressed) {
+          t.copy_(sums.slice(0, at, at + t.numel()).view_as(t));
+          at += t.numel();
+        }
+        return allreduce(*group, c->p_memory);
+      },
+      tensors);
+  // compute_qs
+  const double epsilon = state->options.orthogonalization_epsilon;
+  auto qs_done = ps_done->thenAsync(
+      [c, group, epsilon](c10::ivalue::Future&) {
+        for (at::Tensor& p : c->ps) orthogonalize(p, epsilon);
+        for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->qs[i], c->matrices[i].transpose(1, 2), c->ps[i]);
+        return allreduce(*group, c->q_memory);
+      },
+      tensors);
+  // decompress
+  tail_ = qs_done->then(
+      [c, state](c10::ivalue::Future&) {
+        c->q_memory.div_(c->world);
+        for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->matrices[i], c->ps[i], c->qs[i].transpose(1, 2));
+        if (c->input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
+          c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c->input.device().index());
+        std::lock_guard<std::mutex> lock(state->mutex);
+        if (state->options.use_error_feedback) state->error[c->index] = c->input_copy - c->input;
+        if (!state->options.warm_start) {
+          state->p_memory.clear();
+          state->q_memory.clear();
+        }
+        maybe_increase_iter(*state, c->last);
+        return c10::IValue(c->input);
+      },
+      c10::TensorType::get());
+  return tail_;
+}
+
+PowerSgdHook::PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state)
+    : group_(std::move(group)),
+      state_(std::move(state)),
+      tail_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
+  tail_->markCompleted(c10::IValue(c10::List<at::Tensor>()));
+}
+
+at::Tensor PowerSgdHook::parseHookResult(const c10::IValue& result) {
+  return result.isTensor() ? result.toTensor() : result.toTensorVector().at(0);
+}
+
+}  // namespace ddp

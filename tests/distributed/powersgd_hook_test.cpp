@@ -1,0 +1,185 @@
+// dist.grad_compression = "powersgd" against PyTorch's powerSGD_hook: the random draws numpy and torch make, the
+// compression rule, and training with Python DDP + the hook on 2 and 3 ranks under its settings.
+#include "distributed/powersgd_hook.h"
+
+#include "tests/support/on_device.h"
+#include "tests/support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+namespace ddp::test {
+namespace {
+
+// numpy.random.RandomState(seed).randint(1_000_000_000), five draws, as the hook seeds torch's generator.
+TEST(PowerSgd, SeedsAreNumpysRandintDraws) {
+  if (!python_has_modules("numpy")) GTEST_SKIP() << python() << " does not have numpy";
+  for (const uint32_t seed : {0u, 7u, 4294967295u}) {
+    auto numpy = run_command(python() + " -c \"import numpy as np; r = np.random.RandomState(" + std::to_string(seed) +
+                             "); print(' '.join(str(r.randint(1_000_000_000)) for _ in range(5)))\"");
+    ASSERT_EQ(numpy.exit_code, 0) << numpy.output;
+    NumpyRandomState rng(seed);
+    std::ostringstream ours;
+    for (int i = 0; i < 5; ++i) ours << (i ? " " : "") << rng.randint_billion();
+    EXPECT_EQ(ours.str() + "\n", numpy.output) << "seed " << seed;
+  }
+}
+
+// _should_compress: (n + m) * rank * rate < n * m, the element counts it reports.
+TEST(PowerSgd, CompressionRuleComparesElementCounts) {
+  const CompressTest conv = should_compress(20, 250, 2, 2.0);
+  EXPECT_TRUE(conv.compress);
+  EXPECT_EQ(conv.uncompressed, 5000);
+  EXPECT_EQ(conv.compressed, 540);
+  EXPECT_FALSE(should_compress(10, 25, 4, 2.0).compress);  // 280 >= 250
+  EXPECT_TRUE(should_compress(10, 50, 4, 2.0).compress);   // 480 < 500
+  EXPECT_FALSE(should_compress(50, 1, 1, 2.0).compress);   // a bias: never smaller
+  EXPECT_FALSE(should_compress(10, 10, 5, 1.0).compress);  // equal is not less
+}
+
+// _orthogonalize: columns of unit norm, orthogonal to each other, by Gram-Schmidt (rank <= 2) and by QR.
+TEST(PowerSgd, OrthogonalizeMakesOrthonormalColumns) {
+  for (const int64_t rank : {1, 2, 4}) {
+    at::Tensor m = at::randn({3, 40, rank}, at::kDouble);
+    orthogonalize(m, 0);
+    const at::Tensor gram = at::bmm(m.transpose(1, 2), m);
+    EXPECT_LT((gram - at::eye(rank, at::kDouble).expand({3, rank, rank})).abs().max().item<double>(), 1e-12)
+        << "rank " << rank;
+  }
+}
+
+// Tiny MNIST (400 training samples) and the classic Net's first weights (make_net_init.py, seed 11) in `dir`.
+void write_data_and_init(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 400, 32, 5);
+  auto init = run_command(python() + " " + source_dir() + "/tests/python/make_net_init.py " + dir / "init.pt" + " 11");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+}
+
+struct Settings {
+  int world;
+  int rank;
+  int start_step;
+  bool error_feedback;
+  bool warm_start;
+  double epsilon;
+  int seed;
+};
+
+std::string describe(const Settings& s) {
+  std::ostringstream eps;
+  eps << s.epsilon;
+  return std::to_string(s.world) + " ranks, rank " + std::to_string(s.rank) + ", start step " +
+         std::to_string(s.start_step) + ", error feedback " + (s.error_feedback ? "on" : "off") + ", warm start " +
+         (s.warm_start ? "on" : "off") + ", epsilon " + eps.str() + ", seed " + std::to_string(s.seed);
+}
+
+// Both sides run the same kernels on the same batches, with convolutions as PyTorch runs them (contiguous, every tap),
+// through c10d's Reducer and Gloo's all-reduce, and the hook's steps in its order: the same float32 operations in the
+// same order, so the weights are equal bit for bit, as with the fp16 and bf16 hooks
+// (DdpTest.GradCompressionMatchesPythonDdpWithTheCompressHook). Another random Q, a missing error feedback or
+// orthogonalization, or a matrix compressed that the hook leaves whole moves weights by 1e-3 and more.
+TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(write_data_and_init(dir));
+  const std::string cfg =
+      write_mnist_job(dir, dir / "data",
+                      {"job.seed=3", "data.batch_size=16", "model.name=net", "model.dropout=0.0", "optimizer.lr=0.05",
+                       "optimizer.momentum=0.9", "metrics.log_every_steps=5", "training.max_steps=20",
+                       "training.epochs=5", "model.init_from=" + dir / "init.pt", "model.memory_format=contiguous",
+                       "model.skip_padding_taps=false", "dist.grad_compression=powersgd", "dist.allreduce=gloo"});
+  // Gloo's all-reduce on both sides: 3 ranks' sums in the same order. Rank 4 uses QR and leaves conv1 (10 x 25)
+  // uncompressed; rank 1 and 2 Gram-Schmidt. Start step 1 without error feedback and warm start compresses DDP's first,
+  // one-bucket step too.
+  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0},
+                            {3, 4, 6, true, true, 0.0, 5},
+                            {3, 1, 1, false, false, 0.0, 0},
+                            {2, 2, 3, true, false, 1e-8, 7}};
+  for (const Settings& s : cases) {
+    SCOPED_TRACE(describe(s));
+    const std::string name = "w" + std::to_string(s.world) + "r" + std::to_string(s.rank) + "s" +
+                             std::to_string(s.start_step) + (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "");
+    const std::string python_out = dir / ("python-" + name + ".pt"), ours_out = dir / ("ours-" + name);
+    std::ostringstream eps;
+    eps << s.epsilon;
+    auto ref = run_python_ranks(
+        s.world, source_dir() + "/tests/python/ddp_reference.py --data " + dir / "data" + " --init " + dir / "init.pt" +
+                     " --out " + python_out + " --steps 20 --batch 16 --lr 0.05 --momentum 0.9 --seed 3" +
+                     " --compress powersgd --powersgd-rank " + std::to_string(s.rank) + " --powersgd-start-step " +
+                     std::to_string(s.start_step) + " --powersgd-error-feedback " + (s.error_feedback ? "1" : "0") +
+                     " --powersgd-warm-start " + (s.warm_start ? "1" : "0") + " --powersgd-epsilon " + eps.str() +
+                     " --powersgd-seed " + std::to_string(s.seed));
+    ASSERT_TRUE(std::filesystem::exists(python_out)) << ref.output;
+    auto ours = run_ranks(
+        s.world, cfg + " --job.out_dir=" + ours_out + " --dist.powersgd_rank=" + std::to_string(s.rank) +
+                     " --dist.powersgd_start_step=" + std::to_string(s.start_step) +
+                     " --dist.powersgd_error_feedback=" + (s.error_feedback ? "true" : "false") +
+                     " --dist.powersgd_warm_start=" + (s.warm_start ? "true" : "false") +
+                     " --dist.powersgd_epsilon=" + eps.str() + " --dist.powersgd_seed=" + std::to_string(s.seed));
+    for (const auto& r : ours) ASSERT_EQ(r.exit_code, 0) << r.output;
+    const double diff = max_state_diff(ours_out + "/model.pt", python_out);
+    report_figure("powersgd " + describe(s) + ": vs Python DDP + powerSGD_hook, max abs diff after 20 steps", diff);
+    EXPECT_EQ(diff, 0.0);
+  }
+  // Each setting trains other weights than the next: matching one is matching what it changes.
+  EXPECT_GT(max_state_diff(dir / "python-w2r2s4ew.pt", dir / "python-w2r2s3e.pt"), 1e-4);
+  EXPECT_GT(max_state_diff(dir / "python-w3r4s6ew.pt", dir / "python-w3r1s1.pt"), 1e-4);
+}
+
+// metrics.jsonl's PowerSGD figures: the classic Net (21840 float32 gradient elements) at rank 2 sends every element
+// in its first 3 steps, then 1560 (its 4 matrices as (n + m) x 2 elements, its 4 biases whole): 14x fewer.
+TEST(PowerSgd, MetricsSayWhatEachStepSent) {
+  TempDir dir;
+  const std::string cfg =
+      write_tiny_job(dir, 256, 16, 1,
+                     {"job.out_dir=" + dir / "out", "data.batch_size=16", "model.name=net", "training.max_steps=6",
+                      "metrics.log_every_steps=1", "dist.grad_compression=powersgd", "dist.powersgd_rank=2",
+                      "dist.powersgd_start_step=3"});
+  for (const auto& r : run_ranks(2, cfg)) ASSERT_EQ(r.exit_code, 0) << r.output;
+  int train_records = 0;
+  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
+    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
+    ++train_records;
+    const bool compressed = train_records > 3;
+    SCOPED_TRACE(line);
+    EXPECT_NE(line.find(compressed ? "\"bytes_sent\":6240," : "\"bytes_sent\":87360,"), std::string::npos);
+    EXPECT_NE(line.find(compressed ? "\"compression_rate\":14," : "\"compression_rate\":0,"), std::string::npos);
+    EXPECT_EQ(line.find("\"residual_norm\":0,") == std::string::npos, compressed);
+  }
+  EXPECT_EQ(train_records, 6);
+}
+
+// ResNet-18 (11.7M parameters: a 1 MiB bucket and 25 MB ones, whose hooks run while backward goes on) on CIFAR-10
+// images of 32x32, 2 ranks x 5 images, 6 steps over 3 epochs, compressed from the third: as Python DDP with
+// powerSGD_hook.
+TEST(PowerSgdVsPyTorch, ResNet18SeveralBucketsTrainsAsPythonDdp) {
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TempDir dir;
+  write_tiny_cifar10(dir / "c", 4, 4, 3);
+  const CommandResult init = save_torchvision_init(dir / "init.pt", "resnet18", 10, 5);
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const CommandResult ref = run_python_ranks(
+      2, source_dir() + "/tests/python/cifar_reference.py --data " + dir / "c" + " --init " + dir / "init.pt" +
+             " --out " + dir / "python.pt" + " --model resnet18 --dropout 0 --stochastic-depth 0 --batch 5 --steps 6" +
+             " --lr 0.01 --momentum 0.9 --seed 3 --compress powersgd --powersgd-rank 2 --powersgd-start-step 2");
+  ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
+  const std::string cfg = write_mnist_job(
+      dir, dir / "c",
+      {"data.batch_size=5", "data.workers=0", "model.name=resnet18", "model.skip_padding_taps=false", "model.dropout=0",
+       "model.stochastic_depth=0", "model.init_from=" + dir / "init.pt", "optimizer.lr=0.01", "optimizer.momentum=0.9",
+       "job.seed=3", "job.out_dir=" + dir / "out", "training.max_steps=6", "training.epochs=3", "metrics.progress=off",
+       "dist.grad_compression=powersgd", "dist.powersgd_rank=2", "dist.powersgd_start_step=2"});
+  for (const auto& r : run_ranks(2, cfg + " --data.dataset=cifar10")) ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  report_figure(
+      "powersgd resnet18, 2 ranks, rank 2, start step 2: vs Python DDP + powerSGD_hook, max abs diff after "
+      "6 steps",
+      diff);
+  EXPECT_EQ(diff, 0.0);
+  EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // the steps moved the weights
+}
+
+}  // namespace
+}  // namespace ddp::test
