@@ -88,6 +88,98 @@ std::map<int64_t, at::Tensor> tensors_of(const c10::IValue& v, const std::string
   return out;
 }
 
+// The bucket's work on this thread, under the state's lock: before options.start_iter only the count (false: the
+// bucket is all-reduced whole); then error feedback, the split into matrices to compress and tensors sent whole,
+// their P and Q views in the bucket's memories, the Qs (the last step's orthogonalised, or random), and P = M Q.
+bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c) {
+  const PowerSgdOptions& o = s.options;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.iter < o.start_iter) {
+      s.elements_this_iter += c.input.numel();
+      maybe_increase_iter(s, c.last);
+      return false;
+    }
+    const auto options = c.input.options();
+    if (o.use_error_feedback) {
+      auto it = s.error.find(c.index);
+      if (it != s.error.end())
+        c.input.add_(it->second);
+      else
+        s.error[c.index] = at::zeros({c.input.size(0)}, options);
+      c.input_copy = c.input.detach().clone();
+    }
+    std::vector<at::Tensor> to_compress;
+    int64_t ps_size = 0, qs_size = 0;
+    for (const at::Tensor& t : bucket.getGradients()) {
+      at::Tensor matrix = t.view({t.size(0), -1});
+      const int64_t n = matrix.size(0), m = matrix.size(1);
+      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
+      const CompressTest test = should_compress(n, m, r, o.min_compression_rate);
+      s.numel_before_compression += test.uncompressed;
+      s.elements_this_iter += test.compress ? test.compressed : test.uncompressed;
+      if (test.compress) {
+        to_compress.push_back(matrix);
+        ps_size += n * r;
+        qs_size += m * r;
+        s.numel_after_compression += test.compressed;
+      } else {
+        c.uncompressed.push_back(t);
+        s.numel_after_compression += test.uncompressed;
+      }
+    }
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : c.uncompressed) flat.push_back(t.view(-1));
+    c.uncompressed_memory = flat.empty() ? at::empty({0}, options) : at::cat(flat);
+
+    const bool randomize_qs = !o.warm_start || s.p_memory.count(c.index) == 0;
+    if (randomize_qs) {
+      s.p_memory[c.index] = at::empty({ps_size}, options);
+      s.q_memory[c.index] = at::empty({qs_size}, options);
+    }
+    c.p_memory = s.p_memory.at(c.index);
+    c.q_memory = s.q_memory.at(c.index);
+    int64_t p_at = 0, q_at = 0;
+    for (const at::Tensor& matrix : grouped_by_shape(to_compress)) {
+      const int64_t n = matrix.size(0), m = matrix.size(1);
+      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
+      c.matrices.push_back(matrix.unsqueeze(0));
+      c.ps.push_back(c.p_memory.slice(0, p_at, p_at + n * r).view({1, n, r}));
+      c.qs.push_back(c.q_memory.slice(0, q_at, q_at + m * r).view({1, m, r}));
+      p_at += n * r;
+      q_at += m * r;
+    }
+    if (!randomize_qs) {
+      for (at::Tensor& q : c.qs) orthogonalize(q, o.orthogonalization_epsilon);
+    } else {
+      // torch.manual_seed(state.rng.randint(1_000_000_000)) inside fork_rng, then torch.randn on the CPU per Q.
+      auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.rng.randint_billion()));
+      for (at::Tensor& q : c.qs) {
+        q.copy_(at::randn(q.sizes(), generator, at::TensorOptions().dtype(options.dtype()).device(at::kCPU)));
+        orthogonalize(q, o.orthogonalization_epsilon);
+      }
+    }
+  }
+  for (size_t i = 0; i < c.matrices.size(); ++i) at::bmm_out(c.ps[i], c.matrices[i], c.qs[i]);
+  return true;
+}
+
+// The hook's decompress: M = P Q^T into the bucket, the residual kept, the iteration counted.
+c10::IValue decompress(PowerSgdState& s, Compressing& c) {
+  c.q_memory.div_(c.world);
+  for (size_t i = 0; i < c.matrices.size(); ++i) at::bmm_out(c.matrices[i], c.ps[i], c.qs[i].transpose(1, 2));
+  if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.options.use_error_feedback) s.error[c.index] = c.input_copy - c.input;
+  if (!s.options.warm_start) {
+    s.p_memory.clear();
+    s.q_memory.clear();
+  }
+  maybe_increase_iter(s, c.last);
+  return c10::IValue(c.input);
+}
+
 }  // namespace
 
 c10::impl::GenericDict powersgd_entry(const PowerSgdState& s,
@@ -187,85 +279,13 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
   c->input = bucket.getBufferRef();
   c->index = static_cast<int64_t>(bucket.getIndex());
   c->last = bucket.isLast();
-  PowerSgdState& s = *state_;
-  const PowerSgdOptions& o = s.options;
-  {
-    std::unique_lock<std::mutex> lock(s.mutex);
-    if (s.iter < o.start_iter) {
-      s.elements_this_iter += c->input.numel();
-      maybe_increase_iter(s, c->last);
-      lock.unlock();
-      c->input.div_(c->world);  // default_hooks._allreduce_fut: the division first, against overflow
-      auto group = group_;
-      tail_ = tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->input); },
-                               c10::ListType::ofTensors());
-      return tail_;
-    }
-    const auto options = c->input.options();
-    if (o.use_error_feedback) {
-      auto it = s.error.find(c->index);
-      if (it != s.error.end())
-        c->input.add_(it->second);
-      else
-        s.error[c->index] = at::zeros({c->input.size(0)}, options);
-      c->input_copy = c->input.detach().clone();
-    }
-    std::vector<at::Tensor> to_compress;
-    int64_t ps_size = 0, qs_size = 0;
-    for (const at::Tensor& t : bucket.getGradients()) {
-      at::Tensor matrix = t.view({t.size(0), -1});
-      const int64_t n = matrix.size(0), m = matrix.size(1);
-      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
-      const CompressTest test = should_compress(n, m, r, o.min_compression_rate);
-      s.numel_before_compression += test.uncompressed;
-      s.elements_this_iter += test.compress ? test.compressed : test.uncompressed;
-      if (test.compress) {
-        to_compress.push_back(matrix);
-        ps_size += n * r;
-        qs_size += m * r;
-        s.numel_after_compression += test.compressed;
-      } else {
-        c->uncompressed.push_back(t);
-        s.numel_after_compression += test.uncompressed;
-      }
-    }
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& t : c->uncompressed) flat.push_back(t.view(-1));
-    c->uncompressed_memory = flat.empty() ? at::empty({0}, options) : at::cat(flat);
-
-    const bool randomize_qs = !o.warm_start || s.p_memory.count(c->index) == 0;
-    if (randomize_qs) {
-      s.p_memory[c->index] = at::empty({ps_size}, options);
-      s.q_memory[c->index] = at::empty({qs_size}, options);
-    }
-    c->p_memory = s.p_memory.at(c->index);
-    c->q_memory = s.q_memory.at(c->index);
-    int64_t p_at = 0, q_at = 0;
-    for (const at::Tensor& matrix : grouped_by_shape(to_compress)) {
-      const int64_t n = matrix.size(0), m = matrix.size(1);
-      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
-      c->matrices.push_back(matrix.unsqueeze(0));
-      c->ps.push_back(c->p_memory.slice(0, p_at, p_at + n * r).view({1, n, r}));
-      c->qs.push_back(c->q_memory.slice(0, q_at, q_at + m * r).view({1, m, r}));
-      p_at += n * r;
-      q_at += m * r;
-    }
-    if (!randomize_qs) {
-      for (at::Tensor& q : c->qs) orthogonalize(q, o.orthogonalization_epsilon);
-    } else {
-      // torch.manual_seed(state.rng.randint(1_000_000_000)) inside fork_rng, then torch.randn on the CPU per Q.
-      auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.rng.randint_billion()));
-      for (at::Tensor& q : c->qs) {
-        q.copy_(at::randn(q.sizes(), generator, at::TensorOptions().dtype(options.dtype()).device(at::kCPU)));
-        orthogonalize(q, o.orthogonalization_epsilon);
-      }
-    }
-  }
-  for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->ps[i], c->matrices[i], c->qs[i]);
-
   auto group = group_;
-  auto state = state_;
   const auto tensors = c10::ListType::ofTensors();
+  if (!compress_locally(*state_, bucket, *c)) {
+    c->input.div_(c->world);  // default_hooks._allreduce_fut: the division first, against overflow
+    tail_ = tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->input); }, tensors);
+    return tail_;
+  }
   auto uncompressed_done =
       tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->uncompressed_memory); }, tensors);
   // unpack_uncompressed_tensors_and_allreduce_ps
@@ -281,7 +301,7 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
       },
       tensors);
   // compute_qs
-  const double epsilon = state->options.orthogonalization_epsilon;
+  const double epsilon = state_->options.orthogonalization_epsilon;
   auto qs_done = ps_done->thenAsync(
       [c, group, epsilon](c10::ivalue::Future&) {
         for (at::Tensor& p : c->ps) orthogonalize(p, epsilon);
@@ -289,23 +309,8 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
         return allreduce(*group, c->q_memory);
       },
       tensors);
-  // decompress
-  tail_ = qs_done->then(
-      [c, state](c10::ivalue::Future&) {
-        c->q_memory.div_(c->world);
-        for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->matrices[i], c->ps[i], c->qs[i].transpose(1, 2));
-        if (c->input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
-          c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c->input.device().index());
-        std::lock_guard<std::mutex> lock(state->mutex);
-        if (state->options.use_error_feedback) state->error[c->index] = c->input_copy - c->input;
-        if (!state->options.warm_start) {
-          state->p_memory.clear();
-          state->q_memory.clear();
-        }
-        maybe_increase_iter(*state, c->last);
-        return c10::IValue(c->input);
-      },
-      c10::TensorType::get());
+  auto state = state_;
+  tail_ = qs_done->then([c, state](c10::ivalue::Future&) { return decompress(*state, *c); }, c10::TensorType::get());
   return tail_;
 }
 
