@@ -1,5 +1,6 @@
 // DistributedDataParallel's checkpoint entries: the Reducer's rebuilt bucket layout, saved and adopted on resume, and
 // the PowerSGD hook's state.
+#include "base/host_copy.h"
 #include "distributed/ddp.h"
 #include "distributed/ddp_reducer.h"
 #include "distributed/reduce.h"
@@ -58,7 +59,8 @@ void DistributedDataParallel::state_dict(c10::impl::GenericDict& out) {
     }
     for (const auto& [index, residual] : mine) {
       const std::vector<torch::Tensor> all = all_gather(ctx_, residual);
-      for (size_t r = 0; r < all.size(); ++r) errors[r][index] = all[r];
+      // The gathered tensors are the all-gather's own: on the host they serve as they are.
+      for (size_t r = 0; r < all.size(); ++r) errors[r][index] = all[r].is_cpu() ? all[r] : host_copy(all[r]);
     }
     out.insert(kPowerSgdEntry, powersgd_entry(*powersgd_, errors));
   }

@@ -1,6 +1,8 @@
 // PowerSgdHook: powerSGD_hook's steps (torch 2.11's powerSGD_hook.py) on c10d's ProcessGroup, in its order.
 #include "distributed/powersgd_hook.h"
 
+#include "base/host_copy.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -59,9 +61,10 @@ std::runtime_error bad_entry(const std::string& why) {
   return std::runtime_error(std::string("checkpoint entry \"") + kEntry + "\": " + why);
 }
 
-c10::impl::GenericDict tensor_dict(const std::map<int64_t, at::Tensor>& tensors) {
+// Bucket index -> tensor; `copy`: each a host_copy (state the hook goes on changing), else as given.
+c10::impl::GenericDict tensor_dict(const std::map<int64_t, at::Tensor>& tensors, bool copy) {
   c10::impl::GenericDict out(c10::IntType::get(), c10::TensorType::get());
-  for (const auto& [index, t] : tensors) out.insert(index, t.detach().cpu().clone());
+  for (const auto& [index, t] : tensors) out.insert(index, copy ? host_copy(t) : t);
   return out;
 }
 
@@ -192,10 +195,10 @@ c10::impl::GenericDict powersgd_entry(const PowerSgdState& s,
   out.insert("rng", rng.str());  // std::mt19937's text form: the 624 words and the position
   out.insert("total_numel_before_compression", s.numel_before_compression);
   out.insert("total_numel_after_compression", s.numel_after_compression);
-  out.insert("p_memory_dict", tensor_dict(s.p_memory));
-  out.insert("q_memory_dict", tensor_dict(s.q_memory));
+  out.insert("p_memory_dict", tensor_dict(s.p_memory, true));
+  out.insert("q_memory_dict", tensor_dict(s.q_memory, true));
   c10::impl::GenericList per_rank(c10::DictType::create(c10::IntType::get(), c10::TensorType::get()));
-  for (const auto& e : errors) per_rank.push_back(tensor_dict(e));
+  for (const auto& e : errors) per_rank.push_back(tensor_dict(e, false));
   out.insert("error_dict", per_rank);  // one dict per rank: each rank's residuals are its own
   return out;
 }

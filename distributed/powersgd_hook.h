@@ -91,7 +91,8 @@ class PowerSgdHook final : public c10d::CommHookInterface {
 };
 
 // The checkpoint entry of a PowerSgdState: PowerSGDState.__getstate__'s fields but its settings (the config's), with
-// every rank's error-feedback residuals, gathered by the caller (errors[rank]: bucket index -> residual).
+// every rank's error-feedback residuals, gathered by the caller into host tensors nothing else holds (errors[rank]:
+// bucket index -> residual); the P and Q memories are copied (host_copy).
 c10::impl::GenericDict powersgd_entry(const PowerSgdState& s, const std::vector<std::map<int64_t, at::Tensor>>& errors);
 
 // Restores `s` from such an entry as `rank` of `world_size` on `device`. The residuals of a checkpoint written by

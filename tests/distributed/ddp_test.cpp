@@ -193,13 +193,6 @@ TEST(CudaSyncBatchNorm, TwoRanksMatchPythonDdpWithConvertSyncBatchnorm) {
   }
 }
 
-// Tiny MNIST (400 training samples) and the classic Net's first weights (make_net_init.py, seed 11) in `dir`.
-void write_data_and_net_init(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 400, 32, 5);
-  auto init = run_command(python() + " " + source_dir() + "/tests/python/make_net_init.py " + dir / "init.pt" + " 11");
-  ASSERT_EQ(init.exit_code, 0) << init.output;
-}
-
 // PyTorch DDP + DistributedSampler on 2 ranks (tests/python/ddp_reference.py) from those weights: `steps` SGD steps
 // of batch 16, lr 0.05 and momentum 0.9, seed 3; the model saved to `out`.
 void python_ddp(const TempDir& dir, int steps, const std::string& out, const std::string& extra = "") {

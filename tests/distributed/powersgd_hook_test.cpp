@@ -51,13 +51,6 @@ TEST(PowerSgd, OrthogonalizeMakesOrthonormalColumns) {
   }
 }
 
-// Tiny MNIST (400 training samples) and the classic Net's first weights (make_net_init.py, seed 11) in `dir`.
-void write_data_and_init(const TempDir& dir) {
-  write_tiny_mnist(dir / "data", 400, 32, 5);
-  auto init = run_command(python() + " " + source_dir() + "/tests/python/make_net_init.py " + dir / "init.pt" + " 11");
-  ASSERT_EQ(init.exit_code, 0) << init.output;
-}
-
 struct Settings {
   int world;
   int rank;
@@ -84,7 +77,7 @@ std::string describe(const Settings& s) {
 TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
-  ASSERT_NO_FATAL_FAILURE(write_data_and_init(dir));
+  ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
   const std::string cfg =
       write_mnist_job(dir, dir / "data",
                       {"job.seed=3", "data.batch_size=16", "model.name=net", "model.dropout=0.0", "optimizer.lr=0.05",

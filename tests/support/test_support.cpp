@@ -233,6 +233,12 @@ void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed)
   make(n_test, "t10k");
 }
 
+void write_data_and_net_init(const TempDir& dir) {
+  write_tiny_mnist(dir / "data", 400, 32, 5);
+  auto init = run_command(python() + " " + source_dir() + "/tests/python/make_net_init.py " + dir / "init.pt" + " 11");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+}
+
 void write_tiny_cifar10(const std::string& dir, int per_train_file, int n_test, int seed) {
   std::filesystem::create_directories(dir);
   torch::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));

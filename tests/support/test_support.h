@@ -75,6 +75,9 @@ void write_tiny_mnist(const std::string& dir, int n_train, int n_test, int seed)
 // CIFAR-10's six binary batch files in dir: per_train_file records in each of data_batch_1..5.bin, n_test in
 // test_batch.bin; each class a colour (learnable), plus noise.
 void write_tiny_cifar10(const std::string& dir, int per_train_file, int n_test, int seed);
+// Tiny MNIST (400 training samples) in dir/data and the classic Net's first weights (make_net_init.py, seed 11) in
+// dir/init.pt: what the tests against Python DDP start from.
+void write_data_and_net_init(const TempDir& dir);
 
 // dir/cfg.toml for a job on the MNIST-format set in data_dir: data.dataset = "mnist", data.dir = data_dir, plus
 // `keys` ("section.key=value", grouped by section in the order given; a value that is not a number or a boolean is
