@@ -59,11 +59,14 @@ TEST(CheckpointNodeLoss, AWholeNodeKilledInItsBackgroundWriteLeavesTheNewestComp
     script += "(" + ddprun_on(net, n, cwd[static_cast<size_t>(n)], 3, n, 0, cfg, env) + " > " + out +
               ".out 2>&1; echo $? > " + out + ".rc) &\n";
   }
-  // Node c is lost once a process inside it stopped (up to 120 s), or at once if none does.
+  // Node c is lost once a process inside it stopped (up to 120 s), or at once if none does; its folder and its
+  // processes (command, state) at that moment go to c_when_lost.txt.
   script += "for i in $(seq 1200); do\n  for p in $(" + net.list_pids(2) +
             "); do grep -q '^State:.*stopped' /proc/$p/status 2>/dev/null && break 2; done\n  sleep 0.1\ndone\n" +
-            "ls " + shell_quote(c + "/run/checkpoints") + " > " + dir / "c_when_lost.txt" + "\n" + net.kill_all(2) +
-            "\nwait\n";
+            "ls -l " + shell_quote(c + "/run/checkpoints") + " > " + dir / "c_when_lost.txt" + "\nfor p in $(" +
+            net.list_pids(2) +
+            "); do echo $p $(tr '\\0' ' ' < /proc/$p/cmdline | cut -c1-80) $(grep State /proc/$p/status); done >> " +
+            dir / "c_when_lost.txt" + "\n" + net.kill_all(2) + "\nwait\n";
   const auto lost = run_timed(script);
   const std::string out0 = read_file(dir / "lost0.out"), out1 = read_file(dir / "lost1.out");
   const std::string at_loss = read_file(dir / "c_when_lost.txt");

@@ -6,8 +6,8 @@
 // = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
 // | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | stop
 // (DDP_FAULT_OP = write only: the write writes half its bytes, then SIGSTOP halts the whole process there, for a test
-// to kill what it likes while the file is partial; continued, the write finishes) | enospc | erofs | eio (that call
-// and every later matching one fails with that errno, like a full disk).
+// to kill what it likes while the file is partial; it says so on stderr; continued, the write finishes) | enospc |
+// erofs | eio (that call and every later matching one fails with that errno, like a full disk).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -71,7 +71,7 @@ F next(const char* name) {
 }
 
 [[noreturn]] void die() {
-  ::kill(::getpid(), SIGKILL);
+  ::raise(SIGKILL);
   std::abort();
 }
 
@@ -103,7 +103,13 @@ ssize_t write(int fd, const void* buf, size_t count) {
     if (plan().err) return fail();
     const ssize_t half = real(fd, buf, count / 2);
     if (plan().action != "stop") die();
-    ::kill(::getpid(), SIGSTOP);
+    const std::string where = fd_path(fd);
+    std::fprintf(stderr, "fault shim: pid %d stops in a write of %s (%zd of %zu bytes written)\n", ::getpid(),
+                 where.c_str(), half, count);
+    // raise() signals this thread (tgkill), which then stops before its next instruction; kill() to the process
+    // lets the kernel pick another thread to start the stop, and this one can finish the file meanwhile.
+    ::raise(SIGSTOP);
+    std::fprintf(stderr, "fault shim: pid %d continued\n", ::getpid());
     if (half < 0) return half;
     const ssize_t rest = real(fd, static_cast<const char*>(buf) + half, count - static_cast<size_t>(half));
     return rest < 0 ? rest : half + rest;
