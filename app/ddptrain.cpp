@@ -17,6 +17,7 @@
 #include "base/process_env.h"
 #include "distributed/hang_watch.h"
 #include "distributed/rendezvous.h"
+#include "distributed/shm/shm_allreduce.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -213,8 +214,9 @@ int ddptrain_main(const std::vector<std::string>& args) {
     if ((first.find("gloo") != std::string::npos && first.find("Timed out waiting") != std::string::npos) ||
         first.find("Application timeout caused pair closure") != std::string::npos)
       first += " (a collective did not complete within dist.timeout_s: a peer is stuck or too slow)";
-    // Gloo names a peer's address when it vanishes; the rank that ran there is what the user needs.
-    if (ctx.gone_peers &&
+    // Gloo names a peer's address when it vanishes; the rank that ran there is what the user needs. Not when the
+    // all-reduce between nodes failed: this node's ranks then leave after this one, and the cause is another node.
+    if (ctx.gone_peers && first.find(kBetweenNodesFailed) == std::string::npos &&
         (first.find("Connection closed by peer") != std::string::npos ||
          first.find("Connection reset by peer") != std::string::npos || first.find("Broken pipe") != std::string::npos))
       if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty())

@@ -156,11 +156,13 @@ struct ChoiceTable<GradCompression> {
 };
 
 // dist.allreduce
-enum class AllreducePath { Auto, Shm, Gloo };
+enum class AllreducePath { Auto, Shm, Hierarchical, Gloo };
 template <>
 struct ChoiceTable<AllreducePath> {
-  static constexpr NamedChoice<AllreducePath> names[] = {
-      {AllreducePath::Auto, "auto"}, {AllreducePath::Shm, "shm"}, {AllreducePath::Gloo, "gloo"}};
+  static constexpr NamedChoice<AllreducePath> names[] = {{AllreducePath::Auto, "auto"},
+                                                         {AllreducePath::Shm, "shm"},
+                                                         {AllreducePath::Hierarchical, "hierarchical"},
+                                                         {AllreducePath::Gloo, "gloo"}};
 };
 
 // checkpoint.on_error

@@ -594,7 +594,9 @@ struct DistConfig {
                             .resume_may_differ());
     key(s.gradient_as_bucket_view,
         Key("gradient_as_bucket_view", "gradients are views into DDP's buckets (one copy less)"));
-    key(s.allreduce, Key("allreduce", "gloo backend: auto = shared memory when every rank is on this host"));
+    key(s.allreduce, Key("allreduce",
+                         "gloo backend: auto = shared memory when every rank is on one host, else "
+                         "hierarchical (shared memory in each node, Gloo between nodes)"));
     key(s.check_replicas_every,
         Key("check_replicas_every", "every N steps check that all ranks hold identical parameters; 0 = off")
             .at_least(0)

@@ -635,10 +635,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          "use dist.backend = \"gloo\" or \"auto\" on CPU");
   const bool nccl =
       dist.backend == BackendChoice::Nccl || (dist.backend == BackendChoice::Auto && dist.device == DeviceChoice::Cuda);
-  if (nccl && dist.allreduce == AllreducePath::Shm)
+  if (nccl && (dist.allreduce == AllreducePath::Shm || dist.allreduce == AllreducePath::Hierarchical))
     fail({"dist.allreduce", "dist.backend", "dist.device"},
-         "dist.allreduce = \"shm\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
-         "intra-host transport); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
+         "dist.allreduce = \"" + choice_name(dist.allreduce) +
+             "\" is for the gloo backend, and these dist settings choose nccl (NCCL has its own "
+             "intra-host transport and topology); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
   if (dist.grad_compression == GradCompression::PowerSgd) {
     // PowerSGDState.__init__'s rule: its buckets are rebuilt after DDP's first iteration.
     if ((dist.powersgd_error_feedback || dist.powersgd_warm_start) && dist.powersgd_start_step <= 1)

@@ -25,7 +25,7 @@ struct DistContext {
   int64_t group_rank = 0;  // node index
   std::string backend = "none";
   std::string rendezvous;          // "host:port (where they came from)" for a world > 1, else ""
-  std::string allreduce = "none";  // shm | gloo | nccl | none: where all-reduces run
+  std::string allreduce = "none";  // shm | hierarchical | gloo | nccl | none: where all-reduces run
   std::string allreduce_note;      // with dist.allreduce = "auto" falling back to gloo: why shared memory was not used
   torch::Device device = torch::kCPU;
   c10::intrusive_ptr<c10d::Store> store;         // null for a world of one

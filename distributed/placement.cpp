@@ -12,11 +12,12 @@ Placement choose_placement(const DistConfig& cfg, int64_t local_rank, int64_t lo
                     (cfg.device == DeviceChoice::Auto && (gpu_here || cfg.backend == BackendChoice::Nccl));
   const std::string backend =
       cfg.backend == BackendChoice::Auto ? (cuda ? "nccl" : "gloo") : choice_name(cfg.backend);
-  // Settings that name nccl with shm fail at load; here dist.device = dist.backend = "auto" chose nccl on this machine.
-  if (backend == "nccl" && cfg.allreduce == AllreducePath::Shm)
-    throw ConfigError("dist.allreduce = \"shm\" is for the gloo backend, and dist.backend = \"auto\" chose nccl "
-                      "here (NCCL has its own intra-host transport); use dist.allreduce = \"auto\" or "
-                      "dist.backend = \"gloo\"");
+  // Settings that name nccl with shm or hierarchical fail at load; here dist.device = dist.backend = "auto" chose nccl
+  // on this machine.
+  if (backend == "nccl" && (cfg.allreduce == AllreducePath::Shm || cfg.allreduce == AllreducePath::Hierarchical))
+    throw ConfigError("dist.allreduce = \"" + choice_name(cfg.allreduce) +
+                      "\" is for the gloo backend, and dist.backend = \"auto\" chose nccl here (NCCL has its own "
+                      "intra-host transport and topology); use dist.allreduce = \"auto\" or dist.backend = \"gloo\"");
   if (!cuda) return {torch::kCPU, backend};
 
   const std::string who = "dist.device = \"" + choice_name(cfg.device) + "\" with dist.backend = \"" +

@@ -242,17 +242,33 @@ c10::intrusive_ptr<c10d::Store> open_watch_store(const RendezvousInfo& info, con
   }
 }
 
+// Where each rank sits among the nodes, by torchrun's numbering (RANK = node * LOCAL_WORLD_SIZE + LOCAL_RANK).
+NodePlace node_place(const RendezvousInfo& info) {
+  NodePlace p;
+  p.local_world = static_cast<int>(std::max<int64_t>(info.local_world_size, 1));
+  p.local_rank = static_cast<int>(info.local_rank);
+  p.node = static_cast<int>(info.rank / p.local_world);
+  p.nodes = static_cast<int>(info.world_size / p.local_world);
+  // Nodes of different sizes (the node count says so, or the world is no multiple): no numbering to go by.
+  if ((info.group_world_size != 0 && info.group_world_size != p.nodes) || info.world_size % p.local_world != 0)
+    p.nodes = 0;
+  return p;
+}
+
 // The gloo backend's slots: CPU tensors through shared memory when dist.allreduce allows and every rank is on this
-// host, else Gloo; CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
-std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const DistConfig& cfg,
+// host; else, with several nodes of several ranks, through shared memory within each node and Gloo between them;
+// else Gloo. CUDA tensors over Gloo (several ranks on one GPU, where NCCL refuses them).
+std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const RendezvousInfo& info, const DistConfig& cfg,
                                          const c10::intrusive_ptr<c10d::Backend>& gloo,
                                          const c10::intrusive_ptr<c10d::Store>& store,
                                          std::chrono::milliseconds timeout) {
   ctx.allreduce = "gloo";
   c10::intrusive_ptr<c10d::Backend> cpu = gloo;
-  if (cfg.allreduce != AllreducePath::Gloo) {
-    ShmAllreduceOptions shm;
-    shm.timeout = timeout;
+  ShmAllreduceOptions shm;
+  shm.timeout = timeout;
+  const NodePlace place = node_place(info);
+  const bool several_nodes_of_several = place.nodes > 1 && place.local_world > 1;
+  if (cfg.allreduce == AllreducePath::Auto || cfg.allreduce == AllreducePath::Shm) {
     auto setup = wrap_with_shm_allreduce(gloo, store, shm);
     if (!setup.active && cfg.allreduce == AllreducePath::Shm)
       throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
@@ -260,6 +276,20 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const DistConfig& cfg
     cpu = setup.backend;
     ctx.allreduce = setup.active ? "shm" : "gloo";
     ctx.allreduce_note = setup.reason;
+  }
+  const bool hierarchical = cfg.allreduce == AllreducePath::Hierarchical ||
+                            (cfg.allreduce == AllreducePath::Auto && cpu == gloo && several_nodes_of_several);
+  if (hierarchical) {
+    const auto across = [&](const c10::intrusive_ptr<c10d::Store>& under, int node, int nodes) {
+      return make_gloo_backend(under, node, nodes, timeout, gloo_interfaces());
+    };
+    auto setup = wrap_with_hierarchical_allreduce(gloo, store, shm, place, across);
+    if (!setup.active && cfg.allreduce == AllreducePath::Hierarchical)
+      throw std::runtime_error("dist.allreduce = \"hierarchical\" cannot be used: " + setup.reason +
+                               " (use \"auto\" or \"gloo\")");
+    cpu = setup.backend;
+    ctx.allreduce = setup.active ? "hierarchical" : "gloo";
+    ctx.allreduce_note = setup.active ? "" : ctx.allreduce_note + "; within each node: " + setup.reason;
   }
   return {{c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu}, {c10::DeviceType::CUDA, "gloo", gloo}};
 }
@@ -336,7 +366,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
   auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
                               watch, info.rank, timeout, address, ctx.gone_peers);
-  const std::vector<BackendSlot> slots = backend == "gloo" ? gloo_side_slots(ctx, cfg, gloo, store, timeout)
+  const std::vector<BackendSlot> slots = backend == "gloo" ? gloo_side_slots(ctx, info, cfg, gloo, store, timeout)
                                                            : nccl_side_slots(ctx, gloo, prefixed, rank, world, timeout);
   ctx.group = make_process_group(prefixed, rank, world, slots);
   ctx.activity = std::make_shared<Activity>(collectives_started(ctx.group));

@@ -22,11 +22,18 @@
 namespace ddp {
 namespace {
 
+// dist.allreduce's path as the banner says it.
+std::string allreduce_text(const std::string& path) {
+  if (path == "shm") return "shared memory";
+  if (path == "hierarchical") return "hierarchical (shared memory in each node, gloo between nodes)";
+  return path;
+}
+
 std::string banner_text(const RunFacts& f) {
   std::string out = "ddptrain: job " + f.job + " | world " + std::to_string(f.world_size) + " | backend " + f.backend +
                     " | device " + f.device + (f.gpu.empty() ? "" : " (" + f.gpu + ")");
   if (f.distributed)
-    out += " | all-reduce " + (f.allreduce == "shm" ? std::string("shared memory") : f.allreduce) +
+    out += " | all-reduce " + allreduce_text(f.allreduce) +
            (f.allreduce_note.empty() ? "" : " (shared memory not used: " + f.allreduce_note + ")") +
            (f.grad_compression.empty() ? "" : ", gradients as " + f.grad_compression);
   if (!f.rendezvous.empty()) out += "\n  rendezvous " + f.rendezvous;

@@ -7,6 +7,7 @@
 #include "distributed/shm/shm_segment.h"
 
 #include <ATen/Dispatch.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
@@ -100,13 +101,19 @@ class ShmWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// Flat: the segment joins every rank of the job. Hierarchical: it joins the ranks of one node, and the node's first
+// rank (segment rank 0) also holds `across`, a group of one rank per node: an all-reduce is reduced within the node,
+// all-reduced across nodes by that rank, and its result copied back to the node's other ranks.
 class ShmAllreduceBackend : public ForwardingBackend {
  public:
   ShmAllreduceBackend(c10::intrusive_ptr<c10d::Backend> inner, std::unique_ptr<ShmSegment> segment,
-                      std::chrono::milliseconds timeout)
+                      std::chrono::milliseconds timeout, bool hierarchical = false,
+                      c10::intrusive_ptr<c10d::Backend> across = {})
       : ForwardingBackend(std::move(inner)),
         segment_(std::move(segment)),
         timeout_(timeout),
+        hierarchical_(hierarchical),
+        across_(std::move(across)),
         worker_([this] { work(); }) {}
 
   // Queued all-reduces get 2 s to finish (at a normal end there are none); after that this rank gives up, so
@@ -120,7 +127,7 @@ class ShmAllreduceBackend : public ForwardingBackend {
     worker_.join();
   }
 
-  const std::string getBackendName() const override { return "gloo+shm"; }
+  const std::string getBackendName() const override { return hierarchical_ ? "gloo+shm+nodes" : "gloo+shm"; }
 
   // A small all-reduce finds the worker idle most of the time (the stop vote, a bucket of a small model at the end of
   // backward): it then runs on the calling thread, which saves the worker's wake-up and the caller's, two context
@@ -237,13 +244,34 @@ class ShmAllreduceBackend : public ForwardingBackend {
     p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
   }
 
-  // One all-reduce, in pieces of up to slot_bytes. A piece is cut into one share per rank. Each rank copies the
-  // shares the other ranks reduce into its slot, barrier, reduces its own share across every rank (its own values
-  // read from its tensor, the others' from their slots) into its tensor and its slot, barrier, copies the other
-  // ranks' reduced shares out of their slots. Its own share never goes through the segment on the way in.
-  // Pieces alternate between two buffers, so a piece's slots are rewritten only after every rank passed the next
-  // piece's second barrier, which it reaches only after copying this piece out.
+  // One all-reduce: within the segment's ranks; hierarchical, then across nodes and back from the node's first rank.
   void run(at::Tensor& t, ReduceOp::RedOpType op, std::chrono::microseconds spin) {
+    const bool first = segment_->rank() == 0;
+    reduce_within(t, op, spin, /*keep_result=*/!hierarchical_ || first);
+    if (!hierarchical_) return;
+    if (across_) {
+      std::vector<at::Tensor> tensors{t};
+      c10d::AllreduceOptions o;
+      o.reduceOp = ReduceOp(op);
+      try {
+        across_->allreduce(tensors, o)->wait();
+      } catch (const std::exception& e) {
+        // This node's other ranks leave once this one gives up: the cause is another node, said so here.
+        throw std::runtime_error(std::string(kBetweenNodesFailed) + first_line(e.what()));
+      }
+    }
+    copy_from_first(t, spin);
+  }
+
+  // The reduction within the segment's ranks, in pieces of up to slot_bytes. A piece is cut into one share per rank.
+  // Each rank copies the shares the other ranks reduce into its slot, barrier, reduces its own share across every
+  // rank (its own values read from its tensor, the others' from their slots) into its tensor and its slot, barrier,
+  // copies the other ranks' reduced shares out of their slots (unless !keep_result: a rank whose tensor is
+  // overwritten next). Its own share never goes through the segment on the way in. Pieces alternate between two
+  // buffers, and every piece of every phase has a barrier between its writes and its reads, so a piece's slots are
+  // rewritten only after every rank passed the next piece's first barrier, which it reaches only after it read this
+  // piece.
+  void reduce_within(at::Tensor& t, ReduceOp::RedOpType op, std::chrono::microseconds spin, bool keep_result) {
     const int world = segment_->world();
     const int rank = segment_->rank();
     AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "shm_allreduce", [&] {
@@ -278,14 +306,32 @@ class ShmAllreduceBackend : public ForwardingBackend {
         for (int r = 0; r < world; ++r) in[static_cast<size_t>(r)] = (r == rank ? piece : slot(r)) + lo(rank);
         reduce_ranks(slot(rank) + lo(rank), piece + lo(rank), in, hi(rank) - lo(rank), op);
         segment_->barrier(timeout_, spin);
+        if (!keep_result) continue;
         for (int r = 0; r < world; ++r)
           if (r != rank) std::memcpy(piece + lo(r), slot(r) + lo(r), (hi(r) - lo(r)) * sizeof(scalar_t));
       }
     });
   }
 
+  // The segment's rank 0 copies `t` to the other ranks, in pieces through its slot, so every rank of the node holds
+  // its bits.
+  void copy_from_first(at::Tensor& t, std::chrono::microseconds spin) {
+    char* data = static_cast<char*>(t.data_ptr());
+    const size_t bytes = t.nbytes();
+    const bool first = segment_->rank() == 0;
+    for (size_t off = 0; off < bytes; off += segment_->slot_bytes()) {
+      const size_t m = std::min(segment_->slot_bytes(), bytes - off);
+      char* slot = segment_->slot(static_cast<int>(pieces_++ & 1), 0);
+      if (first) std::memcpy(slot, data + off, m);
+      segment_->barrier(timeout_, spin);
+      if (!first) std::memcpy(data + off, slot, m);
+    }
+  }
+
   std::unique_ptr<ShmSegment> segment_;
   std::chrono::milliseconds timeout_;
+  const bool hierarchical_;
+  const c10::intrusive_ptr<c10d::Backend> across_;  // hierarchical, the node's first rank: one rank per node
   uint64_t pieces_ = 0;        // the running thread only (running_)
   std::exception_ptr broken_;  // the running thread only: after a failure every later all-reduce fails too
   std::mutex mutex_;
@@ -302,14 +348,24 @@ class ShmAllreduceBackend : public ForwardingBackend {
 
 }  // namespace
 
-ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
-                                          const c10::intrusive_ptr<c10d::Store>& store,
-                                          const ShmAllreduceOptions& options) {
-  const int rank = inner->getRank();
-  const int world = inner->getSize();
-  const std::string key = "ddptrain/shm_allreduce/";
+namespace {
+
+void set_text(c10d::Store& store, const std::string& key, const std::string& text) {
+  store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+std::string get_text(c10d::Store& store, const std::string& key) {
+  const auto got = store.get(key);
+  return std::string(got.begin(), got.end());
+}
+
+// Collective over the `world` ranks that share `key`: their rank 0 creates a segment, the others open it through
+// `proc_dir`. Returns it, or null with `error` saying why ("rank 1: cannot open ...", ranks numbered `name_base` +
+// rank); rank 0 tells every other rank when it could not make one.
+std::unique_ptr<ShmSegment> join_segment(c10d::Store& store, const std::string& key, int rank, int world, int name_base,
+                                         const ShmAllreduceOptions& options, std::string& error) {
+  auto named = [&](int r, const std::string& what) { return "rank " + std::to_string(name_base + r) + ": " + what; };
   std::unique_ptr<ShmSegment> segment;
-  std::string error;
   if (rank == 0) {
     std::string posted;
     try {
@@ -317,41 +373,91 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend
       const std::string& path = segment->path();  // /proc/PID/fd/FD
       posted = path.substr(std::string("/proc/").size()) + "\n" + std::to_string(segment->token());
     } catch (const std::exception& e) {
-      error = "rank 0: " + first_line(e.what());
+      error = named(0, first_line(e.what()));
       posted = "!" + error;
     }
-    store->set(key + "segment", std::vector<uint8_t>(posted.begin(), posted.end()));
-  } else {
-    auto got = store->get(key + "segment");
-    std::string posted(got.begin(), got.end());
-    if (!posted.empty() && posted[0] == '!') {
-      error = posted.substr(1);
-    } else {
-      const auto nl = posted.find('\n');
-      try {
-        // "PID/fd/FD\nTOKEN", nothing else: the path must not lead anywhere but to a process's fd.
-        static const std::regex kPosted("[0-9]{1,10}/fd/[0-9]{1,10}\n[0-9]{1,20}");
-        if (posted.size() > 64 || !std::regex_match(posted, kPosted))
-          throw std::runtime_error("rank 0's segment announcement is malformed");
-        segment = ShmSegment::open(options.proc_dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)),
-                                   rank, world);
-      } catch (const std::exception& e) {
-        error = "rank " + std::to_string(rank) + ": " + first_line(e.what());
-      }
-    }
+    set_text(store, key + "segment", posted);
+    return segment;
   }
-  const std::string answer = error.empty() ? "ok" : error;
-  store->set(key + "answer/" + std::to_string(rank), std::vector<uint8_t>(answer.begin(), answer.end()));
-  std::string reason;
+  const std::string posted = get_text(store, key + "segment");
+  if (!posted.empty() && posted[0] == '!') {
+    error = posted.substr(1);
+    return segment;
+  }
+  try {
+    // "PID/fd/FD\nTOKEN", nothing else: the path must not lead anywhere but to a process's fd.
+    static const std::regex kPosted("[0-9]{1,10}/fd/[0-9]{1,10}\n[0-9]{1,20}");
+    if (posted.size() > 64 || !std::regex_match(posted, kPosted))
+      throw std::runtime_error("rank 0's segment announcement is malformed");
+    const auto nl = posted.find('\n');
+    segment = ShmSegment::open(options.proc_dir + "/" + posted.substr(0, nl), std::stoull(posted.substr(nl + 1)), rank,
+                               world);
+  } catch (const std::exception& e) {
+    error = named(rank, first_line(e.what()));
+  }
+  return segment;
+}
+
+// Collective over the job's ranks: each posts `error` ("" = it can) and reads every rank's; returns the first
+// rank's error in rank order, "" when every rank can, so that every rank decides the same.
+std::string agree(c10d::Store& store, const std::string& key, int rank, int world, const std::string& error) {
+  set_text(store, key + "answer/" + std::to_string(rank), error.empty() ? "ok" : error);
   for (int r = 0; r < world; ++r) {
-    auto got = store->get(key + "answer/" + std::to_string(r));
-    std::string a(got.begin(), got.end());
-    if (a != "ok" && reason.empty()) reason = a;
+    const std::string a = get_text(store, key + "answer/" + std::to_string(r));
+    if (a != "ok") return a;
   }
+  return "";
+}
+
+}  // namespace
+
+ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
+                                          const c10::intrusive_ptr<c10d::Store>& store,
+                                          const ShmAllreduceOptions& options) {
+  const int rank = inner->getRank();
+  const int world = inner->getSize();
+  const std::string key = "ddptrain/shm_allreduce/";
+  std::string error;
+  auto segment = join_segment(*store, key, rank, world, 0, options, error);
+  const std::string reason = agree(*store, key, rank, world, error);
   if (rank == 0 && segment) segment->close_for_peers();
   if (!reason.empty()) return {inner, false, reason};
   segment->learn_peers();
   auto backend = c10::make_intrusive<ShmAllreduceBackend>(inner, std::move(segment), options.timeout);
+  return {backend, true, ""};
+}
+
+ShmAllreduceSetup wrap_with_hierarchical_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
+                                                   const c10::intrusive_ptr<c10d::Store>& store,
+                                                   const ShmAllreduceOptions& options, const NodePlace& place,
+                                                   const AcrossNodes& across) {
+  const int rank = inner->getRank();
+  const int world = inner->getSize();
+  const std::string key = "ddptrain/hierarchical_allreduce/";
+  std::string error;
+  std::unique_ptr<ShmSegment> segment;
+  if (place.nodes < 2 || place.local_world < 2 || place.nodes * place.local_world != world ||
+      rank != place.node * place.local_world + place.local_rank) {
+    error =
+        "rank " + std::to_string(rank) + ": it needs several nodes of several ranks each, numbered node by " +
+        "node (RANK = node * LOCAL_WORLD_SIZE + LOCAL_RANK); this job has " +
+        (place.nodes > 0 ? std::to_string(place.nodes) + " node(s) of " + std::to_string(place.local_world) + " rank(s)"
+                         : "nodes of different sizes") +
+        " in a world of " + std::to_string(world);
+  } else {
+    segment = join_segment(*store, key + "node/" + std::to_string(place.node) + "/", place.local_rank,
+                           place.local_world, place.node * place.local_world, options, error);
+  }
+  const std::string reason = agree(*store, key, rank, world, error);
+  if (place.local_rank == 0 && segment) segment->close_for_peers();
+  if (!reason.empty()) return {inner, false, reason};
+  segment->learn_peers();
+  segment->name_ranks_from(place.node * place.local_world);
+  c10::intrusive_ptr<c10d::Backend> leaders;
+  if (place.local_rank == 0)
+    leaders = across(c10::make_intrusive<c10d::PrefixStore>(key + "across/", store), place.node, place.nodes);
+  auto backend = c10::make_intrusive<ShmAllreduceBackend>(inner, std::move(segment), options.timeout,
+                                                          /*hierarchical=*/true, leaders);
   return {backend, true, ""};
 }
 

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace ddp {
@@ -41,5 +42,36 @@ struct ShmAllreduceSetup {
 ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
                                           const c10::intrusive_ptr<c10d::Store>& store,
                                           const ShmAllreduceOptions& options);
+
+// Where a rank sits for the hierarchical all-reduce: its node, and its place among the node's ranks, which are
+// numbered node by node (torchrun's RANK = node * LOCAL_WORLD_SIZE + LOCAL_RANK).
+struct NodePlace {
+  int node = 0;
+  int nodes = 1;
+  int local_rank = 0;
+  int local_world = 1;
+};
+
+// Makes the group of one rank per node (every node's first rank calls it, as rank `node` of `nodes`, over `store`).
+using AcrossNodes =
+    std::function<c10::intrusive_ptr<c10d::Backend>(const c10::intrusive_ptr<c10d::Store>& store, int node, int nodes)>;
+
+// Horovod's hierarchical all-reduce (Sergeev and Del Balso, 2018), collective over `store`: each node's ranks share
+// a segment as above, and each node's first rank joins `across`'s group. A CPU all-reduce is reduced within each
+// node through shared memory, all-reduced between the nodes' first ranks (one rank per node on the network instead
+// of every rank), and copied back through shared memory, so every rank of the job holds the first ranks' bits.
+// Results: within a node, its ranks in order (as above); between nodes, the group's all-reduce of the node sums.
+// Active only when every node's ranks could map their node's segment (and there are several nodes of more than one
+// rank); else every rank keeps `inner`, with the first failing rank's reason.
+// How an all-reduce's error starts when the all-reduce between nodes failed (another node's first rank is gone or
+// unreachable); what Gloo said follows.
+inline constexpr const char* kBetweenNodesFailed =
+    "hierarchical all-reduce: the all-reduce between nodes failed (another node's first rank is gone or "
+    "unreachable): ";
+
+ShmAllreduceSetup wrap_with_hierarchical_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
+                                                   const c10::intrusive_ptr<c10d::Store>& store,
+                                                   const ShmAllreduceOptions& options, const NodePlace& place,
+                                                   const AcrossNodes& across);
 
 }  // namespace ddp

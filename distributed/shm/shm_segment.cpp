@@ -210,7 +210,7 @@ void ShmSegment::barrier(std::chrono::milliseconds timeout, std::chrono::microse
   // barrier: every rank learns it here, not only those still waiting.
   if (uint32_t who = segment_header(base_)->abort.load(std::memory_order_acquire); who != 0) {
     if (aborted_here_) throw std::runtime_error("shared-memory all-reduce: aborted on this rank");
-    fail("rank " + std::to_string(who - 1) + " gave up (see its error)");
+    fail("rank " + std::to_string(first_rank_ + static_cast<int>(who) - 1) + " gave up (see its error)");
   }
 }
 
@@ -240,19 +240,19 @@ void ShmSegment::wait_for(int peer, uint32_t target, std::chrono::milliseconds t
     }
     if (aborted_here_) throw std::runtime_error("shared-memory all-reduce: aborted on this rank");
     if (uint32_t who = segment_header(base_)->abort.load(std::memory_order_acquire); who != 0)
-      fail("rank " + std::to_string(who - 1) + " gave up (see its error)");
+      fail("rank " + std::to_string(first_rank_ + static_cast<int>(who) - 1) + " gave up (see its error)");
     cell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(&word, seen, kNap);
     cell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
       if (peer_gone(peer))
-        fail("rank " + std::to_string(peer) + " (pid " + std::to_string(peers_[static_cast<size_t>(peer)].pid) +
-             ") exited during an all-reduce");
+        fail("rank " + std::to_string(first_rank_ + peer) + " (pid " +
+             std::to_string(peers_[static_cast<size_t>(peer)].pid) + ") exited during an all-reduce");
       next_check = now + std::chrono::milliseconds(100);
     }
     if (now - start >= timeout)
-      fail("rank " + std::to_string(peer) + " did not reach the all-reduce within dist.timeout_s = " +
+      fail("rank " + std::to_string(first_rank_ + peer) + " did not reach the all-reduce within dist.timeout_s = " +
            seconds_text(timeout) + " s (a peer is stuck or too slow)");
   }
 }

@@ -38,6 +38,8 @@ class ShmSegment {
   void close_for_peers();
   // Reads every peer's pid and start time (written at create/open) so waits can tell a dead peer.
   void learn_peers();
+  // Errors name the segment's rank r as the job's rank first + r (a node's segment in the hierarchical all-reduce).
+  void name_ranks_from(int first) { first_rank_ = first; }
 
   // Slot `rank` of buffer `buffer` (0 or 1).
   char* slot(int buffer, int rank) const;
@@ -60,6 +62,7 @@ class ShmSegment {
   std::string path_;
   int fd_ = -1;  // rank 0 until close_for_peers()
   int rank_ = 0;
+  int first_rank_ = 0;
   int world_ = 1;
   size_t slot_bytes_ = 0;
   void* base_ = nullptr;

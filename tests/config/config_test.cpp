@@ -484,6 +484,12 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:3:13",
        {"dist.allreduce = \"shm\" is for the gloo backend"}},
+      {"hierarchical with nccl",
+       "[dist]\nbackend = \"nccl\"\nallreduce = \"hierarchical\"\n",
+       {},
+       "bad.toml:3:13",
+       {"dist.allreduce = \"hierarchical\" is for the gloo backend",
+        "NCCL has its own intra-host transport and topology"}},
       // The first error in file order is the one reported (toml++ iterates tables sorted by name).
       {"first error in file order", "[job]\nseed = -5\n[data]\nbatch_size = 0\n", {}, "bad.toml:2:8", {"job.seed"}},
   };

@@ -282,6 +282,12 @@ std::string write_mnist_job(const TempDir& dir, const std::string& data_dir, con
   return dir / "cfg.toml";
 }
 
+std::string as_own_host() {
+  return "unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"' ";
+}
+
+bool own_host_allowed() { return run_command(as_own_host() + "true 2>&1").exit_code == 0; }
+
 std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data_seed,
                            const std::vector<std::string>& keys) {
   write_tiny_mnist(dir / "data", n_train, n_test, data_seed);

@@ -84,6 +84,12 @@ void write_data_and_net_init(const TempDir& dir);
 // written as a TOML string). Returns the config's path.
 std::string write_mnist_job(const TempDir& dir, const std::string& data_dir, const std::vector<std::string>& keys);
 // The same on a tiny set written into dir/data first (write_tiny_mnist).
+// Shell prefix that runs a command as on another host as far as shared memory goes: in its own pid and mount
+// namespace, with its own /proc and an empty tmpfs on /dev/shm (no process outside can open its files there or
+// through /proc/PID/fd, nor it theirs). Needs root; own_host_allowed() says whether this machine lets it.
+std::string as_own_host();
+bool own_host_allowed();
+
 std::string write_tiny_job(const TempDir& dir, int n_train, int n_test, int data_seed,
                            const std::vector<std::string>& keys);
 

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <map>
 #include <thread>
 
 namespace ddp::test {
@@ -19,11 +20,18 @@ namespace {
 
 using c10d::ReduceOp;
 
-DistContext join(int rank, int world, int port, const std::string& allreduce, double timeout_s = 60.0) {
-  RendezvousInfo info = rendezvous_from_env({{"RANK", std::to_string(rank)},
-                                             {"WORLD_SIZE", std::to_string(world)},
-                                             {"MASTER_ADDR", "127.0.0.1"},
-                                             {"MASTER_PORT", std::to_string(port)}});
+// Rank `rank` of `world`, in nodes of `per_node` ranks (torchrun's numbering; 0: LOCAL_WORLD_SIZE unset).
+DistContext join(int rank, int world, int port, const std::string& allreduce, double timeout_s = 60.0,
+                 int per_node = 0) {
+  std::map<std::string, std::string> env{{"RANK", std::to_string(rank)},
+                                         {"WORLD_SIZE", std::to_string(world)},
+                                         {"MASTER_ADDR", "127.0.0.1"},
+                                         {"MASTER_PORT", std::to_string(port)}};
+  if (per_node > 0) {
+    env["LOCAL_RANK"] = std::to_string(rank % per_node);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(per_node);
+  }
+  RendezvousInfo info = rendezvous_from_env(env);
   DistConfig cfg;
   cfg.backend = BackendChoice::Gloo;
   cfg.allreduce = *parse_choice<AllreducePath>(allreduce);
@@ -157,6 +165,128 @@ TEST(ShmAllreduce, ThreeRanksHoldTheSameBitsTheRankOrderResult) {
       EXPECT_TRUE(same_bits(got[static_cast<size_t>(r)][c], expected)) << "case " << c << " rank " << r;
     }
   }
+}
+
+// op(x, y) computed here with ATen, as reduce_ranks does.
+at::Tensor reduced(const at::Tensor& x, const at::Tensor& y, ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return x + y;
+    case ReduceOp::PRODUCT:
+      return x * y;
+    case ReduceOp::MAX:
+      return at::where(x < y, y, x);
+    default:
+      return at::where(y < x, y, x);
+  }
+}
+
+// Rank r's input whose sums (and minima, maxima) every type holds exactly: integers in [-30, 30], at most 6 of them
+// summed (|sum| <= 180 < 256, bfloat16's last exact integer), so any order of reduction gives the same bits.
+at::Tensor exact_input(int rank, size_t c, const Case& k) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5000 * rank + c + 7);
+  return at::randint(-30, 31, {k.n}, gen, at::kLong).to(k.dtype);
+}
+
+// How far two orders of reducing `world` ranks' inputs of case c may part, elementwise: each order's result is within
+// (world - 1) u of the exact one, relative to the sum of magnitudes for a sum, to the product's magnitude for a
+// product (first order; u = eps / 2 of the type every step rounds to, Higham, Accuracy and Stability, 4.2), so
+// two orders within (world - 1) eps of each other; integers, minima and maxima are exact in any order.
+at::Tensor order_bound(int world, size_t c, const Case& k) {
+  at::Tensor magnitude = input(0, c, k).to(at::kDouble).abs();
+  for (int r = 1; r < world; ++r) {
+    const at::Tensor x = input(r, c, k).to(at::kDouble).abs();
+    magnitude = k.op == ReduceOp::PRODUCT ? magnitude * x : magnitude + x;
+  }
+  if (!at::isFloatingType(k.dtype) || k.op == ReduceOp::MIN || k.op == ReduceOp::MAX) return at::zeros_like(magnitude);
+  const double eps = k.dtype == at::kHalf       ? 9.765625e-4
+                     : k.dtype == at::kBFloat16 ? 7.8125e-3
+                     : k.dtype == at::kFloat    ? 1.1920928955078125e-7
+                                                : 2.220446049250313e-16;
+  // Results that round into subnormals are off by up to half the smallest subnormal at each step instead.
+  const double tiny = k.dtype == at::kHalf ? 5.960464477539063e-8 : k.dtype == at::kDouble ? 4.9e-324 : 1.4e-45;
+  return magnitude * ((world - 1) * eps * 1.01) + (world - 1) * tiny;
+}
+
+// Hierarchical all-reduces of `nodes` nodes of 2 ranks (ranks are threads, as above: the nodes share this host, and
+// each node's ranks their own segment) and flat Gloo all-reduces of the same inputs, every case, on every rank.
+struct HierarchicalRun {
+  std::vector<std::vector<at::Tensor>> node_path, gloo, exact_node_path, exact_gloo;  // [rank][case]
+};
+
+HierarchicalRun run_hierarchical(int nodes) {
+  const int world = 2 * nodes;
+  const int hier_port = free_port(), gloo_port = free_port();
+  const auto all = cases();
+  HierarchicalRun out;
+  for (auto* v : {&out.node_path, &out.gloo, &out.exact_node_path, &out.exact_gloo}) v->resize(world);
+  expect_no_errors(on_ranks(world, [&](int rank) {
+    DistContext hier = join(rank, world, hier_port, "hierarchical", 60.0, 2);
+    DistContext gloo = join(rank, world, gloo_port, "gloo", 60.0, 2);
+    ASSERT_EQ(hier.allreduce, "hierarchical");
+    const auto r = static_cast<size_t>(rank);
+    for (size_t c = 0; c < all.size(); ++c) {
+      const ReduceOp::RedOpType op = all[c].op;
+      out.node_path[r].push_back(allreduce(*hier.group, input(rank, c, all[c]), op));
+      out.gloo[r].push_back(allreduce(*gloo.group, input(rank, c, all[c]), op));
+      if (op == ReduceOp::PRODUCT) continue;  // products of 6 such integers overflow half's exact range
+      out.exact_node_path[r].push_back(allreduce(*hier.group, exact_input(rank, c, all[c]), op));
+      out.exact_gloo[r].push_back(allreduce(*gloo.group, exact_input(rank, c, all[c]), op));
+    }
+  }));
+  return out;
+}
+
+// Two nodes: each node's ranks in order, then the two node results (a 2-rank all-reduce: op(a, b) == op(b, a)).
+TEST(HierarchicalAllreduce, TwoNodesOfTwoRanksHoldTheNodeOrderResultOnEveryRankAndGloosOnExactSums) {
+  const auto all = cases();
+  const HierarchicalRun run = run_hierarchical(2);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(run.node_path[static_cast<size_t>(r)].size(), all.size()) << "rank " << r;
+    ASSERT_EQ(run.exact_node_path[static_cast<size_t>(r)].size(), run.exact_gloo[static_cast<size_t>(r)].size());
+  }
+  for (size_t c = 0; c < all.size(); ++c) {
+    const ReduceOp::RedOpType op = all[c].op;
+    const at::Tensor expected = reduced(reduced(input(0, c, all[c]), input(1, c, all[c]), op),
+                                        reduced(input(2, c, all[c]), input(3, c, all[c]), op), op);
+    for (int r = 0; r < 4; ++r)
+      EXPECT_TRUE(same_bits(run.node_path[static_cast<size_t>(r)][c], expected)) << "case " << c << " rank " << r;
+  }
+  for (int r = 0; r < 4; ++r)
+    for (size_t c = 0; c < run.exact_gloo[0].size(); ++c)
+      EXPECT_TRUE(same_bits(run.exact_node_path[static_cast<size_t>(r)][c], run.exact_gloo[static_cast<size_t>(r)][c]))
+          << "exact case " << c << " rank " << r;
+}
+
+// Three nodes: the nodes' ring all-reduce (Gloo's order) ends the same bits on every rank; exact sums equal Gloo's.
+TEST(HierarchicalAllreduce, ThreeNodesHoldTheSameBitsOnEveryRankAndGloosOnExactSums) {
+  const auto all = cases();
+  const HierarchicalRun run = run_hierarchical(3);
+  for (int r = 0; r < 6; ++r) {
+    const auto& mine = run.node_path[static_cast<size_t>(r)];
+    ASSERT_EQ(mine.size(), run.node_path[0].size()) << "rank " << r;
+    for (size_t c = 0; c < mine.size(); ++c) {
+      EXPECT_TRUE(same_bits(mine[c], run.node_path[0][c])) << "case " << c << " rank " << r;
+      // Another order of the same reduction: within what the roundings of two orders can part (order_bound).
+      const at::Tensor gap = (mine[c].to(at::kDouble) - run.gloo[static_cast<size_t>(r)][c].to(at::kDouble)).abs();
+      EXPECT_TRUE(at::all(gap <= order_bound(6, c, all[c])).item<bool>()) << "case " << c << " rank " << r;
+    }
+    for (size_t c = 0; c < run.exact_gloo[0].size(); ++c)
+      EXPECT_TRUE(same_bits(run.exact_node_path[static_cast<size_t>(r)][c], run.exact_gloo[static_cast<size_t>(r)][c]))
+          << "exact case " << c << " rank " << r;
+  }
+}
+
+// Nodes of one rank each have nothing to share: "hierarchical" says why on every rank, "auto" keeps Gloo.
+TEST(HierarchicalAllreduce, NodesOfOneRankAreRefusedNamingTheLayout) {
+  const int port = free_port();
+  const auto errors = on_ranks(2, [&](int rank) { join(rank, 2, port, "hierarchical", 60.0, 1); });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("dist.allreduce = \"hierarchical\" cannot be used: rank 0: it needs several nodes of several "
+                     "ranks each"),
+              std::string::npos)
+        << e;
+  EXPECT_NE(errors[0].find("this job has 2 node(s) of 1 rank(s) in a world of 2"), std::string::npos) << errors[0];
 }
 
 TEST(ShmAllreduce, QueuedAllreducesCompleteInIssueOrder) {

@@ -39,18 +39,11 @@ TEST(ShmAllreduceTraining, SameModelAsGlooBitForBitAndNamedInTheBanner) {
   }
 }
 
-bool can_unshare_mounts() {
-  return run_command("unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>&1").exit_code == 0;
-}
-
 // Rank 1 in a pid and mount namespace with a private /proc and /dev/shm, rank 0 as usual; returns {rank 0, rank 1}.
 std::vector<RankResult> run_with_rank1_elsewhere(const TempDir& dir, const std::string& args) {
   const std::string env =
       "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " OMP_NUM_THREADS=1 ";
-  const std::string rank1 =
-      "RANK=1 LOCAL_RANK=1 " + env +
-      "unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"' " + ddptrain_path() +
-      " " + args;
+  const std::string rank1 = "RANK=1 LOCAL_RANK=1 " + env + as_own_host() + ddptrain_path() + " " + args;
   auto r = run_command("(" + rank1 + " > " + dir / "rank1.log" + " 2>&1; echo $? > " + dir / "rank1.rc" +
                        ") & RANK=0 LOCAL_RANK=0 " + env + "timeout -s KILL 120 " + ddptrain_path() + " " + args +
                        "; rc=$?; wait; exit $rc");
@@ -60,7 +53,7 @@ std::vector<RankResult> run_with_rank1_elsewhere(const TempDir& dir, const std::
 }
 
 TEST(ShmAllreduceTraining, RankWithoutRankZerosSegmentKeepsGlooOrFailsWhenShmIsRequired) {
-  if (!can_unshare_mounts()) GTEST_SKIP() << "cannot make a pid and mount namespace here (needs root / CAP_SYS_ADMIN)";
+  if (!own_host_allowed()) GTEST_SKIP() << "cannot make a pid and mount namespace here (needs root / CAP_SYS_ADMIN)";
   TempDir dir;
   const std::string cfg = tiny_shm_job(dir);
   auto fallback = run_with_rank1_elsewhere(dir, cfg + " --job.out_dir=" + dir / "auto");
