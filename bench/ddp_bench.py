@@ -65,7 +65,16 @@ LINK_SUITE = [dict(_RESNET18_2_RANKS, sync="off")] + [
 # The one-host sync cost of both models: each with sync on and off, in one run; 5 repetitions, as the goals hinge
 # on a few percent and a repetition's noise on this kind of machine is as large.
 SYNC_SUITE = [dict(entry, reps=5) for entry in STANDARD_SUITE[:6] if entry["world"] == 2]
-SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE, "sync": SYNC_SUITE}
+# PowerSGD (rank 2) over the link against the same run's one host: the rows of the link suite that carry its goals.
+# The start step falls in the warm-up (compressed from step POWERSGD_START_STEP + 1; the first two compressed steps
+# allocate the P, Q and error buffers and are not timed).
+POWERSGD_RANK = 2
+POWERSGD_START_STEP = 2
+_POWERSGD_ROWS = [dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression="powersgd",
+                       warmup_steps=POWERSGD_START_STEP + 2) for rate in ("1gbit", "10gbit")]
+LINK_SUITE += _POWERSGD_ROWS
+POWERSGD_SUITE = [dict(_RESNET18_2_RANKS, sync="on")] + _POWERSGD_ROWS
+SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE, "sync": SYNC_SUITE, "powersgd": POWERSGD_SUITE}
 
 
 def parse_args(argv):
@@ -80,9 +89,11 @@ def parse_args(argv):
                         "padding-only kernel taps skipped for resnet18)")
     p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
                    help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
-    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16"], default="none",
+    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16", "powersgd"], default="none",
                    help="fp16, bf16: gradients all-reduced in float16 or bfloat16 (ddptrain dist.grad_compression, "
-                        "Python DDP's fp16_compress_hook or bf16_compress_hook)")
+                        "Python DDP's fp16_compress_hook or bf16_compress_hook); powersgd: rank-2 PowerSGD from "
+                        f"step {POWERSGD_START_STEP} (Python: powerSGD_hook, waited for bucket by bucket, as Gloo "
+                        "needs)")
     p.add_argument("--ddptrain-skip-zero", action="store_true",
                    help="ddptrain's dist.skip_zero_gradients: all-reduce only the gradient elements not zero on "
                         "every rank")
@@ -185,7 +196,9 @@ def label_of(c):
             f"{c['steps']} steps (timed after step {c['warmup_steps']}, interval {c['log_every']}), "
             f"{c['threads']} thread(s)/rank"
             + (", Python with ddptrain's convolution choices" if c["python_kernels"] == "ddptrain" else "")
-            + (f", {c['grad_compression']} gradient compression" if c["grad_compression"] != "none" else "")
+            + (f", PowerSGD rank {POWERSGD_RANK} from step {POWERSGD_START_STEP} (Python: powerSGD_hook, waited "
+               "for bucket by bucket)" if c["grad_compression"] == "powersgd"
+               else f", {c['grad_compression']} gradient compression" if c["grad_compression"] != "none" else "")
             + (", ddptrain skip_zero_gradients" if c["ddptrain_skip_zero"] else "")
             + (f", two network namespaces over a {c['link']} link" if c["link"]
                else f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
@@ -203,7 +216,9 @@ def ddptrain_toml(c, init_path):
         data_dir += f'image_size = {c["image_size"]}\n'
     # Only keys away from their defaults, so that a ddptrain from before they existed still reads the rest.
     dist_extra = (f'grad_compression = "{c["grad_compression"]}"\n' if c["grad_compression"] != "none" else "") + (
-        "skip_zero_gradients = true\n" if c["ddptrain_skip_zero"] else "")
+        "skip_zero_gradients = true\n" if c["ddptrain_skip_zero"] else "") + (
+        f"powersgd_rank = {POWERSGD_RANK}\npowersgd_start_step = {POWERSGD_START_STEP}\n"
+        if c["grad_compression"] == "powersgd" else "")
     return f"""[job]
 out_dir = "out"
 seed = {c['seed']}
@@ -288,6 +303,8 @@ def python_launch(c, init_path, run_dir, probe, link=None):
                       "--workers", str(c.get("data_workers", 0)),
                       "--device", c["device"], "--backend", c["backend"],
                       "--result", os.path.join(run_dir, f"result.rank{rank}.json")])
+        if c["grad_compression"] == "powersgd":
+            argvs[-1] += ["--powersgd-rank", str(POWERSGD_RANK), "--powersgd-start-step", str(POWERSGD_START_STEP)]
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
     return on_link(link, argvs, envs)
 
@@ -438,12 +455,30 @@ def copy_bandwidth():
     return src.numel() * src.element_size() / best
 
 
+def powersgd_elements(model):
+    """Elements PowerSGD all-reduces per step (powerSGD_hook, torch 2.11): vectors whole; a matrix of n rows and m
+    columns (a tensor's first dimension, the rest flattened) as P (n x r) and Q (m x r) when _should_compress says
+    (n + m) r * min_compression_rate < n m, else whole."""
+    total = 0
+    for p in model.parameters():
+        n = p.shape[0] if p.dim() > 1 else 0
+        m = p.numel() // n if n else 0
+        r = min(n, m, POWERSGD_RANK)
+        total += (n + m) * r if n and (n + m) * r * 2.0 < n * m else p.numel()
+    return total
+
+
 def sync_floor(c, copy_bytes_per_s):
     """(seconds, how) the gradient all-reduce of one step cannot beat: over a link, the bytes each rank must send
     (2 (n - 1) / n of the gradients, halved by fp16 or bf16 compression) at the measured link rate; on one host, one copy of
     the gradients at this machine's copy bandwidth."""
-    params = sum(p.numel() for p in build_model(c["model"], c["dropout"]).parameters())
-    wire = params * (4 if c["grad_compression"] == "none" else 2)
+    model = build_model(c["model"], c["dropout"])
+    params = sum(p.numel() for p in model.parameters())
+    if c["grad_compression"] == "powersgd":
+        wire = 4 * powersgd_elements(model)
+        params = wire // 4
+    else:
+        wire = params * (4 if c["grad_compression"] == "none" else 2)
     if c["link"]:
         sent = wire * 2 * (c["world"] - 1) / c["world"]
         rate = c["link_bytes_per_s"]

@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -37,7 +38,8 @@ from torch.utils.data.distributed import DistributedSampler
 from data_bench import IMAGENET_MEAN, IMAGENET_STD
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from torch_reference import add_arguments, build_model, find, leave_process_group, read_idx  # noqa: E402
+from torch_reference import (add_arguments, build_model, find, leave_process_group, one_bucket_at_a_time,  # noqa: E402
+                             read_idx)
 
 
 def use_ddptrain_kernels(model, name):
@@ -157,9 +159,13 @@ def parse_args():
     add_arguments(p, [("batch", int, 64), ("lr", float, 0.01), ("momentum", float, 0.9), ("dropout", float, 0.5),
                       ("seed", int, 0), ("mean", float, 0.2860), ("std", float, 0.3530)])
     p.add_argument("--synthetic-size", type=int, default=6000)
-    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16"], default="none",
+    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16", "powersgd"], default="none",
                    help="fp16, bf16: DDP's fp16_compress_hook or bf16_compress_hook "
-                        "(torch.distributed.algorithms.ddp_comm_hooks.default_hooks)")
+                        "(torch.distributed.algorithms.ddp_comm_hooks.default_hooks); powersgd: powerSGD_hook with "
+                        "--powersgd-rank and --powersgd-start-step, each bucket's future waited for in the hook "
+                        "(Gloo aborts when several buckets' P and Q all-reduces interleave)")
+    p.add_argument("--powersgd-rank", type=int, default=1, help="PowerSGDState's matrix_approximation_rank")
+    p.add_argument("--powersgd-start-step", type=int, default=1000, help="PowerSGDState's start_powerSGD_iter")
     p.add_argument("--kernels", choices=["plain", "ddptrain"], default="plain",
                    help="plain: the model as PyTorch users write it; ddptrain: ddptrain's convolution choices")
     p.add_argument("--result", required=True, help="JSON file this rank writes its intervals to")
@@ -221,7 +227,11 @@ def train(args, rank, world, device, sync):
         model.to(memory_format=torch.channels_last)
     model.train()
     trained = (DDP(model, device_ids=[device.index]) if cuda else DDP(model)) if sync else model
-    if sync and args.grad_compression != "none":
+    if sync and args.grad_compression == "powersgd":
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=args.powersgd_start_step)
+        trained.register_comm_hook(state, one_bucket_at_a_time(powersgd.powerSGD_hook))
+    elif sync and args.grad_compression != "none":
         trained.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
                                           "bf16": default_hooks.bf16_compress_hook}[args.grad_compression])
     if args.compile:

@@ -91,6 +91,12 @@ std::map<int64_t, at::Tensor> tensors_of(const c10::IValue& v, const std::string
   return out;
 }
 
+// Whether `buffer` can take `t`'s values in place: defined, of its sizes, dtype and device.
+bool fits(const at::Tensor& buffer, const at::Tensor& t) {
+  return buffer.defined() && buffer.sizes().equals(t.sizes()) && buffer.dtype() == t.dtype() &&
+         buffer.device() == t.device();
+}
+
 // The bucket's work on this thread, under the state's lock: before options.start_iter only the count (false: the
 // bucket is all-reduced whole); then error feedback, the split into matrices to compress and tensors sent whole,
 // their P and Q views in the bucket's memories, the Qs (the last step's orthogonalised, or random), and P = M Q.
@@ -110,7 +116,11 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
         c.input.add_(it->second);
       else
         s.error[c.index] = at::zeros({c.input.size(0)}, options);
-      c.input_copy = c.input.detach().clone();
+      // The hook's input_tensor_cp = input_tensor.detach().clone(): the same values, in a buffer kept per bucket.
+      at::Tensor& copy = s.input_copies[c.index];
+      if (!fits(copy, c.input))
+        copy = at::empty_like(c.input, at::MemoryFormat::Contiguous);
+      c.input_copy = copy.copy_(c.input);
     }
     std::vector<at::Tensor> to_compress;
     int64_t ps_size = 0, qs_size = 0;
@@ -174,7 +184,15 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.options.use_error_feedback) s.error[c.index] = c.input_copy - c.input;
+  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, written over the previous residual (the same
+  // subtraction; a checkpoint holds gathered copies of the residuals, never these tensors).
+  if (s.options.use_error_feedback) {
+    at::Tensor& error = s.error[c.index];
+    if (fits(error, c.input))
+      at::sub_out(error, c.input_copy, c.input);
+    else
+      error = c.input_copy - c.input;
+  }
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();
