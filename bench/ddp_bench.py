@@ -74,7 +74,13 @@ _POWERSGD_ROWS = [dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression
                        warmup_steps=POWERSGD_START_STEP + 2) for rate in ("1gbit", "10gbit")]
 LINK_SUITE += _POWERSGD_ROWS
 POWERSGD_SUITE = [dict(_RESNET18_2_RANKS, sync="on")] + _POWERSGD_ROWS
-SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE, "sync": SYNC_SUITE, "powersgd": POWERSGD_SUITE}
+# Two nodes of two ranks over a 1 Gbit/s link: ddptrain's all-reduce as Gloo's flat ring of four and as the
+# hierarchical one (shared memory in each namespace, one rank per namespace on the link); Python DDP's flat Gloo
+# beside each.
+HIERARCHICAL_SUITE = [dict(_RESNET18_2_RANKS, world=4, ranks_per_node=2, sync="on", link="1gbit",
+                           ddptrain_allreduce=path) for path in ("gloo", "hierarchical")]
+SUITES = {"standard": STANDARD_SUITE, "link": LINK_SUITE, "sync": SYNC_SUITE, "powersgd": POWERSGD_SUITE,
+          "hierarchical": HIERARCHICAL_SUITE}
 
 
 def parse_args(argv):
@@ -82,12 +88,14 @@ def parse_args(argv):
     p.add_argument("--suite", choices=sorted(SUITES), help="run the preset configurations instead of one")
     p.add_argument("--model", choices=["net", "resnet18"], default="net")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--world", type=int, choices=[1, 2], default=2)
+    p.add_argument("--world", type=int, choices=[1, 2, 4], default=2)
+    p.add_argument("--ranks-per-node", type=int, choices=[1, 2], default=1,
+                   help="with --link: ranks in each of the two namespaces (world = 2 x this)")
     p.add_argument("--sync", choices=["on", "off"], default="on")
     p.add_argument("--python-kernels", choices=["plain", "ddptrain"], default="plain",
                    help="ddptrain: give the Python side ddptrain's convolution choices (channels_last for net, "
                         "padding-only kernel taps skipped for resnet18)")
-    p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm"], default="auto",
+    p.add_argument("--ddptrain-allreduce", choices=["auto", "gloo", "shm", "hierarchical"], default="auto",
                    help="ddptrain's dist.allreduce (auto: shared memory between the ranks of one host)")
     p.add_argument("--grad-compression", choices=["none", "fp16", "bf16", "powersgd"], default="none",
                    help="fp16, bf16: gradients all-reduced in float16 or bfloat16 (ddptrain dist.grad_compression, "
@@ -140,7 +148,8 @@ def parse_args(argv):
 
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
-            "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero", "device")
+            "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero", "device",
+            "ranks_per_node")
     entries = SUITES[args.suite] if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
@@ -153,14 +162,20 @@ def configs_from(args):
         c["grad_compression"] = c.get("grad_compression") or "none"
         c["ddptrain_skip_zero"] = bool(c.get("ddptrain_skip_zero"))
         c["link"] = c.get("link")
+        c["ranks_per_node"] = c.get("ranks_per_node") or 1
         if c["link"]:
             netns.rate_bits_per_s(c["link"])  # a bad rate fails here, before any run
-            if c["world"] != 2 or c["sync"] != "on":
-                raise SystemExit("--link needs --world 2 --sync on (one rank in each namespace)")
-            # Shared memory would bypass the link: the namespaces share this machine's memory.
+            if c["world"] != 2 * c["ranks_per_node"] or c["sync"] != "on":
+                raise SystemExit("--link needs --world 2 x --ranks-per-node and --sync on (the ranks split between "
+                                 "the two namespaces)")
+            # Shared memory between the namespaces would bypass the link (they share this machine's memory): Gloo,
+            # or the hierarchical all-reduce (shared memory within a namespace only).
             if c["ddptrain_allreduce"] == "shm":
                 raise SystemExit("--link runs ddptrain's all-reduce over Gloo (shared memory would bypass the link)")
-            c["ddptrain_allreduce"] = "gloo"
+            if c["ddptrain_allreduce"] != "hierarchical":
+                c["ddptrain_allreduce"] = "gloo"
+        elif c["ranks_per_node"] != 1:
+            raise SystemExit("--ranks-per-node needs --link")
         c["link_delay_ms"] = args.link_delay_ms
         c["device"] = c.get("device") or "cpu"
         c["backend"] = "gloo"
@@ -200,7 +215,9 @@ def label_of(c):
                "for bucket by bucket)" if c["grad_compression"] == "powersgd"
                else f", {c['grad_compression']} gradient compression" if c["grad_compression"] != "none" else "")
             + (", ddptrain skip_zero_gradients" if c["ddptrain_skip_zero"] else "")
-            + (f", two network namespaces over a {c['link']} link" if c["link"]
+            + (f", two network namespaces of {c['ranks_per_node']} rank(s) over a {c['link']} link, ddptrain "
+               f"all-reduce {c['ddptrain_allreduce']}" if c["link"] and c["ranks_per_node"] > 1
+               else f", two network namespaces over a {c['link']} link" if c["link"]
                else f", ddptrain all-reduce {c['ddptrain_allreduce']}" if c["ddptrain_allreduce"] != "auto" else ""))
 
 
@@ -265,13 +282,15 @@ progress = "plain"
 """
 
 
-def on_link(link, argvs, envs):
-    """Each rank in its own namespace, the rendezvous at rank 0's address, Gloo on the link's interface."""
+def on_link(link, argvs, envs, per_node=1):
+    """Ranks split between the namespaces, `per_node` in each (numbered node by node, as torchrun numbers them), the
+    rendezvous at rank 0's address, Gloo on the link's interface."""
     if link is None:
         return argvs, envs
-    for env in envs:
-        env.update(MASTER_ADDR=link.master_addr(), GLOO_SOCKET_IFNAME=netns.IFNAME)
-    return [link.wrap(rank, argv) for rank, argv in enumerate(argvs)], envs
+    for rank, env in enumerate(envs):
+        env.update(MASTER_ADDR=link.master_addr(), GLOO_SOCKET_IFNAME=netns.IFNAME, LOCAL_RANK=str(rank % per_node),
+                   LOCAL_WORLD_SIZE=str(per_node), GROUP_RANK=str(rank // per_node))
+    return [link.wrap(rank // per_node, argv) for rank, argv in enumerate(argvs)], envs
 
 
 def ddptrain_launch(c, args, toml_path, run_dir, probe, link=None):
@@ -283,7 +302,7 @@ def ddptrain_launch(c, args, toml_path, run_dir, probe, link=None):
         # sync off: ddptrain has no switch for it, so each rank runs as an independent world of one.
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port) if c["sync"] == "on"
                     else launch.rank_env(c["threads"]))
-    return on_link(link, argvs, envs)
+    return on_link(link, argvs, envs, c["ranks_per_node"])
 
 
 def python_launch(c, init_path, run_dir, probe, link=None):
@@ -306,7 +325,7 @@ def python_launch(c, init_path, run_dir, probe, link=None):
         if c["grad_compression"] == "powersgd":
             argvs[-1] += ["--powersgd-rank", str(POWERSGD_RANK), "--powersgd-start-step", str(POWERSGD_START_STEP)]
         envs.append(launch.rank_env(c["threads"], rank, c["world"], port))
-    return on_link(link, argvs, envs)
+    return on_link(link, argvs, envs, c["ranks_per_node"])
 
 
 def timed_rate(intervals, warmup_steps):
