@@ -96,26 +96,24 @@ at::Tensor input(int rank, size_t c, const Case& k) {
   return at::randint(0, 100, {k.n}, gen, at::kLong).to(k.dtype);
 }
 
+// op(x, y) computed here with ATen, as reduce_ranks does (std::max and std::min keep x on ties).
+at::Tensor reduced(const at::Tensor& x, const at::Tensor& y, ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return x + y;
+    case ReduceOp::PRODUCT:
+      return x * y;
+    case ReduceOp::MAX:
+      return at::where(x < y, y, x);
+    default:
+      return at::where(y < x, y, x);
+  }
+}
+
 // ((x0 op x1) op x2) ... computed here with ATen.
 at::Tensor rank_order(int world, size_t c, const Case& k) {
   at::Tensor acc = input(0, c, k);
-  for (int r = 1; r < world; ++r) {
-    at::Tensor x = input(r, c, k);
-    switch (k.op) {
-      case ReduceOp::SUM:
-        acc = acc + x;
-        break;
-      case ReduceOp::PRODUCT:
-        acc = acc * x;
-        break;
-      case ReduceOp::MAX:
-        acc = at::where(acc < x, x, acc);
-        break;  // std::max(acc, x)
-      default:
-        acc = at::where(x < acc, x, acc);
-        break;  // std::min(acc, x)
-    }
-  }
+  for (int r = 1; r < world; ++r) acc = reduced(acc, input(r, c, k), k.op);
   return acc;
 }
 
@@ -164,20 +162,6 @@ TEST(ShmAllreduce, ThreeRanksHoldTheSameBitsTheRankOrderResult) {
       ASSERT_EQ(got[static_cast<size_t>(r)].size(), all.size());
       EXPECT_TRUE(same_bits(got[static_cast<size_t>(r)][c], expected)) << "case " << c << " rank " << r;
     }
-  }
-}
-
-// op(x, y) computed here with ATen, as reduce_ranks does.
-at::Tensor reduced(const at::Tensor& x, const at::Tensor& y, ReduceOp::RedOpType op) {
-  switch (op) {
-    case ReduceOp::SUM:
-      return x + y;
-    case ReduceOp::PRODUCT:
-      return x * y;
-    case ReduceOp::MAX:
-      return at::where(x < y, y, x);
-    default:
-      return at::where(y < x, y, x);
   }
 }
 
