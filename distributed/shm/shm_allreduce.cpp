@@ -129,6 +129,12 @@ class ShmAllreduceBackend : public ForwardingBackend {
 
   const std::string getBackendName() const override { return hierarchical_ ? "gloo+shm+nodes" : "gloo+shm"; }
 
+  // ProcessGroup::shutdown reaches the group between nodes too (its Gloo threads end here, with the job's group's).
+  void shutdown() override {
+    if (across_) across_->shutdown();
+    inner_->shutdown();
+  }
+
   // A small all-reduce finds the worker idle most of the time (the stop vote, a bucket of a small model at the end of
   // backward): it then runs on the calling thread, which saves the worker's wake-up and the caller's, two context
   // switches on each rank. Anything else waits its turn on the worker, so every rank runs them in issue order.
