@@ -242,6 +242,12 @@ c10::intrusive_ptr<c10d::Store> open_watch_store(const RendezvousInfo& info, con
   }
 }
 
+// Nodes may run different numbers of ranks (torchrun numbers each node's after the nodes before it); a rank's node is
+// rank / LOCAL_WORLD_SIZE only when every node runs as many as this one, as far as the node count tells.
+bool nodes_alike(const RendezvousInfo& info) {
+  return info.group_world_size == 0 || info.group_world_size * info.local_world_size == info.world_size;
+}
+
 // Where each rank sits among the nodes, by torchrun's numbering (RANK = node * LOCAL_WORLD_SIZE + LOCAL_RANK).
 NodePlace node_place(const RendezvousInfo& info) {
   NodePlace p;
@@ -249,9 +255,8 @@ NodePlace node_place(const RendezvousInfo& info) {
   p.local_rank = static_cast<int>(info.local_rank);
   p.node = static_cast<int>(info.rank / p.local_world);
   p.nodes = static_cast<int>(info.world_size / p.local_world);
-  // Nodes of different sizes (the node count says so, or the world is no multiple): no numbering to go by.
-  if ((info.group_world_size != 0 && info.group_world_size != p.nodes) || info.world_size % p.local_world != 0)
-    p.nodes = 0;
+  // Nodes of different sizes, or a world that is no multiple of this node's: no numbering to go by.
+  if (!nodes_alike(info) || info.world_size % p.local_world != 0) p.nodes = 0;
   return p;
 }
 
@@ -344,11 +349,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   JoinPlace place;
   place.rank = info.rank;
   place.world_size = info.world_size;
-  // Nodes may run different numbers of ranks (torchrun numbers each node's after the nodes before it); a rank's node is
-  // rank / LOCAL_WORLD_SIZE only when every node runs as many as this one, as far as the node count tells.
-  const bool nodes_alike =
-      info.group_world_size == 0 || info.group_world_size * info.local_world_size == info.world_size;
-  place.local_world_size = nodes_alike ? info.local_world_size : 0;
+  place.local_world_size = nodes_alike(info) ? info.local_world_size : 0;
   place.address = address;
   const auto views = join_ranks(*store, place, own_view(info.world_size, info.config_digest), timeout);
   ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
