@@ -52,6 +52,10 @@ class SampleSource {
   // drawn, the same draws read() makes; any other sample is read() (decoded here, with read()'s errors and
   // replacements). A source without such files: read().
   virtual Prepared prepare_for_device(int64_t index, uint64_t seed) const { return {read(index, seed), nullptr}; }
+  // The samples `indices[0, count)` will be read soon, in that order (a loader says so a few batches ahead, under its
+  // lock): a source whose reads wait on a server may start fetching them. Returns without waiting; a source that
+  // reads at once ignores it.
+  virtual void coming(const int64_t* /*indices*/, size_t /*count*/) const {}
 };
 
 struct Split {

@@ -116,6 +116,15 @@ bool BatchLoader::claim(Task& task) {
   }
   if (!options_.normalize) batch->erase.resize(static_cast<size_t>(batch->rows));
   pending_.push_back(std::move(batch));
+  // The source hears of the samples of this batch and the `prefetch` after it, each batch once, so that it may fetch
+  // them while the batches before are read.
+  if (const int64_t from = std::max(e->told, index), to = std::min(e->batches, index + 1 + options_.prefetch);
+      split_.source && to > from) {
+    const int64_t begin = from * options_.batch_size;
+    const int64_t end = std::min(to * options_.batch_size, static_cast<int64_t>(e->indices.size()));
+    split_.source->coming(e->indices.data() + begin, static_cast<size_t>(end - begin));
+    e->told = to;
+  }
   return hand_out(*pending_.back());
 }
 

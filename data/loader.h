@@ -107,6 +107,7 @@ class BatchLoader {
     std::vector<int64_t> indices;
     int64_t epoch, batches, first;
     std::vector<int64_t> augment_keys;  // empty: the indices
+    int64_t told = 0;                   // its batches below this one are told to the source (SampleSource::coming)
     // Row `position`'s augmentation key.
     int64_t augment_key(size_t position) const {
       return augment_keys.empty() ? indices[position] : augment_keys[position];
@@ -132,7 +133,8 @@ class BatchLoader {
     int64_t begin = 0, end = 0;
   };
 
-  // Under the lock: hands out the next rows to read, starting the next batch when fewer than `prefetch` are ahead.
+  // Under the lock: hands out the next rows to read, starting the next batch when fewer than `prefetch` are ahead
+  // (and telling the source of the samples of the batches up to `prefetch` after it, SampleSource::coming).
   bool claim(Task& task);
   // Without the lock: reads the rows and writes them into the batch.
   void run(const Task& task);

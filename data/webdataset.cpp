@@ -8,6 +8,7 @@
 #include "data/encoded_images.h"
 #include "data/shard_index.h"
 #include "data/shard_patterns.h"
+#include "data/shard_runs.h"
 #include "data/shard_source.h"
 #include "data/shard_stream.h"
 #include "data/storage_error.h"
@@ -20,7 +21,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,24 +53,9 @@ struct Shard {
   std::string path;
   ShardIndex index;
   int64_t first = 0;            // the split index of its first sample
-  std::vector<int64_t> chunks;  // an HTTP shard's: the first sample of each run read with one Range request
+  std::vector<int64_t> runs;    // an HTTP shard's: the first sample of each run read with one Range request
+  RangedShard ranged() const { return {path, index, runs}; }
 };
-
-// The most bytes one Range request of an HTTP shard asks for (more when one sample is larger): the samples of a run
-// come in one answer, so a request's cost is shared by the run.
-constexpr int64_t kRangeBytes = int64_t{2} << 20;
-
-// The runs of consecutive samples of `index` read with one request each: their first samples.
-std::vector<int64_t> range_chunks(const ShardIndex& index) {
-  std::vector<int64_t> starts;
-  for (int64_t i = 0; i < index.size(); ++i) {
-    const size_t k = static_cast<size_t>(i);
-    if (starts.empty() ||
-        index.offsets[k] + index.lengths[k] - index.offsets[static_cast<size_t>(starts.back())] > kRangeBytes)
-      starts.push_back(i);
-  }
-  return starts;
-}
 
 // Whether a shard is read front to back (a pipe: command, a compressed shard) instead of at each sample's place.
 bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index.compressed; }
@@ -78,10 +63,7 @@ bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index
 // The samples of shards read front to back: one stream open per shard being read, the samples it passed on the way
 // to the one asked for kept until they are asked for (at most `keep` a shard, the lowest dropped first: asked for
 // later, it is read again from the shard's start), at most `max_open` streams at once (the least recently used
-// dropped). A stream that fails is started again, data.shard_retries times. An HTTP shard is read a run of samples
-// (Shard::chunks) at a time, one Range request each, its other samples kept until they are asked for (every sample
-// of the run is asked for once an epoch, so each run is read once), the shard's next run read in the background
-// meanwhile, so that the link carries it while this run's samples are decoded.
+// dropped). A stream that fails is started again, data.shard_retries times.
 class StreamedShards {
  public:
   StreamedShards(ShardFetch fetch, size_t keep, size_t max_open) : fetch_(fetch), keep_(keep), max_open_(max_open) {}
@@ -95,7 +77,6 @@ class StreamedShards {
       r->kept.erase(kept);
       return bytes;
     }
-    if (!shard.chunks.empty()) return ranged(*r, shard, i);  // read_shard_bytes retries
     std::string bytes;
     retry_storage(fetch_, [&] {
       try {
@@ -114,14 +95,10 @@ class StreamedShards {
     std::unique_ptr<ShardStream> stream;
     int64_t next = 0;  // the sample the stream is at
     std::map<int64_t, std::string> kept;
-    // An HTTP shard's next run, read in the background while this one's samples are decoded: (its first sample,
-    // its bytes to come). Destroying the future waits for the read.
-    int64_t ahead_run = -1;
-    std::future<std::string> ahead;
   };
 
   std::shared_ptr<Reading> reading(size_t s) {
-    // Dropped after the lock is released: a reading's end may wait for its read-ahead or its command.
+    // Dropped after the lock is released: a reading's end may wait for its command.
     std::vector<std::shared_ptr<Reading>> dropped;
     std::lock_guard<std::mutex> lock(mu_);
     auto& [r, used] = open_[s];
@@ -142,37 +119,6 @@ class StreamedShards {
     std::string bytes(static_cast<size_t>(index.lengths[static_cast<size_t>(i)]), '\0');
     stream.read(bytes.data(), bytes.size());
     return bytes;
-  }
-
-  std::string ranged(Reading& r, const Shard& shard, int64_t i) const {
-    const ShardIndex& index = shard.index;
-    const auto at = [&](int64_t k) { return index.offsets[static_cast<size_t>(k)]; };
-    const auto length = [&](int64_t k) { return index.lengths[static_cast<size_t>(k)]; };
-    const auto run = std::upper_bound(shard.chunks.begin(), shard.chunks.end(), i) - 1;
-    const auto run_end = [&](std::vector<int64_t>::const_iterator c) {
-      return c + 1 == shard.chunks.end() ? index.size() : *(c + 1);
-    };
-    const auto read_run = [this, &shard, at, length](int64_t first, int64_t end) {
-      return read_shard_bytes(shard.path, at(first), at(end - 1) + length(end - 1) - at(first), shard.index.shard_bytes,
-                              fetch_);
-    };
-    const int64_t first = *run, end = run_end(run);
-    std::string bytes;
-    if (r.ahead_run == first) {
-      r.ahead_run = -1;
-      bytes = r.ahead.get();  // a failed read's StorageError
-    } else {
-      bytes = read_run(first, end);
-    }
-    if (run + 1 != shard.chunks.end() && r.ahead_run != *(run + 1) && !r.kept.count(*(run + 1))) {
-      if (r.ahead.valid()) r.ahead.wait();  // a read ahead no sample asked for
-      r.ahead_run = *(run + 1);
-      r.ahead = std::async(std::launch::async, read_run, *(run + 1), run_end(run + 1));
-    }
-    for (int64_t k = first; k < end; ++k)
-      if (k != i)
-        r.kept.try_emplace(k, bytes.substr(static_cast<size_t>(at(k) - at(first)), static_cast<size_t>(length(k))));
-    return bytes.substr(static_cast<size_t>(at(i) - at(first)), static_cast<size_t>(length(i)));
   }
 
   std::string advance(Reading& r, const Shard& shard, int64_t i) const {
@@ -202,7 +148,7 @@ class StreamedShards {
 };
 
 // A split of shards, each sample read at its place (its bytes alone are a tar stream holding it): with a pread of a
-// local shard or a Range request over HTTP, or from its shard's stream.
+// local shard, from its run of an HTTP shard (ShardRuns), or from its shard's stream.
 class ShardSamples : public EncodedImages {
  public:
   ShardSamples(const std::string& patterns, std::vector<Shard> shards, int64_t size, int64_t num_classes,
@@ -212,13 +158,33 @@ class ShardSamples : public EncodedImages {
         num_classes_(num_classes),
         fetch_(fetch),
         streams_(std::make_unique<StreamedShards>(fetch, static_cast<size_t>(data.shuffle_buffer) + 256,
-                                                  static_cast<size_t>(2 * data.shards_in_flight + 4))) {}
+                                                  static_cast<size_t>(2 * data.shards_in_flight + 4))) {
+    // Runs are read on a thread per shard in flight, as many ahead at once; each sample in the shuffle buffer may
+    // hold a run open, and each shard in flight its run being read and the next.
+    if (std::any_of(shards_.begin(), shards_.end(), [](const Shard& shard) { return !shard.runs.empty(); }))
+      runs_ = std::make_unique<ShardRuns>(fetch, static_cast<size_t>(data.shards_in_flight),
+                                          static_cast<size_t>(data.shards_in_flight),
+                                          static_cast<size_t>(data.shuffle_buffer + 2 * data.shards_in_flight));
+  }
+
+  void coming(const int64_t* indices, size_t count) const override {
+    if (!runs_) return;
+    for (size_t k = 0; k < count; ++k) {
+      const auto it = shard_of(indices[k]);
+      if (!it->runs.empty())
+        runs_->coming(static_cast<size_t>(it - shards_.begin()), it->ranged(), indices[k] - it->first);
+    }
+  }
 
  private:
+  std::vector<Shard>::const_iterator shard_of(int64_t index) const {
+    return std::upper_bound(shards_.begin(), shards_.end(), index,
+                            [](int64_t i, const Shard& shard) { return i < shard.first; }) -
+           1;
+  }
+
   Encoded fetch(int64_t index) const override {
-    const auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
-                                     [](int64_t i, const Shard& shard) { return i < shard.first; }) -
-                    1;
+    const auto it = shard_of(index);
     const Shard& shard = *it;
     const int64_t i = index - shard.first;
     const std::string key(shard.index.key(i));
@@ -229,10 +195,11 @@ class ShardSamples : public EncodedImages {
     const int64_t offset = shard.index.offsets[static_cast<size_t>(i)];
     std::string bytes;
     try {
-      bytes = streamed(shard) || !shard.chunks.empty()
-                  ? streams_->sample(static_cast<size_t>(it - shards_.begin()), shard, i)
-                  : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
-                                     shard.index.shard_bytes, fetch_);
+      const size_t s = static_cast<size_t>(it - shards_.begin());
+      bytes = !shard.runs.empty() ? runs_->sample(s, shard.ranged(), i)
+              : streamed(shard)   ? streams_->sample(s, shard, i)
+                                  : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
+                                                     shard.index.shard_bytes, fetch_);
     } catch (const StorageError& e) {  // "shard URL: why": the key added
       throw StorageError(name + ": " + after_shard(e.what(), shard.path));
     }
@@ -259,6 +226,7 @@ class ShardSamples : public EncodedImages {
   int64_t num_classes_;
   ShardFetch fetch_;
   std::unique_ptr<StreamedShards> streams_;
+  std::unique_ptr<ShardRuns> runs_;  // when a shard is read over HTTP
 };
 
 // The index of the shard `path` of the split `key`: beside a local file (checked against its size), fetched from beside
@@ -349,8 +317,8 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
       labels.push_back(problem.empty() ? cls : 0);  // a bad sample is replaced when read (data.on_bad_sample)
     }
     sizes.push_back(index.size());
-    std::vector<int64_t> chunks = http_shard(path) ? range_chunks(index) : std::vector<int64_t>{};
-    shards.push_back({std::move(path), std::move(index), total, std::move(chunks)});
+    std::vector<int64_t> runs = http_shard(path) ? range_runs(index) : std::vector<int64_t>{};
+    shards.push_back({std::move(path), std::move(index), total, std::move(runs)});
     total += sizes.back();
   }
   Split split;

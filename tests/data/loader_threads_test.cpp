@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -197,6 +198,69 @@ TEST(BatchLoader, PlannedEpochsFollowWithTheirOwnSamplesAndSeeds) {
   EXPECT_EQ(loader.epoch(), 5);
   ASSERT_TRUE(loader.next().has_value());
   EXPECT_FALSE(loader.next().has_value());
+}
+
+// A split read per sample that records, for each sample, when it was told as coming and when it was read (a
+// counter both share), and how many samples had been read when each was told.
+class TellingSource final : public SampleSource {
+ public:
+  Sample read(int64_t index, uint64_t) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_at_[index].push_back(++clock_);
+    ++reads_;
+    return {torch::full({1, 2, 2}, index % 256, torch::kUInt8), index};
+  }
+  int64_t bad_samples() const override { return 0; }
+  void coming(const int64_t* indices, size_t count) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t k = 0; k < count; ++k) {
+      told_at_[indices[k]].push_back(++clock_);
+      reads_when_told_[indices[k]] = reads_;
+    }
+  }
+  mutable std::map<int64_t, std::vector<int64_t>> told_at_, read_at_;
+  mutable std::map<int64_t, int64_t> reads_when_told_;
+
+ private:
+  mutable std::mutex mu_;
+  mutable int64_t clock_ = 0, reads_ = 0;
+};
+
+// The loader tells its source every sample it will read once, before reading it and at most `prefetch` batches
+// ahead of the batch it assembles; an epoch resumed at a batch tells only the samples it reads, and each planned
+// epoch tells its own.
+TEST(BatchLoader, TellsTheSourceEachSampleOnceBeforeReadingItAFewBatchesAhead) {
+  for (const int64_t workers : {0, 2}) {
+    auto source = std::make_shared<TellingSource>();
+    Split split;
+    split.labels = torch::zeros({100}, torch::kInt64);
+    split.source = source;
+    const int64_t batch = 4, prefetch = 3;
+    BatchLoader loader(split, iota_order(50), batches_of(batch, workers, prefetch), /*start_batch=*/2);
+    int64_t rows = 0;
+    while (auto b = loader.next()) rows += b->size();
+    std::vector<int64_t> second(50);
+    for (int64_t i = 0; i < 50; ++i) second[static_cast<size_t>(i)] = 99 - i;
+    loader.plan_epoch(second, 1);
+    while (auto b = loader.next()) rows += b->size();
+    EXPECT_EQ(rows, 42 + 50);
+    EXPECT_EQ(source->read_at_.size(), 92u) << workers;
+    for (const auto& [index, reads] : source->read_at_) {
+      ASSERT_EQ(reads.size(), 1u) << index;
+      const auto told = source->told_at_.find(index);
+      ASSERT_NE(told, source->told_at_.end()) << "sample " << index << " was read untold (workers " << workers << ")";
+      ASSERT_EQ(told->second.size(), 1u) << index;
+      EXPECT_LT(told->second[0], reads[0]) << index;
+    }
+    EXPECT_EQ(source->told_at_.size(), 92u);  // samples 0..7, before the resumed batch, are not told
+    if (workers == 0) {                       // read on the consumer's thread: how far ahead is exact
+      for (const auto& [index, reads_then] : source->reads_when_told_) {
+        const int64_t position = index < 50 ? index - 8 : 99 - index, batch_of = position / batch;
+        EXPECT_GE(reads_then, (index < 50 ? 0 : 42) + std::max<int64_t>(0, batch_of - prefetch) * batch)
+            << "sample " << index << " told more than " << prefetch << " batches ahead";
+      }
+    }
+  }
 }
 
 // On a GPU (CTest label gpu): the feed goes on into the epoch planned after the first, and every batch of both,

@@ -122,7 +122,7 @@ TEST(WebdatasetHttp, TwoRanksTrainOnShardsFromNginxAsOnTheSameShardsOnDisk) {
 
 // Shards of several 2 MiB runs (noise PNGs of about 0.5 MB): each run read with one Range request, the next read
 // ahead in the background, and the model the same as from disk.
-TEST(WebdatasetHttp, LargeShardsAreReadARunAtATimeTheNextOneAheadAsOnDisk) {
+TEST(WebdatasetHttp, LargeShardsAreReadARunAtATimeAheadOfTheLoaderAsOnDisk) {
   if (const std::string why = missing_for_http_shards(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::pair<int, int> shards =

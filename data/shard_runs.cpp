@@ -1,0 +1,145 @@
+// ShardRuns: runs of HTTP shards read on c10::ThreadPool threads (each keeps its libcurl connection), taken apart into
+// their samples when first asked for.
+#include "data/shard_runs.h"
+
+#include "base/thread_name.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+namespace ddp {
+namespace {
+
+// The most bytes one Range request asks for (more when one sample is larger).
+constexpr int64_t kRunBytes = int64_t{2} << 20;
+
+int64_t offset_of(const ShardIndex& index, int64_t i) { return index.offsets[static_cast<size_t>(i)]; }
+int64_t end_of(const ShardIndex& index, int64_t i) {
+  return index.offsets[static_cast<size_t>(i)] + index.lengths[static_cast<size_t>(i)];
+}
+
+// The sample after the last of the run that starts at `first`.
+int64_t run_end(const RangedShard& shard, int64_t first) {
+  const auto next = std::upper_bound(shard.runs.begin(), shard.runs.end(), first);
+  return next == shard.runs.end() ? shard.index.size() : *next;
+}
+
+}  // namespace
+
+std::vector<int64_t> range_runs(const ShardIndex& index) {
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < index.size(); ++i)
+    if (starts.empty() || end_of(index, i) - offset_of(index, starts.back()) > kRunBytes) starts.push_back(i);
+  return starts;
+}
+
+ShardRuns::ShardRuns(ShardFetch fetch, size_t threads, size_t max_ahead, size_t max_runs)
+    : fetch_(fetch),
+      max_ahead_(max_ahead),
+      max_runs_(max_runs),
+      pool_(static_cast<int>(std::max<size_t>(1, threads)), -1, [] { name_this_thread("ddp-http"); }) {}
+
+ShardRuns::~ShardRuns() = default;
+
+ShardRuns::Key ShardRuns::run_of(size_t s, const RangedShard& shard, int64_t i) {
+  return {s, *(std::upper_bound(shard.runs.begin(), shard.runs.end(), i) - 1)};
+}
+
+void ShardRuns::start(const Key& key, const RangedShard& shard, Run& run) {
+  const int64_t first = key.second, end = run_end(shard, first);
+  const int64_t offset = offset_of(shard.index, first), length = end_of(shard.index, end - 1) - offset;
+  auto promise = std::make_shared<std::promise<std::string>>();
+  run.bytes = promise->get_future().share();
+  pool_.run([promise, url = shard.url, offset, length, shard_bytes = shard.index.shard_bytes, fetch = fetch_] {
+    try {
+      promise->set_value(read_shard_bytes(url, offset, length, shard_bytes, fetch));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  });
+}
+
+bool ShardRuns::Run::being_read() const {
+  return bytes.valid() && bytes.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+}
+
+bool ShardRuns::room_ahead() const {
+  return static_cast<size_t>(std::count_if(runs_.begin(), runs_.end(),
+                                           [](const auto& r) { return r.second.being_read(); })) < max_ahead_;
+}
+
+void ShardRuns::trim() {
+  while (runs_.size() > max_runs_) {
+    auto oldest = runs_.end();
+    for (auto it = runs_.begin(); it != runs_.end(); ++it)
+      if (!it->second.being_read() && (oldest == runs_.end() || it->second.used < oldest->second.used)) oldest = it;
+    if (oldest == runs_.end()) return;
+    runs_.erase(oldest);
+  }
+}
+
+void ShardRuns::coming(size_t s, const RangedShard& shard, int64_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Key key = run_of(s, shard, i);
+  const auto it = runs_.find(key);
+  if (it != runs_.end() && (it->second.bytes.valid() || it->second.kept.count(i))) return;
+  if (!room_ahead()) return;
+  Run& run = runs_[key];
+  run.used = ++clock_;
+  start(key, shard, run);
+  trim();
+}
+
+std::string ShardRuns::sample(size_t s, const RangedShard& shard, int64_t i) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const Key key = run_of(s, shard, i);
+  std::shared_future<std::string> bytes;
+  {
+    Run& run = runs_[key];
+    run.used = ++clock_;
+    if (auto kept = run.kept.find(i); kept != run.kept.end()) {
+      std::string sample = std::move(kept->second);
+      run.kept.erase(kept);
+      if (run.kept.empty() && !run.bytes.valid()) runs_.erase(key);
+      return sample;
+    }
+    if (!run.bytes.valid()) start(key, shard, run);  // not read ahead, or read before and i dropped since
+    bytes = run.bytes;
+  }
+  trim();
+  lock.unlock();
+  try {
+    bytes.get();  // a failed read's StorageError
+  } catch (...) {
+    lock.lock();
+    if (auto it = runs_.find(key); it != runs_.end() && it->second.bytes.valid() &&
+                                   it->second.bytes.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      it->second.bytes = {};  // the next ask reads the run again
+      if (it->second.kept.empty()) runs_.erase(it);
+    }
+    throw;
+  }
+  // Taken apart before the lock is taken again: a run is up to 2 MiB of copies.
+  const std::string& all = bytes.get();
+  const int64_t first = key.second, end = run_end(shard, first), base = offset_of(shard.index, first);
+  const auto piece = [&](int64_t k) {
+    return all.substr(static_cast<size_t>(offset_of(shard.index, k) - base),
+                      static_cast<size_t>(shard.index.lengths[static_cast<size_t>(k)]));
+  };
+  std::map<int64_t, std::string> pieces;
+  for (int64_t k = first; k < end; ++k)
+    if (k != i) pieces.emplace_hint(pieces.end(), k, piece(k));
+  std::string sample = piece(i);
+  lock.lock();
+  Run& run = runs_[key];
+  if (run.bytes.valid()) {  // the first of its samples' readers to get here keeps the others
+    run.kept.merge(pieces);
+    run.bytes = {};
+  }
+  run.kept.erase(i);
+  if (run.kept.empty()) runs_.erase(key);
+  return sample;
+}
+
+}  // namespace ddp

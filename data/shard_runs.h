@@ -1,0 +1,74 @@
+// ShardRuns: the samples of HTTP shards read a run of consecutive samples at a time with one Range request each, the
+// runs of the samples the loader says are coming read ahead on a few threads that keep their connections open.
+#pragma once
+
+#include "data/shard_index.h"
+#include "data/shard_source.h"
+
+#include <c10/core/thread_pool.h>
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddp {
+
+// An HTTP shard as ShardRuns reads it: its URL, its index, and the first sample of each of its runs (range_runs).
+struct RangedShard {
+  const std::string& url;
+  const ShardIndex& index;
+  const std::vector<int64_t>& runs;
+};
+
+// The runs of consecutive samples of `index` read with one request each (at most 2 MiB, or one sample when it is
+// larger): their first samples. A request's cost is shared by its run.
+std::vector<int64_t> range_runs(const ShardIndex& index);
+
+class ShardRuns {
+ public:
+  // `threads` threads read the runs, at most `max_ahead` at once for coming(); at most `max_runs` runs are held (read,
+  // or keeping samples not asked for yet): beyond, the least recently used that is not being read is dropped (asked
+  // for later, it is read again).
+  ShardRuns(ShardFetch fetch, size_t threads, size_t max_ahead, size_t max_runs);
+  ~ShardRuns();
+  ShardRuns(const ShardRuns&) = delete;
+  ShardRuns& operator=(const ShardRuns&) = delete;
+
+  // Sample i's bytes of shard number s: from its run, read now unless told as coming (every sample of a run is asked
+  // for once an epoch, so each run is read once). Throws StorageError naming the shard when its run cannot be read
+  // after data.shard_retries.
+  std::string sample(size_t s, const RangedShard& shard, int64_t i);
+  // Sample i of shard number s will be asked for soon: its run is read ahead unless it is held or being read, or
+  // `max_ahead` runs are being read already. Does not wait.
+  void coming(size_t s, const RangedShard& shard, int64_t i);
+
+ private:
+  using Key = std::pair<size_t, int64_t>;  // (shard number, first sample of the run)
+  struct Run {
+    std::shared_future<std::string> bytes;  // valid while the run is read and not yet taken apart into `kept`
+    std::map<int64_t, std::string> kept;    // its samples not asked for yet, once read
+    uint64_t used = 0;
+    bool being_read() const;
+  };
+  // Under mu_: the key of the run holding sample i, and the one after it (or none: second = -1).
+  static Key run_of(size_t s, const RangedShard& shard, int64_t i);
+  // Under mu_: starts reading the run `key` on the threads.
+  void start(const Key& key, const RangedShard& shard, Run& run);
+  // Under mu_: whether another run may be read ahead (fewer than max_ahead are being read).
+  bool room_ahead() const;
+  // Under mu_: drops the least recently used runs beyond max_runs_ that are not being read.
+  void trim();
+
+  ShardFetch fetch_;
+  size_t max_ahead_, max_runs_;
+  std::mutex mu_;
+  std::map<Key, Run> runs_;
+  uint64_t clock_ = 0;
+  c10::ThreadPool pool_;  // last: destroyed first, its threads gone before the runs they fill
+};
+
+}  // namespace ddp
