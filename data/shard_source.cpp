@@ -207,6 +207,7 @@ std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t l
   with_retries("shard " + shard + ": " + bytes_text(offset, length), fetch, [&]() -> Failure {
     Answer answer;
     answer.limit = static_cast<size_t>(length);
+    answer.body.reserve(answer.limit);  // the bytes asked for, in one allocation
     if (Failure f = get(shard, range, answer); !f.why.empty()) return f;
     if (answer_code(answer.status_line) != 206)
       return {"the server answered \"" + answer.status_line +
