@@ -1,8 +1,10 @@
-// ShardRuns: runs of HTTP shards read on c10::ThreadPool threads (each keeps its libcurl connection), taken apart into
+// ShardRuns: runs of shards read on c10::ThreadPool threads (each keeps its libcurl connection), taken apart into
 // their samples when first asked for.
 #include "data/shard_runs.h"
 
 #include "base/thread_name.h"
+#include "data/shard_patterns.h"
+#include "data/storage_error.h"
 
 #include <algorithm>
 #include <chrono>
@@ -38,7 +40,7 @@ ShardRuns::ShardRuns(ShardFetch fetch, size_t threads, size_t max_ahead, size_t 
     : fetch_(fetch),
       max_ahead_(max_ahead),
       max_runs_(max_runs),
-      pool_(static_cast<int>(std::max<size_t>(1, threads)), -1, [] { name_this_thread("ddp-http"); }) {}
+      pool_(static_cast<int>(std::max<size_t>(1, threads)), -1, [] { name_this_thread("ddp-shard-runs"); }) {}
 
 ShardRuns::~ShardRuns() = default;
 
@@ -51,9 +53,9 @@ void ShardRuns::start(const Key& key, const RangedShard& shard, Run& run) {
   const int64_t offset = offset_of(shard.index, first), length = end_of(shard.index, end - 1) - offset;
   auto promise = std::make_shared<std::promise<std::string>>();
   run.bytes = promise->get_future().share();
-  pool_.run([promise, url = shard.url, offset, length, shard_bytes = shard.index.shard_bytes, fetch = fetch_] {
+  pool_.run([promise, path = shard.path, offset, length, shard_bytes = shard.index.shard_bytes, fetch = fetch_] {
     try {
-      promise->set_value(read_shard_bytes(url, offset, length, shard_bytes, fetch));
+      promise->set_value(read_shard_bytes(path, offset, length, shard_bytes, fetch));
     } catch (...) {
       promise->set_exception(std::current_exception());
     }
@@ -110,15 +112,18 @@ std::string ShardRuns::sample(size_t s, const RangedShard& shard, int64_t i) {
   trim();
   lock.unlock();
   try {
-    bytes.get();  // a failed read's StorageError
-  } catch (...) {
+    bytes.get();  // a failed read's error
+  } catch (const std::exception& e) {
     lock.lock();
     if (auto it = runs_.find(key); it != runs_.end() && it->second.bytes.valid() &&
                                    it->second.bytes.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       it->second.bytes = {};  // the next ask reads the run again
       if (it->second.kept.empty()) runs_.erase(it);
     }
-    throw;
+    lock.unlock();
+    if (dynamic_cast<const StorageError*>(&e) || http_shard(shard.path)) throw;
+    return read_shard_bytes(shard.path, offset_of(shard.index, i), shard.index.lengths[static_cast<size_t>(i)],
+                            shard.index.shard_bytes, fetch_);
   }
   // Taken apart before the lock is taken again: a run is up to 2 MiB of copies.
   const std::string& all = bytes.get();

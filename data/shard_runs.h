@@ -1,5 +1,6 @@
-// ShardRuns: the samples of HTTP shards read a run of consecutive samples at a time with one Range request each, the
-// runs of the samples the loader says are coming read ahead on a few threads that keep their connections open.
+// ShardRuns: the samples of plain tar shards, local or HTTP, read a run of consecutive samples at a time (one pread or
+// one Range request each), the runs of the samples the loader says are coming read ahead on a few threads (which keep
+// their HTTP connections open).
 #pragma once
 
 #include "data/shard_index.h"
@@ -17,15 +18,15 @@
 
 namespace ddp {
 
-// An HTTP shard as ShardRuns reads it: its URL, its index, and the first sample of each of its runs (range_runs).
+// A shard as ShardRuns reads it: its file or URL, its index, and the first sample of each of its runs (range_runs).
 struct RangedShard {
-  const std::string& url;
+  const std::string& path;
   const ShardIndex& index;
   const std::vector<int64_t>& runs;
 };
 
-// The runs of consecutive samples of `index` read with one request each (at most 2 MiB, or one sample when it is
-// larger): their first samples. A request's cost is shared by its run.
+// The runs of consecutive samples of `index` read with one read each (at most 2 MiB, or one sample when it is larger):
+// their first samples. A read's cost (a request, a system call) is shared by its run.
 std::vector<int64_t> range_runs(const ShardIndex& index);
 
 class ShardRuns {
@@ -39,8 +40,9 @@ class ShardRuns {
   ShardRuns& operator=(const ShardRuns&) = delete;
 
   // Sample i's bytes of shard number s: from its run, read now unless told as coming (every sample of a run is asked
-  // for once an epoch, so each run is read once). Throws StorageError naming the shard when its run cannot be read
-  // after data.shard_retries.
+  // for once an epoch, so each run is read once). Throws StorageError naming the shard when an HTTP shard's run
+  // cannot be read after data.shard_retries. A local shard's run that cannot be read (a damaged shard) is left, and
+  // the sample alone is read as read_shard_bytes reads it (its error, if it is itself unreadable).
   std::string sample(size_t s, const RangedShard& shard, int64_t i);
   // Sample i of shard number s will be asked for soon: its run is read ahead unless it is held or being read, or
   // `max_ahead` runs are being read already. Does not wait.

@@ -53,7 +53,7 @@ struct Shard {
   std::string path;
   ShardIndex index;
   int64_t first = 0;            // the split index of its first sample
-  std::vector<int64_t> runs;    // an HTTP shard's: the first sample of each run read with one Range request
+  std::vector<int64_t> runs;    // a plain tar's: the first sample of each run read at once (ShardRuns)
   RangedShard ranged() const { return {path, index, runs}; }
 };
 
@@ -147,8 +147,8 @@ class StreamedShards {
   uint64_t clock_ = 0;
 };
 
-// A split of shards, each sample read at its place (its bytes alone are a tar stream holding it): with a pread of a
-// local shard, from its run of an HTTP shard (ShardRuns), or from its shard's stream.
+// A split of shards, each sample read at its place (its bytes alone are a tar stream holding it): from its run of a
+// plain tar, local or HTTP (ShardRuns), or from its shard's stream.
 class ShardSamples : public EncodedImages {
  public:
   ShardSamples(const std::string& patterns, std::vector<Shard> shards, int64_t size, int64_t num_classes,
@@ -156,7 +156,6 @@ class ShardSamples : public EncodedImages {
       : EncodedImages(patterns, size, data, augment),
         shards_(std::move(shards)),
         num_classes_(num_classes),
-        fetch_(fetch),
         streams_(std::make_unique<StreamedShards>(fetch, static_cast<size_t>(data.shuffle_buffer) + 256,
                                                   static_cast<size_t>(2 * data.shards_in_flight + 4))) {
     // Runs are read on a thread per shard in flight, as many ahead at once; each sample in the shuffle buffer may
@@ -196,10 +195,7 @@ class ShardSamples : public EncodedImages {
     std::string bytes;
     try {
       const size_t s = static_cast<size_t>(it - shards_.begin());
-      bytes = !shard.runs.empty() ? runs_->sample(s, shard.ranged(), i)
-              : streamed(shard)   ? streams_->sample(s, shard, i)
-                                  : read_shard_bytes(shard.path, offset, shard.index.lengths[static_cast<size_t>(i)],
-                                                     shard.index.shard_bytes, fetch_);
+      bytes = streamed(shard) ? streams_->sample(s, shard, i) : runs_->sample(s, shard.ranged(), i);
     } catch (const StorageError& e) {  // "shard URL: why": the key added
       throw StorageError(name + ": " + after_shard(e.what(), shard.path));
     }
@@ -224,9 +220,8 @@ class ShardSamples : public EncodedImages {
 
   std::vector<Shard> shards_;
   int64_t num_classes_;
-  ShardFetch fetch_;
   std::unique_ptr<StreamedShards> streams_;
-  std::unique_ptr<ShardRuns> runs_;  // when a shard is read over HTTP
+  std::unique_ptr<ShardRuns> runs_;  // when a shard is a plain tar
 };
 
 // The index of the shard `path` of the split `key`: beside a local file (checked against its size), fetched from beside
@@ -317,8 +312,8 @@ Split shard_split(const std::string& patterns, const std::string& key, const Dat
       labels.push_back(problem.empty() ? cls : 0);  // a bad sample is replaced when read (data.on_bad_sample)
     }
     sizes.push_back(index.size());
-    std::vector<int64_t> runs = http_shard(path) ? range_runs(index) : std::vector<int64_t>{};
-    shards.push_back({std::move(path), std::move(index), total, std::move(runs)});
+    Shard& shard = shards.emplace_back(Shard{std::move(path), std::move(index), total, {}});
+    if (!streamed(shard)) shard.runs = range_runs(shard.index);
     total += sizes.back();
   }
   Split split;

@@ -1,6 +1,7 @@
 // Tests: an HTTP shard's samples through ShardRuns are the file's bytes whatever the order and the threads asking,
 // each run asked for with one Range request, once; a run told as coming is read ahead (and kept when the server loses
-// the file after), at most `max_ahead` at once; a run that cannot be read is one line naming the shard.
+// the file after), at most `max_ahead` at once; a run that cannot be read is one line naming the shard; a local
+// shard's run cut short gives the samples before the cut.
 #include "data/shard_runs.h"
 #include "data/storage_error.h"
 #include "tests/support/nginx_server.h"
@@ -36,6 +37,12 @@ std::pair<std::string, ShardIndex> random_shard(int64_t bytes, uint32_t seed) {
   for (char& c : data) c = static_cast<char>(gen() & 0xff);
   index.shard_bytes = at;
   return {data, index};
+}
+
+// Sample i's bytes in the shard `data`.
+std::string bytes_of_sample(const std::string& data, const ShardIndex& index, int64_t i) {
+  return data.substr(static_cast<size_t>(index.offsets[static_cast<size_t>(i)]),
+                     static_cast<size_t>(index.lengths[static_cast<size_t>(i)]));
 }
 
 // The Range headers of the requests for `uri` nginx answered with 206, as "bytes=FIRST-LAST", in order.
@@ -110,11 +117,8 @@ TEST(ShardRuns, EverySampleIsTheFilesBytesAndEachRunIsAskedForOnceWhateverTheOrd
   std::thread other(work);
   work();
   other.join();
-  for (size_t k = 0; k < order.size(); ++k) {
-    const auto i = static_cast<size_t>(order[k]);
-    ASSERT_EQ(got[k], data.substr(static_cast<size_t>(index.offsets[i]), static_cast<size_t>(index.lengths[i])))
-        << "sample " << i;
-  }
+  for (size_t k = 0; k < order.size(); ++k)
+    ASSERT_EQ(got[k], bytes_of_sample(data, index, order[k])) << "sample " << order[k];
   std::vector<std::string> served = ranges_served(nginx, "/a.tar"), expected;
   for (size_t r = 0; r < runs.size(); ++r) expected.push_back(range_of_run(index, runs, r));
   std::sort(served.begin(), served.end());
@@ -132,10 +136,7 @@ TEST(ShardRuns, ARunToldAsComingIsReadAheadAtMostMaxAheadAtOnceAndAFailedOneName
   ASSERT_GE(runs.size(), 4u);
   const std::string url = nginx.url() + "b.tar";
   const RangedShard shard{url, index, runs};
-  const auto bytes_of = [&](int64_t i) {
-    return data.substr(static_cast<size_t>(index.offsets[static_cast<size_t>(i)]),
-                       static_cast<size_t>(index.lengths[static_cast<size_t>(i)]));
-  };
+  const auto bytes_of = [&](int64_t i) { return bytes_of_sample(data, index, i); };
   {
     // One read ahead at a time: runs 1 and 2 told together, only run 1 is read; told again once run 1 is in, run 2
     // is.
@@ -169,6 +170,35 @@ TEST(ShardRuns, ARunToldAsComingIsReadAheadAtMostMaxAheadAtOnceAndAFailedOneName
   EXPECT_EQ(served, (std::vector<std::string>{range_of_run(index, runs, 1), range_of_run(index, runs, 2),
                                               range_of_run(index, runs, 0)}))
       << nginx.requests();
+}
+
+// A local shard is read a run at a time too; when a run cannot be read whole (the file cut short since it was
+// indexed), its samples that lie before the cut are each read alone, and the one past it fails naming the shard.
+TEST(ShardRuns, ALocalShardsDamagedRunFallsBackToItsIntactSamples) {
+  TempDir dir;
+  const auto [data, index] = random_shard(5 << 20, 13);
+  const std::string path = dir / "c.tar";
+  write_file(path, data);
+  const std::vector<int64_t> runs = range_runs(index);
+  ASSERT_GE(runs.size(), 2u);
+  ASSERT_GE(runs[2] - runs[1], 2);  // run 1 holds two samples at least
+  const RangedShard shard{path, index, runs};
+  const auto bytes_of = [&](int64_t i) { return bytes_of_sample(data, index, i); };
+  ShardRuns reader(ShardFetch{0, 0.01, 0.05}, 2, 2, 100);
+  reader.coming(0, shard, runs[0]);
+  for (int64_t i = runs[0]; i < runs[1]; ++i) ASSERT_EQ(reader.sample(0, shard, i), bytes_of(i)) << i;
+  // Cut inside run 1's last sample.
+  const int64_t last = runs[2] - 1;
+  std::filesystem::resize_file(path, static_cast<uintmax_t>(index.offsets[static_cast<size_t>(last)] + 100));
+  for (int64_t i = runs[1]; i < last; ++i) EXPECT_EQ(reader.sample(0, shard, i), bytes_of(i)) << i;
+  try {
+    reader.sample(0, shard, last);
+    ADD_FAILURE() << "a sample past the end of the file was read";
+  } catch (const StorageError& e) {
+    ADD_FAILURE() << "a damaged local shard is not the server failing: " << e.what();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("shard " + path + ": cannot read"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
