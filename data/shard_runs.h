@@ -56,7 +56,7 @@ class ShardRuns {
     uint64_t used = 0;
     bool being_read() const;
   };
-  // Under mu_: the key of the run holding sample i, and the one after it (or none: second = -1).
+  // The key of the run of shard number s that holds sample i.
   static Key run_of(size_t s, const RangedShard& shard, int64_t i);
   // Under mu_: starts reading the run `key` on the threads.
   void start(const Key& key, const RangedShard& shard, Run& run);
