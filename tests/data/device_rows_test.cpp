@@ -1,7 +1,8 @@
 // data.decode = "gpu" on the loader's side, on the CPU: the rows left for the device are the JPEGs nvJPEG takes, each
 // with the crop and flip the CPU path draws for it; the device's transform of a whole decode (apply_device_transform)
 // gives the CPU path's pixels within 1; every other row, its label, the errors and data.on_bad_sample's replacements
-// are the CPU path's; and without a GPU the run stops with one error line.
+// are the CPU path's; tar shards of the folder leave the same rows as its files; and without a GPU the run stops
+// with one error line.
 #include "data/gpu_decode.h"
 #include "data/image_decode.h"
 #include "data/image_folder.h"
@@ -98,6 +99,65 @@ TEST(DeviceRows, JpegRowsAreLeftForTheDeviceWithTheCpuPathsTransform) {
     std::cout << "[ figures ] " << (train ? "training" : "evaluation") << ": " << on_device << " rows for the device, "
               << on_cpu << " decoded on the loader threads; max |device transform - CPU path| " << worst << "\n";
   }
+}
+
+// The same folder packed into tar shards (ddptrain --make-shards): each sample leaves the device the same JPEG bytes
+// with the same transform and header, or is decoded on the CPU into the same pixels, as the folder's file.
+TEST(DeviceRows, ShardsOfAFolderLeaveTheDeviceTheFoldersRows) {
+  TempDir dir;
+  write_mixed_image_folder(dir / "f");
+  write_file(dir / "convert.toml",
+             "[model]\nname = \"resnet18\"\n[data]\ndataset = \"image_folder\"\nimage_size = 16\ndir = \"" + dir / "f" +
+                 "\"\n");
+  const CommandResult made = run_command(ddptrain_path() + " " + dir / "convert.toml" + " --make-shards " + dir / "s" +
+                                         " --shard-size 0.002 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::string train, val;
+  std::vector<std::string> tars;
+  for (const auto& f : std::filesystem::directory_iterator(dir / "s"))
+    if (f.path().extension() == ".tar") tars.push_back(f.path().string());
+  std::sort(tars.begin(), tars.end());
+  for (const std::string& t : tars) {
+    std::string& list = t.find("/train-") != std::string::npos ? train : val;
+    list += (list.empty() ? "" : "::") + t;
+  }
+  const Config folder_cfg = mixed_image_folder_config(dir / "f");
+  const Config shard_cfg = mixed_image_folder_config(
+      dir / "f",
+      {"data.dataset=webdataset", "data.train_shards=" + train, "data.val_shards=" + val, "model.num_classes=2"});
+  const Dataset folder = load_dataset(folder_cfg.data, folder_cfg.model, 0, {});
+  const Dataset shards = load_dataset(shard_cfg.data, shard_cfg.model, 0, {});
+  int on_device = 0;
+  for (const bool training : {true, false}) {
+    const Split& a = training ? shards.train : shards.test;
+    const Split& b = training ? folder.train : folder.test;
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(torch::equal(a.labels, b.labels));
+    for (int64_t i = 0; i < a.size(); ++i) {
+      SCOPED_TRACE("sample " + std::to_string(i) + (training ? " (training)" : " (evaluation)"));
+      const uint64_t seed = sample_seed(11, 2, i);
+      const SampleSource::Prepared x = a.source->prepare_for_device(i, seed), y = b.source->prepare_for_device(i, seed);
+      ASSERT_EQ(x.encoded != nullptr, y.encoded != nullptr);
+      EXPECT_EQ(x.sample.index, y.sample.index);
+      EXPECT_EQ(x.sample.erase.has_value(), y.sample.erase.has_value());
+      if (!x.encoded) {
+        EXPECT_TRUE(torch::equal(x.sample.image, y.sample.image));
+        continue;
+      }
+      ++on_device;
+      EXPECT_EQ(x.encoded->bytes, y.encoded->bytes);
+      EXPECT_EQ(x.encoded->index, y.encoded->index);
+      EXPECT_EQ(x.encoded->height, y.encoded->height);
+      EXPECT_EQ(x.encoded->width, y.encoded->width);
+      const DeviceTransform &s = x.encoded->transform, &t = y.encoded->transform;
+      EXPECT_EQ(s.train, t.train);
+      EXPECT_TRUE(s.crop == t.crop);
+      EXPECT_EQ(s.flip, t.flip);
+      EXPECT_EQ(s.size, t.size);
+      EXPECT_EQ(s.resize, t.resize);
+    }
+  }
+  EXPECT_GT(on_device, 0);
 }
 
 // Unreadable files: a zero-byte and a truncated JPEG go to the CPU decoder (jpeg_header), so with data.decode = "gpu"
