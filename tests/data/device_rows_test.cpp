@@ -112,15 +112,8 @@ TEST(DeviceRows, ShardsOfAFolderLeaveTheDeviceTheFoldersRows) {
   const CommandResult made = run_command(ddptrain_path() + " " + dir / "convert.toml" + " --make-shards " + dir / "s" +
                                          " --shard-size 0.002 2>&1");
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  std::string train, val;
-  std::vector<std::string> tars;
-  for (const auto& f : std::filesystem::directory_iterator(dir / "s"))
-    if (f.path().extension() == ".tar") tars.push_back(f.path().string());
-  std::sort(tars.begin(), tars.end());
-  for (const std::string& t : tars) {
-    std::string& list = t.find("/train-") != std::string::npos ? train : val;
-    list += (list.empty() ? "" : "::") + t;
-  }
+  const std::string train = made_shard_pattern(made.output, "train"), val = made_shard_pattern(made.output, "val");
+  ASSERT_FALSE(train.empty() || val.empty()) << made.output;
   const Config folder_cfg = mixed_image_folder_config(dir / "f");
   const Config shard_cfg = mixed_image_folder_config(
       dir / "f",

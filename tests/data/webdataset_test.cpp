@@ -300,13 +300,6 @@ else:
 print("ok", len(samples))
 )py";
 
-// The shard pattern --make-shards says for `split` ("train" or "val"), from its output.
-std::string made_pattern(const std::string& output, const std::string& split) {
-  std::smatch m;
-  const std::regex line(split + R"re(: \d+ samples in \d+ shard\(s\): data\.\w+_shards = "([^"]+)")re");
-  return std::regex_search(output, m, line) ? m.str(1) : "";
-}
-
 TEST(WebdatasetShards, MadeShardsAreReadByWebdatasetAndDdptrainAndTheSameEveryTime) {
   if (!have_oracles()) GTEST_SKIP() << python() << " lacks webdataset, PIL or numpy";
   TempDir dir;
@@ -326,7 +319,7 @@ TEST(WebdatasetShards, MadeShardsAreReadByWebdatasetAndDdptrainAndTheSameEveryTi
     }
   for (const std::string name : {"folder", "cifar"}) {
     for (const std::string split : {"train", "val"}) {
-      const std::string pattern = made_pattern(output[name + "a"], split);
+      const std::string pattern = made_shard_pattern(output[name + "a"], split);
       ASSERT_FALSE(pattern.empty()) << output[name + "a"];
       const std::vector<std::string> shards = expand_shard_patterns(pattern);
       EXPECT_GT(shards.size(), 1u) << pattern;  // about 4 KB each
@@ -343,8 +336,8 @@ TEST(WebdatasetShards, MadeShardsAreReadByWebdatasetAndDdptrainAndTheSameEveryTi
     }
   }
   // ddptrain reads the image folder's shards as the folder: the same labels, images and draws.
-  const Config cfg = shard_config(made_pattern(output["foldera"], "train"), made_pattern(output["foldera"], "val"),
-                                  {"data.augment=standard"});
+  const Config cfg = shard_config(made_shard_pattern(output["foldera"], "train"),
+                                  made_shard_pattern(output["foldera"], "val"), {"data.augment=standard"});
   const Dataset ds = load(cfg);
   const Dataset folder = load(parse_config("", "f.toml",
                                            {"data.dataset=image_folder", "data.dir=" + dir / "f", "model.name=resnet18",

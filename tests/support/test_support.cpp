@@ -133,6 +133,12 @@ CommandResult run_command(const std::string& command_line) {
   return r;
 }
 
+std::string made_shard_pattern(const std::string& output, const std::string& split) {
+  std::smatch m;
+  const std::regex line(split + R"re(: \d+ samples in \d+ shard\(s\): data\.\w+_shards = "([^"]+)")re");
+  return std::regex_search(output, m, line) ? m.str(1) : "";
+}
+
 std::string rank_line_with(const std::vector<RankResult>& ranks, const std::string& text) {
   std::string found;
   for (const RankResult& r : ranks) {

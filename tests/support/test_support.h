@@ -98,6 +98,10 @@ struct RankResult {
   std::string output;
 };
 
+// The shard pattern `ddptrain --make-shards` printed for `split` ("train" or "val") in `output`; "" when it printed
+// none.
+std::string made_shard_pattern(const std::string& output, const std::string& split);
+
 // The last line of any rank's output (ranks in order) that contains `text`; "" when none does.
 std::string rank_line_with(const std::vector<RankResult>& ranks, const std::string& text);
 
