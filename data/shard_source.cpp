@@ -1,19 +1,24 @@
 // Shard sources: pread of a local shard; Range requests to an HTTP server through libcurl, one easy handle per thread
-// (its connection kept alive between the samples), with retries that wait 1, 2, 4, ... s. Built without libcurl
-// (CMake DDP_WITH_DOWNLOAD=OFF), a URL fails saying so.
+// (its connection kept alive between the samples), with retries that wait 1, 2, 4, ... s; a whole body streamed through
+// a socket pair. Built without libcurl (CMake DDP_WITH_DOWNLOAD=OFF), a URL fails saying so.
 #include "data/shard_source.h"
 
+#include "base/thread_name.h"
 #include "data/download/http_fetch.h"
 #include "data/shard_patterns.h"
 #include "data/storage_error.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -184,6 +189,133 @@ int64_t range_total(const std::string& content_range, int64_t offset) {
 #endif
 
 }  // namespace
+
+struct UrlBody::Transfer {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool answered = false;  // the first bytes of a 2xx body came, or the transfer ended
+  bool done = false;      // the transfer ended; `why` says how
+  std::string why;
+  std::atomic<bool> stop{false};  // the reader is gone
+  std::string status_line;
+  int fd = -1;  // the writing end, the thread's
+
+  void answer() {
+    std::lock_guard<std::mutex> lock(mu);
+    answered = true;
+    cv.notify_all();
+  }
+  // The end of the transfer: `failure` kept, then the writing end closed (the reader's end of file comes after it).
+  void end(std::string failure) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      why = std::move(failure);
+      done = answered = true;
+      cv.notify_all();
+    }
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+namespace {
+
+#ifdef DDP_WITH_DOWNLOAD
+
+size_t on_stream_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<UrlBody::Transfer*>(user);
+  const std::string line(data, size * count);
+  if (line.rfind("HTTP/", 0) == 0) t->status_line = trimmed(line);  // the last answer's, after redirects
+  return size * count;
+}
+
+// A 2xx body's bytes into the socket (waiting while the reader is behind); an error page's dropped.
+size_t on_stream_body(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<UrlBody::Transfer*>(user);
+  const size_t n = size * count;
+  const int code = answer_code(t->status_line);
+  if (code < 200 || code >= 300) return n;
+  t->answer();
+  for (size_t done = 0; done < n;) {
+    const ssize_t sent = ::send(t->fd, data + done, n - done, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return 0;  // the reader is gone: CURLE_WRITE_ERROR ends the transfer
+    done += static_cast<size_t>(sent);
+  }
+  return n;
+}
+
+int on_stream_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<UrlBody::Transfer*>(user)->stop ? 1 : 0;  // non-zero: CURLE_ABORTED_BY_CALLBACK
+}
+
+// One GET of `url`, its body into t->fd; why it failed, "" when the whole body of a 2xx answer was sent.
+std::string stream_body(UrlBody::Transfer* t, const std::string& url) {
+  if (std::string why = curl_start_error(); !why.empty()) return why;
+  std::unique_ptr<CURL, void (*)(CURL*)> handle(curl_easy_init(), curl_easy_cleanup);
+  if (!handle) return "libcurl could not create a transfer";
+  CURL* h = handle.get();
+  char error_text[CURL_ERROR_SIZE] = "";
+  set_get_options(h, url, /*stall_s=*/30, error_text);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_stream_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, t);
+  const CURLcode result = curl_easy_perform(h);
+  const int code = answer_code(t->status_line);
+  if (code != 0 && (code < 200 || code >= 300)) {
+    const size_t space = t->status_line.find(' ');
+    return "HTTP " + (space == std::string::npos ? std::to_string(code) : t->status_line.substr(space + 1));
+  }
+  if (result != CURLE_OK) return *error_text ? error_text : curl_easy_strerror(result);
+  return "";
+}
+
+#else
+
+std::string stream_body(UrlBody::Transfer*, const std::string&) { return "this ddptrain was built without libcurl"; }
+
+#endif
+
+}  // namespace
+
+UrlBody::UrlBody(const std::string& url) : transfer_(std::make_shared<Transfer>()) {
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    transfer_->end(std::string("cannot make a socket pair: ") + std::strerror(errno));
+    return;
+  }
+  fd_ = ends[0];
+  transfer_->fd = ends[1];
+  thread_ = std::thread([t = transfer_, url] {
+    name_this_thread("ddp-url-body");
+    t->end(stream_body(t.get(), url));
+  });
+  std::unique_lock<std::mutex> lock(transfer_->mu);
+  transfer_->cv.wait(lock, [this] { return transfer_->answered; });
+}
+
+UrlBody::~UrlBody() {
+  transfer_->stop = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);  // a send waiting for the reader fails at once
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string UrlBody::failure() const {
+  std::lock_guard<std::mutex> lock(transfer_->mu);
+  return transfer_->done ? transfer_->why : "";
+}
+
+std::string UrlBody::ended() {
+  char sink[1 << 14];
+  for (ssize_t got = 1; fd_ >= 0 && got != 0;)
+    if ((got = ::read(fd_, sink, sizeof sink)) < 0 && errno != EINTR) break;
+  if (thread_.joinable()) thread_.join();
+  return failure();
+}
 
 void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt) {
   for (int64_t tries = 0;; ++tries) {

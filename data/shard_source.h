@@ -1,11 +1,13 @@
 // Shard sources: the bytes of a tar shard, and of a file beside it, wherever the shard lies: a local file, or an
 // http:// or https:// URL read with libcurl Range requests (one kept-alive connection per thread), transient failures
-// retried.
+// retried; and a URL's whole body as a stream (a compressed shard read front to back).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 
 namespace ddp {
 
@@ -30,5 +32,32 @@ std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t l
 // The whole file at the URL `url` (an index beside an HTTP shard), retried as read_shard_bytes; StorageError naming
 // it when it cannot be had.
 std::string read_url(const std::string& url, const ShardFetch& fetch);
+
+// The body of one GET of a URL as a stream, for a shard read front to back (a compressed one): read from fd() (a
+// socket that a thread of its own fills as the body arrives, so a slow reader holds the transfer back) to its end,
+// then ended() says how the transfer ended. No retries: the reader starts the shard again.
+class UrlBody {
+ public:
+  // Starts the transfer and waits for its answer: the first bytes of a 2xx body, or the end of the transfer.
+  explicit UrlBody(const std::string& url);
+  // A transfer still running is stopped (within about a second) and its thread joined.
+  ~UrlBody();
+  UrlBody(const UrlBody&) = delete;
+  UrlBody& operator=(const UrlBody&) = delete;
+
+  int fd() const { return fd_; }
+  // Why the transfer failed ("HTTP 404 Not Found", libcurl's message for a refused, cut or stalled connection), once
+  // it has ended; "" while it runs or when the whole body of a 2xx answer came. Does not wait.
+  std::string failure() const;
+  // Reads what is left of fd() (discarded), waits for the transfer's end and says why it failed, "" if it did not.
+  std::string ended();
+
+  struct Transfer;  // what the thread and the reader share
+
+ private:
+  int fd_ = -1;  // the reading end
+  std::shared_ptr<Transfer> transfer_;
+  std::thread thread_;
+};
 
 }  // namespace ddp

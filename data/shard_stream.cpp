@@ -1,5 +1,5 @@
-// ShardStream: a local file or a pipe: command's output (posix_spawn of /bin/sh -c, its own process group), read
-// through libarchive's raw format and filters when the shard is compressed.
+// ShardStream: a local file, an HTTP body (UrlBody) or a pipe: command's output (posix_spawn of /bin/sh -c, its own
+// process group), read through libarchive's raw format and filters when the shard is compressed.
 #include "data/shard_stream.h"
 
 #include "data/shard_patterns.h"
@@ -72,6 +72,10 @@ ShardStream::ShardStream(const std::string& shard, bool compressed) : shard_(sha
       pid_ = 0;
       fail(std::string("cannot start /bin/sh: ") + std::strerror(r));
     }
+  } else if (http_shard(shard)) {
+    body_ = std::make_unique<UrlBody>(shard);
+    if (const std::string why = body_->failure(); !why.empty()) fail(why);
+    fd_ = body_->fd();
   } else {
     fd_ = ::open(shard.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) fail(std::strerror(errno));
@@ -84,12 +88,12 @@ ShardStream::ShardStream(const std::string& shard, bool compressed) : shard_(sha
   struct archive_entry* entry = nullptr;
   if (archive_read_open_fd(archive_, fd_, 1 << 16) != ARCHIVE_OK ||
       archive_read_next_header(archive_, &entry) != ARCHIVE_OK)
-    fail("cannot decompress: " + archive_why(archive_, "unreadable"));
+    fail("cannot decompress: " + archive_why(archive_, "unreadable") + source_failure());
 }
 
 ShardStream::~ShardStream() {
   if (archive_) archive_read_free(archive_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && !body_) ::close(fd_);
   if (pid_ > 0) {
     ::kill(-pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
@@ -98,6 +102,7 @@ ShardStream::~ShardStream() {
 }
 
 std::string ShardStream::ended() {
+  if (body_) return body_->ended();
   if (pid_ <= 0) return "";
   int status = 0;
   pid_t r;
@@ -111,12 +116,19 @@ std::string ShardStream::ended() {
   return "the command ended abnormally";
 }
 
+std::string ShardStream::source_failure() const {
+  const std::string why = body_ ? body_->failure() : "";
+  return why.empty() ? "" : " (" + why + ")";
+}
+
 void ShardStream::fail(const std::string& what) { throw StorageError("shard " + shard_ + ": " + what); }
 
 size_t ShardStream::read_some(char* out, size_t n) {
   if (archive_) {
     const la_ssize_t got = archive_read_data(archive_, out, n);
-    if (got < 0) fail("cannot decompress at byte " + std::to_string(position_) + ": " + archive_why(archive_, "error"));
+    if (got < 0)
+      fail("cannot decompress at byte " + std::to_string(position_) + ": " + archive_why(archive_, "error") +
+           source_failure());
     return static_cast<size_t>(got);
   }
   for (;;) {

@@ -57,7 +57,8 @@ struct Shard {
   RangedShard ranged() const { return {path, index, runs}; }
 };
 
-// Whether a shard is read front to back (a pipe: command, a compressed shard) instead of at each sample's place.
+// Whether a shard is read front to back (a pipe: command, a compressed shard, local or HTTP) instead of at each
+// sample's place.
 bool streamed(const Shard& shard) { return pipe_shard(shard.path) || shard.index.compressed; }
 
 // The samples of shards read front to back: one stream open per shard being read, the samples it passed on the way
@@ -249,12 +250,7 @@ ShardIndex shard_index(const std::string& path, const std::string& key, const Sh
                               "--index-shards and serve it with the shard)"
                             : ")"));
   }
-  ShardIndex index = decode_shard_index(bytes, source);
-  if (index.compressed && http_shard(path))
-    throw std::runtime_error("shard " + path + " (" + key +
-                             "): compressed; an HTTP shard is read at each sample's place in an uncompressed tar "
-                             "(store the shards as plain .tar, or read this one with pipe:curl -s URL)");
-  return index;
+  return decode_shard_index(bytes, source);
 }
 
 // The indexes of `paths`, read on up to 16 threads at once where a shard is remote (an index over HTTP or from a

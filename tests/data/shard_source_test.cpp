@@ -1,6 +1,7 @@
 // Tests: a shard's bytes over HTTP are the file's bytes, asked for with one Range request each on a kept-alive
 // connection (nginx); server errors are one line naming the shard and the bytes, retried only when transient
-// (data.shard_retries), whether the server answers 5xx, cuts the transfer, ignores Range or has changed the file.
+// (data.shard_retries), whether the server answers 5xx, cuts the transfer, ignores Range or has changed the file; a
+// whole body streamed is the file's bytes, its failure said, and a transfer nobody reads any more stops.
 #include "data/shard_source.h"
 #include "data/storage_error.h"
 #include "tests/support/local_server.h"
@@ -9,6 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <random>
 #include <set>
 #include <sstream>
@@ -151,6 +157,68 @@ TEST(ShardSource, RetriesOutlastABusyServerAndACutOrUnrangedAnswerIsNotTakenForT
         << why;
     EXPECT_EQ(count_of(whole.log(), "GET /a.tar 200"), 1u) << whole.log();
   }
+}
+
+// All of a UrlBody's socket until its end.
+std::string body_bytes(UrlBody& body) {
+  std::string out;
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(body.fd(), chunk, sizeof chunk)) != 0;) {
+    if (got < 0) {
+      ADD_FAILURE() << "read: " << std::strerror(errno);
+      break;
+    }
+    out.append(chunk, static_cast<size_t>(got));
+  }
+  return out;
+}
+
+TEST(ShardSource, AWholeBodyStreamedIsTheFilesBytesAndHowItsTransferEndedIsSaid) {
+  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
+  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
+  TempDir dir;
+  const std::string bytes = random_bytes(3 << 20, 9);  // more than the socket pair holds: the reader paces it
+  write_file(dir / "www/s/a.tar.gz", bytes);
+  NginxServer nginx(dir / "www",
+                    "location = /s/bad.tar.gz { return 500; }\n"
+                    "location = /s/slow.tar.gz { alias " +
+                        dir / "www/s/a.tar.gz" + "; limit_rate 64k; }");
+  {
+    UrlBody body(nginx.url() + "s/a.tar.gz");
+    EXPECT_EQ(body.failure(), "");
+    EXPECT_EQ(body_bytes(body), bytes);
+    EXPECT_EQ(body.ended(), "");
+  }
+  EXPECT_EQ(nginx.count("/s/a.tar.gz", 200), 1) << nginx.requests();
+  // An error answer is known when the body starts, its page never passed on.
+  for (const auto& [name, why] :
+       {std::pair{"missing.tar.gz", "HTTP 404 Not Found"}, std::pair{"bad.tar.gz", "HTTP 500 Internal Server Error"}}) {
+    UrlBody body(nginx.url() + "s/" + name);
+    EXPECT_EQ(body.failure(), why);
+    EXPECT_EQ(body_bytes(body), "");
+    EXPECT_EQ(body.ended(), why);
+  }
+  {  // Cut after 1000 bytes: the reader gets them, then the end, then libcurl's words for the cut.
+    LocalServer cut = faulty_server(dir / "www", "cut-after:1000");
+    UrlBody body(cut.url() + "s/a.tar.gz");
+    EXPECT_EQ(body_bytes(body), bytes.substr(0, 1000));
+    const std::string why = body.ended();
+    EXPECT_NE(why.find("transfer closed with " + std::to_string(bytes.size() - 1000) + " bytes remaining"),
+              std::string::npos)
+        << why;
+  }
+  {  // A body read no further (64 KiB/s: about a minute to send it all) is stopped when it is dropped.
+    const auto start = std::chrono::steady_clock::now();
+    {
+      UrlBody body(nginx.url() + "s/slow.tar.gz");
+      char some[1000];
+      EXPECT_GT(::read(body.fd(), some, sizeof some), 0);
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  }
+  // A refused connection.
+  UrlBody refused("http://127.0.0.1:9/none.tar.gz");
+  EXPECT_NE(refused.failure().find("127.0.0.1"), std::string::npos) << refused.failure();
 }
 
 }  // namespace

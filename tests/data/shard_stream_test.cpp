@@ -1,9 +1,10 @@
-// Tests: a shard read front to back from a pipe: command or decompressed: its bytes are the file's, a command's exit
-// status and early end are one line naming the shard, a command still writing is stopped when the stream is dropped;
-// where a pipe: shard's index is read.
+// Tests: a shard read front to back from a pipe: command, over HTTP or decompressed: its bytes are the file's, a
+// command's exit status, an HTTP error and an early end are one line naming the shard, a command still writing is
+// stopped when the stream is dropped; where a pipe: shard's index is read.
 #include "data/shard_source.h"
 #include "data/shard_stream.h"
 #include "data/storage_error.h"
+#include "tests/support/nginx_server.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,34 @@ TEST(ShardStream, ReadsAFileOrACommandsOutputDecompressedAndChecksHowTheCommandE
               read_command("pipe:exit 4", ShardFetch{2, 0.01, 0.01});
             }),
             "shard pipe:exit 4: the command exited with status 4 after 0 bytes (after 2 retries, data.shard_retries)");
+}
+
+TEST(ShardStream, AnHttpShardIsItsBodyDecompressedAndAnErrorAnswerNamesTheShard) {
+  if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
+  if (!have_nginx()) GTEST_SKIP() << "nginx absent";
+  TempDir dir;
+  std::mt19937 gen(4);
+  std::string bytes(400000, '\0');
+  for (char& c : bytes) c = static_cast<char>(gen() % 5);
+  write_file(dir / "www/a.tar", bytes);
+  ASSERT_EQ(run_command("gzip -k " + dir / "www/a.tar" + " && xz -k " + dir / "www/a.tar").exit_code, 0);
+  NginxServer nginx(dir / "www");
+  for (const auto& [name, compressed] :
+       std::vector<std::pair<std::string, bool>>{{"a.tar", false}, {"a.tar.gz", true}, {"a.tar.xz", true}}) {
+    ShardStream s(nginx.url() + name, compressed);
+    std::string got(1000, '\0');
+    s.skip(5000);
+    s.read(got.data(), got.size());
+    EXPECT_EQ(got, bytes.substr(5000, 1000)) << name;
+    EXPECT_EQ(s.rest(1 << 20), bytes.substr(6000)) << name;
+  }
+  EXPECT_EQ(nginx.count("/a.tar.gz", 200), 1) << nginx.requests();
+  const std::string missing = nginx.url() + "none.tar.gz";
+  EXPECT_EQ(error_text([&] { ShardStream(missing, true); }), "shard " + missing + ": HTTP 404 Not Found");
+  // A stream dropped before its end stops its transfer; the shard is read whole again by the next.
+  { ShardStream(nginx.url() + "a.tar.gz", true).skip(100); }
+  ShardStream again(nginx.url() + "a.tar.gz", true);
+  EXPECT_EQ(again.rest(1 << 20), bytes);
 }
 
 }  // namespace

@@ -479,9 +479,10 @@ TEST(WebdatasetTraining, ARunKilledMidEpochResumesBitIdentical) {
   }
 }
 
-// Shards read front to back, from a pipe: command's output or compressed (gzip, xz), and shards read over HTTP a run
-// of samples at a time, give the batches and the model the same shards read at each sample's place give (2 ranks, 2
-// loader threads, a shuffle buffer over 2 shards in flight); a command that fails stops every rank naming it.
+// Shards read front to back, from a pipe: command's output or compressed (gzip, xz; from disk or HTTP), and shards read
+// over HTTP a run of samples at a time, give the batches and the model the same shards read at each sample's place give
+// (2 ranks, 2 loader threads, a shuffle buffer over 2 shards in flight); a command that fails stops every rank naming
+// it.
 TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) {
   if (!have_oracles()) GTEST_SKIP() << python() << " lacks webdataset, PIL or numpy";
   TempDir dir;
@@ -513,6 +514,10 @@ TEST(WebdatasetTraining, PipeCommandsAndCompressedShardsTrainAsTheShardsOnDisk) 
   if (have_nginx() && built_with_libcurl()) {
     nginx = std::make_unique<NginxServer>(dir.path());
     sources.emplace_back("http", nginx->url() + "s/train-{00..03}.tar", nginx->url() + "s/val-00.tar");
+    // Compressed shards over HTTP: each body streamed front to back, decompressed as it comes.
+    sources.emplace_back("http-compressed",
+                         nginx->url() + "s/train-{00..01}.tar.gz::" + nginx->url() + "s/train-{02..03}.tar.xz",
+                         nginx->url() + "s/val-00.tar.xz");
   }
   for (const auto& [name, train, val] : sources) {
     for (const auto& r : run(name, train, val)) ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;

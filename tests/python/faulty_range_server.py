@@ -2,7 +2,8 @@
 
 Usage: faulty_range_server.py ROOT PORT MODE, MODE one of
   fail-first:N   the first N requests get 503 Service Unavailable, the rest are served
-  cut-after:N    every Range answer promises the bytes asked for, sends N of them and closes the connection
+  cut-after:N    every answer (to a Range request or for the whole file) promises its bytes, sends N of them and
+                 closes the connection
   ignore-range   every request gets the whole file with 200 OK, Range or not
 One line per request goes to standard output: "METHOD PATH STATUS".
 """
@@ -46,7 +47,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         data = open(path, "rb").read()
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         if not m or kind == "ignore-range":
-            self.wfile.write(self.answer(200, [("Content-Length", str(len(data)))], data))
+            body = self.answer(200, [("Content-Length", str(len(data)))], data)
+            self.wfile.write(body[:int(arg)] if kind == "cut-after" else body)
+            self.close_connection = kind == "cut-after"
             return
         first, last = int(m.group(1)), min(int(m.group(2)), len(data) - 1)
         part = data[first:last + 1]
