@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <regex>
@@ -70,23 +71,53 @@ const std::regex& ckpt_payload_re() {
 
 }  // namespace
 
-uint32_t crc32_of(const std::vector<char>& bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(bytes.size() - done, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), chunk);
+namespace {
+
+// zlib's crc32 of `crc` continued over [data, data + size), in pieces zlib's uInt holds.
+uLong crc32_of(uLong crc, const char* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(size - done, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data + done), chunk);
     done += chunk;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
-std::vector<char> read_bytes(const std::string& path) {
+}  // namespace
+
+uint32_t crc32_of(const std::vector<char>& bytes) {
+  return static_cast<uint32_t>(crc32_of(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
+}
+
+namespace {
+
+// Calls `take` with the bytes of the file `path` in order, a chunk at a time, as they are read.
+void read_chunks(const std::string& path, size_t chunk, const std::function<void(const char*, size_t)>& take) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open");
-  std::vector<char> out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> buffer(chunk);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.gcount() > 0) take(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) throw std::runtime_error(path + ": read error");
+}
+
+}  // namespace
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  std::vector<char> out;
+  out.reserve(ec ? 0 : static_cast<size_t>(size));  // one allocation; a file that grows meanwhile still reads whole
+  read_chunks(path, size_t{1} << 22, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
   return out;
+}
+
+uint32_t crc32_of_file(const std::string& path) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  read_chunks(path, size_t{1} << 22, [&](const char* data, size_t n) { crc = crc32_of(crc, data, n); });
+  return static_cast<uint32_t>(crc);
 }
 
 std::vector<std::string> remove_temp_files(const std::string& dir, const std::string& name) {
@@ -122,20 +153,33 @@ std::optional<int64_t> CheckpointStore::step_of(const std::string& path) const {
 
 CheckpointInfo CheckpointStore::save(const std::vector<char>& payload, int64_t step, int64_t epoch,
                                      double eval_accuracy, const WarnFn& warn) {
+  return save([&](const ByteSink& sink) { sink(payload.data(), payload.size()); }, step, epoch, eval_accuracy, warn);
+}
+
+CheckpointInfo CheckpointStore::save(const std::function<void(const ByteSink&)>& produce, int64_t step, int64_t epoch,
+                                     double eval_accuracy, const WarnFn& warn) {
   CheckpointInfo info;
   info.payload_path = payload_path(step);
   info.manifest_path = manifest_path(step);
   info.step = step;
   info.epoch = epoch;
-  info.bytes = static_cast<int64_t>(payload.size());
-  info.crc32 = crc32_of(payload);
   info.eval_accuracy = eval_accuracy;
   std::vector<int64_t> line = read_line(warn).value_or(std::vector<int64_t>{});
   line.erase(std::remove_if(line.begin(), line.end(), [&](int64_t s) { return s >= step; }), line.end());
   // Files of this step already there (an abandoned timeline, an unreadable checkpoint) are never overwritten.
   std::error_code ec;
   if (fs::exists(info.payload_path, ec) || fs::exists(info.manifest_path, ec)) move_aside(step, warn);
-  write_file_atomic(info.payload_path, payload);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  int64_t bytes = 0;
+  write_file_atomic(info.payload_path, [&](const ByteSink& sink) {
+    produce([&](const void* data, size_t size) {
+      crc = crc32_of(crc, static_cast<const char*>(data), size);
+      bytes += static_cast<int64_t>(size);
+      sink(data, size);
+    });
+  });
+  info.bytes = bytes;
+  info.crc32 = static_cast<uint32_t>(crc);
   // The line names the step before its manifest exists: a crash in between leaves a head without a manifest, which
   // resume skips (falling back along the line) and the start of the next run removes.
   line.insert(line.begin(), step);
@@ -214,7 +258,7 @@ std::string CheckpointStore::verify(const CheckpointInfo& info) {
   if (ec || static_cast<int64_t>(size) != info.bytes)
     return info.payload_path + " has " + std::to_string(size) + " bytes, manifest says " + std::to_string(info.bytes);
   try {
-    if (crc32_of(read_bytes(info.payload_path)) != info.crc32) return info.payload_path + " fails its CRC32 check";
+    if (crc32_of_file(info.payload_path) != info.crc32) return info.payload_path + " fails its CRC32 check";
   } catch (const std::exception& e) {
     return e.what();
   }

@@ -1,6 +1,8 @@
 // CheckpointStore: the checkpoints/ folder: atomic payload + manifest (size, CRC32), the run's line, retention.
 #pragma once
 
+#include "base/atomic_file.h"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -34,6 +36,10 @@ class CheckpointStore {
   // fails (the error is thrown); `warn` hears about files moved aside or left in place.
   CheckpointInfo save(const std::vector<char>& payload, int64_t step, int64_t epoch, double eval_accuracy,
                       const WarnFn& warn = {});
+  // The same, the payload written to its temp file as `produce` makes it (never whole in memory), its size and CRC32
+  // counted on the way; an exception from `produce` leaves no payload behind and the line as it was.
+  CheckpointInfo save(const std::function<void(const ByteSink&)>& produce, int64_t step, int64_t epoch,
+                      double eval_accuracy, const WarnFn& warn = {});
   // Complete checkpoints in the folder (manifest present and readable), newest step first; `warn` hears about each
   // manifest that exists but cannot be read.
   std::vector<CheckpointInfo> list(const WarnFn& warn = {}) const;
@@ -76,6 +82,8 @@ class CheckpointStore {
 };
 
 uint32_t crc32_of(const std::vector<char>& bytes);
+// The file's CRC32, read a few MiB at a time (never whole in memory); std::runtime_error naming it when unreadable.
+uint32_t crc32_of_file(const std::string& path);
 std::vector<char> read_bytes(const std::string& path);
 // Removes DIR/NAME.tmp-PID files (an atomic write of NAME cut short); returns the removed paths.
 std::vector<std::string> remove_temp_files(const std::string& dir, const std::string& name);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <limits>
@@ -48,6 +49,13 @@ std::string outside_host_memory(const c10::IValue& value, const std::string& at 
       if (std::string w = outside_host_memory(item.value(), at.empty() ? key : at + "/" + key); !w.empty()) return w;
     }
   return "";
+}
+
+// Throws std::logic_error naming the first tensor of `state` outside host memory: the background thread that writes it
+// must make no device call.
+void require_host_memory(const c10::IValue& state) {
+  if (const std::string where = outside_host_memory(state); !where.empty())
+    throw std::logic_error("the checkpoint's state holds a tensor outside host memory (" + where + ")");
 }
 
 // The line a run continues from the checkpoint of `step`: that step, then the older ones of the line it came from
@@ -209,8 +217,7 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     Made made;
     if (state) {
       try {
-        if (const std::string where = outside_host_memory(*state); !where.empty())
-          throw std::logic_error("the checkpoint's state holds a tensor outside host memory (" + where + ")");
+        require_host_memory(*state);
         made.first = torch_save_bytes(*state);
       } catch (const std::exception& e) {
         made.second = e.what();
@@ -238,13 +245,33 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
       return e.what();
     }
   };
+  std::function<std::string()> job = [make_bytes = std::move(make_bytes), write]() mutable {
+    return write(make_bytes());
+  };
+  if (!writers_group_ && ctx_.is_main()) {
+    // Rank 0 writes alone: the bytes go into the file as they are made, their CRC32 counted on the way, so the
+    // checkpoint is never whole in memory and no pass reads it again. The file is the same bytes.
+    job = [state = std::optional<c10::impl::GenericDict>(state),
+           store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), step, epoch, eval_accuracy,
+           warnings = in_flight_.warnings]() mutable -> std::string {
+      std::string error;
+      try {
+        require_host_memory(*state);
+        store.save([&](const ByteSink& sink) { write_torch_save(sink, *state); }, step, epoch, eval_accuracy,
+                   [&](const std::string& w) { warnings->push_back(w); });
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      state.reset();  // the copies' memory goes once the file is written
+      return error;
+    };
+  }
   // The state is in host memory (host_copy), so the background thread makes no device call, which a CUDA graph's
   // capture on the training thread would forbid.
   if (!cfg_.async)
-    in_flight_.error = write(make_bytes());
+    in_flight_.error = job();
   else
-    in_flight_.background = std::async(
-        std::launch::async, [make_bytes = std::move(make_bytes), write]() mutable { return write(make_bytes()); });
+    in_flight_.background = std::async(std::launch::async, std::move(job));
   settle_unless_async();
 }
 

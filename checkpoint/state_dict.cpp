@@ -76,7 +76,7 @@ c10::IValue plain_containers(const c10::IValue& value) {
 
 }  // namespace
 
-void write_torch_save(const ByteSink& sink, const c10::IValue& value) {
+void write_torch_save(const ByteSink& sink, const c10::IValue& value, const std::function<void(size_t)>& expect) {
   // The pickle is untagged (tag_aggregates = false): torch::pickle_save wraps typed dicts and lists in
   // torch.jit._pickle.restore_type_tag, which torch.load's default weights_only=True (PyTorch 2.6+) refuses.
   const c10::IValue plain = plain_containers(value);
@@ -87,6 +87,14 @@ void write_torch_save(const ByteSink& sink, const c10::IValue& value) {
   pickler.protocol();
   pickler.pushIValue(plain);
   pickler.stop();
+  if (expect) {
+    // Each record (the pickle, a tensor, the version, the byteorder, ...) takes its bytes, a local header and the
+    // padding to PyTorchStreamWriter's 64-byte alignment, a central-directory entry and zip64 fields: under 1 KiB.
+    const std::vector<at::Tensor>& tensors = pickler.tensorData();
+    size_t bytes = pickle.size() + (tensors.size() + 8) * 1024;
+    for (const at::Tensor& t : tensors) bytes += t.storage().nbytes();
+    expect(bytes);
+  }
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
     sink(data, size);
     return size;
@@ -101,7 +109,7 @@ std::vector<char> torch_save_bytes(const c10::IValue& value) {
       [&](const void* data, size_t size) {
         bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + size);
       },
-      value);
+      value, [&](size_t expected) { bytes.reserve(expected); });  // one allocation, not a copy per doubling
   return bytes;
 }
 

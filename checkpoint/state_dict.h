@@ -38,7 +38,9 @@ void apply_state(torch::nn::Module& module, const NamedTensors& state, const std
 
 // torch.save's zip archive of `value` (dicts, lists, strings, numbers, tensors), its pickle untagged so that
 // torch.load with weights_only=True accepts it; torch::pickle_save's archive is the same but for the type tags.
-void write_torch_save(const ByteSink& sink, const c10::IValue& value);
+// `expect`, when given, is told before the first byte about how many bytes will come (never fewer than will).
+void write_torch_save(const ByteSink& sink, const c10::IValue& value,
+                      const std::function<void(size_t)>& expect = nullptr);
 std::vector<char> torch_save_bytes(const c10::IValue& value);
 
 }  // namespace ddp

@@ -80,7 +80,8 @@ class Trainer {
   EvalRecord evaluate(Classifier* model = nullptr);
 
   // Everything a checkpoint holds (torch.load-readable dict), part by part, its tensors copies that training does not
-  // touch (a checkpoint is serialised while training goes on); collective: every rank must call it.
+  // touch (a checkpoint is serialised while training goes on); collective: every rank must call it. Whole on rank 0,
+  // which serialises it; the other ranks' dicts lack the model, optimizer, scaler and EMA entries.
   c10::impl::GenericDict state_dict();
   // "" when a checkpoint dict is one this run can continue from, else why not: each part's range checks.
   std::string check_state_dict(const c10::impl::GenericDict& state) const;

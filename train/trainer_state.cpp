@@ -24,14 +24,19 @@ constexpr int64_t kFormatVersion = 2;
 c10::impl::GenericDict Trainer::state_dict() {
   // Entry order is the file's layout (docs/checkpoints.md): torch.load users see the same dict as ever.
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  // Rank 0 alone serialises a checkpoint: the copies of the weights and of the optimizer's state (from a GPU, over
+  // PCIe into pinned memory) are made there only.
+  const bool copies = ctx_.is_main();
   out.insert("format_version", kFormatVersion);
-  out.insert("model", module_state_entry(*model_));
-  out.insert("optimizer_name", cfg_.optimizer.name.name);
-  out.insert("optimizer", optimizer_state_dict(*optimizer_));
-  out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
+  if (copies) {
+    out.insert("model", module_state_entry(*model_));
+    out.insert("optimizer_name", cfg_.optimizer.name.name);
+    out.insert("optimizer", optimizer_state_dict(*optimizer_));
+    out.insert("scaler", scaler_->state_dict());  // empty when loss scaling is off, as Python's disabled GradScaler
+  }
   state_.state_dict(out);
   generators_.state_dict(out);      // collective
-  ema_->state_dict(out);            // nothing when training.ema_decay is 0
+  if (copies) ema_->state_dict(out);  // nothing when training.ema_decay is 0
   gradient_sync_->state_dict(out);  // collective; nothing for a world of one
   reporter_.state_dict(out);        // rank 0's MLflow run, when there is one
   add_config_snapshot(out, cfg_);

@@ -1,6 +1,7 @@
 // The run's line of checkpoints (latest.json): retention past corrupt higher-numbered checkpoints, auto after an
 // older explicit resume, a newest that passes its CRC but does not parse, manifests rewritten by a JSON tool,
-// steps of the line without a manifest, debris of interrupted writes, out-of-range checkpoint fields.
+// steps of the line without a manifest, debris of interrupted writes, out-of-range checkpoint fields; a payload written
+// as it is made.
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
@@ -273,6 +274,40 @@ TEST(CheckpointLine, NothingUsableIsAnErrorNotAFreshStart) {
   EXPECT_NE(r.output.find("error: resume: no usable checkpoint in " + ckpts + " (1 skipped"), std::string::npos)
       << r.output;
   EXPECT_EQ(fs::file_size(ckpts + "/step-00000004.pt"), 10u);
+}
+
+// A payload handed over in pieces as it is made: its manifest's size and CRC32 are the file's, as for one written
+// whole; a maker that fails midway leaves no payload, no temp file and the line as it was.
+TEST(CheckpointLine, APayloadWrittenAsItIsMadeHasTheManifestOfTheWholeBytes) {
+  TempDir dir;
+  CheckpointStore store(dir / "c", 3, 0);
+  std::vector<char> whole(3 << 20);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const CheckpointInfo written = store.save(whole, 2, 0, -1);
+  const CheckpointInfo made = store.save(
+      [&](const ByteSink& sink) {
+        for (size_t at = 0; at < whole.size(); at += 1000000)
+          sink(whole.data() + at, std::min<size_t>(1000000, whole.size() - at));
+      },
+      4, 0, -1);
+  EXPECT_EQ(read_file(store.payload_path(4)), std::string(whole.begin(), whole.end()));
+  EXPECT_EQ(made.bytes, static_cast<int64_t>(whole.size()));
+  EXPECT_EQ(made.crc32, written.crc32);
+  EXPECT_EQ(made.crc32, crc32_of(read_bytes(store.payload_path(4))));
+  EXPECT_EQ(made.crc32, crc32_of_file(store.payload_path(4)));
+  EXPECT_EQ(CheckpointStore::verify(*CheckpointStore::read_manifest(store.manifest_path(4))), "");
+  EXPECT_THROW(store.save(
+                   [&](const ByteSink& sink) {
+                     sink(whole.data(), 1000);
+                     throw std::runtime_error("the maker failed");
+                   },
+                   6, 0, -1),
+               std::runtime_error);
+  EXPECT_FALSE(fs::exists(store.payload_path(6)));
+  EXPECT_FALSE(fs::exists(store.manifest_path(6)));
+  EXPECT_EQ(store.read_line(), (std::vector<int64_t>{4, 2}));
+  for (const auto& entry : fs::directory_iterator(dir / "c"))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
 }
 
 }  // namespace
