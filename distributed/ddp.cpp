@@ -204,6 +204,7 @@ void DistributedDataParallel::rebuild_buckets() {
 void DistributedDataParallel::post_forward(bool sync, const torch::Tensor& output) {
   if (torch::GradMode::is_enabled() && sync) {
     require_forward_param_sync_ = true;
+    if (skip_zero_hook_) skip_zero_sent_before_ = skip_zero_hook_->stats().elements_sent;
     reducer_->prepare_for_backward(searches_unused_parameters() ? std::vector<at::Tensor>{output}
                                                                 : std::vector<at::Tensor>{});
     gradients_computed_at_.reset();
@@ -239,15 +240,25 @@ std::optional<SkipZeroStats> DistributedDataParallel::skip_zero_stats() const {
   return skip_zero_hook_->stats();
 }
 
-std::optional<CompressionFigures> DistributedDataParallel::compression_figures() const {
-  if (!powersgd_) return std::nullopt;
+std::optional<SyncFigures> DistributedDataParallel::sync_figures() const {
+  SyncFigures f;
+  // Elements go to the all-reduces as the gradients are, or in the dtype fp16/bf16 compression sends.
+  const std::optional<at::ScalarType> sent_as = compressed_dtype(cfg_.grad_compression);
+  const auto element_bytes = static_cast<double>(c10::elementSize(sent_as.value_or(params_.front().scalar_type())));
+  if (skip_zero_hook_) {
+    f.bytes_sent = static_cast<double>(skip_zero_hook_->stats().elements_sent - skip_zero_sent_before_) * element_bytes;
+    return f;
+  }
+  if (!powersgd_) {  // every bucket whole
+    for (const auto& b : reducer_->get_grad_buckets(/*return_zero_tensors=*/false))
+      f.bytes_sent += static_cast<double>(b.getBuffer().numel()) * element_bytes;
+    return f;
+  }
   std::lock_guard<std::mutex> lock(powersgd_->mutex);
-  CompressionFigures f;
-  f.bytes_sent = static_cast<double>(powersgd_->elements_last_iter) *
-                 static_cast<double>(c10::elementSize(params_.front().scalar_type()));
-  if (powersgd_->numel_after_compression > 0)
-    f.rate = static_cast<double>(powersgd_->numel_before_compression) /
-             static_cast<double>(powersgd_->numel_after_compression);
+  f.bytes_sent = static_cast<double>(powersgd_->elements_last_iter) * element_bytes;
+  f.rate = powersgd_->numel_after_compression > 0 ? static_cast<double>(powersgd_->numel_before_compression) /
+                                                        static_cast<double>(powersgd_->numel_after_compression)
+                                                  : 0.0;
   if (ctx_.rank == 0) {  // rank 0's figure is the one logged
     double squares = 0;
     for (const auto& [index, residual] : powersgd_->error) squares += std::pow(residual.norm().item<double>(), 2);

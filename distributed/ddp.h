@@ -30,7 +30,7 @@ class DistributedDataParallel : public GradientSync {
   void sync_buffers() override;
   std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const override;
   std::string summary() const override;
-  std::optional<CompressionFigures> compression_figures() const override;
+  std::optional<SyncFigures> sync_figures() const override;
   // "ddp_buckets": the rebuilt bucket layout (parameter indices per bucket, in reduction order), so that a resumed
   // run all-reduces in the buckets the uninterrupted one used from its second step on: an all-reduce's summation
   // order per element follows the layout (Gloo's and NCCL's rings), so another layout changes the last bits.
@@ -63,6 +63,7 @@ class DistributedDataParallel : public GradientSync {
   std::shared_ptr<Reducer> reducer_;
   std::shared_ptr<c10d::Logger> logger_;
   SkipZeroGradientsHook* skip_zero_hook_ = nullptr;  // owned by the Reducer
+  int64_t skip_zero_sent_before_ = 0;                // its elements sent before the last synchronising backward
   std::shared_ptr<PowerSgdState> powersgd_;          // dist.grad_compression = "powersgd": shared with its hook
   bool require_forward_param_sync_ = true;
   bool buckets_rebuilt_ = false;

@@ -16,11 +16,11 @@
 
 namespace ddp {
 
-// What a compressing gradient synchronisation reports of the last synchronising step.
-struct CompressionFigures {
-  double bytes_sent = 0;     // gradient bytes handed to all-reduces
-  double rate = 0;           // elements before over after compression so far; 0 before it starts
-  double residual_norm = 0;  // L2 norm of the error-feedback residuals; 0 without them
+// What a gradient synchronisation reports of the last synchronising step.
+struct SyncFigures {
+  double bytes_sent = 0;                // gradient bytes handed to all-reduces
+  std::optional<double> rate;           // PowerSGD: elements before over after compression so far; 0 before it starts
+  std::optional<double> residual_norm;  // PowerSGD: L2 norm of the error-feedback residuals; 0 without them
 };
 
 // The no-op kind is this class itself: one process has no replicas to keep in step.
@@ -36,8 +36,8 @@ class GradientSync {
   // When the last synchronised backward had computed every gradient: from then until backward returns, it waited
   // for the gradient all-reduce. None here: nothing is waited for.
   virtual std::optional<std::chrono::steady_clock::time_point> gradients_computed_at() const { return std::nullopt; }
-  // A compressing synchronisation's figures of the last synchronising step (this rank's); none here.
-  virtual std::optional<CompressionFigures> compression_figures() const { return std::nullopt; }
+  // The synchronisation's figures of the last synchronising step (this rank's); none here.
+  virtual std::optional<SyncFigures> sync_figures() const { return std::nullopt; }
   // A line for the end of the run about what the synchronisation saved; empty when there is nothing to say.
   virtual std::string summary() const { return ""; }
   // Checkpoint entries of the synchronisation's own state (collective: every rank calls it); none here.

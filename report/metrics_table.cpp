@@ -80,8 +80,11 @@ std::vector<MetricRow> make_table() {
       train("nonfinite_skips", kInteger, tag("train/nonfinite_skips"), P::kNonfiniteSkip,
             "steps skipped for non-finite gradients so far in this run",
             [](const TrainView& v) { return if_counted(v.step.nonfinite_skips); }),
-      train("bytes_sent", kNumber, tag("comm/bytes_sent"), P::kPowerSgd,
-            "bytes of gradients rank 0 handed to all-reduces in the logged step: whole buckets before "
+      train("bytes_sent", kNumber, tag("comm/bytes_sent"), P::kMultiRank,
+            "bytes of gradients rank 0 handed to all-reduces in the logged step: every bucket, in float16 or "
+            "bfloat16 under `dist.grad_compression` = \"fp16\" or \"bf16\"; the values gathered from the buckets' "
+            "non-zero positions (or whole buckets) under `dist.skip_zero_gradients`; under \"powersgd\" whole buckets "
+            "before "
             "`dist.powersgd_start_step`, then the uncompressed tensors, P and Q (a ring all-reduce sends 2 (world - 1) "
             "/ world times this)",
             [](const TrainView& v) { return if_set(v.step.bytes_sent); }),

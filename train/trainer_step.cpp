@@ -126,10 +126,10 @@ void Trainer::end_step(StepRecord& total, bool logged, const torch::Tensor& norm
     total.figures.set("param_norm", total_norm(model_->parameters()).item<double>());
     total.skipped_steps = scaler_->skipped_steps();
     total.loss_scale = scaler_->get_scale();
-    if (const auto compression = gradient_sync_->compression_figures()) {
-      total.bytes_sent = compression->bytes_sent;
-      total.compression_rate = compression->rate;
-      total.residual_norm = compression->residual_norm;
+    if (const auto sync = gradient_sync_->sync_figures()) {
+      total.bytes_sent = sync->bytes_sent;
+      total.compression_rate = sync->rate;
+      total.residual_norm = sync->residual_norm;
     }
   }
   total.bad_samples = bad_samples();

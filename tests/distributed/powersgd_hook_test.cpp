@@ -145,6 +145,39 @@ TEST(PowerSgd, MetricsSayWhatEachStepSent) {
   EXPECT_EQ(train_records, 6);
 }
 
+// comm/bytes_sent without PowerSGD: the classic Net's 21840 gradient elements whole, as float32 (87360 bytes) or as
+// float16 / bfloat16 (43680); under dist.skip_zero_gradients no more than its buckets' values and one flag a bucket.
+TEST(PowerSgd, MetricsSayWhatEachStepSentWithoutCompressionToo) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> kinds = {
+      {"none", "87360"}, {"fp16", "43680"}, {"bf16", "43680"}, {"skip_zero", ""}};
+  for (const auto& [kind, bytes] : kinds) {
+    SCOPED_TRACE(kind);
+    const std::string out = dir / kind;
+    const std::string cfg = write_tiny_job(
+        dir, 256, 16, 1,
+        {"job.out_dir=" + out, "data.batch_size=16", "model.name=net", "training.max_steps=3",
+         "metrics.log_every_steps=1",
+         kind == "skip_zero" ? std::string("dist.skip_zero_gradients=true") : "dist.grad_compression=" + kind});
+    for (const auto& r : run_ranks(2, cfg)) ASSERT_EQ(r.exit_code, 0) << r.output;
+    int train_records = 0;
+    for (const std::string& line : read_lines(out + "/metrics.jsonl")) {
+      if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
+      ++train_records;
+      SCOPED_TRACE(line);
+      EXPECT_EQ(line.find("\"compression_rate\""), std::string::npos);
+      const size_t at = line.find("\"bytes_sent\":");
+      ASSERT_NE(at, std::string::npos);
+      const double sent = std::stod(line.substr(at + 13));
+      if (!bytes.empty())
+        EXPECT_EQ(sent, std::stod(bytes));
+      else
+        EXPECT_TRUE(sent > 0 && sent <= 87360 + 4 * 8) << sent;
+    }
+    EXPECT_EQ(train_records, 3);
+  }
+}
+
 // A worker killed with SIGKILL mid-run (ddprun --max-restarts=1 restarts both, they resume from step 10's checkpoint)
 // ends with the uninterrupted run's model.pt to the byte: the hook's state (compressing since step 5: residuals,
 // warm-start Qs, step count, generator) came back from the checkpoint.
