@@ -69,10 +69,6 @@ const std::regex& ckpt_payload_re() {
   return re;
 }
 
-}  // namespace
-
-namespace {
-
 // zlib's crc32 of `crc` continued over [data, data + size), in pieces zlib's uInt holds.
 uLong crc32_of(uLong crc, const char* data, size_t size) {
   for (size_t done = 0; done < size;) {
@@ -82,14 +78,6 @@ uLong crc32_of(uLong crc, const char* data, size_t size) {
   }
   return crc;
 }
-
-}  // namespace
-
-uint32_t crc32_of(const std::vector<char>& bytes) {
-  return static_cast<uint32_t>(crc32_of(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
-}
-
-namespace {
 
 // Calls `take` with the bytes of the file `path` in order, a chunk at a time, as they are read.
 void read_chunks(const std::string& path, size_t chunk, const std::function<void(const char*, size_t)>& take) {
@@ -104,6 +92,10 @@ void read_chunks(const std::string& path, size_t chunk, const std::function<void
 }
 
 }  // namespace
+
+uint32_t crc32_of(const std::vector<char>& bytes) {
+  return static_cast<uint32_t>(crc32_of(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
+}
 
 std::vector<char> read_bytes(const std::string& path) {
   std::error_code ec;
