@@ -106,6 +106,13 @@ int answer_code(const std::string& status_line) {
   return space == std::string::npos ? 0 : std::atoi(status_line.c_str() + space + 1);
 }
 
+// "HTTP 404 Not Found": an answer's status as errors say it.
+std::string status_text(const std::string& status_line) {
+  const size_t space = status_line.find(' ');
+  return "HTTP " +
+         (space == std::string::npos ? std::to_string(answer_code(status_line)) : status_line.substr(space + 1));
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   size_t start = 0;
@@ -170,9 +177,7 @@ Failure get(const std::string& url, const std::string& range, Answer& answer) {
   }
   const int code = answer_code(answer.status_line);
   if (code < 200 || code >= 300) {
-    const size_t space = answer.status_line.find(' ');
-    return {"HTTP " + (space == std::string::npos ? std::to_string(code) : answer.status_line.substr(space + 1)),
-            code == 408 || code == 429 || code >= 500};
+    return {status_text(answer.status_line), code == 408 || code == 429 || code >= 500};
   }
   return {};
 }
@@ -265,10 +270,7 @@ std::string stream_body(UrlBody::Transfer* t, const std::string& url) {
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, t);
   const CURLcode result = curl_easy_perform(h);
   const int code = answer_code(t->status_line);
-  if (code != 0 && (code < 200 || code >= 300)) {
-    const size_t space = t->status_line.find(' ');
-    return "HTTP " + (space == std::string::npos ? std::to_string(code) : t->status_line.substr(space + 1));
-  }
+  if (code != 0 && (code < 200 || code >= 300)) return status_text(t->status_line);
   if (result != CURLE_OK) return *error_text ? error_text : curl_easy_strerror(result);
   return "";
 }

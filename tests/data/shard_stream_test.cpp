@@ -26,6 +26,17 @@ std::string error_text(const std::function<void()>& f) {
   return "";
 }
 
+// `source` read as a stream of `bytes`: 1000 bytes after 5000 skipped, then the rest, each as the file holds them.
+void expect_stream_of(const std::string& source, bool compressed, const std::string& bytes) {
+  ShardStream s(source, compressed);
+  std::string got(1000, '\0');
+  s.skip(5000);
+  s.read(got.data(), got.size());
+  EXPECT_EQ(got, bytes.substr(5000, 1000)) << source;
+  EXPECT_EQ(s.position(), 6000) << source;
+  EXPECT_EQ(s.rest(1 << 20), bytes.substr(6000)) << source;
+}
+
 TEST(ShardStream, APipeShardsIndexIsTheSameCommandWithItsTarWordFollowedByDdpidx) {
   EXPECT_EQ(index_source("pipe:aws s3 cp s3://b/train-0001.tar -"), "pipe:aws s3 cp s3://b/train-0001.tar.ddpidx -");
   EXPECT_EQ(index_source("pipe:curl -s -L https://h/d/val-{0..1}.tar.gz"),
@@ -49,13 +60,7 @@ TEST(ShardStream, ReadsAFileOrACommandsOutputDecompressedAndChecksHowTheCommandE
                                                  {"pipe:cat " + dir / "a.tar", false},
                                                  {dir / "a.tar.gz", true},
                                                  {"pipe:cat " + dir / "a.tar.xz", true}}) {
-    ShardStream s(source, compressed);
-    std::string got(1000, '\0');
-    s.skip(5000);
-    s.read(got.data(), got.size());
-    EXPECT_EQ(got, bytes.substr(5000, 1000)) << source;
-    EXPECT_EQ(s.position(), 6000) << source;
-    EXPECT_EQ(s.rest(1 << 20), bytes.substr(6000)) << source;
+    expect_stream_of(source, compressed, bytes);
   }
   // A command that exits non-zero: at its end, or before the bytes asked for.
   const std::string failing = "pipe:head -c 3000 " + dir / "a.tar" + "; exit 3";
@@ -102,14 +107,8 @@ TEST(ShardStream, AnHttpShardIsItsBodyDecompressedAndAnErrorAnswerNamesTheShard)
   ASSERT_EQ(run_command("gzip -k " + dir / "www/a.tar" + " && xz -k " + dir / "www/a.tar").exit_code, 0);
   NginxServer nginx(dir / "www");
   for (const auto& [name, compressed] :
-       std::vector<std::pair<std::string, bool>>{{"a.tar", false}, {"a.tar.gz", true}, {"a.tar.xz", true}}) {
-    ShardStream s(nginx.url() + name, compressed);
-    std::string got(1000, '\0');
-    s.skip(5000);
-    s.read(got.data(), got.size());
-    EXPECT_EQ(got, bytes.substr(5000, 1000)) << name;
-    EXPECT_EQ(s.rest(1 << 20), bytes.substr(6000)) << name;
-  }
+       std::vector<std::pair<std::string, bool>>{{"a.tar", false}, {"a.tar.gz", true}, {"a.tar.xz", true}})
+    expect_stream_of(nginx.url() + name, compressed, bytes);
   EXPECT_EQ(nginx.count("/a.tar.gz", 200), 1) << nginx.requests();
   const std::string missing = nginx.url() + "none.tar.gz";
   EXPECT_EQ(error_text([&] { ShardStream(missing, true); }), "shard " + missing + ": HTTP 404 Not Found");
