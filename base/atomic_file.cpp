@@ -1,6 +1,8 @@
 // write_file_atomic: a file replaced whole or not at all (temporary file, fsync, rename, fsync of the folder).
 #include "base/atomic_file.h"
 
+#include "base/direct_io.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,25 +29,17 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   };
   // A failed write is remembered, not thrown: the producer may be PyTorch's zip writer, whose destructor writes
   // again while an exception unwinds (std::terminate, SIGABRT on a full disk). The rest of its bytes are dropped.
-  int write_errno = 0;
-  const ByteSink sink = [&](const void* data, size_t size) {
-    const char* bytes = static_cast<const char*>(data);
-    size_t done = 0;
-    while (done < size && write_errno == 0) {
-      ssize_t n = ::write(fd, bytes + done, size - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) write_errno = n < 0 ? errno : ENOSPC;
-      if (n > 0) done += static_cast<size_t>(n);
-    }
-  };
+  DirectWriter writer(fd);
+  const ByteSink sink = [&](const void* data, size_t size) { writer.write(data, size); };
   try {
     produce(sink);
+    writer.finish();
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
     throw;
   }
-  if (write_errno != 0) fail("write failed", write_errno);
+  if (writer.error() != 0) fail("write failed", writer.error());
   if (::fsync(fd) != 0) fail("fsync failed", errno);
   if (::close(fd) != 0) {
     int err = errno;

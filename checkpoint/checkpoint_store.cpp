@@ -1,17 +1,17 @@
 // CheckpointStore: complete-only checkpoints (payload, line record, manifest with size + CRC32), retention on the line.
 #include "checkpoint/checkpoint_store.h"
 
+#include "base/direct_io.h"
 #include "base/json_record.h"
 #include "checkpoint/state_dict.h"
 
+#include <isa-l/crc.h>
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <limits>
 #include <regex>
 #include <set>
@@ -69,47 +69,29 @@ const std::regex& ckpt_payload_re() {
   return re;
 }
 
-// zlib's crc32 of `crc` continued over [data, data + size), in pieces zlib's uInt holds.
-uLong crc32_of(uLong crc, const char* data, size_t size) {
-  for (size_t done = 0; done < size;) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(size - done, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data + done), chunk);
-    done += chunk;
-  }
-  return crc;
-}
-
-// Calls `take` with the bytes of the file `path` in order, a chunk at a time, as they are read.
-void read_chunks(const std::string& path, size_t chunk, const std::function<void(const char*, size_t)>& take) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::vector<char> buffer(chunk);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    if (in.gcount() > 0) take(buffer.data(), static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) throw std::runtime_error(path + ": read error");
+// The CRC32 of zlib and zip (reflected IEEE polynomial) of `crc` continued over [data, data + size): ISA-L's, the
+// same values as zlib's crc32 at several times its speed.
+uint32_t crc32_of(uint32_t crc, const char* data, size_t size) {
+  return crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(data), size);
 }
 
 }  // namespace
 
-uint32_t crc32_of(const std::vector<char>& bytes) {
-  return static_cast<uint32_t>(crc32_of(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
-}
+uint32_t crc32_of(const std::vector<char>& bytes) { return crc32_of(0, bytes.data(), bytes.size()); }
 
 std::vector<char> read_bytes(const std::string& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   std::vector<char> out;
   out.reserve(ec ? 0 : static_cast<size_t>(size));  // one allocation; a file that grows meanwhile still reads whole
-  read_chunks(path, size_t{1} << 22, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
+  read_file_direct(path, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
   return out;
 }
 
 uint32_t crc32_of_file(const std::string& path) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  read_chunks(path, size_t{1} << 22, [&](const char* data, size_t n) { crc = crc32_of(crc, data, n); });
-  return static_cast<uint32_t>(crc);
+  uint32_t crc = 0;
+  read_file_direct(path, [&](const char* data, size_t n) { crc = crc32_of(crc, data, n); });
+  return crc;
 }
 
 std::vector<std::string> remove_temp_files(const std::string& dir, const std::string& name) {
@@ -161,7 +143,7 @@ CheckpointInfo CheckpointStore::save(const std::function<void(const ByteSink&)>&
   // Files of this step already there (an abandoned timeline, an unreadable checkpoint) are never overwritten.
   std::error_code ec;
   if (fs::exists(info.payload_path, ec) || fs::exists(info.manifest_path, ec)) move_aside(step, warn);
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   int64_t bytes = 0;
   write_file_atomic(info.payload_path, [&](const ByteSink& sink) {
     produce([&](const void* data, size_t size) {
@@ -171,7 +153,7 @@ CheckpointInfo CheckpointStore::save(const std::function<void(const ByteSink&)>&
     });
   });
   info.bytes = bytes;
-  info.crc32 = static_cast<uint32_t>(crc);
+  info.crc32 = crc;
   // The line names the step before its manifest exists: a crash in between leaves a head without a manifest, which
   // resume skips (falling back along the line) and the start of the next run removes.
   line.insert(line.begin(), step);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <filesystem>
 
@@ -293,6 +294,8 @@ TEST(CheckpointLine, APayloadWrittenAsItIsMadeHasTheManifestOfTheWholeBytes) {
   EXPECT_EQ(read_file(store.payload_path(4)), std::string(whole.begin(), whole.end()));
   EXPECT_EQ(made.bytes, static_cast<int64_t>(whole.size()));
   EXPECT_EQ(made.crc32, written.crc32);
+  // zlib's CRC32, the one Python's zlib.crc32 checks a manifest with.
+  EXPECT_EQ(made.crc32, ::crc32(0, reinterpret_cast<const Bytef*>(whole.data()), static_cast<uInt>(whole.size())));
   EXPECT_EQ(made.crc32, crc32_of(read_bytes(store.payload_path(4))));
   EXPECT_EQ(made.crc32, crc32_of_file(store.payload_path(4)));
   EXPECT_EQ(CheckpointStore::verify(*CheckpointStore::read_manifest(store.manifest_path(4))), "");
