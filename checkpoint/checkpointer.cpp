@@ -5,6 +5,7 @@
 #include "base/first_line.h"
 #include "base/python_kind.h"
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/hub_export.h"
 #include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
 #include "config/row_choice.h"
@@ -488,8 +489,8 @@ Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn, bool
   // What a crash mid-write left (this folder's writer is the only one; other runs must not share it).
   for (const auto& p : store.remove_debris()) node_line("removed " + p + " (left by an interrupted write)");
   if (ctx_.is_main())
-    for (const auto& p : remove_temp_files(out_dir_, "model.pt"))
-      log_("removed " + p + " (left by an interrupted write)");
+    for (const char* name : {"model.pt", HubFiles::kModel, HubFiles::kEma, HubFiles::kConfig})
+      for (const auto& p : remove_temp_files(out_dir_, name)) log_("removed " + p + " (left by an interrupted write)");
   Found found;
   found.recorded = store.read_line(warn);
   const std::vector<CheckpointInfo> complete = store.list(warn);  // also says which manifests cannot be read

@@ -22,6 +22,13 @@ struct ModelCard {
 // the torchvision model the weights load into.
 std::string hub_config_json(const Config& cfg, const ModelCard& card);
 
+// The names of the files write_hub_files writes into OUT: the model's weights, the EMA's, config.json.
+struct HubFiles {
+  static constexpr const char* kModel = "model.safetensors";
+  static constexpr const char* kEma = "model_ema.safetensors";
+  static constexpr const char* kConfig = "config.json";
+};
+
 // Writes OUT/model.safetensors (`model`), OUT/model_ema.safetensors (`ema`, when not null) and OUT/config.json,
 // each atomically.
 void write_hub_files(const std::string& out_dir, const NamedTensors& model, const NamedTensors* ema,

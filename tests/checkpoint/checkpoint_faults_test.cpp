@@ -65,17 +65,16 @@ TEST_P(CheckpointKill, KilledInsideTheWriteThenRerunIsBitIdentical) {
 }
 
 // Every step of a checkpoint write: payload (mid-write, fsync, rename), the line record, the manifest, retention's
-// deletions (at step 16, of step 4), and model.pt's own write and rename.
+// deletions (at step 16, of step 4), model.pt's own write and rename, and the Hub files' writes after it.
 INSTANTIATE_TEST_SUITE_P(
     Checkpoint, CheckpointKill,
-    ::testing::Values(std::make_tuple("write", "step-00000008.pt.tmp-", 1),
-                      std::make_tuple("fsync", "step-00000008.pt.tmp-", 1),
-                      std::make_tuple("rename", "step-00000008.pt.tmp-", 1),
-                      std::make_tuple("write", "latest.json.tmp-", 2),
-                      std::make_tuple("rename", "step-00000008.json.tmp-", 1),
-                      std::make_tuple("unlink", "step-00000004.json", 1),
-                      std::make_tuple("unlink", "step-00000004.pt", 1),
-                      std::make_tuple("write", "model.pt.tmp-", 1), std::make_tuple("rename", "model.pt.tmp-", 1)),
+    ::testing::Values(
+        std::make_tuple("write", "step-00000008.pt.tmp-", 1), std::make_tuple("fsync", "step-00000008.pt.tmp-", 1),
+        std::make_tuple("rename", "step-00000008.pt.tmp-", 1), std::make_tuple("write", "latest.json.tmp-", 2),
+        std::make_tuple("rename", "step-00000008.json.tmp-", 1), std::make_tuple("unlink", "step-00000004.json", 1),
+        std::make_tuple("unlink", "step-00000004.pt", 1), std::make_tuple("write", "model.pt.tmp-", 1),
+        std::make_tuple("rename", "model.pt.tmp-", 1), std::make_tuple("write", "model.safetensors.tmp-", 1),
+        std::make_tuple("write", "config.json.tmp-", 1)),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
                          std::to_string(std::get<2>(info.param));
