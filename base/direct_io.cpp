@@ -155,14 +155,15 @@ void DirectWriter::finish() {
   if (error_ == 0 && staged > whole) write_out(staging_ + whole, staged - whole);
 }
 
-void read_file_direct(const std::string& path, const std::function<void(const char* data, size_t size)>& take) {
+void read_file_chunks(const std::string& path, PageCache cache,
+                      const std::function<void(const char* data, size_t size)>& take) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  bool direct = direct_io_suits(fd) && set_direct(fd, true);
+  bool direct = cache == PageCache::Bypass && direct_io_suits(fd) && set_direct(fd, true);
   Staging buffer;
   for (;;) {
     const ssize_t n = ::read(fd, buffer.get(), kStagingBytes);

@@ -43,9 +43,14 @@ class DirectWriter {
   size_t staged_ = 0;
 };
 
-// Calls `take` with the bytes of the file at `path` in order, 4 MiB at a time, read past the page cache where
-// direct_io_suits (a check of a file's CRC32 then reads the disk, and leaves the cache as it was). Throws naming
-// the path if it cannot be opened or read.
-void read_file_direct(const std::string& path, const std::function<void(const char* data, size_t size)>& take);
+// How a file is read: through the page cache (a file about to be used), or past it where direct_io_suits (a
+// check of a file nothing will use next, such as a checkpoint about to be deleted: it reads what is on the disk and
+// leaves the cache as it was).
+enum class PageCache { Use, Bypass };
+
+// Calls `take` with the bytes of the file at `path` in order, 4 MiB at a time. Throws naming the path if it cannot
+// be opened or read.
+void read_file_chunks(const std::string& path, PageCache cache,
+                      const std::function<void(const char* data, size_t size)>& take);
 
 }  // namespace ddp

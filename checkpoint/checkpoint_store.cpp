@@ -84,13 +84,13 @@ std::vector<char> read_bytes(const std::string& path) {
   const auto size = fs::file_size(path, ec);
   std::vector<char> out;
   out.reserve(ec ? 0 : static_cast<size_t>(size));  // one allocation; a file that grows meanwhile still reads whole
-  read_file_direct(path, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
+  read_file_chunks(path, PageCache::Use, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
   return out;
 }
 
-uint32_t crc32_of_file(const std::string& path) {
+uint32_t crc32_of_file(const std::string& path, PageCache cache) {
   uint32_t crc = 0;
-  read_file_direct(path, [&](const char* data, size_t n) { crc = crc32_of(crc, data, n); });
+  read_file_chunks(path, cache, [&](const char* data, size_t n) { crc = crc32_of(crc, data, n); });
   return crc;
 }
 
@@ -225,14 +225,14 @@ std::vector<CheckpointInfo> CheckpointStore::list(const WarnFn& warn) const {
   return out;
 }
 
-std::string CheckpointStore::verify(const CheckpointInfo& info) {
+std::string CheckpointStore::verify(const CheckpointInfo& info, PageCache cache) {
   std::error_code ec;
   if (!fs::exists(info.payload_path, ec)) return info.payload_path + " is missing";
   const auto size = fs::file_size(info.payload_path, ec);
   if (ec || static_cast<int64_t>(size) != info.bytes)
     return info.payload_path + " has " + std::to_string(size) + " bytes, manifest says " + std::to_string(info.bytes);
   try {
-    if (crc32_of_file(info.payload_path) != info.crc32) return info.payload_path + " fails its CRC32 check";
+    if (crc32_of_file(info.payload_path, cache) != info.crc32) return info.payload_path + " fails its CRC32 check";
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -376,8 +376,9 @@ std::vector<int64_t> CheckpointStore::apply_retention(const std::vector<int64_t>
       kept.push_back(c.step);
       continue;
     }
-    // Never delete what cannot be read: a checkpoint failing its CRC stays (a warning says so).
-    const std::string problem = verify(c);
+    // Never delete what cannot be read: a checkpoint failing its CRC stays (a warning says so). Read from the disk,
+    // past the page cache: nothing reads it again.
+    const std::string problem = verify(c, PageCache::Bypass);
     if (!problem.empty()) {
       if (warn) warn("corrupt checkpoint " + problem + " (left in place, off the line)");
       continue;

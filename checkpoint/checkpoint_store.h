@@ -2,6 +2,7 @@
 #pragma once
 
 #include "base/atomic_file.h"
+#include "base/direct_io.h"
 
 #include <cstdint>
 #include <functional>
@@ -62,7 +63,7 @@ class CheckpointStore {
   // payloads step-N.pt without their manifest. Returns the removed paths.
   std::vector<std::string> remove_debris() const;
   // "" when the payload matches the manifest, else what is wrong.
-  static std::string verify(const CheckpointInfo& info);
+  static std::string verify(const CheckpointInfo& info, PageCache cache = PageCache::Use);
   // Reads a manifest (any valid JSON layout); nullopt if absent; throws naming the file when it cannot be read.
   static std::optional<CheckpointInfo> read_manifest(const std::string& manifest_path);
   // The step of DIR/step-N.pt, or nullopt when `path` is not a checkpoint payload of this folder.
@@ -83,7 +84,7 @@ class CheckpointStore {
 
 uint32_t crc32_of(const std::vector<char>& bytes);
 // The file's CRC32, read a few MiB at a time (never whole in memory); std::runtime_error naming it when unreadable.
-uint32_t crc32_of_file(const std::string& path);
+uint32_t crc32_of_file(const std::string& path, PageCache cache = PageCache::Use);
 std::vector<char> read_bytes(const std::string& path);
 // Removes DIR/NAME.tmp-PID files (an atomic write of NAME cut short); returns the removed paths.
 std::vector<std::string> remove_temp_files(const std::string& dir, const std::string& name);

@@ -1,6 +1,6 @@
-// DirectWriter and read_file_direct: every byte written and read back whatever the pieces' sizes, past the page
+// DirectWriter and read_file_chunks: every byte written and read back whatever the pieces' sizes, past the page
 // cache on a local disk's filesystem (none of a file's pages but the last partial one resident after its write or
-// its read), and through the cache elsewhere (tmpfs).
+// a read that bypasses the cache), and through the cache elsewhere (tmpfs).
 #include "base/direct_io.h"
 #include "tests/support/test_support.h"
 
@@ -57,9 +57,9 @@ bool direct_io_write(const std::string& path, const std::vector<char>& bytes, si
   return direct;
 }
 
-std::vector<char> direct_io_read(const std::string& path) {
+std::vector<char> direct_io_read(const std::string& path, PageCache cache = PageCache::Bypass) {
   std::vector<char> out;
-  read_file_direct(path, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
+  read_file_chunks(path, cache, [&](const char* data, size_t n) { out.insert(out.end(), data, data + n); });
   return out;
 }
 
@@ -77,8 +77,11 @@ void direct_io_round_trips(const std::string& dir, bool local_disk) {
       EXPECT_EQ(direct, local_disk) << path;
       EXPECT_EQ(direct_io_read(path), bytes) << path;
       if (!local_disk) continue;
-      // Only the page the last partial one was written into may be cached; the read leaves the cache as it was.
+      // Only the page the last partial one was written into may be cached; the read leaves the cache as it was,
+      // and one through the cache fills it.
       EXPECT_LE(direct_io_resident_pages(path), size % 4096 == 0 ? 0u : 1u) << path;
+      EXPECT_EQ(direct_io_read(path, PageCache::Use), bytes) << path;
+      EXPECT_EQ(direct_io_resident_pages(path), (size + 4095) / 4096) << path;
     }
   }
 }
