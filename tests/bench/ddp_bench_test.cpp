@@ -106,7 +106,7 @@ TEST(DdpBench, ResultsMdListsEveryKeptRun) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
-TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
+TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndItsOutputsAndLeavesResultsAlone) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   const std::string fake = dir / "ddptrain";
@@ -115,11 +115,21 @@ TEST(DdpBench, FailingTrainerEndsTheRunNamingTheRankAndLeavesResultsAlone) {
   const std::string results = dir / "RESULTS.md";
   write_file(results, "untouched\n");
 
-  const auto r = run_command(
-      bench_command(kQuickArgs + " --results " + shell_quote(results) + " --ddptrain " + shell_quote(fake)));
+  // The bench keeps a failed run's work folder for the outputs its error names: here, inside this test's folder.
+  const std::string work = dir / "work";
+  const auto r = run_command(bench_command(kQuickArgs + " --results " + shell_quote(results) + " --ddptrain " +
+                                           shell_quote(fake) + " --work-dir " + shell_quote(work)));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 0 exit 3: error: injected failure"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(results), "untouched\n");
+  const std::smatch named = [&] {
+    std::smatch m;
+    std::regex_search(r.output, m, std::regex("outputs in (/\\S+)"));
+    return m;
+  }();
+  ASSERT_FALSE(named.empty()) << r.output;
+  EXPECT_EQ(named[1].str().rfind(work + "/", 0), 0u) << named[1];
+  EXPECT_TRUE(std::filesystem::is_directory(named[1].str())) << named[1];
 }
 
 // --link: the two ranks in two network namespaces joined by a shaped veth pair. Both sides train over it (their
