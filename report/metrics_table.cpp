@@ -84,9 +84,8 @@ std::vector<MetricRow> make_table() {
             "bytes of gradients rank 0 handed to all-reduces in the logged step: every bucket, in float16 or "
             "bfloat16 under `dist.grad_compression` = \"fp16\" or \"bf16\"; the values gathered from the buckets' "
             "non-zero positions (or whole buckets) under `dist.skip_zero_gradients`; under \"powersgd\" whole buckets "
-            "before "
-            "`dist.powersgd_start_step`, then the uncompressed tensors, P and Q (a ring all-reduce sends 2 (world - 1) "
-            "/ world times this)",
+            "before `dist.powersgd_start_step`, then the uncompressed tensors, P and Q (a ring all-reduce sends "
+            "2 (world - 1) / world times this)",
             [](const TrainView& v) { return if_set(v.step.bytes_sent); }),
       train("compression_rate", kNumber, tag("comm/compression_rate"), P::kPowerSgd,
             "gradient elements before over after compression in the compressed steps so far (PowerSGDState's "

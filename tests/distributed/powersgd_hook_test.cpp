@@ -122,27 +122,40 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   EXPECT_GT(max_state_diff(dir / "python-w3r4s6ew.pt", dir / "python-w3r1s1.pt"), 1e-4);
 }
 
+// The train records of metrics.jsonl after 2 ranks trained the classic Net (16 images a batch, a record every step)
+// with `settings` into OUT; none when a rank failed (a failure says which).
+std::vector<std::string> net_train_records(const TempDir& dir, const std::string& out,
+                                           std::vector<std::string> settings) {
+  settings.insert(settings.end(),
+                  {"job.out_dir=" + out, "data.batch_size=16", "model.name=net", "metrics.log_every_steps=1"});
+  const std::string cfg = write_tiny_job(dir, 256, 16, 1, settings);
+  for (const auto& r : run_ranks(2, cfg)) {
+    if (r.exit_code == 0) continue;
+    ADD_FAILURE() << r.output;
+    return {};
+  }
+  std::vector<std::string> records;
+  for (const std::string& line : read_lines(out + "/metrics.jsonl"))
+    if (line.find("\"kind\":\"train\"") != std::string::npos) records.push_back(line);
+  return records;
+}
+
 // metrics.jsonl's PowerSGD figures: the classic Net (21840 float32 gradient elements) at rank 2 sends every element
 // in its first 3 steps, then 1560 (its 4 matrices as (n + m) x 2 elements, its 4 biases whole): 14x fewer.
 TEST(PowerSgd, MetricsSayWhatEachStepSent) {
   TempDir dir;
-  const std::string cfg =
-      write_tiny_job(dir, 256, 16, 1,
-                     {"job.out_dir=" + dir / "out", "data.batch_size=16", "model.name=net", "training.max_steps=6",
-                      "metrics.log_every_steps=1", "dist.grad_compression=powersgd", "dist.powersgd_rank=2",
-                      "dist.powersgd_start_step=3"});
-  for (const auto& r : run_ranks(2, cfg)) ASSERT_EQ(r.exit_code, 0) << r.output;
-  int train_records = 0;
-  for (const std::string& line : read_lines(dir / "out/metrics.jsonl")) {
-    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
-    ++train_records;
-    const bool compressed = train_records > 3;
+  const std::vector<std::string> records = net_train_records(
+      dir, dir / "out",
+      {"training.max_steps=6", "dist.grad_compression=powersgd", "dist.powersgd_rank=2", "dist.powersgd_start_step=3"});
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string& line = records[i];
+    const bool compressed = i >= 3;
     SCOPED_TRACE(line);
     EXPECT_NE(line.find(compressed ? "\"bytes_sent\":6240," : "\"bytes_sent\":87360,"), std::string::npos);
     EXPECT_NE(line.find(compressed ? "\"compression_rate\":14," : "\"compression_rate\":0,"), std::string::npos);
     EXPECT_EQ(line.find("\"residual_norm\":0,") == std::string::npos, compressed);
   }
-  EXPECT_EQ(train_records, 6);
+  EXPECT_EQ(records.size(), 6u);
 }
 
 // comm/bytes_sent without PowerSGD: the classic Net's 21840 gradient elements whole, as float32 (87360 bytes) or as
@@ -153,17 +166,11 @@ TEST(PowerSgd, MetricsSayWhatEachStepSentWithoutCompressionToo) {
       {"none", "87360"}, {"fp16", "43680"}, {"bf16", "43680"}, {"skip_zero", ""}};
   for (const auto& [kind, bytes] : kinds) {
     SCOPED_TRACE(kind);
-    const std::string out = dir / kind;
-    const std::string cfg = write_tiny_job(
-        dir, 256, 16, 1,
-        {"job.out_dir=" + out, "data.batch_size=16", "model.name=net", "training.max_steps=3",
-         "metrics.log_every_steps=1",
-         kind == "skip_zero" ? std::string("dist.skip_zero_gradients=true") : "dist.grad_compression=" + kind});
-    for (const auto& r : run_ranks(2, cfg)) ASSERT_EQ(r.exit_code, 0) << r.output;
-    int train_records = 0;
-    for (const std::string& line : read_lines(out + "/metrics.jsonl")) {
-      if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
-      ++train_records;
+    const std::vector<std::string> records =
+        net_train_records(dir, dir / kind,
+                          {"training.max_steps=3", kind == "skip_zero" ? std::string("dist.skip_zero_gradients=true")
+                                                                       : "dist.grad_compression=" + kind});
+    for (const std::string& line : records) {
       SCOPED_TRACE(line);
       EXPECT_EQ(line.find("\"compression_rate\""), std::string::npos);
       const size_t at = line.find("\"bytes_sent\":");
@@ -174,7 +181,7 @@ TEST(PowerSgd, MetricsSayWhatEachStepSentWithoutCompressionToo) {
       else
         EXPECT_TRUE(sent > 0 && sent <= 87360 + 4 * 8) << sent;
     }
-    EXPECT_EQ(train_records, 3);
+    EXPECT_EQ(records.size(), 3u);
   }
 }
 
