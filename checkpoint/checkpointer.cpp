@@ -4,6 +4,8 @@
 #include "base/atomic_file.h"
 #include "base/first_line.h"
 #include "base/python_kind.h"
+#include "base/seconds_text.h"
+#include "base/thread_name.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/hub_export.h"
 #include "checkpoint/torch_save/pickle_reader.h"
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +34,10 @@
 
 namespace ddp {
 namespace {
+
+// How long settle() waits for a background write before it says so: a write that takes this long is held up by the
+// disk or by a host whose every core trains (the writer runs at idle priority).
+constexpr std::chrono::seconds kSlowSaveLine{10};
 
 // The first tensor in `value` (dicts and lists searched) that is not in host memory, as its path ("optimizer/state/0/
 // momentum_buffer on cuda:0"); "" when there is none. Reads metadata only, no device call.
@@ -268,11 +276,19 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     };
   }
   // The state is in host memory (host_copy), so the background thread makes no device call, which a CUDA graph's
-  // capture on the training thread would forbid.
-  if (!cfg_.async)
+  // capture on the training thread would forbid. It runs at idle priority: its CPU work (serialising, the CRC32s,
+  // the copies into the staging buffers) then fills the time training leaves, instead of being taken from the
+  // training threads of a host whose every core trains; settle() waits for whatever is left.
+  if (!cfg_.async) {
     in_flight_.error = job();
-  else
-    in_flight_.background = std::async(std::launch::async, std::move(job));
+  } else {
+    in_flight_.started = std::chrono::steady_clock::now();
+    in_flight_.background = std::async(std::launch::async, [job = std::move(job)]() mutable {
+      name_this_thread("ddp-checkpoint");
+      run_this_thread_in_idle_time();
+      return job();
+    });
+  }
   settle_unless_async();
 }
 
@@ -283,6 +299,10 @@ void Checkpointer::settle_unless_async() {
 void Checkpointer::settle() {
   if (!in_flight_.active) return;
   in_flight_.active = false;
+  if (in_flight_.background.valid() && in_flight_.background.wait_for(kSlowSaveLine) == std::future_status::timeout) {
+    node_line("waiting for the checkpoint of step " + std::to_string(in_flight_.step) + " to finish writing (started " +
+              std::to_string(std::lround(seconds_since(in_flight_.started))) + " s ago)");
+  }
   std::string error = in_flight_.background.valid() ? in_flight_.background.get() : in_flight_.error;
   for (const std::string& w : *in_flight_.warnings) node_warning(w);
   const int64_t step = in_flight_.step;

@@ -8,6 +8,7 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -120,6 +121,7 @@ class Checkpointer {
     bool writer = false;
     std::string error;
     std::future<std::string> background;
+    std::chrono::steady_clock::time_point started;  // the background write's start
     std::shared_ptr<std::vector<std::string>> warnings = std::make_shared<std::vector<std::string>>();
   };
   InFlight in_flight_;

@@ -5,6 +5,7 @@
 #include "tests/support/on_device.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -144,6 +145,44 @@ TEST(CheckpointAsync, AFailedBackgroundWriteStopsTheRunWhenItIsSettled) {
     for (const std::string& f : folder_files(dir / (mode + "/checkpoints")))
       EXPECT_EQ(f.find("step-00000004"), std::string::npos) << f;
   }
+}
+
+// The largest rss_peak_mib of a run's train records (metrics.jsonl).
+double peak_rss_mib(const std::string& out_dir) {
+  double peak = 0;
+  for (const std::string& line : read_lines(out_dir + "/metrics.jsonl")) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.value("kind", "") == "train") peak = std::max(peak, record.at("rss_peak_mib").get<double>());
+  }
+  return peak;
+}
+
+// The step-2 checkpoint's fsync takes 15 s (the fault shim sleeps in it, on the thread that writes): that thread is
+// the checkpoint writer, at idle priority. Training goes on to the next checkpoint (step 4), which waits for the slow
+// write first, saying so, and only then copies the state: into the buffers the step-2 copies let go, so the run's peak
+// RSS stays that of a run whose writes are quick (a second copy of ResNet-18's weights and momentum, made while the
+// slow write still held the first, would add ~85 MiB). The slow write changes nothing written.
+TEST(CheckpointAsync, ASlowBackgroundWriteIsWaitedForBeforeTheNextCopyOfTheState) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(
+      dir, 256, 16, 5,
+      {"data.batch_size=16", "model.name=resnet18", "optimizer.momentum=0.9", "training.max_steps=8",
+       "checkpoint.every_steps=2", "checkpoint.keep_last=1", "metrics.log_every_steps=1", "metrics.progress=plain"});
+  const CommandResult quick = ckpt_train(cfg, "--job.out_dir=" + dir / "quick");
+  ASSERT_EQ(quick.exit_code, 0) << quick.output;
+  const CommandResult slow = ckpt_train(cfg, "--job.out_dir=" + dir / "slow",
+                                        fault_env("fsync", "step-00000002.pt.tmp-", "slow") + " DDP_FAULT_SECONDS=15");
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  EXPECT_NE(slow.output.find(" thread ddp-checkpoint (SCHED_IDLE) sleeps 15 s in a fsync of " + dir / "slow" +
+                             "/checkpoints/step-00000002.pt.tmp-"),
+            std::string::npos)
+      << slow.output;
+  const size_t waiting = slow.output.find("waiting for the checkpoint of step 2 to finish writing (started ");
+  ASSERT_NE(waiting, std::string::npos) << slow.output;
+  EXPECT_LT(slow.output.find("step 4/"), waiting) << slow.output;
+  EXPECT_GT(slow.output.find("step 5/"), waiting) << slow.output;
+  EXPECT_LE(peak_rss_mib(dir / "slow"), peak_rss_mib(dir / "quick") + 40) << slow.output;
+  EXPECT_TRUE(ckpt_same_bytes(dir / "quick/model.pt", dir / "slow/model.pt"));
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ std::string wait_for(const std::string& file, const std::string& pattern) {
          "sleep 0.05; done\n";
 }
 
+// Shell lines that wait (up to 60 s) until the step-5 checkpoint's manifest is in out/checkpoints: the background write
+// runs at idle priority, and 3 ranks on fewer cores leave it little time before the next checkpoint.
+std::string wait_for_checkpoint_of_step_5(const std::string& out) {
+  return "for i in $(seq 1200); do [ -e " + shell_quote(out + "/checkpoints/step-00000005.json") +
+         " ] && break; sleep 0.05; done\n";
+}
+
 // Shell lines that send `signal` to a node that does not serve the rendezvous (its ddprun and its workers), write the
 // node's number to dir/victim and keep its ddprun's pid in $pid.
 std::string signal_a_node_not_serving(const TempDir& dir, const std::string& signal) {
@@ -145,9 +152,9 @@ TEST(LauncherElasticTest, LostNodeIsSurvivedAtTheSmallerWorldFromTheNewestCheckp
                           ddptrain_path() + " " + cfg + " --job.out_dir=" + out;
   std::string script;
   for (int i = 0; i < 3; ++i) script += start_node(dir, i, cmd);
-  // At step 8 of the world of 3 (a checkpoint at 5), kill -9 a node that does not serve the rendezvous: its ddprun
-  // and its worker, as a machine that lost power.
-  script += wait_for(out + "/metrics.jsonl", "\"step\":8,");
+  // At step 8 of the world of 3, once the checkpoint of step 5 is written, kill -9 a node that does not serve the
+  // rendezvous: its ddprun and its worker, as a machine that lost power.
+  script += wait_for(out + "/metrics.jsonl", "\"step\":8,") + wait_for_checkpoint_of_step_5(out);
   script += signal_a_node_not_serving(dir, "-9") + "wait\n";
   run_command(script);
   expect_the_job_ended_on_two_nodes(dir, cfg, out, std::stoi(read_file(dir / "victim")));
@@ -165,7 +172,7 @@ TEST(LauncherElasticTest, LostNodeInThreeNetworkNamespacesIsSurvived) {
                           ddptrain_path() + " " + cfg + " --job.out_dir=" + out + " --dist.allreduce=gloo";
   std::string script;
   for (int i = 0; i < 3; ++i) script += start_node(dir, i, net.exec(i) + "env GLOO_SOCKET_IFNAME=veth0 " + cmd);
-  script += wait_for(out + "/metrics.jsonl", "\"step\":8,");
+  script += wait_for(out + "/metrics.jsonl", "\"step\":8,") + wait_for_checkpoint_of_step_5(out);
   script += net.kill_all(2) + "\nwait\n";
   run_command(script);
   EXPECT_NE(node_result(dir, 0).output.find("(this ddprun serves it)"), std::string::npos) << node_logs(dir);

@@ -338,7 +338,9 @@ CommandResult run_python_ranks(int world_size, const std::string& python_args) {
 CommandResult run_ddprun_killing_a_worker(const std::string& args, const std::string& out, int kill_at) {
   return run_command(binary_dir() + "/ddprun " + args + " > " + out + ".log 2>&1 & p=$!; for i in $(seq 600); do " +
                      "grep -q '\"step\":" + std::to_string(kill_at) + ",' " + out +
-                     "/metrics.jsonl 2>/dev/null && break; sleep 0.05; done; kill -9 $(pgrep -P $p | tail -n 1); "
+                     "/metrics.jsonl 2>/dev/null && break; sleep 0.05; done; for i in $(seq 600); do ls " + out +
+                     "/checkpoints/step-*.json >/dev/null 2>&1 && break; sleep 0.05; done; "
+                     "kill -9 $(pgrep -P $p | tail -n 1); "
                      "wait $p; echo rc $?");
 }
 

@@ -56,12 +56,14 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
                      {"job.out_dir=" + dir / "out", "job.threads=1", "data.batch_size=256", "training.epochs=2",
                       "checkpoint.every_steps=10", "checkpoint.dir=" + dir / "ck", "metrics.log_every_steps=1",
                       "metrics.tensorboard=true", "metrics.progress=plain"});
-  // kill -9 once a step 2 to 6 past a checkpoint (10, 20, ...) is logged: those steps become orphans.
+  // kill -9 once a step 2 to 6 past a checkpoint (10, 20, ...) is logged and a checkpoint is written (the background
+  // write runs at idle priority, so on a busy machine it may end some steps later): those steps become orphans.
   const std::string metrics = shell_quote(dir / "out/metrics.jsonl");
   const CommandResult killed = run_command(
       ddptrain_path() + " " + cfg + " > " + dir / "log1" + " 2>&1 & p=$!; k=0; for i in $(seq 6000); do " +
       "s=$(grep -o '\"kind\":\"train\",\"step\":[0-9]*' " + metrics + " 2>/dev/null | tail -n1 | grep -o '[0-9]*$'); " +
-      "if [ -n \"$s\" ] && [ \"$s\" -gt 10 ] && [ $((s % 10)) -ge 2 ] && [ $((s % 10)) -le 6 ]; then " +
+      "if [ -n \"$s\" ] && [ \"$s\" -gt 10 ] && [ $((s % 10)) -ge 2 ] && [ $((s % 10)) -le 6 ] && ls " +
+      shell_quote(dir / "ck") + "/step-*.json >/dev/null 2>&1; then " +
       "kill -9 $p; k=$s; break; fi; sleep 0.01; done; wait $p; echo \"rc $? killed at $k\"");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(killed.output, m, std::regex("rc 137 killed at ([1-9][0-9]*)")))

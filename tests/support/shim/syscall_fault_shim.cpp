@@ -6,10 +6,14 @@
 // = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
 // | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | stop
 // (DDP_FAULT_OP = write only: the write writes half its bytes, then SIGSTOP halts the whole process there, for a test
-// to kill what it likes while the file is partial; it says so on stderr; continued, the write finishes) | enospc |
-// erofs | eio (that call and every later matching one fails with that errno, like a full disk).
+// to kill what it likes while the file is partial; it says so on stderr; continued, the write finishes) | slow (the
+// calling thread alone sleeps DDP_FAULT_SECONDS, default 10, then the call goes on: a slow disk; it says on stderr
+// which thread, by name and scheduling policy) | enospc | erofs | eio (that call and every later matching one fails
+// with that errno, like a full disk).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +29,7 @@ namespace {
 struct FaultPlan {
   std::string op, path, action;
   long nth = 1;
+  long seconds = 10;
   int err = 0;
   bool active = false;
 };
@@ -41,8 +46,10 @@ const FaultPlan& plan() {
     f.path = path;
     f.action = action;
     f.nth = nth ? std::atol(nth) : 1;
+    if (const char* seconds = std::getenv("DDP_FAULT_SECONDS")) f.seconds = std::atol(seconds);
     f.err = f.action == "enospc" ? ENOSPC : f.action == "erofs" ? EROFS : f.action == "eio" ? EIO : 0;
-    f.active = f.err != 0 || f.action == "kill" || f.action == "term" || (f.action == "stop" && f.op == "write");
+    f.active = f.err != 0 || f.action == "kill" || f.action == "term" || f.action == "slow" ||
+               (f.action == "stop" && f.op == "write");
     return f;
   }();
   return p;
@@ -87,6 +94,21 @@ bool terminated() {
   return true;
 }
 
+// Whether the planned fault is a slow call: the calling thread sleeps here, then the call goes on without a fault.
+bool slowed(const char* op, const std::string& path) {
+  if (plan().action != "slow") return false;
+  char name[16] = "?";
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  const int policy = sched_getscheduler(0);  // the calling thread's own (Linux)
+  std::fprintf(stderr, "fault shim: pid %d thread %s (%s) sleeps %ld s in a %s of %s\n", ::getpid(), name,
+               policy == SCHED_IDLE    ? "SCHED_IDLE"
+               : policy == SCHED_OTHER ? "SCHED_OTHER"
+                                       : "another policy",
+               plan().seconds, op, path.c_str());
+  ::sleep(static_cast<unsigned>(plan().seconds));
+  return true;
+}
+
 // The planned fault, struck at the matching call: the errno (returning -1), or SIGKILL there.
 int strike() {
   if (plan().err) return fail();
@@ -99,7 +121,7 @@ extern "C" {
 
 ssize_t write(int fd, const void* buf, size_t count) {
   static auto real = next<ssize_t (*)(int, const void*, size_t)>("write");
-  if (fd > 2 && plan().active && hit("write", fd_path(fd)) && !terminated()) {
+  if (fd > 2 && plan().active && hit("write", fd_path(fd)) && !terminated() && !slowed("write", fd_path(fd))) {
     if (plan().err) return fail();
     const ssize_t half = real(fd, buf, count / 2);
     if (plan().action != "stop") die();
@@ -119,25 +141,26 @@ ssize_t write(int fd, const void* buf, size_t count) {
 
 int fsync(int fd) {
   static auto real = next<int (*)(int)>("fsync");
-  if (plan().active && hit("fsync", fd_path(fd)) && !terminated()) return strike();
+  if (plan().active && hit("fsync", fd_path(fd)) && !terminated() && !slowed("fsync", fd_path(fd))) return strike();
   return real(fd);
 }
 
 int rename(const char* from, const char* to) {
   static auto real = next<int (*)(const char*, const char*)>("rename");
-  if (plan().active && hit("rename", std::string(from) + "\n" + to) && !terminated()) return strike();
+  const std::string names = std::string(from) + "\n" + to;
+  if (plan().active && hit("rename", names) && !terminated() && !slowed("rename", names)) return strike();
   return real(from, to);
 }
 
 int unlink(const char* path) {
   static auto real = next<int (*)(const char*)>("unlink");
-  if (plan().active && hit("unlink", path) && !terminated()) return strike();
+  if (plan().active && hit("unlink", path) && !terminated() && !slowed("unlink", path)) return strike();
   return real(path);
 }
 
 int remove(const char* path) {
   static auto real = next<int (*)(const char*)>("remove");
-  if (plan().active && hit("unlink", path) && !terminated()) return strike();
+  if (plan().active && hit("unlink", path) && !terminated() && !slowed("unlink", path)) return strike();
   return real(path);
 }
 
