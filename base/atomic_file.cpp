@@ -2,6 +2,7 @@
 #include "base/atomic_file.h"
 
 #include "base/direct_io.h"
+#include "base/thread_name.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +14,8 @@
 
 namespace ddp {
 
-void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                       Producer producer) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
@@ -32,8 +34,23 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   DirectWriter writer(fd);
   const ByteSink sink = [&](const void* data, size_t size) { writer.write(data, size); };
   try {
-    produce(sink);
-    writer.finish();
+    if (producer == Producer::ThisThread) {
+      produce(sink);
+      writer.finish();
+    } else {
+      writer.write_behind();
+      std::future<void> produced = start_in_idle_time("ddp-serialise", [&] {
+        try {
+          produce(sink);
+          writer.finish();
+        } catch (...) {
+          writer.close();
+          throw;
+        }
+      });
+      writer.write_staged();
+      produced.get();  // the producer's exception, if any
+    }
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());

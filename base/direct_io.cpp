@@ -101,11 +101,11 @@ bool direct_io_suits(int fd) {
 
 DirectWriter::DirectWriter(int fd) : fd_(fd) {
   direct_ = ::lseek(fd, 0, SEEK_CUR) == 0 && direct_io_suits(fd) && set_direct(fd, true);
-  if (direct_) staging_ = staging_shelf().take();
 }
 
 DirectWriter::~DirectWriter() {
   if (staging_) staging_shelf().give(staging_);
+  for (const Piece& piece : pieces_) staging_shelf().give(piece.buffer);
 }
 
 void DirectWriter::drop_direct() {
@@ -122,37 +122,85 @@ void DirectWriter::write_out(const char* data, size_t size) {
     drop_direct();
     err = write_all(fd_, data, size, done);
   }
-  if (err != 0) error_ = err;
+  int none = 0;
+  if (err != 0) error_.compare_exchange_strong(none, err);
+}
+
+void DirectWriter::write_piece(const Piece& piece) {
+  if (error_ == 0 && !piece.last) write_out(piece.buffer, piece.size);
+  if (error_ == 0 && piece.last) {
+    // Whole pages past the cache; the last partial one (O_DIRECT takes whole blocks only) through it.
+    const size_t whole = piece.size & ~(kDirectAlign - 1);
+    if (whole > 0) write_out(piece.buffer, whole);
+    if (direct_) drop_direct();
+    if (error_ == 0 && piece.size > whole) write_out(piece.buffer + whole, piece.size - whole);
+  }
+  staging_shelf().give(piece.buffer);
+}
+
+void DirectWriter::hand_over(Piece piece) {
+  if (!behind_) return write_piece(piece);
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return pieces_.size() < kBehindBuffers || closed_; });
+  if (closed_) {
+    staging_shelf().give(piece.buffer);
+    return;
+  }
+  pieces_.push_back(piece);
+  changed_.notify_all();
 }
 
 void DirectWriter::write(const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
   while (size > 0 && error_ == 0) {
-    if (!direct_) {
+    if (!behind_ && !direct_) {
       write_out(bytes, size);
       return;
     }
+    if (!staging_) staging_ = staging_shelf().take();
     const size_t n = std::min(size, kStagingBytes - staged_);
     std::memcpy(staging_ + staged_, bytes, n);
     staged_ += n;
     bytes += n;
     size -= n;
     if (staged_ == kStagingBytes) {
+      hand_over({staging_, staged_, false});
+      staging_ = nullptr;
       staged_ = 0;
-      write_out(staging_, kStagingBytes);
     }
   }
 }
 
 void DirectWriter::finish() {
-  const size_t staged = staged_;
-  staged_ = 0;
-  if (staged == 0 || error_ != 0) return;
-  // Whole pages past the cache; the last partial one (O_DIRECT takes whole blocks only) through it.
-  const size_t whole = staged & ~(kDirectAlign - 1);
-  if (whole > 0) write_out(staging_, whole);
-  if (direct_) drop_direct();
-  if (error_ == 0 && staged > whole) write_out(staging_ + whole, staged - whole);
+  if (staging_) {
+    hand_over({staging_, staged_, true});
+    staging_ = nullptr;
+    staged_ = 0;
+  }
+  close();
+}
+
+void DirectWriter::write_behind() { behind_ = true; }
+
+void DirectWriter::write_staged() {
+  for (;;) {
+    Piece piece{};
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return !pieces_.empty() || closed_; });
+      if (pieces_.empty()) return;
+      piece = pieces_.front();
+      pieces_.pop_front();
+      changed_.notify_all();
+    }
+    write_piece(piece);
+  }
+}
+
+void DirectWriter::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  changed_.notify_all();
 }
 
 void read_file_chunks(const std::string& path, PageCache cache,

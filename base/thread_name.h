@@ -1,7 +1,10 @@
-// name_this_thread and run_this_thread_in_idle_time: the calling thread's name, and its share of the CPU.
+// name_this_thread and run_this_thread_in_idle_time: the calling thread's name, and its share of the CPU;
+// start_in_idle_time: work on a thread of its own at idle priority.
 #pragma once
 
+#include <future>
 #include <string>
+#include <utility>
 
 namespace ddp {
 
@@ -14,5 +17,15 @@ void name_this_thread(const std::string& name);
 // For work that must not slow training but may take longer, as a checkpoint's background write. Once lowered, an
 // unprivileged thread cannot raise it back; false where the kernel refuses (the thread then runs as before).
 bool run_this_thread_in_idle_time();
+
+// Starts `work` on a thread of its own, named `name`, at idle priority; the future holds its result or exception.
+template <typename Work>
+auto start_in_idle_time(std::string name, Work work) {
+  return std::async(std::launch::async, [name = std::move(name), work = std::move(work)]() mutable {
+    name_this_thread(name);
+    run_this_thread_in_idle_time();
+    return work();
+  });
+}
 
 }  // namespace ddp

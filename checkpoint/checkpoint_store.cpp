@@ -126,12 +126,13 @@ std::optional<int64_t> CheckpointStore::step_of(const std::string& path) const {
 }
 
 CheckpointInfo CheckpointStore::save(const std::vector<char>& payload, int64_t step, int64_t epoch,
-                                     double eval_accuracy, const WarnFn& warn) {
-  return save([&](const ByteSink& sink) { sink(payload.data(), payload.size()); }, step, epoch, eval_accuracy, warn);
+                                     double eval_accuracy, const WarnFn& warn, Producer producer) {
+  return save([&](const ByteSink& sink) { sink(payload.data(), payload.size()); }, step, epoch, eval_accuracy, warn,
+              producer);
 }
 
 CheckpointInfo CheckpointStore::save(const std::function<void(const ByteSink&)>& produce, int64_t step, int64_t epoch,
-                                     double eval_accuracy, const WarnFn& warn) {
+                                     double eval_accuracy, const WarnFn& warn, Producer producer) {
   CheckpointInfo info;
   info.payload_path = payload_path(step);
   info.manifest_path = manifest_path(step);
@@ -145,13 +146,16 @@ CheckpointInfo CheckpointStore::save(const std::function<void(const ByteSink&)>&
   if (fs::exists(info.payload_path, ec) || fs::exists(info.manifest_path, ec)) move_aside(step, warn);
   uint32_t crc = 0;
   int64_t bytes = 0;
-  write_file_atomic(info.payload_path, [&](const ByteSink& sink) {
-    produce([&](const void* data, size_t size) {
-      crc = crc32_of(crc, static_cast<const char*>(data), size);
-      bytes += static_cast<int64_t>(size);
-      sink(data, size);
-    });
-  });
+  write_file_atomic(
+      info.payload_path,
+      [&](const ByteSink& sink) {
+        produce([&](const void* data, size_t size) {
+          crc = crc32_of(crc, static_cast<const char*>(data), size);
+          bytes += static_cast<int64_t>(size);
+          sink(data, size);
+        });
+      },
+      producer);
   info.bytes = bytes;
   info.crc32 = crc;
   // The line names the step before its manifest exists: a crash in between leaves a head without a manifest, which

@@ -35,12 +35,14 @@ class CheckpointStore {
   // Writes the payload atomically (temp name, fsync, rename, fsync dir), records it at the head of the line, writes
   // its manifest the same way, then applies retention to the line. Earlier checkpoints are untouched if anything
   // fails (the error is thrown); `warn` hears about files moved aside or left in place.
+  // `producer`: where the payload's bytes are copied in and counted (write_file_atomic); every file's system calls
+  // and the retention run on the calling thread.
   CheckpointInfo save(const std::vector<char>& payload, int64_t step, int64_t epoch, double eval_accuracy,
-                      const WarnFn& warn = {});
+                      const WarnFn& warn = {}, Producer producer = Producer::ThisThread);
   // The same, the payload written to its temp file as `produce` makes it (never whole in memory), its size and CRC32
   // counted on the way; an exception from `produce` leaves no payload behind and the line as it was.
   CheckpointInfo save(const std::function<void(const ByteSink&)>& produce, int64_t step, int64_t epoch,
-                      double eval_accuracy, const WarnFn& warn = {});
+                      double eval_accuracy, const WarnFn& warn = {}, Producer producer = Producer::ThisThread);
   // Complete checkpoints in the folder (manifest present and readable), newest step first; `warn` hears about each
   // manifest that exists but cannot be read.
   std::vector<CheckpointInfo> list(const WarnFn& warn = {}) const;

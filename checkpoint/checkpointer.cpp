@@ -221,13 +221,20 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
   // (the other ranks receive none). `state`'s tensors are copies (Trainer::state_dict), so the bytes are the state
   // as of this step whatever training does meanwhile. Neither part throws: a failure is returned as its text.
   using Made = std::pair<std::vector<char>, std::string>;  // the bytes, or why rank 0 could not make them
+  // In the background, the CPU work (serialising, copying the bytes into the staging buffers, the CRC32s) runs at idle
+  // priority: it then fills the time training leaves instead of being taken from the training threads of a host whose
+  // every core trains. The system calls run on the background thread itself, at normal priority: an idle thread
+  // preempted while it holds a filesystem's journal handle would hold up the training threads' own file writes.
+  const Producer producer = cfg_.async ? Producer::IdleThread : Producer::ThisThread;
   auto make_bytes = [state = ctx_.is_main() ? std::optional<c10::impl::GenericDict>(state) : std::nullopt,
-                     group = writers_group_]() mutable -> Made {
+                     group = writers_group_, producer]() mutable -> Made {
     Made made;
     if (state) {
       try {
         require_host_memory(*state);
-        made.first = torch_save_bytes(*state);
+        made.first = producer == Producer::ThisThread
+                         ? torch_save_bytes(*state)
+                         : start_in_idle_time("ddp-serialise", [&] { return torch_save_bytes(*state); }).get();
       } catch (const std::exception& e) {
         made.second = e.what();
       }
@@ -243,12 +250,13 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
   };
   // Only the store's files and the captured values are touched off the training thread; warnings wait for settle().
   auto write = [store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), writer, step, epoch, eval_accuracy,
-                warnings = in_flight_.warnings](Made made) mutable -> std::string {
+                warnings = in_flight_.warnings, producer](Made made) mutable -> std::string {
     if (!made.second.empty()) return made.second;  // rank 0's own failure, or the sending's
     if (!writer) return "";
     if (made.first.empty()) return "rank 0 could not serialise the checkpoint";
     try {
-      store.save(made.first, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); });
+      store.save(
+          made.first, step, epoch, eval_accuracy, [&](const std::string& w) { warnings->push_back(w); }, producer);
       return "";
     } catch (const std::exception& e) {
       return e.what();
@@ -262,12 +270,12 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
     // checkpoint is never whole in memory and no pass reads it again. The file is the same bytes.
     job = [state = std::optional<c10::impl::GenericDict>(state),
            store = CheckpointStore(cfg_.dir, cfg_.keep_last, cfg_.keep_best), step, epoch, eval_accuracy,
-           warnings = in_flight_.warnings]() mutable -> std::string {
+           warnings = in_flight_.warnings, producer]() mutable -> std::string {
       std::string error;
       try {
         require_host_memory(*state);
         store.save([&](const ByteSink& sink) { write_torch_save(sink, *state); }, step, epoch, eval_accuracy,
-                   [&](const std::string& w) { warnings->push_back(w); });
+                   [&](const std::string& w) { warnings->push_back(w); }, producer);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -275,17 +283,14 @@ void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64
       return error;
     };
   }
-  // The state is in host memory (host_copy), so the background thread makes no device call, which a CUDA graph's
-  // capture on the training thread would forbid. It runs at idle priority: its CPU work (serialising, the CRC32s,
-  // the copies into the staging buffers) then fills the time training leaves, instead of being taken from the
-  // training threads of a host whose every core trains; settle() waits for whatever is left.
+  // The state is in host memory (host_copy), so the background threads make no device call, which a CUDA graph's
+  // capture on the training thread would forbid; settle() waits for whatever is left.
   if (!cfg_.async) {
     in_flight_.error = job();
   } else {
     in_flight_.started = std::chrono::steady_clock::now();
     in_flight_.background = std::async(std::launch::async, [job = std::move(job)]() mutable {
       name_this_thread("ddp-checkpoint");
-      run_this_thread_in_idle_time();
       return job();
     });
   }

@@ -8,11 +8,11 @@
 // (DDP_FAULT_OP = write only: the write writes half its bytes, then SIGSTOP halts the whole process there, for a test
 // to kill what it likes while the file is partial; it says so on stderr; continued, the write finishes) | slow (the
 // calling thread alone sleeps DDP_FAULT_SECONDS, default 10, then the call goes on: a slow disk; it says on stderr
-// which thread, by name and scheduling policy) | enospc | erofs | eio (that call and every later matching one fails
-// with that errno, like a full disk).
+// which thread, and every thread of the process, by name and scheduling policy) | enospc | erofs | eio (that call and
+// every later matching one fails with that errno, like a full disk).
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -94,17 +94,34 @@ bool terminated() {
   return true;
 }
 
+// A thread's name and scheduling policy, "name (SCHED_IDLE)", from its id (0: the calling thread).
+std::string thread_text(pid_t tid) {
+  char link[64], name[32] = "?";
+  std::snprintf(link, sizeof link, "/proc/self/task/%d/comm", tid != 0 ? tid : static_cast<int>(::gettid()));
+  if (FILE* f = std::fopen(link, "r")) {
+    if (!std::fgets(name, sizeof name, f)) name[0] = 0;
+    std::fclose(f);
+    name[std::strcspn(name, "\n")] = 0;
+  }
+  const int policy = sched_getscheduler(tid);  // a thread's own (Linux)
+  return std::string(name) + " (" +
+         (policy == SCHED_IDLE    ? "SCHED_IDLE"
+          : policy == SCHED_OTHER ? "SCHED_OTHER"
+                                  : "another policy") +
+         ")";
+}
+
 // Whether the planned fault is a slow call: the calling thread sleeps here, then the call goes on without a fault.
 bool slowed(const char* op, const std::string& path) {
   if (plan().action != "slow") return false;
-  char name[16] = "?";
-  pthread_getname_np(pthread_self(), name, sizeof name);
-  const int policy = sched_getscheduler(0);  // the calling thread's own (Linux)
-  std::fprintf(stderr, "fault shim: pid %d thread %s (%s) sleeps %ld s in a %s of %s\n", ::getpid(), name,
-               policy == SCHED_IDLE    ? "SCHED_IDLE"
-               : policy == SCHED_OTHER ? "SCHED_OTHER"
-                                       : "another policy",
-               plan().seconds, op, path.c_str());
+  std::string threads;
+  if (DIR* tasks = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(tasks))
+      if (e->d_name[0] != '.') threads += (threads.empty() ? "" : ", ") + thread_text(std::atoi(e->d_name));
+    ::closedir(tasks);
+  }
+  std::fprintf(stderr, "fault shim: pid %d thread %s sleeps %ld s in a %s of %s; its threads: %s\n", ::getpid(),
+               thread_text(0).c_str(), plan().seconds, op, path.c_str(), threads.c_str());
   ::sleep(static_cast<unsigned>(plan().seconds));
   return true;
 }
