@@ -36,7 +36,7 @@ namespace ddp {
 namespace {
 
 // How long settle() waits for a background write before it says so: a write that takes this long is held up by the
-// disk or by a host whose every core trains (the writer runs at idle priority).
+// disk or by a host whose every core trains (its serialising runs at idle priority).
 constexpr std::chrono::seconds kSlowSaveLine{10};
 
 // The first tensor in `value` (dicts and lists searched) that is not in host memory, as its path ("optimizer/state/0/

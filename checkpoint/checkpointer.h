@@ -46,11 +46,12 @@ class Checkpointer {
   // Rank 0 serialises `state` (built by every rank) as the checkpoint of `step` and writes it; with a copy on every
   // node (checkpoint.replicas) it sends the bytes to each node's LOCAL_RANK 0, which writes the same file into its own
   // checkpoint.dir. Collective; `state`'s tensors must be copies in host memory that no one changes (host_copy;
-  // Trainer::state_dict makes them: a tensor elsewhere fails the save). With checkpoint.async, serialising, sending and
-  // the writes (file, fsync, rename, manifest, retention) run on a background thread; the previous save is settled
-  // first. A failed write on any writer stops every rank (checkpoint.on_error =
-  // fail) or is a warning (warn) when it is settled; each writer's copy is only ever replaced by a complete newer one.
-  // eval_accuracy < 0: none.
+  // Trainer::state_dict makes them: a tensor elsewhere fails the save), made after settle() so that they reuse the
+  // buffers of the save before (otherwise they are a second copy of the state while it ends). With checkpoint.async,
+  // serialising (at idle priority), sending and the writes (file, fsync, rename, manifest, retention) run in the
+  // background; the previous save is settled first. A failed write on any writer stops every rank (checkpoint.on_error
+  // = fail) or is a warning (warn) when it is settled; each writer's copy is only ever replaced by a complete newer
+  // one. eval_accuracy < 0: none.
   void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
   // Waits for the save in flight (none without checkpoint.async), then every rank learns whether each writer
   // succeeded (on_error decides, as above) and rank 0 logs the file. Collective when a save is in flight, which every

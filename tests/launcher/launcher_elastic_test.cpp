@@ -36,8 +36,8 @@ std::string wait_for(const std::string& file, const std::string& pattern) {
          "sleep 0.05; done\n";
 }
 
-// Shell lines that wait (up to 60 s) until the step-5 checkpoint's manifest is in out/checkpoints: the background write
-// runs at idle priority, and 3 ranks on fewer cores leave it little time before the next checkpoint.
+// Shell lines that wait (up to 60 s) until the step-5 checkpoint's manifest is in out/checkpoints: the background save
+// is serialised at idle priority, and 3 ranks on fewer cores leave it little time before the next checkpoint.
 std::string wait_for_checkpoint_of_step_5(const std::string& out) {
   return "for i in $(seq 1200); do [ -e " + shell_quote(out + "/checkpoints/step-00000005.json") +
          " ] && break; sleep 0.05; done\n";

@@ -117,9 +117,10 @@ std::vector<RankResult> run_ranks(int world_size, const std::string& args, const
 CommandResult run_python_ranks(int world_size, const std::string& python_args);
 
 // Runs `ddprun ARGS` (ARGS ending in a ddptrain command whose job.out_dir is `out`) in the background, waits until
-// out/metrics.jsonl logs step `kill_at` and a checkpoint's manifest is in out/checkpoints (a background write at idle
-// priority may end steps after its step on a busy machine), SIGKILLs one worker (a child of ddprun), and waits for
-// ddprun: the output ends in "rc N" (ddprun's exit status); ddprun's own output goes to out + ".log".
+// out/metrics.jsonl logs step `kill_at` and a checkpoint's manifest is in out/checkpoints (a background save,
+// serialised at idle priority, may end steps after its step on a busy machine), SIGKILLs one worker (a child of
+// ddprun), and waits for ddprun: the output ends in "rc N" (ddprun's exit status); ddprun's own output goes to out +
+// ".log".
 CommandResult run_ddprun_killing_a_worker(const std::string& args, const std::string& out, int kill_at);
 
 // Saves torchvision.models.<model>(num_classes=...) initialised under torch.manual_seed(seed) as a plain state dict.

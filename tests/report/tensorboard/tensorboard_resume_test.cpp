@@ -57,7 +57,7 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
                       "checkpoint.every_steps=10", "checkpoint.dir=" + dir / "ck", "metrics.log_every_steps=1",
                       "metrics.tensorboard=true", "metrics.progress=plain"});
   // kill -9 once a step 2 to 6 past a checkpoint (10, 20, ...) is logged and a checkpoint is written (the background
-  // write runs at idle priority, so on a busy machine it may end some steps later): those steps become orphans.
+  // save is serialised at idle priority, so on a busy machine it may end some steps later): those steps become orphans.
   const std::string metrics = shell_quote(dir / "out/metrics.jsonl");
   const CommandResult killed = run_command(
       ddptrain_path() + " " + cfg + " > " + dir / "log1" + " 2>&1 & p=$!; k=0; for i in $(seq 6000); do " +
