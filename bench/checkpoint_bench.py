@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,17 @@ def parse_args(argv):
     p.add_argument("--every", type=int, default=5, help="checkpoint.every_steps")
     p.add_argument("--steps", type=int, default=25, help="training.max_steps")
     p.add_argument("--reps", type=int, default=2, help="repetitions per side")
+    p.add_argument("--checkpoint-dir", help="a folder on the filesystem to write the checkpoints to (each run its own "
+                   "subfolder); default: the run's out_dir")
     p.add_argument("--results", help="write the block into this file instead of bench/results/")
     return p.parse_args(argv)
+
+
+def steal_seconds():
+    """CPU time the hypervisor took from this machine's CPUs since boot (/proc/stat's steal column, all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def run_once(args, async_on, out_dir):
@@ -42,8 +52,14 @@ def run_once(args, async_on, out_dir):
            f"--data.batch_size={args.batch}", f"--training.max_steps={args.steps}", "--training.epochs=1",
            "--metrics.log_every_steps=1", "--metrics.progress=off", f"--checkpoint.every_steps={args.every}",
            f"--checkpoint.async={'true' if async_on else 'false'}", "--checkpoint.keep_last=2"]
+    ckpt_dir = os.path.join(out_dir, "checkpoints")
+    if args.checkpoint_dir:
+        ckpt_dir = os.path.join(args.checkpoint_dir, os.path.basename(out_dir))
+        cmd.append(f"--checkpoint.dir={ckpt_dir}")
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    steal_start = steal_seconds()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    steal = steal_seconds() - steal_start
     if done.returncode != 0:
         sys.exit(f"checkpoint_bench: {shlex.join(cmd)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
@@ -55,9 +71,12 @@ def run_once(args, async_on, out_dir):
     plain = [t for s, t in step_s.items() if s > 2 and s not in saves and s - 1 not in saves]
     med = report.median(plain)
     stalls = [step_s[s] + step_s[s + 1] - 2 * med for s in saves]
-    ckpt = os.path.join(out_dir, "checkpoints", f"step-{args.steps:08d}.pt")
+    ckpt = os.path.join(ckpt_dir, f"step-{args.steps:08d}.pt")
+    size_mib = os.path.getsize(ckpt) / 2**20
+    if args.checkpoint_dir:
+        shutil.rmtree(ckpt_dir)
     return {"median_step": med, "ratio": 1 + report.median(stalls) / med, "stall": report.median(stalls),
-            "rss": max(r["rss_peak_mib"] for r in train), "size_mib": os.path.getsize(ckpt) / 2**20}
+            "rss": max(r["rss_peak_mib"] for r in train), "size_mib": size_mib, "steal": steal}
 
 
 def main(argv):
@@ -71,14 +90,18 @@ def main(argv):
                 runs[async_on].append(run_once(args, async_on, os.path.join(tmp, f"{rep}-{async_on}")))
     key = (f"checkpoint bench model {args.model} image {args.image_size} batch {args.batch} world {args.world} "
            f"every {args.every} steps {args.steps}")
+    if args.checkpoint_dir:
+        key += f" checkpoint-dir {args.checkpoint_dir}"
     rows = ["| checkpoint.async | median step | checkpoint step / median step | stall per save | peak RSS | "
-            "checkpoint size |", "| --- | --- | --- | --- | --- | --- |"]
+            "checkpoint size | CPU time taken by the host (steal) per run |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     for async_on in (True, False):
         r = runs[async_on]
         rows.append(f"| {'true' if async_on else 'false'} | {report.ms(report.median([x['median_step'] for x in r]))} | "
                     f"{', '.join(report.fmt(x['ratio']) + 'x' for x in r)} | "
                     f"{', '.join(report.ms(x['stall']) for x in r)} | "
-                    f"{report.fmt(report.median([x['rss'] for x in r]))} MiB | {report.fmt(r[0]['size_mib'])} MiB |")
+                    f"{report.fmt(report.median([x['rss'] for x in r]))} MiB | {report.fmt(r[0]['size_mib'])} MiB | "
+                    f"{', '.join(report.fmt(x['steal']) + ' s' for x in r)} |")
     added = report.median([x["rss"] for x in runs[True]]) - report.median([x["rss"] for x in runs[False]])
     invocation = ".venv/bin/python bench/checkpoint_bench.py " + " ".join(shlex.quote(a) for a in argv)
     header = (f"Run {date}. Machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['memory']} RAM; commit "
