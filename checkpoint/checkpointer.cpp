@@ -208,8 +208,10 @@ bool Checkpointer::writes() {
   return node_copies_ ? ctx_.local_rank == 0 : ctx_.is_main();
 }
 
-void Checkpointer::save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy) {
+void Checkpointer::save(const std::function<c10::impl::GenericDict()>& make_state, int64_t step, int64_t epoch,
+                        double eval_accuracy) {
   settle();
+  const c10::impl::GenericDict state = make_state();
   last_step_ = step;
   const bool writer = writes();
   in_flight_ = InFlight{};

@@ -43,16 +43,17 @@ class Checkpointer {
   // The state at `step` is already a checkpoint (written by this run or resumed from).
   bool holds(int64_t step) const { return last_step_ == step; }
 
-  // Rank 0 serialises `state` (built by every rank) as the checkpoint of `step` and writes it; with a copy on every
-  // node (checkpoint.replicas) it sends the bytes to each node's LOCAL_RANK 0, which writes the same file into its own
-  // checkpoint.dir. Collective; `state`'s tensors must be copies in host memory that no one changes (host_copy;
-  // Trainer::state_dict makes them: a tensor elsewhere fails the save), made after settle() so that they reuse the
-  // buffers of the save before (otherwise they are a second copy of the state while it ends). With checkpoint.async,
-  // serialising (at idle priority), sending and the writes (file, fsync, rename, manifest, retention) run in the
-  // background; the previous save is settled first. A failed write on any writer stops every rank (checkpoint.on_error
-  // = fail) or is a warning (warn) when it is settled; each writer's copy is only ever replaced by a complete newer
-  // one. eval_accuracy < 0: none.
-  void save(const c10::impl::GenericDict& state, int64_t step, int64_t epoch, double eval_accuracy);
+  // Settles the save in flight, then has every rank build the state (`make_state`, collective) and rank 0 serialise
+  // it as the checkpoint of `step` and write it; with a copy on every node (checkpoint.replicas) it sends the bytes to
+  // each node's LOCAL_RANK 0, which writes the same file into its own checkpoint.dir. Collective. The state's tensors
+  // must be copies in host memory that no one changes (host_copy; Trainer::state_dict makes them: a tensor elsewhere
+  // fails the save); built after the settling, they reuse the buffers of the save before instead of being a second
+  // copy of the state while it ends. With checkpoint.async, serialising (at idle priority), sending and the writes
+  // (file, fsync, rename, manifest, retention) run in the background. A failed write on any writer stops every rank
+  // (checkpoint.on_error = fail) or is a warning (warn) when it is settled; each writer's copy is only ever replaced by
+  // a complete newer one. eval_accuracy < 0: none.
+  void save(const std::function<c10::impl::GenericDict()>& make_state, int64_t step, int64_t epoch,
+            double eval_accuracy);
   // Waits for the save in flight (none without checkpoint.async), then every rank learns whether each writer
   // succeeded (on_error decides, as above) and rank 0 logs the file. Collective when a save is in flight, which every
   // rank knows alike; otherwise nothing.

@@ -231,11 +231,8 @@ void Trainer::save_checkpoint(double eval_accuracy) {
   settle_graph_flag();  // no checkpoint after a step whose stop is still on its way
   if (state_.global_step >= total_steps_ || stop_ != StopRequest::kNone) reporter_.settle_mlflow_run();
   PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
-  // The save in flight is settled before the state is copied: its copies' buffers are then free for this one's (no
-  // fresh pages, no second copy of the state in memory while a slow write ends).
-  checkpointer_->settle();
-  // state_dict: collective
-  checkpointer_->save(state_dict(), state_.global_step, state_.position.epoch, eval_accuracy);
+  // state_dict: collective, called by save() once the save in flight is settled
+  checkpointer_->save([this] { return state_dict(); }, state_.global_step, state_.position.epoch, eval_accuracy);
 }
 
 bool Trainer::stop_requested() {

@@ -111,7 +111,7 @@ TEST(CheckpointAsync, AStateOutsideHostMemoryFailsTheSaveNamingItsEntry) {
   c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
   state.insert("model", torch::ones({3}));
   state.insert("optimizer", optimizer);
-  checkpointer.save(state, 1, 0, -1);
+  checkpointer.save([&] { return state; }, 1, 0, -1);
   const std::string error = error_of([&] { checkpointer.settle(); });
   EXPECT_NE(error.find("checkpoint at step 1 failed: the checkpoint's state holds a tensor outside host memory "
                        "(optimizer/state/0/momentum_buffer on meta)"),

@@ -308,7 +308,7 @@ TEST(CheckpointReplicas, OnlyTheNodesWritersReceiveTheCheckpointsBytes) {
           cfg, dir / ("node" + std::to_string(node)), ctx, [](const std::string&) {}, [](const std::string&) {});
       c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
       state.insert("weights", weights);
-      checkpointer.save(state, 4, 0, -1);
+      checkpointer.save([&] { return state; }, 4, 0, -1);
       checkpointer.settle();
       job_group_bytes[static_cast<size_t>(rank)] = counting->broadcast_bytes.load();
     } catch (const std::exception& e) {
