@@ -84,11 +84,19 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST_F(CheckpointKill, KilledAtRandomFileOperationsThenRerunIsBitIdentical) {
-  // A run makes about 110 file operations under its out_dir (metrics lines, 5 checkpoints, model.pt); two random ones.
+  // The file operations an uninterrupted run makes under its out_dir (metrics lines, 5 checkpoints, model.pt), counted
+  // by the shim: their number follows from the files' sizes and the steps, not from timing. Two random ones.
+  TempDir counted;
+  const auto count = ckpt_train(cfg_, "--job.out_dir=" + counted / "o", fault_env("any", "/o/", "count"));
+  ASSERT_EQ(count.exit_code, 0) << count.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(count.output, m, std::regex("fault shim: ([0-9]+) matching calls"))) << count.output;
+  const int operations = std::stoi(m[1]);
+  ASSERT_GE(operations, 20) << count.output;  // at least a write, fsync and rename for each of the 5 checkpoints
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 2; ++trial) {
-    const int nth = std::uniform_int_distribution<int>(1, 100)(rng);
+    const int nth = std::uniform_int_distribution<int>(1, operations)(rng);
     TempDir dir;
     kill_then_rerun(dir / "o", fault_env("any", "/o/", "kill", nth),
                     "seed " + std::to_string(seed) + ": SIGKILL at file operation #" + std::to_string(nth));

@@ -9,7 +9,8 @@
 // to kill what it likes while the file is partial; it says so on stderr; continued, the write finishes) | slow (the
 // calling thread alone sleeps DDP_FAULT_SECONDS, default 10, then the call goes on: a slow disk; it says on stderr
 // which thread, and every thread of the process, by name and scheduling policy) | enospc | erofs | eio (that call and
-// every later matching one fails with that errno, like a full disk).
+// every later matching one fails with that errno, like a full disk) | count (no fault: at the process's exit it says on
+// stderr "fault shim: N matching calls", so that a test can pick an nth that a run reaches).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -48,7 +49,7 @@ const FaultPlan& plan() {
     f.nth = nth ? std::atol(nth) : 1;
     if (const char* seconds = std::getenv("DDP_FAULT_SECONDS")) f.seconds = std::atol(seconds);
     f.err = f.action == "enospc" ? ENOSPC : f.action == "erofs" ? EROFS : f.action == "eio" ? EIO : 0;
-    f.active = f.err != 0 || f.action == "kill" || f.action == "term" || f.action == "slow" ||
+    f.active = f.err != 0 || f.action == "kill" || f.action == "term" || f.action == "slow" || f.action == "count" ||
                (f.action == "stop" && f.op == "write");
     return f;
   }();
@@ -62,8 +63,15 @@ bool hit(const char* op, const std::string& path) {
   const FaultPlan& p = plan();
   if (!p.active || (p.op != "any" && p.op != op) || path.find(p.path) == std::string::npos) return false;
   const long n = ++matching_calls;
-  return n == p.nth || (p.err != 0 && n > p.nth);
+  return p.action != "count" && (n == p.nth || (p.err != 0 && n > p.nth));
 }
+
+// With DDP_FAULT_ACTION = count, says how many calls matched when the process exits.
+struct CountReport {
+  ~CountReport() {
+    if (plan().action == "count") std::fprintf(stderr, "fault shim: %ld matching calls\n", matching_calls.load());
+  }
+} count_report;
 
 std::string fd_path(int fd) {
   char link[64], target[4096];
