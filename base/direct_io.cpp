@@ -138,7 +138,10 @@ void DirectWriter::write_piece(const Piece& piece) {
   staging_shelf().give(piece.buffer);
 }
 
-void DirectWriter::hand_over(Piece piece) {
+void DirectWriter::hand_over_staging(bool last) {
+  const Piece piece{staging_, staged_, last};
+  staging_ = nullptr;
+  staged_ = 0;
   if (!behind_) return write_piece(piece);
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return pieces_.size() < kBehindBuffers || closed_; });
@@ -163,20 +166,12 @@ void DirectWriter::write(const void* data, size_t size) {
     staged_ += n;
     bytes += n;
     size -= n;
-    if (staged_ == kStagingBytes) {
-      hand_over({staging_, staged_, false});
-      staging_ = nullptr;
-      staged_ = 0;
-    }
+    if (staged_ == kStagingBytes) hand_over_staging(false);
   }
 }
 
 void DirectWriter::finish() {
-  if (staging_) {
-    hand_over({staging_, staged_, true});
-    staging_ = nullptr;
-    staged_ = 0;
-  }
+  if (staging_) hand_over_staging(true);
   close();
 }
 

@@ -58,7 +58,8 @@ class DirectWriter {
     size_t size;
     bool last;  // finish()'s: whole pages past the cache, the rest through it
   };
-  void hand_over(Piece piece);
+  // The staging buffer as a piece (`last`: finish()'s), written now or queued for write_staged(); none is staged after.
+  void hand_over_staging(bool last);
   void write_piece(const Piece& piece);
   void write_out(const char* data, size_t size);
   void drop_direct();
