@@ -29,14 +29,18 @@ std::vector<std::string> faults_debris(const std::string& dir) {
 }
 
 // One uninterrupted run of one epoch (20 steps, checkpoints at 4, 8, .., 20) shared by the kill points (each compares
-// its final model.pt against it).
+// its final model.pt against it), its file operations under its out_dir counted by the fault shim (their number follows
+// from the files' sizes and the steps, not from timing).
 class CheckpointKill : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {
  protected:
   static void SetUpTestSuite() {
     reference_ = new TempDir;
     cfg_ = ckpt_job_config(*reference_) + " --training.epochs=1";
-    auto r = ckpt_train(cfg_, "--job.out_dir=" + *reference_ / "full");
+    auto r = ckpt_train(cfg_, "--job.out_dir=" + *reference_ / "full", fault_env("any", "/full/", "count"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex("fault shim: ([0-9]+) matching calls"))) << r.output;
+    operations_ = std::stoi(m[1]);
   }
   static void TearDownTestSuite() {
     delete reference_;
@@ -54,9 +58,11 @@ class CheckpointKill : public ::testing::TestWithParam<std::tuple<std::string, s
   }
   static TempDir* reference_;
   static std::string cfg_;
+  static int operations_;
 };
 TempDir* CheckpointKill::reference_ = nullptr;
 std::string CheckpointKill::cfg_;
+int CheckpointKill::operations_ = 0;
 
 TEST_P(CheckpointKill, KilledInsideTheWriteThenRerunIsBitIdentical) {
   const auto& [op, path, nth] = GetParam();
@@ -84,19 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST_F(CheckpointKill, KilledAtRandomFileOperationsThenRerunIsBitIdentical) {
-  // The file operations an uninterrupted run makes under its out_dir (metrics lines, 5 checkpoints, model.pt), counted
-  // by the shim: their number follows from the files' sizes and the steps, not from timing. Two random ones.
-  TempDir counted;
-  const auto count = ckpt_train(cfg_, "--job.out_dir=" + counted / "o", fault_env("any", "/o/", "count"));
-  ASSERT_EQ(count.exit_code, 0) << count.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(count.output, m, std::regex("fault shim: ([0-9]+) matching calls"))) << count.output;
-  const int operations = std::stoi(m[1]);
-  ASSERT_GE(operations, 20) << count.output;  // at least a write, fsync and rename for each of the 5 checkpoints
+  // Two random ones of the reference run's file operations under its out_dir (metrics lines, 5 checkpoints, model.pt).
+  ASSERT_GE(operations_, 20);  // at least a write, fsync and rename for each of the 5 checkpoints
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 2; ++trial) {
-    const int nth = std::uniform_int_distribution<int>(1, operations)(rng);
+    const int nth = std::uniform_int_distribution<int>(1, operations_)(rng);
     TempDir dir;
     kill_then_rerun(dir / "o", fault_env("any", "/o/", "kill", nth),
                     "seed " + std::to_string(seed) + ": SIGKILL at file operation #" + std::to_string(nth));
