@@ -1,5 +1,5 @@
-// ShardRuns: runs of shards read on c10::ThreadPool threads (each keeps its libcurl connection), taken apart into
-// their samples when first asked for.
+// ShardRuns: runs of shards read on c10::ThreadPool threads (each keeps its libcurl connection), each sample into a
+// buffer of its own, handed out as they are asked for.
 #include "data/shard_runs.h"
 
 #include "base/thread_name.h"
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace ddp {
 namespace {
@@ -50,12 +51,16 @@ ShardRuns::Key ShardRuns::run_of(size_t s, const RangedShard& shard, int64_t i) 
 
 void ShardRuns::start(const Key& key, const RangedShard& shard, Run& run) {
   const int64_t first = key.second, end = run_end(shard, first);
-  const int64_t offset = offset_of(shard.index, first), length = end_of(shard.index, end - 1) - offset;
-  auto promise = std::make_shared<std::promise<std::string>>();
-  run.bytes = promise->get_future().share();
-  pool_.run([promise, path = shard.path, offset, length, shard_bytes = shard.index.shard_bytes, fetch = fetch_] {
+  std::vector<int64_t> sizes;  // each sample's bytes up to the next sample's
+  for (int64_t k = first; k < end; ++k)
+    sizes.push_back((k + 1 < end ? offset_of(shard.index, k + 1) : end_of(shard.index, k)) - offset_of(shard.index, k));
+  auto promise = std::make_shared<std::promise<Pieces>>();
+  run.pieces = promise->get_future().share();
+  pool_.run([promise, path = shard.path, offset = offset_of(shard.index, first), sizes = std::move(sizes),
+             shard_bytes = shard.index.shard_bytes, fetch = fetch_] {
     try {
-      promise->set_value(read_shard_bytes(path, offset, length, shard_bytes, fetch));
+      promise->set_value(
+          std::make_shared<std::vector<std::string>>(read_shard_pieces(path, offset, sizes, shard_bytes, fetch)));
     } catch (...) {
       promise->set_exception(std::current_exception());
     }
@@ -63,7 +68,7 @@ void ShardRuns::start(const Key& key, const RangedShard& shard, Run& run) {
 }
 
 bool ShardRuns::Run::being_read() const {
-  return bytes.valid() && bytes.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  return pieces.valid() && pieces.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 }
 
 bool ShardRuns::room_ahead() const {
@@ -85,7 +90,7 @@ void ShardRuns::coming(size_t s, const RangedShard& shard, int64_t i) {
   std::lock_guard<std::mutex> lock(mu_);
   const Key key = run_of(s, shard, i);
   const auto it = runs_.find(key);
-  if (it != runs_.end() && (it->second.bytes.valid() || it->second.kept.count(i))) return;
+  if (it != runs_.end() && (it->second.pieces.valid() || it->second.kept.count(i))) return;
   if (!room_ahead()) return;
   Run& run = runs_[key];
   run.used = ++clock_;
@@ -96,55 +101,58 @@ void ShardRuns::coming(size_t s, const RangedShard& shard, int64_t i) {
 std::string ShardRuns::sample(size_t s, const RangedShard& shard, int64_t i) {
   std::unique_lock<std::mutex> lock(mu_);
   const Key key = run_of(s, shard, i);
-  std::shared_future<std::string> bytes;
+  const auto take_kept = [&](Run& run) -> std::optional<std::string> {
+    const auto kept = run.kept.find(i);
+    if (kept == run.kept.end()) return std::nullopt;
+    std::string sample = std::move(kept->second);
+    run.kept.erase(kept);
+    if (run.kept.empty() && !run.pieces.valid()) runs_.erase(key);
+    return sample;
+  };
+  std::shared_future<Pieces> pieces;
   {
     Run& run = runs_[key];
     run.used = ++clock_;
-    if (auto kept = run.kept.find(i); kept != run.kept.end()) {
-      std::string sample = std::move(kept->second);
-      run.kept.erase(kept);
-      if (run.kept.empty() && !run.bytes.valid()) runs_.erase(key);
-      return sample;
-    }
-    if (!run.bytes.valid()) start(key, shard, run);  // not read ahead, or read before and i dropped since
-    bytes = run.bytes;
+    if (std::optional<std::string> sample = take_kept(run)) return std::move(*sample);
+    if (!run.pieces.valid()) start(key, shard, run);  // not read ahead, or read before and i dropped since
+    pieces = run.pieces;
   }
   trim();
   lock.unlock();
+  const auto alone = [&] {
+    return read_shard_bytes(shard.path, offset_of(shard.index, i), shard.index.lengths[static_cast<size_t>(i)],
+                            shard.index.shard_bytes, fetch_);
+  };
   try {
-    bytes.get();  // a failed read's error
+    pieces.get();  // a failed read's error
   } catch (const std::exception& e) {
     lock.lock();
-    if (auto it = runs_.find(key); it != runs_.end() && it->second.bytes.valid() &&
-                                   it->second.bytes.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      it->second.bytes = {};  // the next ask reads the run again
+    if (auto it = runs_.find(key); it != runs_.end() && it->second.pieces.valid() &&
+                                   it->second.pieces.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      it->second.pieces = {};  // the next ask reads the run again
       if (it->second.kept.empty()) runs_.erase(it);
     }
     lock.unlock();
     if (dynamic_cast<const StorageError*>(&e) || http_shard(shard.path)) throw;
-    return read_shard_bytes(shard.path, offset_of(shard.index, i), shard.index.lengths[static_cast<size_t>(i)],
-                            shard.index.shard_bytes, fetch_);
+    return alone();
   }
-  // Taken apart before the lock is taken again: a run is up to 2 MiB of copies.
-  const std::string& all = bytes.get();
-  const int64_t first = key.second, end = run_end(shard, first), base = offset_of(shard.index, first);
-  const auto piece = [&](int64_t k) {
-    return all.substr(static_cast<size_t>(offset_of(shard.index, k) - base),
-                      static_cast<size_t>(shard.index.lengths[static_cast<size_t>(k)]));
-  };
-  std::map<int64_t, std::string> pieces;
-  for (int64_t k = first; k < end; ++k)
-    if (k != i) pieces.emplace_hint(pieces.end(), k, piece(k));
-  std::string sample = piece(i);
   lock.lock();
   Run& run = runs_[key];
-  if (run.bytes.valid()) {  // the first of its samples' readers to get here keeps the others
-    run.kept.merge(pieces);
-    run.bytes = {};
+  if (run.pieces.valid() && run.pieces.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+      run.pieces.get() == pieces.get()) {  // the first of its samples' readers to get here takes the run apart
+    std::vector<std::string>& all = *pieces.get();
+    const int64_t first = key.second;
+    for (size_t k = 0; k < all.size(); ++k) {
+      all[k].resize(static_cast<size_t>(shard.index.lengths[static_cast<size_t>(first) + k]));  // the gap left out
+      run.kept.emplace_hint(run.kept.end(), first + static_cast<int64_t>(k), std::move(all[k]));
+    }
+    run.pieces = {};
   }
-  run.kept.erase(i);
-  if (run.kept.empty()) runs_.erase(key);
-  return sample;
+  if (std::optional<std::string> sample = take_kept(run)) return std::move(*sample);
+  // Taken apart by another reader and dropped (trim) before this one got here: rare, read alone.
+  if (run.kept.empty() && !run.pieces.valid()) runs_.erase(key);
+  lock.unlock();
+  return alone();
 }
 
 }  // namespace ddp

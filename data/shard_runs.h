@@ -1,6 +1,6 @@
-// ShardRuns: the samples of plain tar shards, local or HTTP, read a run of consecutive samples at a time (one pread or
-// one Range request each), the runs of the samples the loader says are coming read ahead on a few threads (which keep
-// their HTTP connections open).
+// ShardRuns: the samples of plain tar shards, local or HTTP, read a run of consecutive samples at a time (one preadv or
+// one Range request each, each sample into a buffer of its own), the runs of the samples the loader says are coming
+// read ahead on a few threads (which keep their HTTP connections open).
 #pragma once
 
 #include "data/shard_index.h"
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -50,9 +51,11 @@ class ShardRuns {
 
  private:
   using Key = std::pair<size_t, int64_t>;  // (shard number, first sample of the run)
+  // A run's samples as read: each sample's bytes and those up to the next sample's (a gap the index leaves out).
+  using Pieces = std::shared_ptr<std::vector<std::string>>;
   struct Run {
-    std::shared_future<std::string> bytes;  // valid while the run is read and not yet taken apart into `kept`
-    std::map<int64_t, std::string> kept;    // its samples not asked for yet, once read
+    std::shared_future<Pieces> pieces;    // valid while the run is read and not yet taken apart into `kept`
+    std::map<int64_t, std::string> kept;  // its samples not asked for yet, once read
     uint64_t used = 0;
     bool being_read() const;
   };

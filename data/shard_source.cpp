@@ -10,15 +10,19 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -40,23 +44,70 @@ std::string bytes_text(int64_t offset, int64_t length) {
   return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length);
 }
 
-std::string read_local(const std::string& path, int64_t offset, int64_t length) {
+// Strings of the given sizes, each its own buffer.
+std::vector<std::string> sized_pieces(const std::vector<int64_t>& sizes) {
+  std::vector<std::string> pieces;
+  pieces.reserve(sizes.size());
+  for (const int64_t size : sizes) pieces.emplace_back(static_cast<size_t>(size), '\0');
+  return pieces;
+}
+
+// Where the next byte of a stream goes when it fills `pieces` one after another.
+struct PieceCursor {
+  std::vector<std::string>* pieces;
+  size_t piece = 0, within = 0;
+
+  bool full() const { return piece == pieces->size(); }
+  // Room left in the piece being filled, and that piece's next byte.
+  size_t room() const { return (*pieces)[piece].size() - within; }
+  char* next() const { return (*pieces)[piece].data() + within; }
+  // `n` bytes more filled (at most what is left in the pieces).
+  void filled(size_t n) {
+    while (n > 0) {
+      const size_t step = std::min(n, room());
+      within += step;
+      n -= step;
+      if (within == (*pieces)[piece].size()) ++piece, within = 0;
+    }
+  }
+  // `n` bytes copied in (at most what is left).
+  void copy(const char* data, size_t n) {
+    while (n > 0) {
+      const size_t step = std::min(n, room());
+      std::memcpy(next(), data, step);
+      filled(step);
+      data += step;
+      n -= step;
+    }
+  }
+};
+
+int64_t sum_of(const std::vector<int64_t>& sizes) { return std::accumulate(sizes.begin(), sizes.end(), int64_t{0}); }
+
+// preadv straight into the pieces: no buffer of the whole run, no copy out of one.
+std::vector<std::string> read_local(const std::string& path, int64_t offset, const std::vector<int64_t>& sizes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("shard " + path + ": " + std::strerror(errno));
-  std::string bytes(static_cast<size_t>(length), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset) + done);
+  std::vector<std::string> pieces = sized_pieces(sizes);
+  PieceCursor cursor{&pieces};
+  std::vector<iovec> iov;
+  for (off_t at = static_cast<off_t>(offset); !cursor.full();) {
+    iov.clear();
+    for (PieceCursor ahead = cursor; !ahead.full() && iov.size() < IOV_MAX; ahead.filled(ahead.room()))
+      iov.push_back({ahead.next(), ahead.room()});
+    const ssize_t n = ::preadv(fd, iov.data(), static_cast<int>(iov.size()), at);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const std::string why = n < 0 ? std::strerror(errno) : "the file ends there";
       ::close(fd);
-      throw std::runtime_error("shard " + path + ": cannot read " + bytes_text(offset, length) + " (" + why + ")");
+      throw std::runtime_error("shard " + path + ": cannot read " + bytes_text(offset, sum_of(sizes)) + " (" + why +
+                               ")");
     }
-    done += static_cast<size_t>(n);
+    cursor.filled(static_cast<size_t>(n));
+    at += n;
   }
   ::close(fd);
-  return bytes;
+  return pieces;
 }
 
 // One attempt's failure: why ("" when it succeeded) and whether another attempt may succeed.
@@ -92,11 +143,14 @@ void with_retries(const std::string& what, const ShardFetch& fetch, const F& att
 
 #ifdef DDP_WITH_DOWNLOAD
 
-// What one HTTP answer said: its final status line, Content-Range, and up to `limit` bytes of a 2xx body.
+// What one HTTP answer said: its final status line, Content-Range, and up to `limit` bytes of a 2xx body, appended to
+// `body`, or (a Range request's) filling the pieces `into` points to.
 struct Answer {
   std::string status_line;
   std::string content_range;
   std::string body;
+  std::optional<PieceCursor> into;
+  size_t received = 0;  // the 2xx body's bytes
   size_t limit = 0;
   bool over = false;  // a 2xx body longer than `limit`: the transfer was stopped
 };
@@ -137,11 +191,15 @@ size_t on_answer_body(char* data, size_t size, size_t count, void* user) {
   const size_t n = size * count;
   const int code = answer_code(a->status_line);
   if (code < 200 || code >= 300) return n;  // an error page: dropped, reported from the status
-  if (a->body.size() + n > a->limit) {
+  if (a->received + n > a->limit) {
     a->over = true;
     return 0;  // CURLE_WRITE_ERROR: a server that ignores Range sends the whole shard
   }
-  a->body.append(data, n);
+  if (a->into)
+    a->into->copy(data, n);
+  else
+    a->body.append(data, n);
+  a->received += n;
   return n;
 }
 
@@ -333,15 +391,16 @@ void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt
 
 #ifdef DDP_WITH_DOWNLOAD
 
-std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t length, int64_t shard_bytes,
-                             const ShardFetch& fetch) {
-  if (!http_shard(shard)) return read_local(shard, offset, length);
+std::vector<std::string> read_shard_pieces(const std::string& shard, int64_t offset, const std::vector<int64_t>& sizes,
+                                           int64_t shard_bytes, const ShardFetch& fetch) {
+  if (!http_shard(shard)) return read_local(shard, offset, sizes);
+  const int64_t length = sum_of(sizes);
   const std::string range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
-  std::string bytes;
+  std::vector<std::string> pieces = sized_pieces(sizes);
   with_retries("shard " + shard + ": " + bytes_text(offset, length), fetch, [&]() -> Failure {
     Answer answer;
     answer.limit = static_cast<size_t>(length);
-    answer.body.reserve(answer.limit);  // the bytes asked for, in one allocation
+    answer.into = PieceCursor{&pieces};  // each try fills them from the start
     if (Failure f = get(shard, range, answer); !f.why.empty()) return f;
     if (answer_code(answer.status_line) != 206)
       return {"the server answered \"" + answer.status_line +
@@ -354,14 +413,13 @@ std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t l
       return {"the shard is " + std::to_string(total) + " bytes, its index was made for " +
                   std::to_string(shard_bytes) + " (index it again with ddptrain --index-shards)",
               false};
-    if (answer.body.size() != static_cast<size_t>(length))
-      return {"the server sent " + std::to_string(answer.body.size()) + " of the " + std::to_string(length) +
+    if (answer.received != static_cast<size_t>(length))
+      return {"the server sent " + std::to_string(answer.received) + " of the " + std::to_string(length) +
                   " bytes asked for",
               true};
-    bytes = std::move(answer.body);
     return {};
   });
-  return bytes;
+  return pieces;
 }
 
 std::string read_url(const std::string& url, const ShardFetch& fetch) {
@@ -378,11 +436,11 @@ std::string read_url(const std::string& url, const ShardFetch& fetch) {
 
 #else
 
-std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t length, int64_t,
-                             const ShardFetch& fetch) {
-  if (!http_shard(shard)) return read_local(shard, offset, length);
+std::vector<std::string> read_shard_pieces(const std::string& shard, int64_t offset, const std::vector<int64_t>& sizes,
+                                           int64_t, const ShardFetch& fetch) {
+  if (!http_shard(shard)) return read_local(shard, offset, sizes);
   with_retries("shard " + shard, fetch, [] { return Failure{"this ddptrain was built without libcurl", false}; });
-  return "";
+  return {};
 }
 
 std::string read_url(const std::string& url, const ShardFetch& fetch) {
@@ -391,5 +449,10 @@ std::string read_url(const std::string& url, const ShardFetch& fetch) {
 }
 
 #endif
+
+std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t length, int64_t shard_bytes,
+                             const ShardFetch& fetch) {
+  return std::move(read_shard_pieces(shard, offset, {length}, shard_bytes, fetch).front());
+}
 
 }  // namespace ddp

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ddp {
 
@@ -28,6 +29,12 @@ void retry_storage(const ShardFetch& fetch, const std::function<void()>& attempt
 // a server that ignores Range), StorageError: one line naming the shard, the bytes and the server's answer.
 std::string read_shard_bytes(const std::string& shard, int64_t offset, int64_t length, int64_t shard_bytes,
                              const ShardFetch& fetch);
+
+// The bytes [offset, offset + the sum of `sizes`) of the shard, read and checked as read_shard_bytes reads them (one
+// preadv, or one Range request), into one string per piece: piece k the sizes[k] bytes after the pieces before it
+// (a run of samples, each sample's bytes in a buffer of its own, none copied out of a larger one).
+std::vector<std::string> read_shard_pieces(const std::string& shard, int64_t offset, const std::vector<int64_t>& sizes,
+                                           int64_t shard_bytes, const ShardFetch& fetch);
 
 // The whole file at the URL `url` (an index beside an HTTP shard), retried as read_shard_bytes; StorageError naming
 // it when it cannot be had.

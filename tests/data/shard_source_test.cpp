@@ -48,6 +48,34 @@ std::string storage_error(const std::string& shard, int64_t offset, int64_t leng
   return "";
 }
 
+TEST(ShardSource, PiecesOfARangeAreItsBytesInOrderFromDiskAndOverHttpInOneRequest) {
+  TempDir dir;
+  const std::string bytes = random_bytes(400000, 9);
+  write_file(dir / "www/s/a.tar", bytes);
+  // More pieces than one preadv takes (IOV_MAX, 1024 on Linux), of sizes 1 to 300 bytes.
+  std::mt19937 gen(3);
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  while (total < 300000) total += sizes.emplace_back(1 + static_cast<int64_t>(gen() % 300));
+  ASSERT_GT(sizes.size(), 1024u);
+  const int64_t offset = 777;
+  const auto check = [&](const std::vector<std::string>& pieces, const std::string& where) {
+    ASSERT_EQ(pieces.size(), sizes.size()) << where;
+    int64_t at = offset;
+    for (size_t k = 0; k < sizes.size(); at += sizes[k++])
+      ASSERT_EQ(pieces[k], bytes.substr(static_cast<size_t>(at), static_cast<size_t>(sizes[k]))) << where << k;
+  };
+  check(read_shard_pieces(dir / "www/s/a.tar", offset, sizes, 400000, quick(0)), "disk, piece ");
+  // A piece past the file's end: the error read_shard_bytes gives for the whole range.
+  std::vector<int64_t> beyond = {1000, 2000};
+  EXPECT_EQ(error_of([&] { read_shard_pieces(dir / "www/s/a.tar", 398000, beyond, 400000, quick(0)); }),
+            "shard " + (dir / "www/s/a.tar") + ": cannot read bytes 398000-401000 (the file ends there)");
+  if (!built_with_libcurl() || !have_nginx()) GTEST_SKIP() << "built without libcurl or nginx absent";
+  NginxServer nginx(dir / "www");
+  check(read_shard_pieces(nginx.url() + "s/a.tar", offset, sizes, 400000, quick(0)), "HTTP, piece ");
+  EXPECT_EQ(nginx.count("/s/a.tar", 206), 1) << nginx.requests();
+}
+
 TEST(ShardSource, ARangeOverHttpIsTheFilesBytesOneRequestEachOnOneConnection) {
   if (!built_with_libcurl()) GTEST_SKIP() << "built without libcurl";
   if (!have_nginx()) GTEST_SKIP() << "nginx absent";
