@@ -261,6 +261,35 @@ TEST(HierarchicalAllreduce, ThreeNodesHoldTheSameBitsOnEveryRankAndGloosOnExactS
   }
 }
 
+// Every case issued twice before any is waited for (queued behind each other on every rank, across nodes and back
+// in turn): each ends with the node-order result on every rank.
+TEST(HierarchicalAllreduce, QueuedAllreducesInFlightTogetherHoldTheNodeOrderResult) {
+  const int port = free_port();
+  const auto all = cases();
+  expect_no_errors(on_ranks(4, [&](int rank) {
+    DistContext ctx = join(rank, 4, port, "hierarchical", 60.0, 2);
+    ASSERT_EQ(ctx.allreduce, "hierarchical");
+    std::vector<at::Tensor> tensors;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int round = 0; round < 2; ++round)
+      for (size_t c = 0; c < all.size(); ++c) {
+        tensors.push_back(input(rank, c, all[c]));
+        std::vector<at::Tensor> v{tensors.back()};
+        c10d::AllreduceOptions o;
+        o.reduceOp = ReduceOp(all[c].op);
+        works.push_back(ctx.group->allreduce(v, o));
+      }
+    for (auto& w : works) w->wait();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const size_t c = i % all.size();
+      const ReduceOp::RedOpType op = all[c].op;
+      const at::Tensor expected = reduced(reduced(input(0, c, all[c]), input(1, c, all[c]), op),
+                                          reduced(input(2, c, all[c]), input(3, c, all[c]), op), op);
+      EXPECT_TRUE(same_bits(tensors[i], expected)) << "op " << i << " rank " << rank;
+    }
+  }));
+}
+
 // Nodes of one rank each have nothing to share: "hierarchical" says why on every rank, "auto" keeps Gloo.
 TEST(HierarchicalAllreduce, NodesOfOneRankAreRefusedNamingTheLayout) {
   const int port = free_port();
