@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -52,13 +52,15 @@ std::vector<std::string> sized_pieces(const std::vector<int64_t>& sizes) {
   return pieces;
 }
 
-// Where the next byte of a stream goes when it fills `pieces` one after another.
+// Where the next byte of a stream goes when it fills `pieces` one after another (empty pieces passed over).
 struct PieceCursor {
+  explicit PieceCursor(std::vector<std::string>* p) : pieces(p) { settle(); }
+
   std::vector<std::string>* pieces;
   size_t piece = 0, within = 0;
 
   bool full() const { return piece == pieces->size(); }
-  // Room left in the piece being filled, and that piece's next byte.
+  // Room left in the piece being filled (never 0 unless full), and that piece's next byte.
   size_t room() const { return (*pieces)[piece].size() - within; }
   char* next() const { return (*pieces)[piece].data() + within; }
   // `n` bytes more filled (at most what is left in the pieces).
@@ -67,7 +69,7 @@ struct PieceCursor {
       const size_t step = std::min(n, room());
       within += step;
       n -= step;
-      if (within == (*pieces)[piece].size()) ++piece, within = 0;
+      settle();
     }
   }
   // `n` bytes copied in (at most what is left).
@@ -80,6 +82,12 @@ struct PieceCursor {
       n -= step;
     }
   }
+
+ private:
+  // On to the next piece with room, once this one is full.
+  void settle() {
+    while (!full() && within == (*pieces)[piece].size()) ++piece, within = 0;
+  }
 };
 
 int64_t sum_of(const std::vector<int64_t>& sizes) { return std::accumulate(sizes.begin(), sizes.end(), int64_t{0}); }
@@ -89,7 +97,7 @@ std::vector<std::string> read_local(const std::string& path, int64_t offset, con
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("shard " + path + ": " + std::strerror(errno));
   std::vector<std::string> pieces = sized_pieces(sizes);
-  PieceCursor cursor{&pieces};
+  PieceCursor cursor(&pieces);
   std::vector<iovec> iov;
   for (off_t at = static_cast<off_t>(offset); !cursor.full();) {
     iov.clear();
@@ -400,7 +408,7 @@ std::vector<std::string> read_shard_pieces(const std::string& shard, int64_t off
   with_retries("shard " + shard + ": " + bytes_text(offset, length), fetch, [&]() -> Failure {
     Answer answer;
     answer.limit = static_cast<size_t>(length);
-    answer.into = PieceCursor{&pieces};  // each try fills them from the start
+    answer.into = PieceCursor(&pieces);  // each try fills them from the start
     if (Failure f = get(shard, range, answer); !f.why.empty()) return f;
     if (answer_code(answer.status_line) != 206)
       return {"the server answered \"" + answer.status_line +

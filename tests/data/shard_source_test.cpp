@@ -58,6 +58,7 @@ TEST(ShardSource, PiecesOfARangeAreItsBytesInOrderFromDiskAndOverHttpInOneReques
   int64_t total = 0;
   while (total < 300000) total += sizes.emplace_back(1 + static_cast<int64_t>(gen() % 300));
   ASSERT_GT(sizes.size(), 1024u);
+  for (const size_t at : {size_t{0}, size_t{500}, sizes.size()}) sizes.insert(sizes.begin() + at, 0);  // empty ones
   const int64_t offset = 777;
   const auto check = [&](const std::vector<std::string>& pieces, const std::string& where) {
     ASSERT_EQ(pieces.size(), sizes.size()) << where;
@@ -66,6 +67,8 @@ TEST(ShardSource, PiecesOfARangeAreItsBytesInOrderFromDiskAndOverHttpInOneReques
       ASSERT_EQ(pieces[k], bytes.substr(static_cast<size_t>(at), static_cast<size_t>(sizes[k]))) << where << k;
   };
   check(read_shard_pieces(dir / "www/s/a.tar", offset, sizes, 400000, quick(0)), "disk, piece ");
+  EXPECT_EQ(read_shard_pieces(dir / "www/s/a.tar", offset, {0, 0}, 400000, quick(0)),
+            (std::vector<std::string>{"", ""}));
   // A piece past the file's end: the error read_shard_bytes gives for the whole range.
   std::vector<int64_t> beyond = {1000, 2000};
   EXPECT_EQ(error_of([&] { read_shard_pieces(dir / "www/s/a.tar", 398000, beyond, 400000, quick(0)); }),
