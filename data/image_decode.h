@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp {
@@ -32,9 +35,27 @@ struct DecodeOptions {
   std::function<DecodeRegion(int64_t height, int64_t width)> plan;
 };
 
+// std::allocator that leaves a resized vector's new bytes uninitialised: a decoder writes every pixel, so zeroing
+// them first would be a pass over the image for nothing.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0)
+      ::new (static_cast<void*>(p)) U;  // default-initialised: no value for a byte
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct DecodedImage {
   int64_t height = 0, width = 0;
-  std::vector<uint8_t> rgb;   // height * width * 3 bytes, rows top to bottom, R G B per pixel
+  // height * width * 3 bytes, rows top to bottom, R G B per pixel
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> rgb;
   unsigned scale = 1;         // decoded at 1/scale of the full size (JPEG's DCT scaling)
   int64_t top = 0, left = 0;  // where these pixels lie in the 1/scale image (a region decoded alone), else 0, 0
 };

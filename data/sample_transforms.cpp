@@ -66,8 +66,9 @@ TransformedSample SampleTransforms::operator()(const std::string& path, const st
                 crop_size_, crop_size_, interpolation_),
       std::nullopt};
   for (const auto& op : ops_) op->apply(sample, gen);
-  // A copy that owns its pixels: the resize or an op may return a view of the decoded image.
-  sample.image = sample.image.clone();
+  // A copy that owns its pixels when the resize (a crop already of the output size) and the ops left a view of the
+  // decoded image, which goes with this function.
+  if (sample.image.storage().data() == decoded.rgb.data()) sample.image = sample.image.clone();
   return sample;
 }
 
