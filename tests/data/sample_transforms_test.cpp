@@ -5,10 +5,12 @@
 #include "config/config.h"
 #include "data/image_decode.h"
 #include "data/image_folder.h"
+#include "data/image_transforms.h"
 #include "data/jpeg_header.h"
 #include "tests/support/test_image_folder.h"
 #include "tests/support/test_support.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +50,29 @@ TEST(SampleTransforms, ListFollowsTheConfigInTorchvisionsOrder) {
             "RandomResizedCrop(16, bilinear) → RandomHorizontalFlip(p=0.5) → ColorJitter(saturation=(0.5, 1.5))");
   const Config erase = mixed_image_folder_config(dir / "f", {"data.random_erase=0.5"});
   EXPECT_TRUE(SampleTransforms(erase.data, true).runs_on_device());
+}
+
+// A training sample never stays a view of its decoded image, which is freed when the transform returns: where the
+// drawn crop is already of the output size (no resize), and elsewhere, the sample owns its pixels.
+TEST(SampleTransforms, ATrainingSampleOwnsItsPixelsAlsoWhenItsCropNeedsNoResize) {
+  TempDir dir;
+  write_mixed_image_folder(dir / "f");
+  const Config cfg = mixed_image_folder_config(dir / "f", {"data.train_crop_size=3"});
+  const SampleTransforms transforms(cfg.data, true);
+  const std::string png = read_file(source_dir() + "/tests/fuzz/corpus/image_decode/rgb_9x7.png");
+  const std::vector<uint8_t> bytes(png.begin(), png.end());
+  int unresized = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const CropBox box = random_resized_crop_box(7, 9, CropRanges{}, gen);  // the transform's first draw
+    unresized += box.height == 3 && box.width == 3;
+    const TransformedSample sample = transforms("rgb_9x7.png", bytes, seed);
+    ASSERT_EQ(sample.image.sizes(), (std::vector<int64_t>{3, 3, 3})) << "seed " << seed;
+    // Pixels the tensor owns come from an allocator, which keeps a context to free them by; a view of another
+    // buffer (torch::from_blob, no deleter) has none.
+    EXPECT_NE(sample.image.storage().data_ptr().get_context(), nullptr) << "seed " << seed;
+  }
+  EXPECT_GT(unresized, 0) << "no crop of the output size drawn: the case is not tested";
 }
 
 // For every JPEG of a folder and many seeds: the draws for the device equal the CPU path's (the erased box exactly,
