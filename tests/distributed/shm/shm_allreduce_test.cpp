@@ -192,6 +192,25 @@ at::Tensor order_bound(int world, size_t c, const Case& k) {
   return magnitude * ((world - 1) * eps * 1.01) + (world - 1) * tiny;
 }
 
+// Rank `rank`'s input of every case all-reduced, every case twice, all issued before any is waited for (queued behind
+// each other); the results in issue order.
+template <typename Group>
+std::vector<at::Tensor> allreduce_every_case_twice(Group& group, int rank) {
+  const auto all = cases();
+  std::vector<at::Tensor> tensors;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (int round = 0; round < 2; ++round)
+    for (size_t c = 0; c < all.size(); ++c) {
+      tensors.push_back(input(rank, c, all[c]));
+      std::vector<at::Tensor> v{tensors.back()};
+      c10d::AllreduceOptions o;
+      o.reduceOp = ReduceOp(all[c].op);
+      works.push_back(group.allreduce(v, o));
+    }
+  for (auto& w : works) w->wait();
+  return tensors;
+}
+
 // Hierarchical all-reduces of `nodes` nodes of 2 ranks (ranks are threads, as above: the nodes share this host, and
 // each node's ranks their own segment) and flat Gloo all-reduces of the same inputs, every case, on every rank.
 struct HierarchicalRun {
@@ -269,17 +288,7 @@ TEST(HierarchicalAllreduce, QueuedAllreducesInFlightTogetherHoldTheNodeOrderResu
   expect_no_errors(on_ranks(4, [&](int rank) {
     DistContext ctx = join(rank, 4, port, "hierarchical", 60.0, 2);
     ASSERT_EQ(ctx.allreduce, "hierarchical");
-    std::vector<at::Tensor> tensors;
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (int round = 0; round < 2; ++round)
-      for (size_t c = 0; c < all.size(); ++c) {
-        tensors.push_back(input(rank, c, all[c]));
-        std::vector<at::Tensor> v{tensors.back()};
-        c10d::AllreduceOptions o;
-        o.reduceOp = ReduceOp(all[c].op);
-        works.push_back(ctx.group->allreduce(v, o));
-      }
-    for (auto& w : works) w->wait();
+    const std::vector<at::Tensor> tensors = allreduce_every_case_twice(*ctx.group, rank);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const size_t c = i % all.size();
       const ReduceOp::RedOpType op = all[c].op;
@@ -307,17 +316,7 @@ TEST(ShmAllreduce, QueuedAllreducesCompleteInIssueOrder) {
   const auto all = cases();
   expect_no_errors(on_ranks(2, [&](int rank) {
     DistContext ctx = join(rank, 2, port, "shm");
-    std::vector<at::Tensor> tensors;
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (int round = 0; round < 2; ++round)
-      for (size_t c = 0; c < all.size(); ++c) {
-        tensors.push_back(input(rank, c, all[c]));
-        std::vector<at::Tensor> v{tensors.back()};
-        c10d::AllreduceOptions o;
-        o.reduceOp = ReduceOp(all[c].op);
-        works.push_back(ctx.group->allreduce(v, o));
-      }
-    for (auto& w : works) w->wait();
+    const std::vector<at::Tensor> tensors = allreduce_every_case_twice(*ctx.group, rank);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const size_t c = i % all.size();
       EXPECT_TRUE(same_bits(tensors[i], rank_order(2, c, all[c]))) << "op " << i;
