@@ -127,8 +127,7 @@ std::string ShardRuns::sample(size_t s, const RangedShard& shard, int64_t i) {
     pieces.get();  // a failed read's error
   } catch (const std::exception& e) {
     lock.lock();
-    if (auto it = runs_.find(key); it != runs_.end() && it->second.pieces.valid() &&
-                                   it->second.pieces.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    if (auto it = runs_.find(key); it != runs_.end() && it->second.pieces.valid() && !it->second.being_read()) {
       it->second.pieces = {};  // the next ask reads the run again
       if (it->second.kept.empty()) runs_.erase(it);
     }
@@ -138,7 +137,7 @@ std::string ShardRuns::sample(size_t s, const RangedShard& shard, int64_t i) {
   }
   lock.lock();
   Run& run = runs_[key];
-  if (run.pieces.valid() && run.pieces.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+  if (run.pieces.valid() && !run.being_read() &&
       run.pieces.get() == pieces.get()) {  // the first of its samples' readers to get here takes the run apart
     std::vector<std::string>& all = *pieces.get();
     const int64_t first = key.second;
