@@ -35,6 +35,15 @@ torch::Tensor antialiased_resize(const torch::Tensor& x, int64_t height, int64_t
                                         : at::_upsample_bilinear2d_aa(x, size, /*align_corners=*/false, std::nullopt);
 }
 
+// antialiased_resize into `out`, whose sizes and layout are kept.
+void antialiased_resize_out(torch::Tensor& out, const torch::Tensor& x, Interpolation mode) {
+  const c10::IntArrayRef size = out.sizes().slice(2);
+  if (mode == Interpolation::Bicubic)
+    at::_upsample_bicubic2d_aa_out(out, x, size, /*align_corners=*/false, std::nullopt);
+  else
+    at::_upsample_bilinear2d_aa_out(out, x, size, /*align_corners=*/false, std::nullopt);
+}
+
 // Python's int(round(x)): to the nearest integer, halves to even.
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
@@ -48,6 +57,13 @@ torch::Tensor resize_to(const torch::Tensor& image, int64_t height, int64_t widt
   // the same strides here give the kernel the same input.
   if (x.is_contiguous(at::MemoryFormat::ChannelsLast) && x.stride(0) != x.numel())
     x = x.as_strided({1, c, h, w}, {x.numel(), x.stride(1), x.stride(2), x.stride(3)});
+  if (x.scalar_type() == torch::kUInt8 && (c == 3 || c == 4) && native_uint8_resize()) {
+    // ATen's vectorised uint8 kernel computes 3 or 4 channels interleaved: an output in channels_last receives them
+    // as they are, any other layout costs a scalar repacking pass over the output (pack_rgb). The same values.
+    torch::Tensor out = torch::empty({1, c, height, width}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+    antialiased_resize_out(out, x, mode);
+    return out.reshape({c, height, width});
+  }
   const bool cast = mode == Interpolation::Bilinear && !native_uint8_resize();
   if (cast) x = x.to(torch::kFloat32);
   x = antialiased_resize(x, height, width, mode);

@@ -29,7 +29,8 @@ struct CropRanges {
 // v2.Resize(size) with one size: the shorter side becomes `size`, the longer one keeps the aspect ratio (truncated),
 // bilinear (or bicubic) with antialias. `image`: uint8 [C, H, W] (any strides). Computed as torchvision computes it:
 // bilinear in ATen's uint8 kernel where the CPU has AVX2 or AVX-512, in float32 then rounded back elsewhere; bicubic
-// in ATen's uint8 kernel (resize_image's _do_native_uint8_resize_on_cpu).
+// in ATen's uint8 kernel (resize_image's _do_native_uint8_resize_on_cpu). The result of ATen's vectorised uint8 kernel
+// is laid out channels last (HWC strides), as that kernel writes it; its values are torchvision's whatever the layout.
 torch::Tensor resize_shorter_side(const torch::Tensor& image, int64_t size,
                                   Interpolation mode = Interpolation::Bilinear);
 

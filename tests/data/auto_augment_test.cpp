@@ -108,6 +108,9 @@ TEST(AutoAugmentOps, EqualTorchvisionFunctionalOps) {
     const torch::Tensor expected = augment_raw(dir / c["out"].get<std::string>(), augment_images().at(src));
     ASSERT_EQ(got.sizes(), expected.sizes()) << c.dump();
     const int64_t diff = (got.to(torch::kInt32) - expected.to(torch::kInt32)).abs().max().item<int64_t>();
+    // The same pixels from the image's channels-last layout (a training crop's resize hands the ops that layout).
+    EXPECT_TRUE(torch::equal(augment_functional(c, image.permute({1, 2, 0}).contiguous().permute({2, 0, 1})), got))
+        << "channels last: " << c.dump();
     const std::string name = c["fn"] == "aug_op" ? "aug_op " + c["op"].get<std::string>() : c["fn"].get<std::string>();
     worst[name] = std::max(worst[name], diff);
     EXPECT_EQ(diff, 0) << c.dump();
@@ -160,6 +163,8 @@ TEST(AutoAugmentPolicies, SeededDrawsAndOutputsEqualTorchvision) {
     const int64_t diff = (got.to(torch::kInt32) - expected.to(torch::kInt32)).abs().max().item<int64_t>();
     worst[name] = std::max(worst[name], diff);
     EXPECT_EQ(diff, 0) << c.dump();
+    EXPECT_TRUE(torch::equal(policy.apply(image.permute({1, 2, 0}).contiguous().permute({2, 0, 1}), draw), got))
+        << "channels last: " << c.dump();
   }
   std::cout << "[ figures ] max |pixel difference| by policy:";
   for (const auto& [name, d] : worst) std::cout << " " << name << "=" << d;
@@ -308,6 +313,10 @@ TEST(ColorJitterOp, SeededOutputsAndDrawsEqualTorchvision) {
     ASSERT_EQ(sample.image.sizes(), expected.sizes()) << c.dump();
     EXPECT_TRUE(torch::equal(sample.image, expected)) << c.dump();
     changed += torch::equal(sample.image, image) ? 0 : 1;
+    at::Generator again = at::make_generator<at::CPUGeneratorImpl>(c["seed"].get<uint64_t>());
+    TransformedSample channels_last{image.permute({1, 2, 0}).contiguous().permute({2, 0, 1}), std::nullopt};
+    jitter->apply(channels_last, again);
+    EXPECT_TRUE(torch::equal(channels_last.image, expected)) << "channels last: " << c.dump();
   }
   EXPECT_GT(changed, static_cast<int64_t>(cases.size()) * 9 / 10);  // the images were jittered, not passed through
   EXPECT_EQ(color_jitter_transform().make(DataConfig{}), nullptr);  // all four at 0: no transform, nothing drawn
