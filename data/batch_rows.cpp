@@ -25,6 +25,22 @@ bool dense(const int64_t* sizes, const int64_t* strides, const Dims& d) {
 // out = value(channel, in) over the image, the loops ordered by the output's strides (dimension 0 is the channel).
 template <class Out, class Value>
 void for_each_pixel(Out* out, const int64_t* os, const uint8_t* in, const int64_t* is, const int64_t* n, Value value) {
+  if (n[0] == 3 && is[0] == 1 && is[2] == 3 && os[2] == 1) {
+    // Interleaved RGB into planes (a resize's channels_last output into a channels-first batch): the input read
+    // once, front to back, the three planes' rows written in step.
+    for (int64_t y = 0; y < n[1]; ++y) {
+      const uint8_t* src = in + y * is[1];
+      Out* r = out + y * os[1];
+      Out* g = r + os[0];
+      Out* b = g + os[0];
+      for (int64_t x = 0; x < n[2]; ++x, src += 3) {
+        r[x] = value(0, src[0]);
+        g[x] = value(1, src[1]);
+        b[x] = value(2, src[2]);
+      }
+    }
+    return;
+  }
   const Dims d = by_stride(os);
   const int64_t inner = n[d[2]], o2 = os[d[2]], i2 = is[d[2]];
   int64_t at[3] = {0, 0, 0};
