@@ -335,7 +335,9 @@ struct ModelConfig {
     key(s.reset_head, Key("reset_head",
                           "init_from: every weight but the classifier head's (fc); the head keeps its fresh init "
                           "(fine-tuning to another num_classes)"));
-    key(s.memory_format, Key("memory_format", "layout convolutions run in; auto = channels_last for net and on CUDA"));
+    key(s.memory_format,
+        Key("memory_format",
+            "layout convolutions run in; auto = channels_last on CUDA, and for net in float32 on the CPU"));
     key(s.skip_padding_taps,
         Key("skip_padding_taps", "convolutions leave out kernel taps that only read zero padding (same sums)"));
     key(s.sync_batchnorm, Key("sync_batchnorm", sync_batchnorm_doc()));

@@ -36,7 +36,7 @@ struct TrainSpec {
   int steps = 40;
   std::set<int> inf_steps, nan_steps;  // steps whose first parameter's scaled grad gets an inf / a NaN
   double lr = 0.1, momentum = 0.9;
-  std::string memory_format = "channels_last";  // net: model.memory_format on both sides (ddptrain's default)
+  std::string memory_format = "channels_last";  // net: model.memory_format on both sides (net's own default)
   // SGD's kernels: ddptrain's optimizer.foreach / optimizer.fused here, torch.optim.SGD's foreach / fused there.
   std::string kernels = "for_loop", python_kernels = "for_loop";
   double tolerance = 0;  // parameters and momenta: 0 = bit for bit

@@ -33,9 +33,9 @@ std::string two_ranks_global_batch() { return " --data.batch_size=32"; }
 using AcceptanceOnDevice = OnDevice;
 
 // Why 85%: the quickstart's one epoch (938 steps of 64) ends at 87.0% test accuracy on AVX2 and on the plain path;
-// two ranks of 32 take the same steps and end at 86.9-87.0% with fp16 gradient compression and 86.3-86.5% under bf16
+// two ranks of 32 take the same steps and end at 86.9-87.0% with fp16 gradient compression and 86.0-86.4% under bf16
 // autocast. On 10,000 test images a figure's sampling error is 0.3 points, and runs on other kernels differ by their
-// trajectories (0.0-0.2 points between AVX2 and the plain path), so 85% leaves 1.3-2 points; a run that trains
+// trajectories (0.0-0.4 points between AVX2 and the plain path), so 85% leaves 1-2 points; a run that trains
 // wrong (an unsynchronised gradient, a bad loss scale, broken input) ends far lower, and chance is 10%.
 
 // On the CPU in float32; on a GPU under fp16 and under bf16 autocast (with dynamic loss scaling for fp16).
