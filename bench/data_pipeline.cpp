@@ -10,11 +10,12 @@
 //
 // usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch 64] [--size 224] [--batches 30]
 //        [--skip 1] [--threads 1] [--augment standard] [--auto-augment none] [--random-erase 0] [--channels 3]
-//        [--normalize false] [--shuffle-buffer 1000] [--in-flight 4] [--plan-only true]
+//        [--normalize false] [--memory-format channels_last] [--shuffle-buffer 1000] [--in-flight 4] [--plan-only true]
 //
 // --auto-augment POLICY, --random-erase P: data.auto_augment and data.random_erase on top of the standard augmentation.
 //
-// --normalize false: uint8 batches, as CUDA runs take them (normalised on the device).
+// --normalize false: uint8 batches, as CUDA runs take them (normalised on the device); with --memory-format
+// channels_last in NHWC strides, as a CUDA run's model.memory_format = "auto" has them written.
 //
 // --skip S batches are read before the --batches timed ones (the threads starting, the batches assembled ahead while
 // the first was awaited), and S more follow them in the sample order, so that the loader is as full at the end of the
@@ -52,8 +53,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: data_pipeline ROOT|synthetic --workers N|auto [--prefetch P] [--batch B] [--size S] "
                  "[--batches K] [--skip S] [--threads T] [--augment standard|none] [--auto-augment POLICY] "
-                 "[--random-erase P] [--channels C] [--normalize false] [--shuffle-buffer N] [--in-flight N] "
-                 "[--plan-only true]\n";
+                 "[--random-erase P] [--channels C] [--normalize false] [--memory-format channels_last] "
+                 "[--shuffle-buffer N] [--in-flight N] [--plan-only true]\n";
     return 2;
   }
   const auto start_time = std::chrono::steady_clock::now();
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
     overrides.insert(overrides.end(), {"data.dataset=image_folder", std::string("data.dir=") + argv[1]});
   }
   int64_t batches = 30, skip = 1, threads = 1;
-  bool normalize = true, plan_only = false;
+  bool normalize = true, plan_only = false, channels_last = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--workers") overrides.push_back("data.workers=" + value);
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
     if (flag == "--random-erase") overrides.push_back("data.random_erase=" + value);
     if (flag == "--channels") overrides.push_back("model.in_channels=" + value);
     if (flag == "--normalize") normalize = value != "false";
+    if (flag == "--memory-format") channels_last = value == "channels_last";
     if (flag == "--shuffle-buffer") overrides.push_back("data.shuffle_buffer=" + value);
     if (flag == "--in-flight") overrides.push_back("data.shards_in_flight=" + value);
     if (flag == "--plan-only") plan_only = value == "true";
@@ -114,8 +116,10 @@ int main(int argc, char** argv) {
     indices.resize(static_cast<size_t>(std::min<int64_t>(ds.train.size(), (batches + 2 * skip) * batch)));
     // As Trainer::loader_options makes it for a rank of one on the CPU whose step runs on `threads` threads.
     const int64_t workers = resolve_workers(cfg.data.workers, available_cpus(), 1, threads);
-    LoaderOptions o = configured_loader(cfg.data, batch, cfg.data.drop_last, workers, torch::kCPU,
-                                        torch::MemoryFormat::Contiguous, static_cast<uint64_t>(cfg.job.seed));
+    LoaderOptions o =
+        configured_loader(cfg.data, batch, cfg.data.drop_last, workers, torch::kCPU,
+                          channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous,
+                          static_cast<uint64_t>(cfg.job.seed));
     o.normalize = normalize;
     BatchLoader loader(ds.train, indices, o);
     auto first = loader.next();
