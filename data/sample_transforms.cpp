@@ -15,6 +15,12 @@ torch::Tensor chw_view(const DecodedImage& decoded) {
       .permute({2, 0, 1});
 }
 
+// `image` owning its pixels: a copy only where it is still a view of `decoded` (a resize to the size it already has, a
+// crop, ops that changed nothing), whose pixels go with the transform that decoded them.
+torch::Tensor owning(torch::Tensor image, const DecodedImage& decoded) {
+  return image.storage().data() == decoded.rgb.data() ? image.clone() : image;
+}
+
 }  // namespace
 
 const std::vector<const PixelTransformRow*>& pixel_transform_rows() {
@@ -39,12 +45,12 @@ SampleTransforms::SampleTransforms(const DataConfig& data, bool train)
 
 TransformedSample SampleTransforms::operator()(const std::string& path, const std::vector<uint8_t>& bytes,
                                                uint64_t seed) const {
-  if (!train_)
-    return TransformedSample{center_crop(resize_shorter_side(chw_view(decode_file_bytes(path, bytes, decode_)),
-                                                             resize_size_, interpolation_),
-                                         crop_size_)
-                                 .clone(),
-                             std::nullopt};
+  if (!train_) {
+    const DecodedImage decoded = decode_file_bytes(path, bytes, decode_);
+    return TransformedSample{
+        owning(center_crop(resize_shorter_side(chw_view(decoded), resize_size_, interpolation_), crop_size_), decoded),
+        std::nullopt};
+  }
   // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much
   // larger than the output at 1/2, 1/4 or 1/8 scale, libjpeg's DCT scaling, so that the output is still a downscale
   // of at least its own size): fewer pixels through the inverse DCT, colour conversion and resize.
@@ -66,9 +72,7 @@ TransformedSample SampleTransforms::operator()(const std::string& path, const st
                 crop_size_, crop_size_, interpolation_),
       std::nullopt};
   for (const auto& op : ops_) op->apply(sample, gen);
-  // A copy that owns its pixels when the resize (a crop already of the output size) and the ops left a view of the
-  // decoded image, which goes with this function.
-  if (sample.image.storage().data() == decoded.rgb.data()) sample.image = sample.image.clone();
+  sample.image = owning(std::move(sample.image), decoded);
   return sample;
 }
 

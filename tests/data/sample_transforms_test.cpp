@@ -75,6 +75,21 @@ TEST(SampleTransforms, ATrainingSampleOwnsItsPixelsAlsoWhenItsCropNeedsNoResize)
   EXPECT_GT(unresized, 0) << "no crop of the output size drawn: the case is not tested";
 }
 
+// An evaluation sample owns its pixels too: where the image already has the resize's size (the center crop a view of
+// the decoded image) and where it is resized.
+TEST(SampleTransforms, AnEvaluationSampleOwnsItsPixelsWithAndWithoutAResize) {
+  TempDir dir;
+  write_mixed_image_folder(dir / "f");
+  const std::string png = read_file(source_dir() + "/tests/fuzz/corpus/image_decode/rgb_9x7.png");
+  const std::vector<uint8_t> bytes(png.begin(), png.end());
+  for (const std::string resize : {"7", "5"}) {  // the 9x7 image's shorter side: no resize; then a resize
+    const Config cfg = mixed_image_folder_config(dir / "f", {"data.val_resize_size=" + resize, "data.val_crop_size=3"});
+    const TransformedSample sample = SampleTransforms(cfg.data, false)("rgb_9x7.png", bytes, 0);
+    ASSERT_EQ(sample.image.sizes(), (std::vector<int64_t>{3, 3, 3})) << "resize " << resize;
+    EXPECT_NE(sample.image.storage().data_ptr().get_context(), nullptr) << "resize " << resize;
+  }
+}
+
 // For every JPEG of a folder and many seeds: the draws for the device equal the CPU path's (the erased box exactly,
 // the crop and flip through the device's transform of the whole decode: within 1 of the CPU's pixels, its float32
 // resize against the CPU's uint8 one); evaluation draws nothing.
