@@ -1,6 +1,6 @@
 // data.decode = "gpu" on a GPU (CTest label gpu; each test skips, saying why, where LibTorch sees none): nvJPEG's
-// batches against the CPU decoder's through the CUDA DeviceFeed, training runs with the same batches, and hostile
-// JPEGs ending as on the CPU path.
+// batches against the CPU decoder's through the CUDA DeviceFeed, from an image folder and from WebDataset shards,
+// training runs with the same batches, and hostile JPEGs ending as on the CPU path.
 #include "data/device_feed.h"
 #include "data/gpu_decode.h"
 #include "data/image_folder.h"
@@ -50,16 +50,16 @@ std::vector<Batch> cuda_decode_batches(const Split& split, bool device_decode, c
   return out;
 }
 
-TEST(CudaDecode, NvjpegRowsMatchTheCpuPathWithinTheBound) {
-  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  write_mixed_image_folder(dir / "f", 2);
-  const Config cfg = mixed_image_folder_config(dir / "f");
-  const Dataset ds = load_dataset(cfg.data, cfg.model, 0, {});
+// Every row of both splits of `ds` (the mixed folder at `root`, or shards packed from it: sample i is the folder's
+// file i) through the CUDA DeviceFeed with nvJPEG and without: the same classes in the same order, the rows nvJPEG
+// decodes within the bounds, the others equal. `what` names the dataset in the figures.
+void expect_nvjpeg_rows_within_the_bound(const Dataset& ds, const Config& cfg, const std::string& root,
+                                         const std::string& what) {
   const torch::Tensor levels = torch::tensor(cfg.data.std, torch::kFloat32).view({1, 3, 1, 1}) * 255;
   for (const bool train : {true, false}) {
     const Split& split = train ? ds.train : ds.test;
-    const std::vector<std::string> paths = list_image_folder(dir / (train ? "f/train" : "f/val")).paths;
+    const std::vector<std::string> paths = list_image_folder(root + (train ? "/train" : "/val")).paths;
+    ASSERT_EQ(static_cast<int64_t>(paths.size()), split.size());
     std::vector<int64_t> indices(static_cast<size_t>(split.size()));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>((i * 5) % indices.size());
     const std::vector<Batch> cpu = cuda_decode_batches(split, false, indices, cfg);
@@ -86,25 +86,56 @@ TEST(CudaDecode, NvjpegRowsMatchTheCpuPathWithinTheBound) {
     ASSERT_GT(rows, 0);
     EXPECT_LE(sum / rows, kCudaDecodeMeanLevels);
     const std::string split_name = train ? "training" : "evaluation";
-    report_figure("nvJPEG rows vs CPU path, mean |diff| in levels, " + split_name, sum / rows);
-    report_figure("nvJPEG rows vs CPU path, mean |diff| in levels, worst row, " + split_name, worst);
+    report_figure("nvJPEG rows vs CPU path, " + what + ", mean |diff| in levels, " + split_name, sum / rows);
+    report_figure("nvJPEG rows vs CPU path, " + what + ", mean |diff| in levels, worst row, " + split_name, worst);
   }
 }
 
-// Two runs of ddptrain on the GPU, data.decode = "cpu" and "gpu": the same samples in every step (metrics.sample_ids),
-// so the same class order and batch composition.
-TEST(CudaDecode, TrainingRunsTakeTheSameSamplesAsTheCpuPath) {
+TEST(CudaDecode, NvjpegRowsMatchTheCpuPathWithinTheBound) {
   if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
-  write_mixed_image_folder(dir / "f", 3);
+  write_mixed_image_folder(dir / "f", 2);
+  const Config cfg = mixed_image_folder_config(dir / "f");
+  expect_nvjpeg_rows_within_the_bound(load_dataset(cfg.data, cfg.model, 0, {}), cfg, dir / "f", "image folder");
+}
+
+// The mixed folder packed into WebDataset shards by ddptrain --make-shards (in the folder's order, the image members
+// keeping their formats): the data.* keys that read them, the folder's two classes.
+std::vector<std::string> mixed_shard_keys(const TempDir& dir) {
+  write_file(dir / "pack.toml",
+             "[data]\ndataset = \"image_folder\"\ndir = \"" + dir / "f" + "\"\n[model]\nname = \"resnet18\"\n");
+  const CommandResult made =
+      run_command(ddptrain_path() + " " + dir / "pack.toml --make-shards " + dir / "shards --shard-size 0.004 2>&1");
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  const std::string train = made_shard_pattern(made.output, "train"), val = made_shard_pattern(made.output, "val");
+  EXPECT_FALSE(train.empty() || val.empty()) << made.output;
+  return {"data.dataset=webdataset", "data.train_shards=" + train, "data.val_shards=" + val, "model.num_classes=2"};
+}
+
+// data.decode = "gpu" over shards: the JPEG members of a shard go to nvJPEG as the folder's files do, the PNG, CMYK
+// and arithmetic-coded ones to the loader threads.
+TEST(CudaDecode, NvjpegRowsOfShardsMatchTheCpuPathWithinTheBound) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  write_mixed_image_folder(dir / "f", 2);
+  const std::vector<std::string> keys = mixed_shard_keys(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const Config cfg = mixed_image_folder_config(dir / "f", keys);
+  expect_nvjpeg_rows_within_the_bound(load_dataset(cfg.data, cfg.model, 0, {}), cfg, dir / "f", "shards");
+}
+
+// Two runs of ddptrain on the GPU, data.decode = "cpu" and "gpu", on the dataset `keys` name: the same samples in
+// every step (metrics.sample_ids), so the same class order and batch composition.
+void expect_gpu_decode_to_train_on_the_cpu_paths_samples(const TempDir& dir, const std::vector<std::string>& keys) {
+  std::string dataset;
+  for (const std::string& key : keys) dataset += " " + shell_quote("--" + key);
   auto run = [&](const std::string& decode) {
     const std::string out = dir / ("out_" + decode);
     const std::string cfg = write_mnist_job(
         dir, dir / "f",
         {"model.name=resnet18", "data.image_size=16", "data.batch_size=6", "data.workers=2", "training.epochs=2",
          "metrics.sample_ids=true", "metrics.progress=plain", "job.out_dir=" + out});
-    const auto r = run_command(ddptrain_path() + " " + cfg + " --data.dataset=image_folder --dist.device=cuda " +
-                               "--data.decode=" + decode);
+    const auto r = run_command(ddptrain_path() + " " + cfg + dataset + " --dist.device=cuda --data.decode=" + decode);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return std::pair{r.output, read_file(out + "/samples/rank-0.jsonl")};
   };
@@ -116,6 +147,22 @@ TEST(CudaDecode, TrainingRunsTakeTheSameSamplesAsTheCpuPath) {
             std::string::npos)
       << gpu_output;
   EXPECT_NE(gpu_output.find("cudnn.benchmark on (auto)"), std::string::npos) << gpu_output;
+}
+
+TEST(CudaDecode, TrainingRunsTakeTheSameSamplesAsTheCpuPath) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  write_mixed_image_folder(dir / "f", 3);
+  expect_gpu_decode_to_train_on_the_cpu_paths_samples(dir, {"data.dataset=image_folder"});
+}
+
+TEST(CudaDecode, TrainingRunsOnShardsTakeTheSameSamplesAsTheCpuPath) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  write_mixed_image_folder(dir / "f", 3);
+  const std::vector<std::string> keys = mixed_shard_keys(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  expect_gpu_decode_to_train_on_the_cpu_paths_samples(dir, keys);
 }
 
 // A folder whose bad files are a zero-byte JPEG, a truncated one, one announcing 65000x65000 pixels and one whose scan
