@@ -1,6 +1,7 @@
 // dist.grad_compression = "powersgd" against PyTorch's powerSGD_hook: the random draws numpy and torch make, the
-// compression rule, training with Python DDP + the hook on 2 and 3 ranks under its settings and with ResNet-18's
-// buckets; the figures metrics.jsonl carries; a worker killed mid-run resuming to the same bytes.
+// compression rule, training with Python DDP + the hook on 2 and 3 ranks under its settings (on the CPU, and on CUDA
+// where there is a GPU) and with ResNet-18's buckets; the figures metrics.jsonl carries; a worker killed mid-run
+// resuming to the same bytes.
 #include "distributed/powersgd_hook.h"
 
 #include "tests/support/on_device.h"
@@ -8,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
+
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 namespace ddp::test {
@@ -69,6 +73,54 @@ std::string describe(const Settings& s) {
          (s.warm_start ? "on" : "off") + ", epsilon " + eps.str() + ", seed " + std::to_string(s.seed);
 }
 
+// The classic Net trained 20 steps by ddptrain and by Python DDP + powerSGD_hook under `s`, from the same weights on
+// the same batches (dir holds write_data_and_net_init's files), on the CPU or with `on_cuda` on GPUs (both sides with
+// cuDNN's deterministic algorithms and no TF32; NCCL where each rank has a GPU, else Gloo with CUDA tensors): the
+// largest difference of their weights (infinite when a side failed); the Python side's model is dir/python-NAME.pt
+// (NAME from the settings).
+double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
+  const std::string name = "w" + std::to_string(s.world) + "r" + std::to_string(s.rank) + "s" +
+                           std::to_string(s.start_step) + (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "");
+  const std::string python_out = dir / ("python-" + name + ".pt"), ours_out = dir / ("ours-" + name);
+  std::ostringstream eps;
+  eps << s.epsilon;
+  auto ref = run_python_ranks(
+      s.world, source_dir() + "/tests/python/ddp_reference.py --data " + dir / "data" + " --init " + dir / "init.pt" +
+                   " --out " + python_out + " --steps 20 --batch 16 --lr 0.05 --momentum 0.9 --seed 3" +
+                   " --compress powersgd --powersgd-rank " + std::to_string(s.rank) + " --powersgd-start-step " +
+                   std::to_string(s.start_step) + " --powersgd-error-feedback " + (s.error_feedback ? "1" : "0") +
+                   " --powersgd-warm-start " + (s.warm_start ? "1" : "0") + " --powersgd-epsilon " + eps.str() +
+                   " --powersgd-seed " + std::to_string(s.seed) + (on_cuda ? " --device cuda" : ""));
+  bool ran = std::filesystem::exists(python_out);
+  EXPECT_TRUE(ran) << ref.output;
+  const std::string gpus =
+      static_cast<int>(torch::cuda::device_count()) >= s.world ? " --dist.backend=nccl" : " --dist.backend=gloo";
+  const std::string cfg =
+      write_mnist_job(dir, dir / "data",
+                      {"job.seed=3", "data.batch_size=16", "model.name=net", "model.dropout=0.0", "optimizer.lr=0.05",
+                       "optimizer.momentum=0.9", "metrics.log_every_steps=5", "training.max_steps=20",
+                       "training.epochs=5", "model.init_from=" + dir / "init.pt", "model.memory_format=contiguous",
+                       "model.skip_padding_taps=false", "dist.grad_compression=powersgd"});
+  auto ours = run_ranks(
+      s.world,
+      cfg + " --job.out_dir=" + ours_out + " --dist.powersgd_rank=" + std::to_string(s.rank) +
+          " --dist.powersgd_start_step=" + std::to_string(s.start_step) + " --dist.powersgd_error_feedback=" +
+          (s.error_feedback ? "true" : "false") + " --dist.powersgd_warm_start=" + (s.warm_start ? "true" : "false") +
+          " --dist.powersgd_epsilon=" + eps.str() + " --dist.powersgd_seed=" + std::to_string(s.seed) +
+          (on_cuda ? " --dist.device=cuda --training.deterministic=true --training.cudnn_allow_tf32=false" + gpus
+                   : " --dist.allreduce=gloo"));
+  for (const auto& r : ours) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    ran = ran && r.exit_code == 0;
+  }
+  if (!ran) return std::numeric_limits<double>::infinity();
+  const double diff = max_state_diff(ours_out + "/model.pt", python_out);
+  report_figure("powersgd " + describe(s) + (on_cuda ? " on cuda" : "") +
+                    ": vs Python DDP + powerSGD_hook, max abs diff after 20 steps",
+                diff);
+  return diff;
+}
+
 // Both sides run the same kernels on the same batches, with convolutions as PyTorch runs them (contiguous, every tap),
 // through c10d's Reducer and Gloo's all-reduce, and the hook's steps in its order: the same float32 operations in the
 // same order, so the weights are equal bit for bit, as with the fp16 and bf16 hooks
@@ -78,12 +130,6 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
-  const std::string cfg =
-      write_mnist_job(dir, dir / "data",
-                      {"job.seed=3", "data.batch_size=16", "model.name=net", "model.dropout=0.0", "optimizer.lr=0.05",
-                       "optimizer.momentum=0.9", "metrics.log_every_steps=5", "training.max_steps=20",
-                       "training.epochs=5", "model.init_from=" + dir / "init.pt", "model.memory_format=contiguous",
-                       "model.skip_padding_taps=false", "dist.grad_compression=powersgd", "dist.allreduce=gloo"});
   // Gloo's all-reduce on both sides: 3 ranks' sums in the same order. Rank 4 uses QR and leaves conv1 (10 x 25)
   // uncompressed; rank 1 and 2 Gram-Schmidt. Start step 1 without error feedback and warm start compresses DDP's first,
   // one-bucket step too.
@@ -93,33 +139,26 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
                             {2, 2, 3, true, false, 1e-8, 7}};
   for (const Settings& s : cases) {
     SCOPED_TRACE(describe(s));
-    const std::string name = "w" + std::to_string(s.world) + "r" + std::to_string(s.rank) + "s" +
-                             std::to_string(s.start_step) + (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "");
-    const std::string python_out = dir / ("python-" + name + ".pt"), ours_out = dir / ("ours-" + name);
-    std::ostringstream eps;
-    eps << s.epsilon;
-    auto ref = run_python_ranks(
-        s.world, source_dir() + "/tests/python/ddp_reference.py --data " + dir / "data" + " --init " + dir / "init.pt" +
-                     " --out " + python_out + " --steps 20 --batch 16 --lr 0.05 --momentum 0.9 --seed 3" +
-                     " --compress powersgd --powersgd-rank " + std::to_string(s.rank) + " --powersgd-start-step " +
-                     std::to_string(s.start_step) + " --powersgd-error-feedback " + (s.error_feedback ? "1" : "0") +
-                     " --powersgd-warm-start " + (s.warm_start ? "1" : "0") + " --powersgd-epsilon " + eps.str() +
-                     " --powersgd-seed " + std::to_string(s.seed));
-    ASSERT_TRUE(std::filesystem::exists(python_out)) << ref.output;
-    auto ours = run_ranks(
-        s.world, cfg + " --job.out_dir=" + ours_out + " --dist.powersgd_rank=" + std::to_string(s.rank) +
-                     " --dist.powersgd_start_step=" + std::to_string(s.start_step) +
-                     " --dist.powersgd_error_feedback=" + (s.error_feedback ? "true" : "false") +
-                     " --dist.powersgd_warm_start=" + (s.warm_start ? "true" : "false") +
-                     " --dist.powersgd_epsilon=" + eps.str() + " --dist.powersgd_seed=" + std::to_string(s.seed));
-    for (const auto& r : ours) ASSERT_EQ(r.exit_code, 0) << r.output;
-    const double diff = max_state_diff(ours_out + "/model.pt", python_out);
-    report_figure("powersgd " + describe(s) + ": vs Python DDP + powerSGD_hook, max abs diff after 20 steps", diff);
-    EXPECT_EQ(diff, 0.0);
+    EXPECT_EQ(powersgd_vs_python(dir, s, /*on_cuda=*/false), 0.0);
   }
   // Each setting trains other weights than the next: matching one is matching what it changes.
   EXPECT_GT(max_state_diff(dir / "python-w2r2s4ew.pt", dir / "python-w2r2s3e.pt"), 1e-4);
   EXPECT_GT(max_state_diff(dir / "python-w3r4s6ew.pt", dir / "python-w3r1s1.pt"), 1e-4);
+}
+
+// The same on CUDA, the hook's matrices and all-reduces on the GPU: within the acceptance's 1e-5 (both sides run the
+// same deterministic kernels; the bound leaves room for a library choosing another kernel between processes).
+TEST(CudaPowerSgd, TrainsAsPythonDdpWithPowerSgdHookOnTheGpu) {
+  if (const std::string why = why_no_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
+  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0}, {2, 1, 1, false, false, 0.0, 0}};
+  for (const Settings& s : cases) {
+    SCOPED_TRACE(describe(s));
+    EXPECT_LE(powersgd_vs_python(dir, s, /*on_cuda=*/true), 1e-5);
+  }
+  EXPECT_GT(max_state_diff(dir / "python-w2r2s4ew.pt", dir / "python-w2r1s1.pt"), 1e-4);
 }
 
 // The train records of metrics.jsonl after 2 ranks trained the classic Net (16 images a batch, a record every step)
