@@ -36,6 +36,8 @@ std::string banner_text(const RunFacts& f) {
     out += " | all-reduce " + allreduce_text(f.allreduce) +
            (f.allreduce_note.empty() ? "" : " (shared memory not used: " + f.allreduce_note + ")") +
            (f.grad_compression.empty() ? "" : ", gradients as " + f.grad_compression);
+  else if (!f.grad_compression.empty())
+    out += " | dist.grad_compression off: a world of one all-reduces no gradients";
   if (!f.rendezvous.empty()) out += "\n  rendezvous " + f.rendezvous;
   out += "\n  model " + f.model + " (" + std::to_string(f.parameters) + " parameters)" +
          (f.batchnorm.empty() ? "" : " | " + f.batchnorm) + " | data " + f.dataset + " train " +

@@ -75,6 +75,28 @@ TEST(DistOptions, LinearLrScalingMultipliesByWorldSize) {
   EXPECT_NE(read_file(dir / "plain/metrics.jsonl").find("\"lr\":0.01,"), std::string::npos);
 }
 
+// A world of one has no DDP and all-reduces nothing, so dist.grad_compression changes nothing there: the banner says
+// so, and the model is the uncompressed run's bit for bit. Two ranks compress, as the banner says.
+TEST(DistOptions, GradCompressionIsOffInAWorldOfOneAndTheBannerSaysSo) {
+  TempDir dir;
+  const std::string cfg = small_job(dir) + " --training.max_steps=4 --optimizer.momentum=0.9";
+  const std::string note = "dist.grad_compression off: a world of one all-reduces no gradients";
+  const CommandResult plain = run_command(ddptrain_path() + " " + cfg + " --job.out_dir=" + dir / "none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find(note), std::string::npos) << plain.output;
+  for (const std::string compression : {"fp16", "powersgd"}) {
+    const CommandResult r = run_command(ddptrain_path() + " " + cfg + " --dist.grad_compression=" + compression +
+                                        " --dist.powersgd_start_step=2 --job.out_dir=" + dir / compression);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(note), std::string::npos) << r.output;
+    EXPECT_EQ(read_file(dir / (compression + "/model.pt")), read_file(dir / "none/model.pt")) << compression;
+  }
+  const auto two = run_ranks(2, cfg + " --dist.grad_compression=fp16 --job.out_dir=" + dir / "two");
+  for (const auto& r : two) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(two[0].output.find(", gradients as fp16"), std::string::npos) << two[0].output;
+  EXPECT_EQ(two[0].output.find(note), std::string::npos) << two[0].output;
+}
+
 // Gradients as views of DDP's buckets change where they live, not their values: the same model.pt bit for bit,
 // with momentum, gradient accumulation (no_sync micro-batches accumulate into the views) and clipping, which
 // scales the gradients in place.
