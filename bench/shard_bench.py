@@ -140,6 +140,17 @@ def write_empty_folder(root, files, classes=1000):
     open(marker, "w").close()
 
 
+def drop_page_cache():
+    """Writes dirty pages back and drops the clean ones (Linux's vm.drop_caches; root), so that the next run reads its
+    files from the disk."""
+    subprocess.run(["sync"], check=True)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        sys.exit(f"--page-cache cold needs root to drop the page cache: {e}")
+
+
 def timed_plan(cmd, reps):
     """Wall seconds from launching `cmd` (data_pipeline --plan-only) to its exit, and its peak RSS: medians."""
     walls, rss = [], []
@@ -168,6 +179,9 @@ def main():
     p.add_argument("--start-samples", type=int, default=1281167, help="0: no start-up comparison")
     p.add_argument("--start-shards", type=int, default=1024)
     p.add_argument("--start-root", default=os.path.join(tempfile.gettempdir(), "ddptrain_shard_bench_start"))
+    p.add_argument("--page-cache", choices=["warm", "cold"], default="warm",
+                   help="cold: the page cache dropped before every timed run (root), so that the folder's files and "
+                        "the shards come from the disk, as for a dataset larger than the node's memory")
     p.add_argument("--results", help="write the block into this file instead of bench/results/")
     p.add_argument("--skip", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--side", choices=["webdataset"], help=argparse.SUPPRESS)
@@ -217,6 +231,8 @@ def main():
             runs = {name: [] for name in sides}
             for _ in range(args.reps):  # alternating, so drift in the machine's load hits every side alike
                 for name, (cmd, _) in sides.items():
+                    if args.page_cache == "cold":
+                        drop_page_cache()
                     runs[name].append(run_side(cmd))
             for name, results in runs.items():
                 link = sides[name][1]
@@ -235,6 +251,8 @@ def main():
           f"in shards of {args.shard_size} MB); RandomResizedCrop({args.size}) + flip + normalize, batch {args.batch}, "
           f"{args.batches} batches timed, {args.threads} intra-op thread(s), {args.reps} alternating repetitions, "
           f"medians; shuffle buffer {args.shuffle_buffer}, {args.in_flight} shards in flight; "
+          + ("page cache dropped before every run (every image read from the disk); " if args.page_cache == "cold"
+             else "the page cache as the runs leave it (after the first, the images come from memory); ") +
           f"{len(os.sched_getaffinity(0))} CPUs" + ("" if have_nginx else "; no nginx: no HTTP side"))
     say("| workers | side | images/s (reps) | median | vs image folder | vs shards on disk | vs webdataset "
           "| MB/s read | of the link | peak RSS MiB | CPU s/image |")
