@@ -6,7 +6,27 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE}" -B "${BUILD}" -G Ninja
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the fuzz targets failed")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build "${BUILD}" RESULT_VARIABLE rc)
+
+# Builds BUILD; rc and the build's output (stdout and stderr) in the caller's `rc` and `out`.
+function(build_fuzzers)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build "${BUILD}" RESULT_VARIABLE code OUTPUT_VARIABLE text
+                  ERROR_VARIABLE text)
+  set(rc "${code}" PARENT_SCOPE)
+  set(out "${text}" PARENT_SCOPE)
+endfunction()
+
+build_fuzzers()
+# clang refuses a precompiled header once any header in it has another mtime than the one it recorded, while Ninja
+# rebuilds the header only when an input is newer than it: a package upgrade that installs a header with an older
+# mtime (dpkg keeps the package's) leaves a header Ninja thinks current and clang will not read. Built again from
+# clean, once.
+if(NOT rc EQUAL 0 AND out MATCHES "has been modified since the precompiled header")
+  message("${out}")
+  message("a header changed under the fuzz targets' precompiled header: building them again from clean")
+  execute_process(COMMAND ${CMAKE_COMMAND} --build "${BUILD}" --target clean)
+  build_fuzzers()
+endif()
+message("${out}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building the fuzz targets failed")
 endif()
