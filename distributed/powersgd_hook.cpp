@@ -48,7 +48,7 @@ struct Compressing {
   int64_t index = 0;
   bool last = false;
   int64_t world = 1;
-  at::Tensor input, input_copy;          // the bucket; before compression (error feedback)
+  at::Tensor input, input_copy;          // the bucket; before compression (error feedback: the residual's buffer)
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   at::Tensor uncompressed_memory;
   std::vector<at::Tensor> matrices, ps, qs;  // [1, n, m] views into the bucket; [1, n, r], [1, m, r]
@@ -112,15 +112,12 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     const auto options = c.input.options();
     if (o.use_error_feedback) {
       auto it = s.error.find(c.index);
-      if (it != s.error.end())
-        c.input.add_(it->second);
-      else
-        s.error[c.index] = at::zeros({c.input.size(0)}, options);
-      // The hook's input_tensor_cp = input_tensor.detach().clone(): the same values, in a buffer kept per bucket.
-      at::Tensor& copy = s.input_copies[c.index];
-      if (!fits(copy, c.input))
-        copy = at::empty_like(c.input, at::MemoryFormat::Contiguous);
-      c.input_copy = copy.copy_(c.input);
+      if (it != s.error.end()) c.input.add_(it->second);
+      // The hook's input_tensor_cp = input_tensor.detach().clone(), kept in the residual's own buffer: the hook reads
+      // the residual only in the add above, and replaces it with input_tensor_cp - input_tensor once decompressed.
+      at::Tensor& kept = s.error[c.index];
+      if (!fits(kept, c.input)) kept = at::empty_like(c.input, at::MemoryFormat::Contiguous);
+      c.input_copy = kept.copy_(c.input);
     }
     std::vector<at::Tensor> to_compress;
     int64_t ps_size = 0, qs_size = 0;
@@ -184,15 +181,9 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, written over the previous residual (the same
-  // subtraction; a checkpoint holds gathered copies of the residuals, never these tensors).
-  if (s.options.use_error_feedback) {
-    at::Tensor& error = s.error[c.index];
-    if (fits(error, c.input))
-      at::sub_out(error, c.input_copy, c.input);
-    else
-      error = c.input_copy - c.input;
-  }
+  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the copy (a
+  // checkpoint holds gathered copies of the residuals, never these tensors).
+  if (s.options.use_error_feedback) c.input_copy.sub_(c.input);
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();

@@ -61,9 +61,6 @@ struct PowerSgdState {
   std::map<int64_t, at::Tensor> error;
   std::map<int64_t, at::Tensor> p_memory;
   std::map<int64_t, at::Tensor> q_memory;
-  // Per bucket index, where the bucket is kept before compression for the residual (not state: the hook's
-  // input_tensor_cp, allocated once here instead of every step).
-  std::map<int64_t, at::Tensor> input_copies;
   int64_t iter = 0;
   int64_t numel_before_compression = 0;
   int64_t numel_after_compression = 0;
