@@ -2,10 +2,10 @@
 #pragma once
 
 #include "distributed/activity.h"
-#include "distributed/c10d_fwd.h"
 #include "distributed/rank_views.h"
 
 #include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // whole classes: a DistContext's copies release them
 #include <torch/types.h>
 
 #include <chrono>

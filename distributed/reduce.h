@@ -3,6 +3,8 @@
 
 #include "distributed/context.h"
 
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
 #include <vector>
 
 namespace ddp {

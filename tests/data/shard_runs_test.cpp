@@ -76,7 +76,9 @@ std::string missing_for_runs() {
 TEST(ShardRuns, EverySampleIsTheFilesBytesAndEachRunIsAskedForOnceWhateverTheOrderAndThreads) {
   if (const std::string why = missing_for_runs(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
-  const auto [data, index] = random_shard(9 << 20, 7);
+  const auto shard_bytes = random_shard(9 << 20, 7);
+  const std::string& data = shard_bytes.first;  // references, not bindings: the lambdas below capture them
+  const ShardIndex& index = shard_bytes.second;
   write_file(dir / "www/a.tar", data);
   NginxServer nginx(dir / "www");
   const std::vector<int64_t> runs = range_runs(index);
@@ -129,7 +131,9 @@ TEST(ShardRuns, EverySampleIsTheFilesBytesAndEachRunIsAskedForOnceWhateverTheOrd
 TEST(ShardRuns, ARunToldAsComingIsReadAheadAtMostMaxAheadAtOnceAndAFailedOneNamesTheShard) {
   if (const std::string why = missing_for_runs(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
-  const auto [data, index] = random_shard(9 << 20, 11);
+  const auto shard_bytes = random_shard(9 << 20, 11);
+  const std::string& data = shard_bytes.first;
+  const ShardIndex& index = shard_bytes.second;
   write_file(dir / "www/b.tar", data);
   NginxServer nginx(dir / "www", "limit_rate 4m;");  // a run takes up to half a second
   const std::vector<int64_t> runs = range_runs(index);
@@ -176,7 +180,9 @@ TEST(ShardRuns, ARunToldAsComingIsReadAheadAtMostMaxAheadAtOnceAndAFailedOneName
 // indexed), its samples that lie before the cut are each read alone, and the one past it fails naming the shard.
 TEST(ShardRuns, ALocalShardsDamagedRunFallsBackToItsIntactSamples) {
   TempDir dir;
-  const auto [data, index] = random_shard(5 << 20, 13);
+  const auto shard_bytes = random_shard(5 << 20, 13);
+  const std::string& data = shard_bytes.first;
+  const ShardIndex& index = shard_bytes.second;
   const std::string path = dir / "c.tar";
   write_file(path, data);
   const std::vector<int64_t> runs = range_runs(index);

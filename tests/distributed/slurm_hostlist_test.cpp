@@ -46,7 +46,7 @@ TEST(SlurmHostlist, MalformedExpressionsAreRefusedNamingThem) {
                                                         {"n[[1]]", "nested brackets"},
                                                         {"n[0-99999999]", "more than 65536 hosts"},
                                                         {"a[0-999]b[0-999]", "more than 65536 hosts"}}) {
-    const std::string error = error_of([&] { expand_hostlist(expression); });
+    const std::string error = error_of([&expression = expression] { expand_hostlist(expression); });
     EXPECT_NE(error.find("hostlist \"" + expression + "\""), std::string::npos) << error;
     EXPECT_NE(error.find(says), std::string::npos) << expression << ": " << error;
   }
