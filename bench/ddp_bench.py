@@ -67,13 +67,16 @@ LINK_SUITE = [dict(_RESNET18_2_RANKS, sync="off")] + [
 SYNC_SUITE = [dict(entry, reps=5) for entry in STANDARD_SUITE[:6] if entry["world"] == 2]
 # PowerSGD (rank 2) over the link against the same run's one host: the rows of the link suite that carry its goals.
 # The start step falls in the warm-up (compressed from step POWERSGD_START_STEP + 1; the first two compressed steps
-# allocate the P, Q and error buffers and are not timed).
+# allocate the P, Q and error buffers and are not timed). The PowerSGD suite runs ddptrain's products both ways
+# (dist.powersgd_products; Python's hook runs as shipped beside each).
 POWERSGD_RANK = 2
 POWERSGD_START_STEP = 2
 _POWERSGD_ROWS = [dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression="powersgd",
                        warmup_steps=POWERSGD_START_STEP + 2) for rate in ("1gbit", "10gbit")]
 LINK_SUITE += _POWERSGD_ROWS
-POWERSGD_SUITE = [dict(_RESNET18_2_RANKS, sync="on")] + _POWERSGD_ROWS
+POWERSGD_SUITE = [dict(_RESNET18_2_RANKS, sync="on")] + [dict(row, ddptrain_powersgd_products=products)
+                                                          for row in _POWERSGD_ROWS
+                                                          for products in ("hook", "transposed")]
 # Two nodes of two ranks over a 1 Gbit/s link: ddptrain's all-reduce as Gloo's flat ring of four and as the
 # hierarchical one (shared memory in each namespace, one rank per namespace on the link); Python DDP's flat Gloo
 # beside each.
@@ -102,6 +105,8 @@ def parse_args(argv):
                         "Python DDP's fp16_compress_hook or bf16_compress_hook); powersgd: rank-2 PowerSGD from "
                         f"step {POWERSGD_START_STEP} (Python: powerSGD_hook, waited for bucket by bucket, as Gloo "
                         "needs)")
+    p.add_argument("--ddptrain-powersgd-products", choices=["hook", "transposed"], default="hook",
+                   help="ddptrain's dist.powersgd_products under --grad-compression powersgd")
     p.add_argument("--ddptrain-skip-zero", action="store_true",
                    help="ddptrain's dist.skip_zero_gradients: all-reduce only the gradient elements not zero on "
                         "every rank")
@@ -149,7 +154,7 @@ def parse_args(argv):
 def configs_from(args):
     keys = ("model", "precision", "world", "sync", "data", "steps", "log_every", "warmup_steps", "reps",
             "python_kernels", "ddptrain_allreduce", "grad_compression", "link", "ddptrain_skip_zero", "device",
-            "ranks_per_node")
+            "ranks_per_node", "ddptrain_powersgd_products")
     entries = SUITES[args.suite] if args.suite else [{k: getattr(args, k) for k in keys}]
     configs = []
     for entry in entries:
@@ -161,6 +166,7 @@ def configs_from(args):
         c["ddptrain_allreduce"] = c.get("ddptrain_allreduce") or "auto"
         c["grad_compression"] = c.get("grad_compression") or "none"
         c["ddptrain_skip_zero"] = bool(c.get("ddptrain_skip_zero"))
+        c["ddptrain_powersgd_products"] = c.get("ddptrain_powersgd_products") or "hook"
         c["link"] = c.get("link")
         c["ranks_per_node"] = c.get("ranks_per_node") or 1
         if c["link"]:
@@ -214,6 +220,8 @@ def label_of(c):
             + (f", PowerSGD rank {POWERSGD_RANK} from step {POWERSGD_START_STEP} (Python: powerSGD_hook, waited "
                "for bucket by bucket)" if c["grad_compression"] == "powersgd"
                else f", {c['grad_compression']} gradient compression" if c["grad_compression"] != "none" else "")
+            + (", ddptrain transposed products" if c["grad_compression"] == "powersgd"
+               and c["ddptrain_powersgd_products"] == "transposed" else "")
             + (", ddptrain skip_zero_gradients" if c["ddptrain_skip_zero"] else "")
             + (f", two network namespaces of {c['ranks_per_node']} rank(s) over a {c['link']} link, ddptrain "
                f"all-reduce {c['ddptrain_allreduce']}" if c["link"] and c["ranks_per_node"] > 1
@@ -235,7 +243,9 @@ def ddptrain_toml(c, init_path):
     dist_extra = (f'grad_compression = "{c["grad_compression"]}"\n' if c["grad_compression"] != "none" else "") + (
         "skip_zero_gradients = true\n" if c["ddptrain_skip_zero"] else "") + (
         f"powersgd_rank = {POWERSGD_RANK}\npowersgd_start_step = {POWERSGD_START_STEP}\n"
-        if c["grad_compression"] == "powersgd" else "")
+        if c["grad_compression"] == "powersgd" else "") + (
+        'powersgd_products = "transposed"\n' if c["grad_compression"] == "powersgd"
+        and c["ddptrain_powersgd_products"] == "transposed" else "")
     return f"""[job]
 out_dir = "out"
 seed = {c['seed']}

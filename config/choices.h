@@ -155,6 +155,14 @@ struct ChoiceTable<GradCompression> {
                                                            {GradCompression::PowerSgd, "powersgd"}};
 };
 
+// dist.powersgd_products
+enum class PowerSgdProducts { Hook, Transposed };
+template <>
+struct ChoiceTable<PowerSgdProducts> {
+  static constexpr NamedChoice<PowerSgdProducts> names[] = {{PowerSgdProducts::Hook, "hook"},
+                                                            {PowerSgdProducts::Transposed, "transposed"}};
+};
+
 // dist.allreduce
 enum class AllreducePath { Auto, Shm, Hierarchical, Gloo };
 template <>

@@ -536,6 +536,7 @@ struct DistConfig {
   bool powersgd_warm_start = true;
   double powersgd_epsilon = 0;
   int64_t powersgd_seed = 0;
+  PowerSgdProducts powersgd_products = PowerSgdProducts::Hook;
   bool skip_zero_gradients = false;
   bool find_unused_parameters = false;
   bool static_graph = false;
@@ -585,6 +586,11 @@ struct DistConfig {
     key(s.powersgd_seed, Key("powersgd_seed", "PowerSGD's random_seed (numpy RandomState) for the random Q matrices")
                              .at_least(0)
                              .at_most(4294967295.0));
+    key(s.powersgd_products,
+        Key("powersgd_products",
+            "hook: P = M Q and Q = M^T P by torch.bmm, as powerSGD_hook (its weights bit for bit); transposed: on "
+            "the CPU each computed as its transpose, Q^T M^T and P^T M (several times faster through MKL's sgemm; "
+            "the same sums in another order, so float32 rounding differs)"));
     key(s.skip_zero_gradients,
         Key("skip_zero_gradients",
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "

@@ -47,6 +47,7 @@ PowerSgdOptions powersgd_options(const DistConfig& cfg) {
   o.warm_start = cfg.powersgd_warm_start;
   o.orthogonalization_epsilon = cfg.powersgd_epsilon;
   o.random_seed = static_cast<uint32_t>(cfg.powersgd_seed);
+  o.transposed_products = cfg.powersgd_products == PowerSgdProducts::Transposed;
   return o;
 }
 

@@ -55,6 +55,17 @@ struct Compressing {
   at::Tensor p_memory, q_memory;
 };
 
+// out = a b for one [1, rows, r] product to a factor (torch.bmm in powerSGD_hook.py). On the CPU a row-major
+// [rows, r] result of a few columns is a gemm whose first dimension is r, for which MKL's sgemm takes a path several
+// times slower than reading `a` once; `transposed` computes out^T = b^T a^T instead, the long dimension first, and
+// copies the small result back: the same dot products, added in another order.
+void product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool transposed) {
+  if (transposed && out.is_cpu())
+    out[0].copy_(at::mm(b[0].t(), a[0].t()).t());
+  else
+    at::bmm_out(out, a, b);
+}
+
 constexpr const char* kEntry = "powersgd";
 
 std::runtime_error bad_entry(const std::string& why) {
@@ -170,7 +181,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       }
     }
   }
-  for (size_t i = 0; i < c.matrices.size(); ++i) at::bmm_out(c.ps[i], c.matrices[i], c.qs[i]);
+  for (size_t i = 0; i < c.matrices.size(); ++i) product_into(c.ps[i], c.matrices[i], c.qs[i], o.transposed_products);
   return true;
 }
 
@@ -314,10 +325,12 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
       tensors);
   // compute_qs
   const double epsilon = state_->options.orthogonalization_epsilon;
+  const bool transposed = state_->options.transposed_products;
   auto qs_done = ps_done->thenAsync(
-      [c, group, epsilon](c10::ivalue::Future&) {
+      [c, group, epsilon, transposed](c10::ivalue::Future&) {
         for (at::Tensor& p : c->ps) orthogonalize(p, epsilon);
-        for (size_t i = 0; i < c->matrices.size(); ++i) at::bmm_out(c->qs[i], c->matrices[i].transpose(1, 2), c->ps[i]);
+        for (size_t i = 0; i < c->matrices.size(); ++i)
+          product_into(c->qs[i], c->matrices[i].transpose(1, 2), c->ps[i], transposed);
         return allreduce(*group, c->q_memory);
       },
       tensors);

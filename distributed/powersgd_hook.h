@@ -27,6 +27,7 @@ struct PowerSgdOptions {
   bool warm_start = true;
   double orthogonalization_epsilon = 0;
   uint32_t random_seed = 0;
+  bool transposed_products = false;  // P = M Q and Q = M^T P computed as their transposes on the CPU
 };
 
 // _should_compress: whether an n x m matrix at this rank is sent as P and Q, by the element counts it compares.

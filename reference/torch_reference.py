@@ -209,6 +209,8 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
             start_powerSGD_iter=args.powersgd_start_step, min_compression_rate=args.powersgd_min_compression_rate,
             use_error_feedback=bool(args.powersgd_error_feedback), warm_start=bool(args.powersgd_warm_start),
             orthogonalization_epsilon=args.powersgd_epsilon, random_seed=args.powersgd_seed)
+        if getattr(args, "powersgd_transposed_products", 0):
+            powersgd.torch = TransposedProducts()
         ddp.register_comm_hook(state, one_bucket_at_a_time(powersgd.powerSGD_hook))
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
@@ -279,6 +281,24 @@ def one_bucket_at_a_time(hook):
     return waited
 
 
+class TransposedProducts:
+    """The torch module as powerSGD_hook sees it, but for its products P = M Q and Q = M^T P on the CPU, which are
+    computed as ddptrain computes them (distributed/powersgd_hook.cpp): the transposed result b^T a^T, copied back.
+    A bmm whose inner dimension exceeds its result's last (a product to a rank-r factor) is one of those; the
+    decompression P Q^T is torch.bmm as it is."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def bmm(a, b, out):
+        if out.is_cuda or a.size(2) <= out.size(2):
+            return torch.bmm(a, b, out=out)
+        for i in range(out.size(0)):
+            out[i].copy_(torch.mm(b[i].t(), a[i].t()).t())
+        return out
+
+
 def reference_optimizer(params, args):
     """torch.optim.SGD(lr, momentum, weight_decay), or with args.optimizer = "lars" or "lamb" timm.optim.Lars or Lamb
     with the hyperparameters args has (ddptrain's optimizer.* keys of the same names; foreach -1 = None)."""
@@ -309,10 +329,12 @@ def leave_process_group():
 
 
 # PowerSGDState's settings as the training scripts take them for --compress powersgd: ddptrain's dist.powersgd_* keys
-# of the same names, with their defaults (PowerSGDState's).
+# of the same names, with their defaults (PowerSGDState's); powersgd_transposed_products = 1 runs the hook with
+# TransposedProducts.
 POWERSGD_ARGUMENTS = [("compress", str, ""), ("powersgd_rank", int, 1), ("powersgd_start_step", int, 1000),
                       ("powersgd_min_compression_rate", float, 2.0), ("powersgd_error_feedback", int, 1),
-                      ("powersgd_warm_start", int, 1), ("powersgd_epsilon", float, 0.0), ("powersgd_seed", int, 0)]
+                      ("powersgd_warm_start", int, 1), ("powersgd_epsilon", float, 0.0), ("powersgd_seed", int, 0),
+                      ("powersgd_transposed_products", int, 0)]
 
 # The options the training scripts share (each may override a default): (name, type, default).
 TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),

@@ -168,7 +168,8 @@ RunFacts Trainer::run_facts() const {
   f.rendezvous = ctx_.rendezvous;
   if (cfg_.dist.grad_compression == GradCompression::PowerSgd)
     f.grad_compression = "PowerSGD rank-" + std::to_string(cfg_.dist.powersgd_rank) + " factors from step " +
-                         std::to_string(cfg_.dist.powersgd_start_step);
+                         std::to_string(cfg_.dist.powersgd_start_step) +
+                         (cfg_.dist.powersgd_products == PowerSgdProducts::Transposed ? ", transposed products" : "");
   else if (cfg_.dist.grad_compression != GradCompression::None)
     f.grad_compression = choice_name(cfg_.dist.grad_compression);
   f.model = cfg_.model.name.name;

@@ -979,7 +979,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 24);
+  EXPECT_EQ(keys, 25);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),

@@ -63,6 +63,7 @@ struct Settings {
   bool warm_start;
   double epsilon;
   int seed;
+  bool transposed = false;  // dist.powersgd_products = "transposed", against the hook with TransposedProducts
 };
 
 std::string describe(const Settings& s) {
@@ -70,17 +71,24 @@ std::string describe(const Settings& s) {
   eps << s.epsilon;
   return std::to_string(s.world) + " ranks, rank " + std::to_string(s.rank) + ", start step " +
          std::to_string(s.start_step) + ", error feedback " + (s.error_feedback ? "on" : "off") + ", warm start " +
-         (s.warm_start ? "on" : "off") + ", epsilon " + eps.str() + ", seed " + std::to_string(s.seed);
+         (s.warm_start ? "on" : "off") + ", epsilon " + eps.str() + ", seed " + std::to_string(s.seed) +
+         (s.transposed ? ", transposed products" : "");
 }
 
-// The classic Net trained 20 steps by ddptrain and by Python DDP + powerSGD_hook under `s`, from the same weights on
-// the same batches (dir holds write_data_and_net_init's files), on the CPU or with `on_cuda` on GPUs (both sides with
-// cuDNN's deterministic algorithms and no TF32; NCCL where each rank has a GPU, else Gloo with CUDA tensors): the
-// largest difference of their weights (infinite when a side failed); the Python side's model is dir/python-NAME.pt
-// (NAME from the settings).
+// The settings' part of the output names: the Python side's model is dir/python-NAME.pt, ddptrain's
+// dir/ours-NAME/model.pt.
+std::string powersgd_name(const Settings& s) {
+  return "w" + std::to_string(s.world) + "r" + std::to_string(s.rank) + "s" + std::to_string(s.start_step) +
+         (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "") + (s.transposed ? "t" : "");
+}
+
+// The classic Net trained 20 steps by ddptrain and by Python DDP + powerSGD_hook under `s` (with s.transposed, the
+// hook's products as torch_reference.TransposedProducts computes them), from the same weights on the same batches
+// (dir holds write_data_and_net_init's files), on the CPU or with `on_cuda` on GPUs (both sides with cuDNN's
+// deterministic algorithms and no TF32; NCCL where each rank has a GPU, else Gloo with CUDA tensors): the largest
+// difference of their weights (infinite when a side failed).
 double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
-  const std::string name = "w" + std::to_string(s.world) + "r" + std::to_string(s.rank) + "s" +
-                           std::to_string(s.start_step) + (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "");
+  const std::string name = powersgd_name(s);
   const std::string python_out = dir / ("python-" + name + ".pt"), ours_out = dir / ("ours-" + name);
   std::ostringstream eps;
   eps << s.epsilon;
@@ -90,7 +98,8 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
                    " --compress powersgd --powersgd-rank " + std::to_string(s.rank) + " --powersgd-start-step " +
                    std::to_string(s.start_step) + " --powersgd-error-feedback " + (s.error_feedback ? "1" : "0") +
                    " --powersgd-warm-start " + (s.warm_start ? "1" : "0") + " --powersgd-epsilon " + eps.str() +
-                   " --powersgd-seed " + std::to_string(s.seed) + (on_cuda ? " --device cuda" : ""));
+                   " --powersgd-seed " + std::to_string(s.seed) + " --powersgd-transposed-products " +
+                   (s.transposed ? "1" : "0") + (on_cuda ? " --device cuda" : ""));
   bool ran = std::filesystem::exists(python_out);
   EXPECT_TRUE(ran) << ref.output;
   const std::string gpus =
@@ -107,6 +116,7 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
           " --dist.powersgd_start_step=" + std::to_string(s.start_step) + " --dist.powersgd_error_feedback=" +
           (s.error_feedback ? "true" : "false") + " --dist.powersgd_warm_start=" + (s.warm_start ? "true" : "false") +
           " --dist.powersgd_epsilon=" + eps.str() + " --dist.powersgd_seed=" + std::to_string(s.seed) +
+          " --dist.powersgd_products=" + (s.transposed ? "transposed" : "hook") +
           (on_cuda ? " --dist.device=cuda --training.deterministic=true --training.cudnn_allow_tf32=false" + gpus
                    : " --dist.allreduce=gloo"));
   for (const auto& r : ours) {
@@ -115,8 +125,8 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
   }
   if (!ran) return std::numeric_limits<double>::infinity();
   const double diff = max_state_diff(ours_out + "/model.pt", python_out);
-  report_figure("powersgd " + describe(s) + (on_cuda ? " on cuda" : "") +
-                    ": vs Python DDP + powerSGD_hook, max abs diff after 20 steps",
+  report_figure("powersgd " + describe(s) + (on_cuda ? " on cuda" : "") + ": vs Python DDP + powerSGD_hook" +
+                    (s.transposed ? " with the same products" : "") + ", max abs diff after 20 steps",
                 diff);
   return diff;
 }
@@ -124,8 +134,11 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
 // Both sides run the same kernels on the same batches, with convolutions as PyTorch runs them (contiguous, every tap),
 // through c10d's Reducer and Gloo's all-reduce, and the hook's steps in its order: the same float32 operations in the
 // same order, so the weights are equal bit for bit, as with the fp16 and bf16 hooks
-// (DdpTest.GradCompressionMatchesPythonDdpWithTheCompressHook). Another random Q, a missing error feedback or
-// orthogonalization, or a matrix compressed that the hook leaves whole moves weights by 1e-3 and more.
+// (DdpTest.GradCompressionMatchesPythonDdpWithTheCompressHook). So are they with transposed products against the hook
+// computing its products the same way; against the hook as shipped those move the weights by float32 rounding
+// carried through 20 steps of power iteration and error feedback (reported; PyTorch's own hook moves as far when MKL
+// takes another code path, MKL_CBWR=COMPATIBLE). Another random Q, a missing error feedback or orthogonalization, or
+// a matrix compressed that the hook leaves whole moves weights by 1e-3 and more.
 TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
@@ -133,10 +146,9 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   // Gloo's all-reduce on both sides: 3 ranks' sums in the same order. Rank 4 uses QR and leaves conv1 (10 x 25)
   // uncompressed; rank 1 and 2 Gram-Schmidt. Start step 1 without error feedback and warm start compresses DDP's first,
   // one-bucket step too.
-  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0},
-                            {3, 4, 6, true, true, 0.0, 5},
-                            {3, 1, 1, false, false, 0.0, 0},
-                            {2, 2, 3, true, false, 1e-8, 7}};
+  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0},       {3, 4, 6, true, true, 0.0, 5},
+                            {3, 1, 1, false, false, 0.0, 0},     {2, 2, 3, true, false, 1e-8, 7},
+                            {2, 2, 4, true, true, 0.0, 0, true}, {3, 4, 6, true, true, 0.0, 5, true}};
   for (const Settings& s : cases) {
     SCOPED_TRACE(describe(s));
     EXPECT_EQ(powersgd_vs_python(dir, s, /*on_cuda=*/false), 0.0);
@@ -144,6 +156,15 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   // Each setting trains other weights than the next: matching one is matching what it changes.
   EXPECT_GT(max_state_diff(dir / "python-w2r2s4ew.pt", dir / "python-w2r2s3e.pt"), 1e-4);
   EXPECT_GT(max_state_diff(dir / "python-w3r4s6ew.pt", dir / "python-w3r1s1.pt"), 1e-4);
+  // Transposed products against the hook as shipped: apart by rounding (reported), not equal.
+  for (const std::string name : {"w2r2s4ew", "w3r4s6ew"}) {
+    const double diff = max_state_diff(dir / ("ours-" + name + "t/model.pt"), dir / ("python-" + name + ".pt"));
+    report_figure("powersgd " + name +
+                      ", transposed products: vs Python DDP + powerSGD_hook as shipped, max abs "
+                      "diff after 20 steps",
+                  diff);
+    EXPECT_GT(diff, 0.0);  // another order of the sums did run
+  }
 }
 
 // The same on CUDA, the hook's matrices and all-reduces on the GPU: within the acceptance's 1e-5 (both sides run the
@@ -251,32 +272,40 @@ TEST(PowerSgd, AWorkerKilledMidRunResumesBitIdentical) {
 
 // ResNet-18 (11.7M parameters: a 1 MiB bucket and 25 MB ones, whose hooks run while backward goes on) on CIFAR-10
 // images of 32x32, 2 ranks x 5 images, 6 steps over 3 epochs, compressed from the third: as Python DDP with
-// powerSGD_hook.
+// powerSGD_hook, bit for bit; with transposed products, as the hook with TransposedProducts. Those against the hook
+// as shipped end some 1e-4 apart (reported): 5 images a rank make gradient matrices whose second and third singular
+// values lie close, and float32 rounding turns the rank-2 factors between them.
 TEST(PowerSgdVsPyTorch, ResNet18SeveralBucketsTrainsAsPythonDdp) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
   write_tiny_cifar10(dir / "c", 4, 4, 3);
   const CommandResult init = save_torchvision_init(dir / "init.pt", "resnet18", 10, 5);
   ASSERT_EQ(init.exit_code, 0) << init.output;
-  const CommandResult ref = run_python_ranks(
-      2, source_dir() + "/tests/python/cifar_reference.py --data " + dir / "c" + " --init " + dir / "init.pt" +
-             " --out " + dir / "python.pt" + " --model resnet18 --dropout 0 --stochastic-depth 0 --batch 5 --steps 6" +
-             " --lr 0.01 --momentum 0.9 --seed 3 --compress powersgd --powersgd-rank 2 --powersgd-start-step 2");
-  ASSERT_TRUE(std::filesystem::exists(dir / "python.pt")) << ref.output;
   const std::string cfg = write_mnist_job(
       dir, dir / "c",
       {"data.batch_size=5", "data.workers=0", "model.name=resnet18", "model.skip_padding_taps=false", "model.dropout=0",
        "model.stochastic_depth=0", "model.init_from=" + dir / "init.pt", "optimizer.lr=0.01", "optimizer.momentum=0.9",
-       "job.seed=3", "job.out_dir=" + dir / "out", "training.max_steps=6", "training.epochs=3", "metrics.progress=off",
+       "job.seed=3", "training.max_steps=6", "training.epochs=3", "metrics.progress=off",
        "dist.grad_compression=powersgd", "dist.powersgd_rank=2", "dist.powersgd_start_step=2"});
-  for (const auto& r : run_ranks(2, cfg + " --data.dataset=cifar10")) ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double diff = max_state_diff(dir / "out/model.pt", dir / "python.pt");
+  for (const std::string products : {"hook", "transposed"}) {
+    const std::string python_out = dir / ("python-" + products + ".pt"), ours = dir / products;
+    const CommandResult ref = run_python_ranks(
+        2, source_dir() + "/tests/python/cifar_reference.py --data " + dir / "c" + " --init " + dir / "init.pt" +
+               " --out " + python_out + " --model resnet18 --dropout 0 --stochastic-depth 0 --batch 5 --steps 6" +
+               " --lr 0.01 --momentum 0.9 --seed 3 --compress powersgd --powersgd-rank 2 --powersgd-start-step 2" +
+               " --powersgd-transposed-products " + (products == "transposed" ? "1" : "0"));
+    ASSERT_TRUE(std::filesystem::exists(python_out)) << ref.output;
+    for (const auto& r :
+         run_ranks(2, cfg + " --data.dataset=cifar10 --job.out_dir=" + ours + " --dist.powersgd_products=" + products))
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    SCOPED_TRACE(products);
+    EXPECT_EQ(max_state_diff(ours + "/model.pt", python_out), 0.0);
+  }
   report_figure(
-      "powersgd resnet18, 2 ranks, rank 2, start step 2: vs Python DDP + powerSGD_hook, max abs diff after "
-      "6 steps",
-      diff);
-  EXPECT_EQ(diff, 0.0);
-  EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python.pt"), 1e-3);  // the steps moved the weights
+      "powersgd resnet18, 2 ranks, rank 2, start step 2, transposed products: vs Python DDP + powerSGD_hook as "
+      "shipped, max abs diff after 6 steps",
+      max_state_diff(dir / "transposed/model.pt", dir / "python-hook.pt"));
+  EXPECT_GT(max_state_diff(dir / "init.pt", dir / "python-hook.pt"), 1e-3);  // the steps moved the weights
 }
 
 }  // namespace
