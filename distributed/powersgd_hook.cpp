@@ -22,20 +22,28 @@ void maybe_increase_iter(PowerSgdState& s, bool last_bucket) {
   s.elements_this_iter = 0;
 }
 
-// The matrices to compress grouped by shape, groups in order of their shape's first appearance: the order of
-// powerSGD_hook's shape_to_tensors (a dict of lists), which lays out the P and Q memories and draws the random Qs.
-std::vector<at::Tensor> grouped_by_shape(const std::vector<at::Tensor>& matrices) {
-  std::vector<at::Tensor> out;
+// The indices of the matrices to compress grouped by shape, groups in order of their shape's first appearance: the
+// order of powerSGD_hook's shape_to_tensors (a dict of lists), which lays out the P and Q memories and draws the
+// random Qs.
+std::vector<size_t> grouped_by_shape(const std::vector<at::Tensor>& matrices) {
+  std::vector<size_t> out;
   std::vector<bool> taken(matrices.size(), false);
   for (size_t i = 0; i < matrices.size(); ++i) {
     if (taken[i]) continue;
     for (size_t j = i; j < matrices.size(); ++j)
       if (!taken[j] && matrices[j].sizes() == matrices[i].sizes()) {
-        out.push_back(matrices[j]);
+        out.push_back(j);
         taken[j] = true;
       }
   }
   return out;
+}
+
+// Where the bucket holds `t` (one of its gradients), the same elements of `values`, a tensor of the bucket's layout.
+at::Tensor same_place(const at::Tensor& t, const at::Tensor& bucket, const at::Tensor& values) {
+  TORCH_CHECK(t.is_alias_of(bucket) && t.is_contiguous(), "PowerSGD: a gradient that is not a view into its bucket");
+  const int64_t at = t.storage_offset() - bucket.storage_offset();
+  return values.slice(0, at, at + t.numel()).view(t.sizes());
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> allreduce(c10d::ProcessGroup& group, const at::Tensor& t) {
@@ -43,15 +51,22 @@ c10::intrusive_ptr<c10::ivalue::Future> allreduce(c10d::ProcessGroup& group, con
   return group.allreduce(tensors)->getFuture();
 }
 
-// The hook's one bucket in flight: views into the bucket and into its P and Q memories.
+// The hook's one bucket in flight: views into the bucket, into what is compressed and into the P and Q memories.
+//
+// The hook adds the residual to the bucket, copies the sum (input_tensor_cp), compresses the bucket and at last
+// keeps input_tensor_cp - input_tensor. Here the sum is written once, into the residual's own buffer, and compressed
+// from there: the same values (the hook reads the residual only in that add, and float addition commutes), in one
+// pass over the gradients where the add and the copy make two; the bucket receives only the decompressed result.
 struct Compressing {
   int64_t index = 0;
   bool last = false;
   int64_t world = 1;
-  at::Tensor input, input_copy;          // the bucket; before compression (error feedback: the residual's buffer)
+  at::Tensor input;  // the bucket
+  at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   at::Tensor uncompressed_memory;
-  std::vector<at::Tensor> matrices, ps, qs;  // [1, n, m] views into the bucket; [1, n, r], [1, m, r]
+  // [1, n, m] views into what is compressed (the sum, or the bucket) and into the bucket; [1, n, r], [1, m, r]
+  std::vector<at::Tensor> matrices, outputs, ps, qs;
   at::Tensor p_memory, q_memory;
 };
 
@@ -122,15 +137,17 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     }
     const auto options = c.input.options();
     if (o.use_error_feedback) {
-      auto it = s.error.find(c.index);
-      if (it != s.error.end()) c.input.add_(it->second);
-      // The hook's input_tensor_cp = input_tensor.detach().clone(), kept in the residual's own buffer: the hook reads
-      // the residual only in the add above, and replaces it with input_tensor_cp - input_tensor once decompressed.
+      // input_tensor.add_(state.error_dict[bucket_index]) and input_tensor_cp = input_tensor.clone(), as one sum.
       at::Tensor& kept = s.error[c.index];
-      if (!fits(kept, c.input)) kept = at::empty_like(c.input, at::MemoryFormat::Contiguous);
-      c.input_copy = kept.copy_(c.input);
+      if (fits(kept, c.input))
+        kept.add_(c.input);
+      else
+        kept = c.input.clone(at::MemoryFormat::Contiguous);
+      c.sum = kept;
     }
-    std::vector<at::Tensor> to_compress;
+    const at::Tensor& source = c.sum.defined() ? c.sum : c.input;
+    std::vector<at::Tensor> to_compress, compressed_in_bucket;
+    std::vector<at::Tensor> flat;
     int64_t ps_size = 0, qs_size = 0;
     for (const at::Tensor& t : bucket.getGradients()) {
       at::Tensor matrix = t.view({t.size(0), -1});
@@ -140,17 +157,17 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       s.numel_before_compression += test.uncompressed;
       s.elements_this_iter += test.compress ? test.compressed : test.uncompressed;
       if (test.compress) {
-        to_compress.push_back(matrix);
+        to_compress.push_back(same_place(t, c.input, source).view({n, m}));
+        compressed_in_bucket.push_back(matrix);
         ps_size += n * r;
         qs_size += m * r;
         s.numel_after_compression += test.compressed;
       } else {
         c.uncompressed.push_back(t);
+        flat.push_back(same_place(t, c.input, source).view(-1));
         s.numel_after_compression += test.uncompressed;
       }
     }
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& t : c.uncompressed) flat.push_back(t.view(-1));
     c.uncompressed_memory = flat.empty() ? at::empty({0}, options) : at::cat(flat);
 
     const bool randomize_qs = !o.warm_start || s.p_memory.count(c.index) == 0;
@@ -161,10 +178,12 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     c.p_memory = s.p_memory.at(c.index);
     c.q_memory = s.q_memory.at(c.index);
     int64_t p_at = 0, q_at = 0;
-    for (const at::Tensor& matrix : grouped_by_shape(to_compress)) {
+    for (const size_t i : grouped_by_shape(to_compress)) {
+      const at::Tensor& matrix = to_compress[i];
       const int64_t n = matrix.size(0), m = matrix.size(1);
       const int64_t r = std::min({n, m, o.matrix_approximation_rank});
       c.matrices.push_back(matrix.unsqueeze(0));
+      c.outputs.push_back(compressed_in_bucket[i].unsqueeze(0));
       c.ps.push_back(c.p_memory.slice(0, p_at, p_at + n * r).view({1, n, r}));
       c.qs.push_back(c.q_memory.slice(0, q_at, q_at + m * r).view({1, m, r}));
       p_at += n * r;
@@ -188,13 +207,13 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
 // The hook's decompress: M = P Q^T into the bucket, the residual kept, the iteration counted.
 c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   c.q_memory.div_(c.world);
-  for (size_t i = 0; i < c.matrices.size(); ++i) at::bmm_out(c.matrices[i], c.ps[i], c.qs[i].transpose(1, 2));
+  for (size_t i = 0; i < c.outputs.size(); ++i) at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the copy (a
+  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
   // checkpoint holds gathered copies of the residuals, never these tensors).
-  if (s.options.use_error_feedback) c.input_copy.sub_(c.input);
+  if (c.sum.defined()) c.sum.sub_(c.input);
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();
