@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <stdexcept>
+#include <vector>
 
 namespace ddp {
 
@@ -21,6 +22,22 @@ c10::ScalarType amp_dtype(AmpDtype dtype, c10::DeviceType device) {
 
 std::string amp_dtype_label(c10::ScalarType dtype) {
   return dtype == c10::kHalf ? "float16" : dtype == c10::kBFloat16 ? "bfloat16" : c10::toString(dtype);
+}
+
+std::string cpu_autocast_warning(c10::ScalarType dtype, const std::unordered_map<std::string, c10::IValue>& cpu) {
+  // The ISA extensions oneDNN computes each dtype with (its avx512_core_bf16 / avx512_core_fp16, avx512_core_amx
+  // and avx2_vnni_2 kernels).
+  static const std::vector<std::string> kBf16{"avx512_bf16", "amx_bf16", "avx_ne_convert"};
+  static const std::vector<std::string> kFp16{"avx512_fp16", "amx_fp16", "avx_ne_convert"};
+  const std::vector<std::string>& needed = dtype == c10::kBFloat16 ? kBf16 : kFp16;
+  std::string names;
+  for (const std::string& name : needed) {
+    const auto it = cpu.find(name);
+    if (it != cpu.end() && it->second.isBool() && it->second.toBool()) return "";
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return "autocast to " + amp_dtype_label(dtype) + " on a CPU with none of " + names + ": oneDNN emulates " +
+         amp_dtype_label(dtype) + ", which can make a step many times slower than in float32 (amp.enabled = false)";
 }
 
 AutocastGuard::AutocastGuard(c10::Device device, bool enabled, c10::ScalarType dtype) : device_type_(device.type()) {

@@ -3,10 +3,12 @@
 
 #include "config/choices.h"
 
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <string>
+#include <unordered_map>
 
 namespace ddp {
 
@@ -15,6 +17,11 @@ namespace ddp {
 c10::ScalarType amp_dtype(AmpDtype dtype, c10::DeviceType device = c10::DeviceType::CPU);
 // "float16" / "bfloat16": torch's name for an autocast dtype.
 std::string amp_dtype_label(c10::ScalarType dtype);
+
+// The warning for CPU autocast to `dtype` on a CPU with none of the instructions that compute in it (by the names of
+// at::cpu::get_cpu_capabilities, which cpuinfo fills): oneDNN then emulates the dtype, and without AVX-512 a step
+// can take many times as long as in float32. "" where one of them is there.
+std::string cpu_autocast_warning(c10::ScalarType dtype, const std::unordered_map<std::string, c10::IValue>& cpu);
 
 // Enters an autocast region exactly as torch.autocast.__enter__ does (set_autocast_enabled and set_autocast_dtype
 // for the device type, then increment_nesting and the cache flag) and restores the previous state on destruction

@@ -23,6 +23,8 @@
 #include "train/graph_state.h"
 #include "train/init_weights.h"
 
+#include <ATen/cpu/Utils.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -104,6 +106,9 @@ void Trainer::setup() {
   profiler_ = std::make_unique<StepProfiler>(cfg_.profile, cfg_.job.out_dir, ctx_.rank, ctx_.device);
   sample_log_ = std::make_unique<SampleLog>(cfg_.metrics.sample_ids, cfg_.job.out_dir, ctx_.rank, ctx_.world_size);
   reporter_.banner(run_facts());
+  if (cfg_.amp.enabled && ctx_.device.is_cpu())
+    if (const std::string w = cpu_autocast_warning(amp_dtype_, at::cpu::get_cpu_capabilities()); !w.empty())
+      reporter_.warning(w);
   if (profiler_->memory_snapshot_unavailable())
     reporter_.warning("profile.memory_snapshot records the CUDA caching allocator, and this run is on " +
                       ctx_.device.str() + ": the trace is written without a memory snapshot");

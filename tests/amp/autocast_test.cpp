@@ -1,7 +1,8 @@
-// AutocastGuard: dtypes inside and outside, nesting, rejection, and PyTorch parity.
+// AutocastGuard: dtypes inside and outside, nesting, rejection, and PyTorch parity; the CPU's emulated-dtype warning.
 //
 // bf16 and fp16 outputs inside / float32 outside, nesting and restore, dtype rejection, and a Net forward
-// bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16).
+// bit-identical to Python's torch.autocast("cpu", dtype=torch.bfloat16); the startup warning where the CPU has none
+// of a dtype's instructions.
 #include "amp/autocast.h"
 #include "config/config.h"
 #include "checkpoint/state_dict.h"
@@ -9,6 +10,7 @@
 #include "tests/support/test_support.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/cpu/Utils.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -174,6 +176,45 @@ TEST(AutocastTest, NetForwardBitIdenticalToTorchAutocastCpuBf16) {
     // And autocast really changed the numbers (a guard that did nothing would pass the equality above only if
     // Python's autocast did nothing too).
     EXPECT_FALSE(torch::equal(ours.to(torch::kFloat), plain)) << format;
+  }
+}
+
+// Autocast on a CPU with none of a dtype's instructions is warned of, naming them; one of them is enough to be quiet,
+// and each dtype has its own.
+TEST(AutocastTest, CpuWithoutTheDtypesInstructionsIsWarnedOf) {
+  const std::unordered_map<std::string, c10::IValue> none{{"avx2", true}, {"avx512_bf16", false}, {"amx_bf16", false}};
+  const std::string bf16 = cpu_autocast_warning(c10::kBFloat16, none);
+  EXPECT_EQ(bf16,
+            "autocast to bfloat16 on a CPU with none of avx512_bf16, amx_bf16, avx_ne_convert: oneDNN emulates "
+            "bfloat16, which can make a step many times slower than in float32 (amp.enabled = false)");
+  EXPECT_NE(cpu_autocast_warning(c10::kHalf, none).find("float16 on a CPU with none of avx512_fp16, amx_fp16, "),
+            std::string::npos);
+  for (const std::string name : {"avx512_bf16", "amx_bf16", "avx_ne_convert"}) {
+    auto with = none;
+    with[name] = true;
+    EXPECT_EQ(cpu_autocast_warning(c10::kBFloat16, with), "") << name;
+  }
+  auto fp16 = none;
+  fp16["avx512_fp16"] = true;
+  EXPECT_EQ(cpu_autocast_warning(c10::kHalf, fp16), "");
+  EXPECT_EQ(cpu_autocast_warning(c10::kBFloat16, fp16), bf16);
+}
+
+// A CPU run under autocast says so at startup exactly where this machine lacks the instructions (cpuinfo's view, as
+// ATen reports it); without autocast it never does.
+TEST(AutocastTest, CpuRunWarnsOfAnEmulatedDtypeAtStartup) {
+  TempDir dir;
+  const bool emulated = !cpu_autocast_warning(c10::kBFloat16, at::cpu::get_cpu_capabilities()).empty();
+  for (const bool amp : {true, false}) {
+    const std::string cfg = write_tiny_job(
+        dir, 64, 16, 1,
+        {"job.out_dir=" + dir / (amp ? "amp" : "fp32"), "data.batch_size=16", "training.max_steps=1", "dist.device=cpu",
+         "amp.dtype=bfloat16", std::string("amp.enabled=") + (amp ? "true" : "false")});
+    const CommandResult r = run_command(ddptrain_path() + " " + cfg);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("warning: autocast to bfloat16 on a CPU with none of") != std::string::npos,
+              amp && emulated)
+        << r.output;
   }
 }
 
