@@ -114,7 +114,7 @@ TEST(CheckpointLine, ManifestRewrittenByAJsonToolIsStillRead) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + dir / "part/checkpoints/step-00000008.pt at step 8"), std::string::npos)
       << r.output;
-  EXPECT_EQ(warnings_besides_stragglers(r.output), "") << r.output;
+  EXPECT_EQ(warnings_of_the_job(r.output), "") << r.output;
 }
 
 TEST(CheckpointLine, UnreadableManifestIsAWarningAndNeverOverwritten) {

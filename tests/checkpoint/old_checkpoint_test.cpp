@@ -31,7 +31,7 @@ TEST(OldCheckpoint, OneWrittenByDdptrain030LoadsEntryForEntryAndResumesBitIdenti
         "", 1, dir.path());
     for (const auto& r : ranks) EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(ranks[0].output.find("at step 4 (epoch 1, micro-batch 8)"), std::string::npos) << ranks[0].output;
-    EXPECT_EQ(warnings_besides_stragglers(ranks[0].output), "") << ranks[0].output;
+    EXPECT_EQ(warnings_of_the_job(ranks[0].output), "") << ranks[0].output;
   };
   run("rewritten", old_file, " --training.max_steps=4");
   const std::string rewritten = dir / "rewritten/checkpoints/step-00000004.pt";

@@ -101,7 +101,7 @@ TEST_P(CheckpointInterop, PythonCheckpointResumesInDdptrain) {
                           " --checkpoint.resume=" + job_->dir / "python_ckpt.pt");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("at step 7 (epoch 1, micro-batch 7)"), std::string::npos) << resumed.output;
-  EXPECT_EQ(warnings_besides_stragglers(resumed.output), "") << resumed.output;
+  EXPECT_EQ(warnings_of_the_job(resumed.output), "") << resumed.output;
   ASSERT_EQ(ddptrain("--job.out_dir=" + job_->dir / "full" + steps(kFirstSteps + kMoreSteps)).exit_code, 0);
   const double vs_python = max_state_diff(job_->dir / "resumed/model.pt", job_->dir / "py.pt");
   const double vs_uninterrupted = max_state_diff(job_->dir / "resumed/model.pt", job_->dir / "full/model.pt");
@@ -250,7 +250,7 @@ TEST(CheckpointInterop, MissingOrMistypedEntryIsAnErrorAndDifferingHyperparamete
   const std::string warning =
       "warning: the checkpoint's optimizer param_groups differ from the config, whose values "
       "are used: momentum 0.9 (config 0.5), nesterov False (config True)\n";
-  EXPECT_EQ(warnings_besides_stragglers(r.output), warning) << r.output;
+  EXPECT_EQ(warnings_of_the_job(r.output), warning) << r.output;
 }
 
 // A checkpoint whose param groups another optimizer.norm_weight_decay / bias_weight_decay split made is refused, as
@@ -288,7 +288,7 @@ TEST(CheckpointInterop, ResumingWithAnotherParamGroupSplitIsAnErrorNamingTheKeys
   auto r = job.ddptrain("--optimizer.momentum=0.9 --optimizer.bias_weight_decay=0.5 --job.out_dir=" + job.dir / "w" +
                         job.steps(9) + " --checkpoint.resume=" + python_ckpt);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(warnings_besides_stragglers(r.output),
+  EXPECT_EQ(warnings_of_the_job(r.output),
             "warning: the checkpoint's optimizer param_groups differ from the config, whose values are used: "
             "param_groups[1] weight_decay 0 (config 0.5)\n")
       << r.output;
@@ -316,7 +316,7 @@ TEST(CheckpointInterop, AdamCheckpointWithoutDecoupledWeightDecayResumesAsAdamOr
   for (const std::string optimizer : {"adam", "adamw"}) {
     auto r = resume(old, optimizer, optimizer + "_old");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_EQ(warnings_besides_stragglers(r.output), "") << r.output;
+    EXPECT_EQ(warnings_of_the_job(r.output), "") << r.output;
   }
   auto with_key = resume(ckpt, "adam", "adam_new");
   ASSERT_EQ(with_key.exit_code, 0) << with_key.output;

@@ -80,7 +80,7 @@ TEST(MlflowTracking, LogsParamsMetricsAndArtifactsAndAResumeContinuesTheRun) {
   for (const auto& r : first) ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string run = mlflow_run_of(first[0].output);
   ASSERT_FALSE(run.empty()) << first[0].output << read_file(dir / "server.log");
-  EXPECT_EQ(warnings_besides_stragglers(first[0].output), "") << first[0].output;
+  EXPECT_EQ(warnings_of_the_job(first[0].output), "") << first[0].output;
   // More steps from the final checkpoint: the same MLflow run, its metrics going on from step 4.
   const auto resumed = run_ranks(2, cfg + " --training.max_steps=6");
   for (const auto& r : resumed) ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -181,12 +181,14 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-std::string warnings_besides_stragglers(const std::string& output) {
+std::string warnings_of_the_job(const std::string& output) {
   std::string kept;
   std::istringstream in(output);
   std::string line;
   while (std::getline(in, line))
-    if (line.find("warning") != std::string::npos && line.find("warning: straggler: ") == std::string::npos)
+    if (line.find("warning") != std::string::npos && line.find("warning: straggler: ") == std::string::npos &&
+        !(line.find("warning: autocast to ") != std::string::npos &&
+          line.find(" on a CPU with none of ") != std::string::npos))
       kept += line + "\n";
   return kept;
 }
