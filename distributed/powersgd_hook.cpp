@@ -63,6 +63,9 @@ struct Compressing {
   int64_t world = 1;
   at::Tensor input;  // the bucket
   at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
+  // Whether the bucket's gradients cover it whole: then the sum and the residual are formed a gradient at a time,
+  // each beside the product that reads or writes it while it is still in cache; else over the whole bucket.
+  bool by_gradient = false;
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   at::Tensor uncompressed_memory;
   // [1, n, m] views into what is compressed (the sum, or the bucket) and into the bucket; [1, n, r], [1, m, r]
@@ -72,11 +75,12 @@ struct Compressing {
 
 // out = a b for one [1, rows, r] product to a factor (torch.bmm in powerSGD_hook.py). On the CPU a row-major
 // [rows, r] result of a few columns is a gemm whose first dimension is r, for which MKL's sgemm takes a path several
-// times slower than reading `a` once; `transposed` computes out^T = b^T a^T instead, the long dimension first, and
+// times slower than reading `a` once; `transposed` computes out^T = b^T a^T instead, the long dimension first, with
+// b^T copied contiguous (a few thousand elements; MKL reads a transposed small operand on a path twice as slow), and
 // copies the small result back: the same dot products, added in another order.
 void product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool transposed) {
   if (transposed && out.is_cpu())
-    out[0].copy_(at::mm(b[0].t(), a[0].t()).t());
+    out[0].copy_(at::mm(b[0].t().contiguous(), a[0].t()).t());
   else
     at::bmm_out(out, a, b);
 }
@@ -136,20 +140,27 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       return false;
     }
     const auto options = c.input.options();
+    const std::vector<at::Tensor> gradients = bucket.getGradients();
     if (o.use_error_feedback) {
-      // input_tensor.add_(state.error_dict[bucket_index]) and input_tensor_cp = input_tensor.clone(), as one sum.
+      // input_tensor.add_(state.error_dict[bucket_index]) and input_tensor_cp = input_tensor.clone(), as one sum:
+      // here, or a gradient at a time below (float addition is elementwise: the same values either way).
       at::Tensor& kept = s.error[c.index];
-      if (fits(kept, c.input))
-        kept.add_(c.input);
-      else
+      int64_t covered = 0;
+      for (const at::Tensor& t : gradients) covered += t.numel();
+      if (!fits(kept, c.input)) {
         kept = c.input.clone(at::MemoryFormat::Contiguous);
+      } else if (covered == c.input.numel()) {
+        c.by_gradient = true;
+      } else {
+        kept.add_(c.input);
+      }
       c.sum = kept;
     }
     const at::Tensor& source = c.sum.defined() ? c.sum : c.input;
     std::vector<at::Tensor> to_compress, compressed_in_bucket;
     std::vector<at::Tensor> flat;
     int64_t ps_size = 0, qs_size = 0;
-    for (const at::Tensor& t : bucket.getGradients()) {
+    for (const at::Tensor& t : gradients) {
       at::Tensor matrix = t.view({t.size(0), -1});
       const int64_t n = matrix.size(0), m = matrix.size(1);
       const int64_t r = std::min({n, m, o.matrix_approximation_rank});
@@ -165,6 +176,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       } else {
         c.uncompressed.push_back(t);
         flat.push_back(same_place(t, c.input, source).view(-1));
+        if (c.by_gradient) flat.back().add_(t.view(-1));
         s.numel_after_compression += test.uncompressed;
       }
     }
@@ -200,20 +212,28 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       }
     }
   }
-  for (size_t i = 0; i < c.matrices.size(); ++i) product_into(c.ps[i], c.matrices[i], c.qs[i], o.transposed_products);
+  for (size_t i = 0; i < c.matrices.size(); ++i) {
+    if (c.by_gradient) c.matrices[i].add_(c.outputs[i]);
+    product_into(c.ps[i], c.matrices[i], c.qs[i], o.transposed_products);
+  }
   return true;
 }
 
 // The hook's decompress: M = P Q^T into the bucket, the residual kept, the iteration counted.
 c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   c.q_memory.div_(c.world);
-  for (size_t i = 0; i < c.outputs.size(); ++i) at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
+  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
+  // checkpoint holds gathered copies of the residuals, never these tensors), a gradient at a time where it can be.
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
+    if (c.by_gradient) c.matrices[i].sub_(c.outputs[i]);
+  }
+  if (c.by_gradient)
+    for (const at::Tensor& t : c.uncompressed) same_place(t, c.input, c.sum).sub_(t);
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
-  // checkpoint holds gathered copies of the residuals, never these tensors).
-  if (c.sum.defined()) c.sum.sub_(c.input);
+  if (c.sum.defined() && !c.by_gradient) c.sum.sub_(c.input);
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();

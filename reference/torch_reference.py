@@ -283,7 +283,8 @@ def one_bucket_at_a_time(hook):
 
 class TransposedProducts:
     """The torch module as powerSGD_hook sees it, but for its products P = M Q and Q = M^T P on the CPU, which are
-    computed as ddptrain computes them (distributed/powersgd_hook.cpp): the transposed result b^T a^T, copied back.
+    computed as ddptrain computes them (distributed/powersgd_hook.cpp): the transposed result b^T a^T, from a
+    contiguous copy of b^T, copied back.
     A bmm whose inner dimension exceeds its result's last (a product to a rank-r factor) is one of those; the
     decompression P Q^T is torch.bmm as it is."""
 
@@ -295,7 +296,7 @@ class TransposedProducts:
         if out.is_cuda or a.size(2) <= out.size(2):
             return torch.bmm(a, b, out=out)
         for i in range(out.size(0)):
-            out[i].copy_(torch.mm(b[i].t(), a[i].t()).t())
+            out[i].copy_(torch.mm(b[i].t().contiguous(), a[i].t()).t())
         return out
 
 
