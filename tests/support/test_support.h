@@ -63,7 +63,7 @@ std::vector<std::string> read_lines(const std::string& path);
 // The lines of a run's output that hold "warning", each with its newline, less those that follow the machine rather
 // than the job: the straggler verdicts ("warning: straggler: ..."), as any rank of a multi-rank run on a busy machine
 // can fall 20% behind the others for three log intervals, and the CPU's lack of an autocast dtype's instructions
-// ("warning: autocast to ... on a CPU with none of ...").
+// (amp/autocast.h's cpu_autocast_warning for this CPU, as the trainer words it).
 std::string warnings_of_the_job(const std::string& output);
 
 // A free TCP port on 127.0.0.1, below the ephemeral range (outgoing connections cannot take it before use).
