@@ -68,7 +68,8 @@ SYNC_SUITE = [dict(entry, reps=5) for entry in STANDARD_SUITE[:6] if entry["worl
 # PowerSGD (rank 2) over the link against the same run's one host: the rows of the link suite that carry its goals.
 # The start step falls in the warm-up (compressed from step POWERSGD_START_STEP + 1; the first two compressed steps
 # allocate the P, Q and error buffers and are not timed). The PowerSGD suite runs ddptrain's products both ways
-# (dist.powersgd_products; Python's hook runs as shipped beside each).
+# (dist.powersgd_products; Python's hook runs as shipped beside each), and the uncompressed 10 Gbit/s row beside them
+# (where a fast link may not need compression).
 POWERSGD_RANK = 2
 POWERSGD_START_STEP = 2
 _POWERSGD_ROWS = [dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression="powersgd",
@@ -76,7 +77,8 @@ _POWERSGD_ROWS = [dict(_RESNET18_2_RANKS, sync="on", link=rate, grad_compression
 LINK_SUITE += _POWERSGD_ROWS
 POWERSGD_SUITE = [dict(_RESNET18_2_RANKS, sync="on")] + [dict(row, ddptrain_powersgd_products=products)
                                                           for row in _POWERSGD_ROWS
-                                                          for products in ("hook", "transposed")]
+                                                          for products in ("hook", "transposed")] + [
+    dict(_RESNET18_2_RANKS, sync="on", link="10gbit")]
 # Two nodes of two ranks over a 1 Gbit/s link: ddptrain's all-reduce as Gloo's flat ring of four and as the
 # hierarchical one (shared memory in each namespace, one rank per namespace on the link); Python DDP's flat Gloo
 # beside each.
