@@ -57,15 +57,15 @@ c10::intrusive_ptr<c10::ivalue::Future> allreduce(c10d::ProcessGroup& group, con
 // keeps input_tensor_cp - input_tensor. Here the sum is written once, into the residual's own buffer, and compressed
 // from there: the same values (the hook reads the residual only in that add, and float addition commutes), in one
 // pass over the gradients where the add and the copy make two; the bucket receives only the decompressed result.
+// Sum and residual are formed a gradient at a time (the operations are elementwise), each beside the product that
+// reads or writes the same elements while they are still in cache.
 struct Compressing {
   int64_t index = 0;
   bool last = false;
   int64_t world = 1;
   at::Tensor input;  // the bucket
   at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
-  // Whether the bucket's gradients cover it whole: then the sum and the residual are formed a gradient at a time,
-  // each beside the product that reads or writes it while it is still in cache; else over the whole bucket.
-  bool by_gradient = false;
+  bool new_residual = false;             // the residual's buffer is new this step: the sum is the bucket as it is
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   at::Tensor uncompressed_memory;
   // [1, n, m] views into what is compressed (the sum, or the bucket) and into the bucket; [1, n, r], [1, m, r]
@@ -83,6 +83,16 @@ void product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool
     out[0].copy_(at::mm(b[0].t().contiguous(), a[0].t()).t());
   else
     at::bmm_out(out, a, b);
+}
+
+// One gradient's part of the hook's input_tensor.add_(error) and input_tensor_cp = clone: `sum`, the gradient's place
+// in the residual's buffer, becomes gradient + residual, or the gradient where the residual is new (the hook adds
+// nothing at a bucket's first compressed step).
+void fold_in(at::Tensor sum, const at::Tensor& gradient, bool new_residual) {
+  if (new_residual)
+    sum.copy_(gradient);
+  else
+    sum.add_(gradient);
 }
 
 constexpr const char* kEntry = "powersgd";
@@ -142,18 +152,15 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     const auto options = c.input.options();
     const std::vector<at::Tensor> gradients = bucket.getGradients();
     if (o.use_error_feedback) {
-      // input_tensor.add_(state.error_dict[bucket_index]) and input_tensor_cp = input_tensor.clone(), as one sum:
-      // here, or a gradient at a time below (float addition is elementwise: the same values either way).
-      at::Tensor& kept = s.error[c.index];
+      // input_tensor.add_(state.error_dict[bucket_index]) and input_tensor_cp = input_tensor.clone(), as one sum
+      // formed a gradient at a time below: every element of the bucket must belong to one of them.
       int64_t covered = 0;
       for (const at::Tensor& t : gradients) covered += t.numel();
-      if (!fits(kept, c.input)) {
-        kept = c.input.clone(at::MemoryFormat::Contiguous);
-      } else if (covered == c.input.numel()) {
-        c.by_gradient = true;
-      } else {
-        kept.add_(c.input);
-      }
+      TORCH_CHECK(covered == c.input.numel(), "PowerSGD: a bucket of ", c.input.numel(),
+                  " elements whose gradients hold ", covered);
+      at::Tensor& kept = s.error[c.index];
+      c.new_residual = !fits(kept, c.input);
+      if (c.new_residual) kept = at::empty_like(c.input, at::MemoryFormat::Contiguous);
       c.sum = kept;
     }
     const at::Tensor& source = c.sum.defined() ? c.sum : c.input;
@@ -176,7 +183,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       } else {
         c.uncompressed.push_back(t);
         flat.push_back(same_place(t, c.input, source).view(-1));
-        if (c.by_gradient) flat.back().add_(t.view(-1));
+        if (c.sum.defined()) fold_in(flat.back(), t.view(-1), c.new_residual);
         s.numel_after_compression += test.uncompressed;
       }
     }
@@ -213,7 +220,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     }
   }
   for (size_t i = 0; i < c.matrices.size(); ++i) {
-    if (c.by_gradient) c.matrices[i].add_(c.outputs[i]);
+    if (c.sum.defined()) fold_in(c.matrices[i], c.outputs[i], c.new_residual);
     product_into(c.ps[i], c.matrices[i], c.qs[i], o.transposed_products);
   }
   return true;
@@ -223,17 +230,16 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
 c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   c.q_memory.div_(c.world);
   // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
-  // checkpoint holds gathered copies of the residuals, never these tensors), a gradient at a time where it can be.
+  // checkpoint holds gathered copies of the residuals, never these tensors), a gradient at a time.
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
-    if (c.by_gradient) c.matrices[i].sub_(c.outputs[i]);
+    if (c.sum.defined()) c.matrices[i].sub_(c.outputs[i]);
   }
-  if (c.by_gradient)
+  if (c.sum.defined())
     for (const at::Tensor& t : c.uncompressed) same_place(t, c.input, c.sum).sub_(t);
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (c.sum.defined() && !c.by_gradient) c.sum.sub_(c.input);
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();
