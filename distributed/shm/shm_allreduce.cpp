@@ -250,23 +250,45 @@ class ShmAllreduceBackend : public ForwardingBackend {
     p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.tensor}));
   }
 
-  // One all-reduce: within the segment's ranks; hierarchical, then across nodes and back from the node's first rank.
+  // One all-reduce: within the segment's ranks; hierarchical, in chunks of one slot: each chunk is reduced within the
+  // node and its all-reduce between nodes issued at once (by the node's first rank), so that the link carries one
+  // chunk while the node reduces the next; then each chunk is copied back from the node's first rank as soon as its
+  // all-reduce is done, while the later ones are still on the link. Every rank of the node runs the same sequence of
+  // pieces (every chunk reduced, then every chunk copied back), whatever the link does. The link, the step's slowest
+  // part between nodes, thus waits only for a bucket's first chunk, not for the whole bucket's reduction and copy.
   void run(at::Tensor& t, ReduceOp::RedOpType op, std::chrono::microseconds spin) {
+    if (!hierarchical_) {
+      reduce_within(t, op, spin, /*keep_result=*/true);
+      return;
+    }
     const bool first = segment_->rank() == 0;
-    reduce_within(t, op, spin, /*keep_result=*/!hierarchical_ || first);
-    if (!hierarchical_) return;
-    if (across_) {
-      std::vector<at::Tensor> tensors{t};
-      c10d::AllreduceOptions o;
-      o.reduceOp = ReduceOp(op);
+    const at::Tensor flat = t.view(-1);
+    const int64_t n = flat.numel();
+    const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>(segment_->slot_bytes()) / flat.element_size());
+    std::vector<at::Tensor> chunks;
+    for (int64_t at = 0; at < n || chunks.empty(); at += per_chunk)
+      chunks.push_back(flat.narrow(0, at, std::min(per_chunk, n - at)));
+    // An all-reduce between nodes that fails: this node's other ranks leave once this one gives up, and the cause is
+    // another node, said so here. The chunks still in flight are left to Gloo, whose works hold their tensors.
+    auto between_nodes = [](auto&& call) {
       try {
-        across_->allreduce(tensors, o)->wait();
+        return call();
       } catch (const std::exception& e) {
-        // This node's other ranks leave once this one gives up: the cause is another node, said so here.
         throw std::runtime_error(std::string(kBetweenNodesFailed) + first_line(e.what()));
       }
+    };
+    std::vector<c10::intrusive_ptr<c10d::Work>> across;
+    c10d::AllreduceOptions o;
+    o.reduceOp = ReduceOp(op);
+    for (at::Tensor& chunk : chunks) {
+      reduce_within(chunk, op, spin, /*keep_result=*/first);
+      std::vector<at::Tensor> tensors{chunk};
+      if (across_) across.push_back(between_nodes([&] { return across_->allreduce(tensors, o); }));
     }
-    copy_from_first(t, spin);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (across_) between_nodes([&] { return across[i]->wait(); });
+      copy_from_first(chunks[i], spin);
+    }
   }
 
   // The reduction within the segment's ranks, in pieces of up to slot_bytes. A piece is cut into one share per rank.
@@ -338,7 +360,7 @@ class ShmAllreduceBackend : public ForwardingBackend {
   std::chrono::milliseconds timeout_;
   const bool hierarchical_;
   const c10::intrusive_ptr<c10d::Backend> across_;  // hierarchical, the node's first rank: one rank per node
-  uint64_t pieces_ = 0;        // the running thread only (running_)
+  uint64_t pieces_ = 0;                             // the running thread only (running_)
   std::exception_ptr broken_;  // the running thread only: after a failure every later all-reduce fails too
   std::mutex mutex_;
   std::condition_variable wake_;
