@@ -67,6 +67,7 @@ struct Compressing {
   at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
   bool new_residual = false;             // the residual's buffer is new this step: the sum is the bucket as it is
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
+  std::vector<at::Tensor> uncompressed_sources;  // their places in what is compressed (the sum, or the bucket), flat
   at::Tensor uncompressed_memory;
   // [1, n, m] views into what is compressed (the sum, or the bucket) and into the bucket; [1, n, r], [1, m, r]
   std::vector<at::Tensor> matrices, outputs, ps, qs;
@@ -166,7 +167,6 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     }
     const at::Tensor& source = c.sum.defined() ? c.sum : c.input;
     std::vector<at::Tensor> to_compress, compressed_in_bucket;
-    std::vector<at::Tensor> flat;
     int64_t ps_size = 0, qs_size = 0;
     for (const at::Tensor& t : gradients) {
       at::Tensor matrix = t.view({t.size(0), -1});
@@ -183,12 +183,12 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
         s.numel_after_compression += test.compressed;
       } else {
         c.uncompressed.push_back(t);
-        flat.push_back(same_place(t, c.input, source).view(-1));
-        if (c.sum.defined()) fold_in(flat.back(), t.view(-1), c.new_residual);
+        c.uncompressed_sources.push_back(same_place(t, c.input, source).view(-1));
+        if (c.sum.defined()) fold_in(c.uncompressed_sources.back(), t.view(-1), c.new_residual);
         s.numel_after_compression += test.uncompressed;
       }
     }
-    c.uncompressed_memory = flat.empty() ? at::empty({0}, options) : at::cat(flat);
+    c.uncompressed_memory = c.uncompressed_sources.empty() ? at::empty({0}, options) : at::cat(c.uncompressed_sources);
 
     const bool randomize_qs = !o.warm_start || s.p_memory.count(c.index) == 0;
     if (randomize_qs) {
@@ -237,7 +237,7 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
     if (c.sum.defined()) c.matrices[i].sub_(c.outputs[i]);
   }
   if (c.sum.defined())
-    for (const at::Tensor& t : c.uncompressed) same_place(t, c.input, c.sum).sub_(t);
+    for (size_t i = 0; i < c.uncompressed.size(); ++i) c.uncompressed_sources[i].sub_(c.uncompressed[i].view(-1));
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
