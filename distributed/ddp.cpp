@@ -163,6 +163,14 @@ void DistributedDataParallel::sync_buffers() {
 
 // The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
 // (PyTorch: "Expected to have finished reduction in the prior iteration ..."): said here with the parameters' names.
+// Rank 0 logs the residuals' norm: at a logged step the hook adds up their squares as it forms them.
+void DistributedDataParallel::begin_step(bool logged) {
+  if (!powersgd_ || ctx_.rank != 0) return;
+  std::lock_guard<std::mutex> lock(powersgd_->mutex);
+  powersgd_->measure_residuals = logged;
+  if (logged) ++powersgd_->measure_round;
+}
+
 void DistributedDataParallel::pre_forward(bool sync) {
   const bool grad = torch::GradMode::is_enabled();
   try {
@@ -262,7 +270,13 @@ std::optional<SyncFigures> DistributedDataParallel::sync_figures() const {
                                                   : 0.0;
   if (ctx_.rank == 0) {  // rank 0's figure is the one logged
     double squares = 0;
-    for (const auto& [index, residual] : powersgd_->error) squares += std::pow(residual.norm().item<double>(), 2);
+    for (const auto& [index, residual] : powersgd_->error) {
+      const auto added = powersgd_->residual_squares.find(index);
+      if (added != powersgd_->residual_squares.end() && added->second.first == powersgd_->measure_round)
+        squares += added->second.second;  // added up by the hook this step
+      else
+        squares += std::pow(residual.norm().item<double>(), 2);
+    }
     f.residual_norm = std::sqrt(squares);
   }
   return f;

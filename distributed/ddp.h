@@ -25,6 +25,7 @@ class DistributedDataParallel : public GradientSync {
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx, const DistConfig& cfg);
   ~DistributedDataParallel() override;
 
+  void begin_step(bool logged) override;
   void pre_forward(bool sync) override;
   void post_forward(bool sync, const torch::Tensor& output) override;
   void sync_buffers() override;

@@ -27,6 +27,8 @@ struct SyncFigures {
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
+  // Before a step's first forward: `logged` says whether sync_figures() is asked for once the step is done.
+  virtual void begin_step(bool logged) {}
   // Before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
   virtual void pre_forward(bool sync) {}
   // After the module's forward, before backward (output: for find_unused_parameters' graph walk).

@@ -7,6 +7,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -66,6 +67,7 @@ struct Compressing {
   at::Tensor input;  // the bucket
   at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
   bool new_residual = false;             // the residual's buffer is new this step: the sum is the bucket as it is
+  std::optional<uint64_t> measure_round;  // the state's, when it measures residuals: their squares are added up
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   std::vector<at::Tensor> uncompressed_sources;  // their places in what is compressed (the sum, or the bucket), flat
   at::Tensor uncompressed_memory;
@@ -95,6 +97,38 @@ void fold_in(at::Tensor sum, const at::Tensor& gradient, bool new_residual) {
     sum.copy_(gradient);
   else
     sum.add_(gradient);
+}
+
+// a -= b over n floats (the same rounding as a.sub_(b)), and the sum of the results' squares, added in double.
+__attribute__((target_clones("avx2", "default"))) double subtract_adding_squares(float* a, const float* b, int64_t n) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      const float v = a[i + k] - b[i + k];
+      a[i + k] = v;
+      lanes[k] += static_cast<double>(v) * static_cast<double>(v);
+    }
+  for (; i < n; ++i) {
+    const float v = a[i] - b[i];
+    a[i] = v;
+    lanes[0] += static_cast<double>(v) * static_cast<double>(v);
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// One piece of the hook's input_tensor_cp - input_tensor, written over `sum`; with `squares`, the squares of the
+// result are added to it, or it is reset when they cannot be added up here (then the norm takes a pass of its own).
+void subtract(at::Tensor sum, const at::Tensor& decompressed, std::optional<double>& squares) {
+  const bool here = squares && sum.is_cpu() && sum.scalar_type() == at::kFloat &&
+                    decompressed.scalar_type() == at::kFloat && decompressed.is_cpu() && sum.is_contiguous() &&
+                    decompressed.is_contiguous() && sum.sizes() == decompressed.sizes();
+  if (!here) {
+    sum.sub_(decompressed);
+    squares.reset();
+    return;
+  }
+  *squares += subtract_adding_squares(sum.data_ptr<float>(), decompressed.data_ptr<float>(), sum.numel());
 }
 
 constexpr const char* kEntry = "powersgd";
@@ -160,6 +194,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       for (const at::Tensor& t : gradients) covered += t.numel();
       TORCH_CHECK(covered == c.input.numel(), "PowerSGD: a bucket of ", c.input.numel(),
                   " elements whose gradients hold ", covered);
+      if (s.measure_residuals) c.measure_round = s.measure_round;
       at::Tensor& kept = s.error[c.index];
       c.new_residual = !fits(kept, c.input);
       if (c.new_residual) kept = at::empty_like(c.input, at::MemoryFormat::Contiguous);
@@ -232,15 +267,19 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   c.q_memory.div_(c.world);
   // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
   // checkpoint holds gathered copies of the residuals, never these tensors), a gradient at a time.
+  std::optional<double> squares;
+  if (c.measure_round) squares = 0.0;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
-    if (c.sum.defined()) c.matrices[i].sub_(c.outputs[i]);
+    if (c.sum.defined()) subtract(c.matrices[i][0], c.outputs[i][0], squares);
   }
   if (c.sum.defined())
-    for (size_t i = 0; i < c.uncompressed.size(); ++i) c.uncompressed_sources[i].sub_(c.uncompressed[i].view(-1));
+    for (size_t i = 0; i < c.uncompressed.size(); ++i)
+      subtract(c.uncompressed_sources[i], c.uncompressed[i].view(-1), squares);
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (squares) s.residual_squares[c.index] = {*c.measure_round, *squares};
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();

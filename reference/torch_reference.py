@@ -187,7 +187,9 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
     for parameters the forward did not use when args has find_unused set (dist.find_unused_parameters), and takes the
     graph as static when args has static_graph set (dist.static_graph). With args.compress = "fp16" or "bf16", DDP
     runs PyTorch's fp16_compress_hook or bf16_compress_hook (dist.grad_compression); with "powersgd", powerSGD_hook
-    with a PowerSGDState made of args.powersgd_* (ddptrain's dist.powersgd_* keys of the same names)."""
+    with a PowerSGDState made of args.powersgd_* (ddptrain's dist.powersgd_* keys of the same names); with
+    args.powersgd_residual_norms, rank 0 writes there a line per step: the L2 norm of its state's error_dict (the
+    error-feedback residuals) after that step, in float64."""
     import contextlib
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -202,6 +204,7 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                      "bf16": default_hooks.bf16_compress_hook}.get(getattr(args, "compress", ""))
     if compress_hook is not None:
         ddp.register_comm_hook(None, compress_hook)
+    powersgd_state, residual_norms = None, []
     if getattr(args, "compress", "") == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
         state = powersgd.PowerSGDState(
@@ -212,6 +215,7 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
         if getattr(args, "powersgd_transposed_products", 0):
             powersgd.torch = TransposedProducts()
         ddp.register_comm_hook(state, one_bucket_at_a_time(powersgd.powerSGD_hook))
+        powersgd_state = state
     dataset = TensorDataset(inputs, labels)
     sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
     if getattr(args, "ra_reps", 0) > 1:  # torchvision's references/classification/sampler.py, as tests hold it
@@ -258,9 +262,15 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                 if step + 1 <= ema_restart_through:
                     ema.n_averaged.fill_(0)
             step += 1
+            if powersgd_state is not None:
+                residual_norms.append(sum(float(e.double().square().sum()) for e in powersgd_state.error_dict.values())
+                                      ** 0.5)
             if step == args.steps:
                 break
         epoch += 1
+    if dist.get_rank() == 0 and getattr(args, "powersgd_residual_norms", ""):
+        with open(args.powersgd_residual_norms, "w") as f:
+            f.writelines(f"{norm!r}\n" for norm in residual_norms)
     if dist.get_rank() == 0:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.out)  # CPU tensors from any device
         if ema is not None:
@@ -335,7 +345,7 @@ def leave_process_group():
 POWERSGD_ARGUMENTS = [("compress", str, ""), ("powersgd_rank", int, 1), ("powersgd_start_step", int, 1000),
                       ("powersgd_min_compression_rate", float, 2.0), ("powersgd_error_feedback", int, 1),
                       ("powersgd_warm_start", int, 1), ("powersgd_epsilon", float, 0.0), ("powersgd_seed", int, 0),
-                      ("powersgd_transposed_products", int, 0)]
+                      ("powersgd_transposed_products", int, 0), ("powersgd_residual_norms", str, "")]
 
 # The options the training scripts share (each may override a default): (name, type, default).
 TRAINING_ARGUMENTS = [("data", str, None), ("init", str, None), ("batch", int, 16), ("lr", float, 0.05),

@@ -67,6 +67,7 @@ void Trainer::train_step(const std::vector<Batch>& micro_batches, StepRecord& to
   // The profiler's view of one step (the batches' wait is not in it: the loop's ddptrain::data range).
   RECORD_USER_SCOPE("ddptrain::step");
   const bool logged = reporter_.logs_at(total);
+  gradient_sync_->begin_step(logged);
   zero_grad(*optimizer_);  // set_to_none, as torch.optim's zero_grad()
   const size_t n = micro_batches.size();
   std::vector<std::pair<torch::Tensor, int64_t>> losses;  // each micro-batch's mean loss and size, for an error

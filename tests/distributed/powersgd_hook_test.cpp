@@ -8,6 +8,7 @@
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <torch/cuda.h>
 
@@ -82,6 +83,30 @@ std::string powersgd_name(const Settings& s) {
          (s.error_feedback ? "e" : "") + (s.warm_start ? "w" : "") + (s.transposed ? "t" : "");
 }
 
+// metrics.jsonl's comm/residual_norm at each logged step against the L2 norm of the Python hook's error_dict after
+// that step (`python_norms`: one line per step), both added up in double from the same float32 residuals: equal but
+// for the order of the additions. Returns how many of the records compared have a norm above 0.
+int expect_residual_norms_as_python(const std::string& metrics_jsonl, const std::string& python_norms) {
+  std::vector<double> expected;
+  for (const std::string& line : read_lines(python_norms)) expected.push_back(std::stod(line));
+  int compared = 0, above_zero = 0;
+  for (const std::string& line : read_lines(metrics_jsonl)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("kind", "") != "train") continue;
+    const auto step = record.at("step").get<size_t>();
+    if (step < 1 || step > expected.size()) {
+      ADD_FAILURE() << "a record of a step the Python side did not train: " << line;
+      return 0;
+    }
+    const double norm = record.at("residual_norm").get<double>();
+    EXPECT_NEAR(norm, expected[step - 1], 1e-12 * expected[step - 1]) << "step " << step;
+    ++compared;
+    above_zero += norm > 0 ? 1 : 0;
+  }
+  EXPECT_GE(compared, 4);  // steps 5, 10, 15, 20 and the epochs' last
+  return above_zero;
+}
+
 // The classic Net trained 20 steps by ddptrain and by Python DDP + powerSGD_hook under `s` (with s.transposed, the
 // hook's products as torch_reference.TransposedProducts computes them), from the same weights on the same batches
 // (dir holds write_data_and_net_init's files), on the CPU or with `on_cuda` on GPUs (both sides with cuDNN's
@@ -90,6 +115,7 @@ std::string powersgd_name(const Settings& s) {
 double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
   const std::string name = powersgd_name(s);
   const std::string python_out = dir / ("python-" + name + ".pt"), ours_out = dir / ("ours-" + name);
+  const std::string python_norms = dir / ("python-" + name + ".norms");
   std::ostringstream eps;
   eps << s.epsilon;
   auto ref = run_python_ranks(
@@ -99,7 +125,8 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
                    std::to_string(s.start_step) + " --powersgd-error-feedback " + (s.error_feedback ? "1" : "0") +
                    " --powersgd-warm-start " + (s.warm_start ? "1" : "0") + " --powersgd-epsilon " + eps.str() +
                    " --powersgd-seed " + std::to_string(s.seed) + " --powersgd-transposed-products " +
-                   (s.transposed ? "1" : "0") + (on_cuda ? " --device cuda" : ""));
+                   (s.transposed ? "1" : "0") + " --powersgd-residual-norms " + python_norms +
+                   (on_cuda ? " --device cuda" : ""));
   bool ran = std::filesystem::exists(python_out);
   EXPECT_TRUE(ran) << ref.output;
   const std::string gpus =
@@ -125,6 +152,12 @@ double powersgd_vs_python(const TempDir& dir, const Settings& s, bool on_cuda) {
   }
   if (!ran) return std::numeric_limits<double>::infinity();
   const double diff = max_state_diff(ours_out + "/model.pt", python_out);
+  if (!on_cuda) {
+    const int above_zero = expect_residual_norms_as_python(ours_out + "/metrics.jsonl", python_norms);
+    if (s.error_feedback) {
+      EXPECT_GT(above_zero, 0);
+    }
+  }
   report_figure("powersgd " + describe(s) + (on_cuda ? " on cuda" : "") + ": vs Python DDP + powerSGD_hook" +
                     (s.transposed ? " with the same products" : "") + ", max abs diff after 20 steps",
                 diff);
