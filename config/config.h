@@ -588,9 +588,10 @@ struct DistConfig {
                              .at_most(4294967295.0));
     key(s.powersgd_products,
         Key("powersgd_products",
-            "hook: P = M Q and Q = M^T P by torch.bmm, as powerSGD_hook (its weights bit for bit); transposed: on "
-            "the CPU each computed as its transpose, Q^T M^T and P^T M (several times faster through MKL's sgemm; "
-            "the same sums in another order, so float32 rounding differs)"));
+            "hook: P = M Q, Q = M^T P and P Q^T by torch.bmm, as powerSGD_hook (its weights bit for bit); "
+            "transposed: on the CPU the products each computed as its transpose, Q^T M^T and P^T M (several times "
+            "faster through MKL's sgemm), and P Q^T in one pass with the residual (the same sums in another order, "
+            "so float32 rounding differs)"));
     key(s.skip_zero_gradients,
         Key("skip_zero_gradients",
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "

@@ -7,6 +7,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -115,6 +116,38 @@ __attribute__((target_clones("avx2", "default"))) double subtract_adding_squares
     lanes[0] += static_cast<double>(v) * static_cast<double>(v);
   }
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// Transposed products' decompression P Q^T on the CPU, rows [0, n) of an n x m float matrix at `out`, from P (n x r,
+// row-major) and Q^T (r x m, row-major): out[i][j] = P[i][0] Q[j][0] + P[i][1] Q[j][1] + ..., each product rounded to
+// float before its addition, in that order (these clones' instruction sets have no fused multiply-add), as torch's
+// separate multiplies and adds of outer products compute it. With `sum` (error feedback), sum -= out in the same
+// pass, and the sum of the results' squares in double is returned (0 without `sum`).
+__attribute__((target_clones("avx2", "default"))) double decompress_rows(float* out, float* sum, const float* p,
+                                                                         const float* qt, int64_t n, int64_t m,
+                                                                         int64_t r) {
+  constexpr int64_t kBlock = 512;
+  float v[kBlock];
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* pi = p + i * r;
+    for (int64_t at = 0; at < m; at += kBlock) {
+      const int64_t len = std::min(kBlock, m - at);
+      const float first = pi[0];
+      for (int64_t j = 0; j < len; ++j) v[j] = first * qt[at + j];
+      for (int64_t k = 1; k < r; ++k) {
+        const float pk = pi[k];
+        const float* q = qt + k * m + at;
+        for (int64_t j = 0; j < len; ++j) {
+          const float product = pk * q[j];
+          v[j] = v[j] + product;
+        }
+      }
+      std::memcpy(out + i * m + at, v, static_cast<size_t>(len) * sizeof(float));
+      if (sum) squares += subtract_adding_squares(sum + i * m + at, v, len);
+    }
+  }
+  return squares;
 }
 
 // One piece of the hook's input_tensor_cp - input_tensor, written over `sum`; with `squares`, the squares of the
@@ -270,6 +303,20 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   std::optional<double> squares;
   if (c.measure_round) squares = 0.0;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
+    if (s.options.transposed_products && c.outputs[i].is_cpu() && c.outputs[i].scalar_type() == at::kFloat) {
+      // One pass: the decompressed matrix, and with error feedback the residual beside it (the sum's rows are
+      // contiguous, as the bucket's are).
+      const at::Tensor p = c.ps[i][0].contiguous(), qt = c.qs[i][0].t().contiguous();
+      at::Tensor out = c.outputs[i][0];
+      at::Tensor sum = c.sum.defined() ? c.matrices[i][0] : at::Tensor();
+      TORCH_CHECK(out.is_contiguous() && (!sum.defined() || sum.is_contiguous()),
+                  "PowerSGD: a matrix that is not contiguous");
+      const double added =
+          decompress_rows(out.data_ptr<float>(), sum.defined() ? sum.data_ptr<float>() : nullptr, p.data_ptr<float>(),
+                          qt.data_ptr<float>(), out.size(0), out.size(1), p.size(1));
+      if (squares) *squares += added;
+      continue;
+    }
     at::bmm_out(c.outputs[i], c.ps[i], c.qs[i].transpose(1, 2));
     if (c.sum.defined()) subtract(c.matrices[i][0], c.outputs[i][0], squares);
   }

@@ -27,7 +27,8 @@ struct PowerSgdOptions {
   bool warm_start = true;
   double orthogonalization_epsilon = 0;
   uint32_t random_seed = 0;
-  bool transposed_products = false;  // P = M Q and Q = M^T P computed as their transposes on the CPU
+  // P = M Q and Q = M^T P computed as their transposes on the CPU, and P Q^T in one pass with the residual
+  bool transposed_products = false;
 };
 
 // _should_compress: whether an n x m matrix at this rank is sent as P and Q, by the element counts it compares.

@@ -292,19 +292,26 @@ def one_bucket_at_a_time(hook):
 
 
 class TransposedProducts:
-    """The torch module as powerSGD_hook sees it, but for its products P = M Q and Q = M^T P on the CPU, which are
-    computed as ddptrain computes them (distributed/powersgd_hook.cpp): the transposed result b^T a^T, from a
-    contiguous copy of b^T, copied back.
-    A bmm whose inner dimension exceeds its result's last (a product to a rank-r factor) is one of those; the
-    decompression P Q^T is torch.bmm as it is."""
+    """The torch module as powerSGD_hook sees it, but for its products P = M Q and Q = M^T P and its decompression
+    P Q^T of float32 tensors on the CPU, which are computed as ddptrain computes them (distributed/powersgd_hook.cpp):
+    a product to a factor (a bmm whose inner dimension exceeds its result's last) as the transposed result b^T a^T,
+    from a contiguous copy of b^T, copied back; the decompression as the sum of the r outer products P[:, k] Q[:, k]^T
+    in the order of k, each product and each sum rounded to float32 (no fused multiply-add)."""
 
     def __getattr__(self, name):
         return getattr(torch, name)
 
     @staticmethod
     def bmm(a, b, out):
-        if out.is_cuda or a.size(2) <= out.size(2):
+        if out.is_cuda:
             return torch.bmm(a, b, out=out)
+        if a.size(2) <= out.size(2):
+            if out.dtype != torch.float32:
+                return torch.bmm(a, b, out=out)
+            total = a[:, :, 0:1] * b[:, 0:1, :]
+            for k in range(1, a.size(2)):
+                total = total + a[:, :, k:k + 1] * b[:, k:k + 1, :]
+            return out.copy_(total)
         for i in range(out.size(0)):
             out[i].copy_(torch.mm(b[i].t().contiguous(), a[i].t()).t())
         return out
