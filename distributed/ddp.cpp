@@ -161,8 +161,6 @@ void DistributedDataParallel::sync_buffers() {
   c10d::broadcast_coalesced(ctx_.group, bufs, kBroadcastBucketBytes, 0);
 }
 
-// The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
-// (PyTorch: "Expected to have finished reduction in the prior iteration ..."): said here with the parameters' names.
 // Rank 0 logs the residuals' norm: at a logged step the hook adds up their squares as it forms them.
 void DistributedDataParallel::begin_step(bool logged) {
   if (!powersgd_ || ctx_.rank != 0) return;
@@ -171,6 +169,8 @@ void DistributedDataParallel::begin_step(bool logged) {
   if (logged) ++powersgd_->measure_round;
 }
 
+// The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
+// (PyTorch: "Expected to have finished reduction in the prior iteration ..."): said here with the parameters' names.
 void DistributedDataParallel::pre_forward(bool sync) {
   const bool grad = torch::GradMode::is_enabled();
   try {
