@@ -100,8 +100,16 @@ void fold_in(at::Tensor sum, const at::Tensor& gradient, bool new_residual) {
     sum.add_(gradient);
 }
 
+// On x86-64 the loops below are compiled for AVX2 and for the baseline, the one to run picked when the program loads
+// (GCC's and Clang's function multiversioning); elsewhere for the target as built.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DDP_VECTOR_CLONES
+#endif
+
 // a -= b over n floats (the same rounding as a.sub_(b)), and the sum of the results' squares, added in double.
-__attribute__((target_clones("avx2", "default"))) double subtract_adding_squares(float* a, const float* b, int64_t n) {
+DDP_VECTOR_CLONES double subtract_adding_squares(float* a, const float* b, int64_t n) {
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -120,12 +128,11 @@ __attribute__((target_clones("avx2", "default"))) double subtract_adding_squares
 
 // Transposed products' decompression P Q^T on the CPU, rows [0, n) of an n x m float matrix at `out`, from P (n x r,
 // row-major) and Q^T (r x m, row-major): out[i][j] = P[i][0] Q[j][0] + P[i][1] Q[j][1] + ..., each product rounded to
-// float before its addition, in that order (these clones' instruction sets have no fused multiply-add), as torch's
+// float before its addition, in that order (no fused multiply-add: the build turns contraction off), as torch's
 // separate multiplies and adds of outer products compute it. With `sum` (error feedback), sum -= out in the same
 // pass, and the sum of the results' squares in double is returned (0 without `sum`).
-__attribute__((target_clones("avx2", "default"))) double decompress_rows(float* out, float* sum, const float* p,
-                                                                         const float* qt, int64_t n, int64_t m,
-                                                                         int64_t r) {
+DDP_VECTOR_CLONES double decompress_rows(float* out, float* sum, const float* p, const float* qt, int64_t n, int64_t m,
+                                         int64_t r) {
   constexpr int64_t kBlock = 512;
   float v[kBlock];
   double squares = 0;
