@@ -166,7 +166,7 @@ void DistributedDataParallel::begin_step(bool logged) {
   if (!powersgd_ || ctx_.rank != 0) return;
   std::lock_guard<std::mutex> lock(powersgd_->mutex);
   powersgd_->measure_residuals = logged;
-  if (logged) ++powersgd_->measure_round;
+  powersgd_->residual_squares.clear();  // the last step's buckets were all decompressed before its backward returned
 }
 
 // The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
@@ -272,8 +272,8 @@ std::optional<SyncFigures> DistributedDataParallel::sync_figures() const {
     double squares = 0;
     for (const auto& [index, residual] : powersgd_->error) {
       const auto added = powersgd_->residual_squares.find(index);
-      if (added != powersgd_->residual_squares.end() && added->second.first == powersgd_->measure_round)
-        squares += added->second.second;  // added up by the hook this step
+      if (added != powersgd_->residual_squares.end())
+        squares += added->second;  // added up by the hook this step
       else
         squares += std::pow(residual.norm().item<double>(), 2);
     }

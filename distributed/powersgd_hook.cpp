@@ -68,7 +68,7 @@ struct Compressing {
   at::Tensor input;  // the bucket
   at::Tensor sum;    // error feedback: bucket + residual, in the residual's buffer (input_tensor_cp); else undefined
   bool new_residual = false;             // the residual's buffer is new this step: the sum is the bucket as it is
-  std::optional<uint64_t> measure_round;  // the state's, when it measures residuals: their squares are added up
+  bool measure = false;                  // the state measures residuals: their squares are added up
   std::vector<at::Tensor> uncompressed;  // views into the bucket, sent as they are
   std::vector<at::Tensor> uncompressed_sources;  // their places in what is compressed (the sum, or the bucket), flat
   at::Tensor uncompressed_memory;
@@ -234,7 +234,7 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       for (const at::Tensor& t : gradients) covered += t.numel();
       TORCH_CHECK(covered == c.input.numel(), "PowerSGD: a bucket of ", c.input.numel(),
                   " elements whose gradients hold ", covered);
-      if (s.measure_residuals) c.measure_round = s.measure_round;
+      c.measure = s.measure_residuals;
       at::Tensor& kept = s.error[c.index];
       c.new_residual = !fits(kept, c.input);
       if (c.new_residual) kept = at::empty_like(c.input, at::MemoryFormat::Contiguous);
@@ -308,7 +308,7 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   // state.error_dict[bucket_index] = input_tensor_cp - input_tensor, the same subtraction written over the sum (a
   // checkpoint holds gathered copies of the residuals, never these tensors), a gradient at a time.
   std::optional<double> squares;
-  if (c.measure_round) squares = 0.0;
+  if (c.measure) squares = 0.0;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     if (s.options.transposed_products && c.outputs[i].is_cpu() && c.outputs[i].scalar_type() == at::kFloat) {
       // One pass: the decompressed matrix, and with error feedback the residual beside it (the sum's rows are
@@ -333,7 +333,7 @@ c10::IValue decompress(PowerSgdState& s, Compressing& c) {
   if (c.input.is_cuda())  // as the hook's torch.cuda.synchronize(device)
     c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(c.input.device().index());
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (squares) s.residual_squares[c.index] = {*c.measure_round, *squares};
+  if (squares) s.residual_squares[c.index] = *squares;
   if (!s.options.warm_start) {
     s.p_memory.clear();
     s.q_memory.clear();

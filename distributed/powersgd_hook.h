@@ -68,11 +68,11 @@ struct PowerSgdState {
   int64_t numel_after_compression = 0;
   // Elements handed to all-reduces in the iteration under way and in the last one done.
   int64_t elements_this_iter = 0, elements_last_iter = 0;
-  // While measure_residuals is set, each bucket's decompression adds up the squares of the residual it forms, kept
-  // per bucket index with the measure_round it was set in: the residuals' norm without a pass of its own.
+  // While measure_residuals is set (a step's figures are logged), each bucket's decompression adds up the squares of
+  // the residual it forms, per bucket index: the residuals' norm without a pass of its own. Emptied at each step's
+  // start, so it holds the squares of the step under way only.
   bool measure_residuals = false;
-  uint64_t measure_round = 0;
-  std::map<int64_t, std::pair<uint64_t, double>> residual_squares;
+  std::map<int64_t, double> residual_squares;
   mutable std::mutex mutex;  // buckets' callbacks run on the process group's threads
 };
 

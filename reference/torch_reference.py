@@ -262,13 +262,13 @@ def ddp_train_and_save(model, inputs, labels, args, loss_fn):
                 if step + 1 <= ema_restart_through:
                     ema.n_averaged.fill_(0)
             step += 1
-            if powersgd_state is not None:
+            if powersgd_state is not None and getattr(args, "powersgd_residual_norms", "") and dist.get_rank() == 0:
                 residual_norms.append(sum(float(e.double().square().sum()) for e in powersgd_state.error_dict.values())
                                       ** 0.5)
             if step == args.steps:
                 break
         epoch += 1
-    if dist.get_rank() == 0 and getattr(args, "powersgd_residual_norms", ""):
+    if residual_norms:
         with open(args.powersgd_residual_norms, "w") as f:
             f.writelines(f"{norm!r}\n" for norm in residual_norms)
     if dist.get_rank() == 0:
