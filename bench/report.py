@@ -2,6 +2,7 @@
 import datetime
 import glob
 import hashlib
+import math
 import os
 import platform
 import re
@@ -66,8 +67,16 @@ def fmt(value, spec=None):
     return format(value, spec)
 
 
+def times(value):
+    """A ratio as "1.23x": two decimals, or below 0.1 as many as two significant digits take ("0.0042x"), never
+    rounded to zero."""
+    if value <= 0 or value >= 0.1:
+        return f"{value:.2f}x"
+    return f"{value:.{1 - math.floor(math.log10(value))}f}x"
+
+
 def ratio(a, b):
-    return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+    return "n/a" if a is None or b is None or b == 0 else times(a / b)
 
 
 def rss_text(per_rep_rss):

@@ -259,7 +259,7 @@ def main():
     say("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         peer = {r["side"]: r for r in rows if r["workers"] == row["workers"]}
-        ratio = lambda name: f"{row['rate'] / peer[name]['rate']:.2f}x" if name in peer else ""  # noqa: E731
+        ratio = lambda name: report.times(row['rate'] / peer[name]['rate']) if name in peer else ""  # noqa: E731
         mbps = row["rate"] * bytes_per_image / 1e6
         of_link = f"{mbps * 8e6 / row['link'].bits_per_s:.2f}" if row["link"] else ""
         say(f"| {row['workers']} | {row['side']} | {', '.join('%.0f' % r for r in row['rates'])} | {row['rate']:.0f} "
