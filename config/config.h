@@ -590,8 +590,8 @@ struct DistConfig {
         Key("powersgd_products",
             "hook: P = M Q, Q = M^T P and P Q^T by torch.bmm, as powerSGD_hook (its weights bit for bit); "
             "transposed: on the CPU the products each computed as its transpose, Q^T M^T and P^T M (several times "
-            "faster through MKL's sgemm), and P Q^T in one pass with the residual (the same sums in another order, "
-            "so float32 rounding differs)"));
+            "faster through MKL's sgemm), at ranks up to 4 P = M Q in one pass with error feedback's sum, and P Q^T "
+            "in one pass with the residual (the same sums in another order, so float32 rounding differs)"));
     key(s.skip_zero_gradients,
         Key("skip_zero_gradients",
             "all-reduce only the gradient elements not zero on every rank (same result; pays where the link bounds "

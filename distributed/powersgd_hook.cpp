@@ -157,6 +157,96 @@ DDP_VECTOR_CLONES double decompress_rows(float* out, float* sum, const float* p,
   return squares;
 }
 
+// The most columns of P that fold_in_and_project computes in one pass.
+constexpr int64_t kProjectedRanks = 4;
+
+// Eight float lanes (GCC's and Clang's vector extension: AVX2 registers in the avx2 clone, SSE pairs otherwise).
+typedef float Lanes __attribute__((vector_size(32)));
+
+// Rows [0, n) of P = M Q (n x R, row-major) for an n x m float matrix M whose rows are contiguous, with error
+// feedback's sum formed in the same pass: with `sum`, each row is written there first as residual + gradient (the
+// gradient alone where the residual is new) and M is the sum; without it, M is `gradient`. Q comes as Q^T (R x m,
+// row-major). P[i][k] adds the products M[i][j] Q[j][k], each rounded to float, into eight partial sums, element j
+// into sum j mod 8 in the order of j, then adds those as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+template <int R>
+__attribute__((always_inline)) inline void project_rows(float* sum, const float* gradient, bool new_residual,
+                                                        const float* qt, float* p, int64_t n, int64_t m) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = gradient + i * m;
+    float* row = sum ? sum + i * m : nullptr;
+    Lanes acc[R], v, q;
+    for (int k = 0; k < R; ++k) acc[k] = Lanes{0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+      std::memcpy(&v, g + j, sizeof v);
+      if (row != nullptr) {
+        if (!new_residual) {
+          Lanes r;
+          std::memcpy(&r, row + j, sizeof r);
+          v = r + v;
+        }
+        std::memcpy(row + j, &v, sizeof v);
+      }
+      for (int k = 0; k < R; ++k) {
+        std::memcpy(&q, qt + k * m + j, sizeof q);
+        acc[k] = acc[k] + v * q;
+      }
+    }
+    float a[R][8];
+    std::memcpy(a, acc, sizeof a);
+    for (int l = 0; j + l < m; ++l) {
+      float x = g[j + l];
+      if (row != nullptr) {
+        if (!new_residual) x = row[j + l] + x;
+        row[j + l] = x;
+      }
+      for (int k = 0; k < R; ++k) {
+        const float product = x * qt[k * m + j + l];
+        a[k][l] = a[k][l] + product;
+      }
+    }
+    for (int k = 0; k < R; ++k)
+      p[i * R + k] = ((a[k][0] + a[k][1]) + (a[k][2] + a[k][3])) + ((a[k][4] + a[k][5]) + (a[k][6] + a[k][7]));
+  }
+}
+
+// project_rows for r = 1 .. kProjectedRanks: one read of the gradient and residual where forming the sum and reading
+// it back for the product take two.
+DDP_VECTOR_CLONES void fold_in_and_project(float* sum, const float* gradient, bool new_residual, const float* qt,
+                                           float* p, int64_t n, int64_t m, int64_t r) {
+  switch (r) {
+    case 1:
+      return project_rows<1>(sum, gradient, new_residual, qt, p, n, m);
+    case 2:
+      return project_rows<2>(sum, gradient, new_residual, qt, p, n, m);
+    case 3:
+      return project_rows<3>(sum, gradient, new_residual, qt, p, n, m);
+    case 4:
+      return project_rows<4>(sum, gradient, new_residual, qt, p, n, m);
+    default:
+      TORCH_CHECK(false, "PowerSGD: one pass for rank ", r, " above ", kProjectedRanks);
+  }
+}
+
+// P = M Q for one gradient, with error feedback's sum formed first (fold_in) where `sum` is defined: `matrix` is the
+// sum's [1, n, m] view, or the gradient's without error feedback. Transposed products of contiguous float rows on the
+// CPU take one pass (fold_in_and_project); otherwise the sum, then product_into.
+void fold_in_and_product(at::Tensor p, const at::Tensor& matrix, const at::Tensor& gradient, const at::Tensor& q,
+                         bool error_feedback, bool new_residual, bool transposed) {
+  const int64_t r = p.size(2);
+  const bool one_pass = transposed && matrix.is_cpu() && matrix.scalar_type() == at::kFloat &&
+                        gradient.scalar_type() == at::kFloat && r <= kProjectedRanks && matrix[0].is_contiguous() &&
+                        gradient[0].is_contiguous() && p[0].is_contiguous();
+  if (!one_pass) {
+    if (error_feedback) fold_in(matrix, gradient, new_residual);
+    product_into(p, matrix, q, transposed);
+    return;
+  }
+  const at::Tensor qt = q[0].t().contiguous();
+  fold_in_and_project(error_feedback ? matrix.data_ptr<float>() : nullptr, gradient.data_ptr<float>(), new_residual,
+                      qt.data_ptr<float>(), p.data_ptr<float>(), matrix.size(1), matrix.size(2), r);
+}
+
 // One piece of the hook's input_tensor_cp - input_tensor, written over `sum`; with `squares`, the squares of the
 // result are added to it, or it is reset when they cannot be added up here (then the norm takes a pass of its own).
 void subtract(at::Tensor sum, const at::Tensor& decompressed, std::optional<double>& squares) {
@@ -213,6 +303,15 @@ bool fits(const at::Tensor& buffer, const at::Tensor& t) {
          buffer.device() == t.device();
 }
 
+// Whether `memories` holds the bucket's P or Q memory as this step lays it out: `size` elements of `options`' dtype
+// on its device. One restored from a checkpoint written with another rank, compression rule or bucket layout is not.
+bool holds_memory(const std::map<int64_t, at::Tensor>& memories, int64_t index, int64_t size,
+                  const at::TensorOptions& options) {
+  const auto it = memories.find(index);
+  return it != memories.end() && it->second.dim() == 1 && it->second.numel() == size &&
+         it->second.scalar_type() == options.dtype().toScalarType() && it->second.device() == options.device();
+}
+
 // The bucket's work on this thread, under the state's lock: before options.start_iter only the count (false: the
 // bucket is all-reduced whole); then error feedback, the split into matrices to compress and tensors sent whole,
 // their P and Q views in the bucket's memories, the Qs (the last step's orthogonalised, or random), and P = M Q.
@@ -265,7 +364,10 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     }
     c.uncompressed_memory = c.uncompressed_sources.empty() ? at::empty({0}, options) : at::cat(c.uncompressed_sources);
 
-    const bool randomize_qs = !o.warm_start || s.p_memory.count(c.index) == 0;
+    // powerSGD_hook draws new Qs when warm start is off or the bucket has no memories yet; memories of another
+    // layout (restored from a checkpoint of other settings) cannot be warm-started from either.
+    const bool randomize_qs = !o.warm_start || !holds_memory(s.p_memory, c.index, ps_size, options) ||
+                              !holds_memory(s.q_memory, c.index, qs_size, options);
     if (randomize_qs) {
       s.p_memory[c.index] = at::empty({ps_size}, options);
       s.q_memory[c.index] = at::empty({qs_size}, options);
@@ -296,8 +398,8 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
     }
   }
   for (size_t i = 0; i < c.matrices.size(); ++i) {
-    if (c.sum.defined()) fold_in(c.matrices[i], c.outputs[i], c.new_residual);
-    product_into(c.ps[i], c.matrices[i], c.qs[i], o.transposed_products);
+    fold_in_and_product(c.ps[i], c.matrices[i], c.outputs[i], c.qs[i], c.sum.defined(), c.new_residual,
+                        o.transposed_products);
   }
   return true;
 }
@@ -349,6 +451,9 @@ c10::impl::GenericDict powersgd_entry(const PowerSgdState& s,
   std::lock_guard<std::mutex> lock(s.mutex);
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   out.insert("iter", s.iter);
+  // The settings that lay out the P and Q memories, under PowerSGDState's names: a run resumed with others says so.
+  out.insert("matrix_approximation_rank", s.options.matrix_approximation_rank);
+  out.insert("min_compression_rate", s.options.min_compression_rate);
   std::ostringstream rng;
   rng << s.rng.engine();
   out.insert("rng", rng.str());  // std::mt19937's text form: the 624 words and the position
@@ -386,13 +491,36 @@ std::string load_powersgd_entry(PowerSgdState& s, const c10::IValue& entry, int6
   s.p_memory = tensors_of(field(d, "p_memory_dict"), "p_memory_dict", device);
   s.q_memory = tensors_of(field(d, "q_memory_dict"), "q_memory_dict", device);
   s.error.clear();
-  if (static_cast<int64_t>(per_rank.size()) == world_size) {
+  std::vector<std::string> said;
+  if (static_cast<int64_t>(per_rank.size()) == world_size)
     s.error = tensors_of(per_rank[static_cast<size_t>(rank)], "error_dict", device);
-    return "";
+  else
+    said.push_back("PowerSGD: the checkpoint holds the error-feedback residuals of " + std::to_string(per_rank.size()) +
+                   " ranks and this run has " + std::to_string(world_size) +
+                   ": every rank's residuals start from zero (the step count, the Q memories and the generator are "
+                   "kept)");
+  // Entries written before these settings were kept say nothing of them.
+  std::vector<std::string> changed;
+  if (const auto it = d.find("matrix_approximation_rank");
+      it != d.end() && it->value().isInt() && it->value().toInt() != s.options.matrix_approximation_rank)
+    changed.push_back("dist.powersgd_rank " + std::to_string(it->value().toInt()) + " -> " +
+                      std::to_string(s.options.matrix_approximation_rank));
+  if (const auto it = d.find("min_compression_rate");
+      it != d.end() && it->value().isDouble() && it->value().toDouble() != s.options.min_compression_rate) {
+    std::ostringstream line;
+    line << "dist.powersgd_min_compression_rate " << it->value().toDouble() << " -> " << s.options.min_compression_rate;
+    changed.push_back(line.str());
   }
-  return "PowerSGD: the checkpoint holds the error-feedback residuals of " + std::to_string(per_rank.size()) +
-         " ranks and this run has " + std::to_string(world_size) +
-         ": every rank's residuals start from zero (the step count, the Q memories and the generator are kept)";
+  if (!changed.empty()) {
+    std::string list;
+    for (const std::string& c : changed) list += (list.empty() ? "" : ", ") + c;
+    said.push_back("PowerSGD: the checkpoint was written with other settings (" + list +
+                   "): each bucket whose P and Q matrices change size starts from random Qs, as at its first "
+                   "compressed step");
+  }
+  std::string out;
+  for (const std::string& line : said) out += (out.empty() ? "" : "; ") + line;
+  return out;
 }
 
 CompressTest should_compress(int64_t n, int64_t m, int64_t rank, double min_compression_rate) {

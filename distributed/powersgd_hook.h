@@ -97,13 +97,16 @@ class PowerSgdHook final : public c10d::CommHookInterface {
   c10::intrusive_ptr<c10::ivalue::Future> tail_;  // the last bucket's result (runHook runs on one thread at a time)
 };
 
-// The checkpoint entry of a PowerSgdState: PowerSGDState.__getstate__'s fields but its settings (the config's), with
-// every rank's error-feedback residuals, gathered by the caller into host tensors nothing else holds (errors[rank]:
-// bucket index -> residual); the P and Q memories are copied (host_copy).
+// The checkpoint entry of a PowerSgdState: PowerSGDState.__getstate__'s fields but its settings (the config's; the
+// rank and the compression rule are kept to say when a resumed run changes them), with every rank's error-feedback
+// residuals, gathered by the caller into host tensors nothing else holds (errors[rank]: bucket index -> residual);
+// the P and Q memories are copied (host_copy).
 c10::impl::GenericDict powersgd_entry(const PowerSgdState& s, const std::vector<std::map<int64_t, at::Tensor>>& errors);
 
 // Restores `s` from such an entry as `rank` of `world_size` on `device`. The residuals of a checkpoint written by
-// another number of ranks are not this rank's: they start from zero, and the line returned says so ("" otherwise).
+// another number of ranks are not this rank's: they start from zero; P and Q memories laid out by another rank or
+// compression rule are drawn afresh where the hook finds them of another size. The line returned says what was reset
+// ("" when nothing was).
 std::string load_powersgd_entry(PowerSgdState& s, const c10::IValue& entry, int64_t rank, int64_t world_size,
                                 const at::Device& device);
 

@@ -294,9 +294,11 @@ def one_bucket_at_a_time(hook):
 class TransposedProducts:
     """The torch module as powerSGD_hook sees it, but for its products P = M Q and Q = M^T P and its decompression
     P Q^T of float32 tensors on the CPU, which are computed as ddptrain computes them (distributed/powersgd_hook.cpp):
-    a product to a factor (a bmm whose inner dimension exceeds its result's last) as the transposed result b^T a^T,
-    from a contiguous copy of b^T, copied back; the decompression as the sum of the r outer products P[:, k] Q[:, k]^T
-    in the order of k, each product and each sum rounded to float32 (no fused multiply-add)."""
+    P = M Q (M's rows contiguous, rank <= 4) row by row, element j of a row times Q's row j added to partial sum
+    j mod 8, the eight partial sums then added pairwise ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)); Q = M^T P
+    (and P = M Q above rank 4) as the transposed result b^T a^T, from a contiguous copy of b^T, copied back; the
+    decompression as the sum of the r outer products P[:, k] Q[:, k]^T in the order of k. Each product and each sum is
+    rounded to float32 (no fused multiply-add)."""
 
     def __getattr__(self, name):
         return getattr(torch, name)
@@ -313,8 +315,23 @@ class TransposedProducts:
                 total = total + a[:, :, k:k + 1] * b[:, k:k + 1, :]
             return out.copy_(total)
         for i in range(out.size(0)):
-            out[i].copy_(torch.mm(b[i].t().contiguous(), a[i].t()).t())
+            if a.stride(2) == 1 and out.dtype == torch.float32 and out.size(2) <= 4:
+                out[i].copy_(TransposedProducts.partial_sums_product(a[i], b[i]))
+            else:
+                out[i].copy_(torch.mm(b[i].t().contiguous(), a[i].t()).t())
         return out
+
+    @staticmethod
+    def partial_sums_product(m, q):
+        """m q for an n x w m and a w x r q, each row's dot products in eight partial sums (element j to sum j mod 8,
+        in the order of j) added pairwise at the end."""
+        qt, width = q.t(), m.size(1)
+        sums = torch.zeros(m.size(0), q.size(1), 8, dtype=m.dtype)
+        for j in range(0, width, 8):
+            end = min(j + 8, width)
+            sums[:, :, :end - j] = sums[:, :, :end - j] + m[:, None, j:end] * qt[None, :, j:end]
+        s = sums.unbind(2)
+        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 
 
 def reference_optimizer(params, args):

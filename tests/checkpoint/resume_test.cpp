@@ -110,19 +110,46 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.gloo ? "_gloo" : "") + (info.param.powersgd ? "_powersgd" : "");
     });
 
+// The config of a PowerSGD job (compressed from step 3) after its first 6 steps on 2 ranks, checkpointed in dir/o.
+std::string powersgd_checkpointed_job(const TempDir& dir) {
+  const std::string cfg = ckpt_job_config(dir) +
+                          " --dist.grad_compression=powersgd --dist.powersgd_start_step=3 --job.out_dir=" + dir / "o";
+  for (auto& r : run_ranks(2, cfg + " --training.max_steps=6")) EXPECT_EQ(r.exit_code, 0) << r.output;
+  return cfg;
+}
+
+// Rank 0's output of `cfg` resumed on `ranks` ranks with `args`, every rank ending well.
+std::string resumed_output(const std::string& cfg, int ranks, const std::string& args) {
+  const auto run = run_ranks(ranks, cfg + " " + args);
+  for (auto& r : run) EXPECT_EQ(r.exit_code, 0) << r.output;
+  return run.at(0).output;
+}
+
 // A PowerSGD checkpoint of 2 ranks resumed on 3: the residuals are each rank's own, so they restart from zero, and the
 // run says so; the rest of the hook's state carries on.
 TEST(Checkpoint, PowerSgdResumedOnAnotherWorldSizeSaysItResetsTheResiduals) {
   TempDir dir;
-  const std::string cfg = ckpt_job_config(dir) +
-                          " --dist.grad_compression=powersgd --dist.powersgd_start_step=3 --job.out_dir=" + dir / "o";
-  for (auto& r : run_ranks(2, cfg + " --training.max_steps=6")) ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto three = run_ranks(3, cfg + " --training.max_steps=8");
-  for (auto& r : three) ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(three[0].output.find("PowerSGD: the checkpoint holds the error-feedback residuals of 2 ranks and this run "
-                                 "has 3: every rank's residuals start from zero"),
+  const std::string cfg = powersgd_checkpointed_job(dir);
+  const std::string three = resumed_output(cfg, 3, "--training.max_steps=8");
+  EXPECT_NE(three.find("PowerSGD: the checkpoint holds the error-feedback residuals of 2 ranks and this run has 3: "
+                       "every rank's residuals start from zero"),
             std::string::npos)
-      << three[0].output;
+      << three;
+}
+
+// A PowerSGD checkpoint resumed with another rank: the warm-start Q memories no longer fit the buckets' factors, so
+// those buckets draw new Qs as at their first compressed step, and the run says which settings changed.
+TEST(Checkpoint, PowerSgdResumedWithAnotherRankDrawsNewQsAndSaysSo) {
+  TempDir dir;
+  const std::string cfg = powersgd_checkpointed_job(dir);
+  const std::string resumed = resumed_output(cfg, 2, "--training.max_steps=8 --dist.powersgd_rank=3");
+  EXPECT_NE(resumed.find("PowerSGD: the checkpoint was written with other settings (dist.powersgd_rank 1 -> 3): each "
+                         "bucket whose P and Q matrices change size starts from random Qs"),
+            std::string::npos)
+      << resumed;
+  // Resumed with the settings it was written with, the run has nothing to say of them.
+  const std::string same = resumed_output(cfg, 2, "--training.max_steps=10 --dist.powersgd_rank=3");
+  EXPECT_EQ(same.find("PowerSGD: the checkpoint"), std::string::npos) << same;
 }
 
 // A multi-rank checkpoint carries DDP's rebuilt buckets (ddp_buckets: every trainable parameter's index once); an entry

@@ -304,8 +304,9 @@ TEST(PowerSgd, AWorkerKilledMidRunResumesBitIdentical) {
 // ResNet-18 (11.7M parameters: a 1 MiB bucket and 25 MB ones, whose hooks run while backward goes on) on CIFAR-10
 // images of 32x32, 2 ranks x 5 images, 6 steps over 3 epochs, compressed from the third: as Python DDP with
 // powerSGD_hook, bit for bit; with transposed products, as the hook with TransposedProducts. Those against the hook
-// as shipped end some 1e-4 apart (reported): 5 images a rank make gradient matrices whose second and third singular
-// values lie close, and float32 rounding turns the rank-2 factors between them.
+// as shipped end 1e-3 to 0.1 apart (reported): 5 images a rank make gradient matrices whose second and third singular
+// values lie close, and float32 rounding turns the rank-2 factors between them (the hook as shipped moves further
+// when MKL takes another code path, MKL_CBWR=COMPATIBLE).
 TEST(PowerSgdVsPyTorch, ResNet18SeveralBucketsTrainsAsPythonDdp) {
   if (!python_has_torch()) GTEST_SKIP() << python() << " does not have torch";
   TempDir dir;
