@@ -70,7 +70,7 @@ def fmt(value, spec=None):
 def times(value):
     """A ratio as "1.23x": two decimals, or below 0.1 as many as two significant digits take ("0.0042x"), never
     rounded to zero."""
-    if value <= 0 or value >= 0.1:
+    if not 0 < value < 0.1:  # NaN too
         return f"{value:.2f}x"
     return f"{value:.{1 - math.floor(math.log10(value))}f}x"
 

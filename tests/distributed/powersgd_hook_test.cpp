@@ -178,11 +178,12 @@ TEST(PowerSgdVsPyTorch, TrainsAsPythonDdpWithPowerSgdHook) {
   ASSERT_NO_FATAL_FAILURE(write_data_and_net_init(dir));
   // Gloo's all-reduce on both sides: 3 ranks' sums in the same order. Rank 4 uses QR and leaves conv1 (10 x 25)
   // uncompressed; rank 1 and 2 Gram-Schmidt. Start step 1 without error feedback and warm start compresses DDP's first,
-  // one-bucket step too. Transposed products at rank 1 without error feedback: the decompression with no residual.
-  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0},        {3, 4, 6, true, true, 0.0, 5},
-                            {3, 1, 1, false, false, 0.0, 0},      {2, 2, 3, true, false, 1e-8, 7},
-                            {2, 2, 4, true, true, 0.0, 0, true},  {3, 4, 6, true, true, 0.0, 5, true},
-                            {3, 1, 1, false, false, 0.0, 0, true}};
+  // one-bucket step too. Transposed products at rank 1 without error feedback: the decompression with no residual;
+  // at ranks 1, 2, 3 and 4, each rank the one pass of sum and P = M Q is compiled for.
+  const Settings cases[] = {{2, 2, 4, true, true, 0.0, 0},         {3, 4, 6, true, true, 0.0, 5},
+                            {3, 1, 1, false, false, 0.0, 0},       {2, 2, 3, true, false, 1e-8, 7},
+                            {2, 2, 4, true, true, 0.0, 0, true},   {3, 4, 6, true, true, 0.0, 5, true},
+                            {3, 1, 1, false, false, 0.0, 0, true}, {2, 3, 4, true, true, 0.0, 0, true}};
   for (const Settings& s : cases) {
     SCOPED_TRACE(describe(s));
     EXPECT_EQ(powersgd_vs_python(dir, s, /*on_cuda=*/false), 0.0);
