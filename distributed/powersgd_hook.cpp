@@ -2,6 +2,7 @@
 #include "distributed/powersgd_hook.h"
 
 #include "base/host_copy.h"
+#include "config/config.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -511,16 +512,11 @@ std::string load_powersgd_entry(PowerSgdState& s, const c10::IValue& entry, int6
     line << "dist.powersgd_min_compression_rate " << it->value().toDouble() << " -> " << s.options.min_compression_rate;
     changed.push_back(line.str());
   }
-  if (!changed.empty()) {
-    std::string list;
-    for (const std::string& c : changed) list += (list.empty() ? "" : ", ") + c;
-    said.push_back("PowerSGD: the checkpoint was written with other settings (" + list +
+  if (!changed.empty())
+    said.push_back("PowerSGD: the checkpoint was written with other settings (" + join(changed) +
                    "): each bucket whose P and Q matrices change size starts from random Qs, as at its first "
                    "compressed step");
-  }
-  std::string out;
-  for (const std::string& line : said) out += (out.empty() ? "" : "; ") + line;
-  return out;
+  return join(said, "; ");
 }
 
 CompressTest should_compress(int64_t n, int64_t m, int64_t rank, double min_compression_rate) {
