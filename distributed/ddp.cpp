@@ -169,6 +169,14 @@ void DistributedDataParallel::begin_step(bool logged) {
   powersgd_->residual_squares.clear();  // the last step's buckets were all decompressed before its backward returned
 }
 
+// torch.amp.GradScaler skips the optimizer step whose gradients hold inf/NaN and the next one runs at a smaller scale;
+// but the PowerSGD hook has by then formed its residuals and Qs from those gradients, and inf/NaN carried into every
+// later step would have every later step skipped (PyTorch's powerSGD_hook under GradScaler does just that).
+void DistributedDataParallel::step_done(const std::function<bool()>& skipped) {
+  if (powersgd_ && (powersgd_->options.use_error_feedback || powersgd_->options.warm_start) && skipped())
+    powersgd_start_over(*powersgd_);
+}
+
 // The Reducer refuses a forward while the last synchronising backward's buckets wait for gradients that never came
 // (PyTorch: "Expected to have finished reduction in the prior iteration ..."): said here with the parameters' names.
 void DistributedDataParallel::pre_forward(bool sync) {

@@ -26,6 +26,8 @@ class DistributedDataParallel : public GradientSync {
   ~DistributedDataParallel() override;
 
   void begin_step(bool logged) override;
+  // After a skipped step, PowerSGD's state starts over (powersgd_start_over): the step left inf/NaN in it.
+  void step_done(const std::function<bool()>& skipped) override;
   void pre_forward(bool sync) override;
   void post_forward(bool sync, const torch::Tensor& output) override;
   void sync_buffers() override;

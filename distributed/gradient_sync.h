@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,10 @@ class GradientSync {
   virtual ~GradientSync() = default;
   // Before a step's first forward: `logged` says whether sync_figures() is asked for once the step is done.
   virtual void begin_step(bool logged) {}
+  // After the step's optimizer update or its skip: `skipped()` says whether the update was skipped for inf/NaN
+  // gradients (a loss scaler's verdict, or training.on_nonfinite = "skip"). It may read the device, so only a kind that
+  // carries state from one step into the next asks it.
+  virtual void step_done(const std::function<bool()>& skipped) {}
   // Before the module's forward. sync=false is no_sync(): this micro-step's gradients stay local.
   virtual void pre_forward(bool sync) {}
   // After the module's forward, before backward (output: for find_unused_parameters' graph walk).

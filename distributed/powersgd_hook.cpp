@@ -519,6 +519,14 @@ std::string load_powersgd_entry(PowerSgdState& s, const c10::IValue& entry, int6
   return join(said, "; ");
 }
 
+void powersgd_start_over(PowerSgdState& s) {
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.error.clear();
+  s.p_memory.clear();
+  s.q_memory.clear();
+  s.residual_squares.clear();
+}
+
 CompressTest should_compress(int64_t n, int64_t m, int64_t rank, double min_compression_rate) {
   CompressTest t;
   t.uncompressed = n * m;

@@ -76,6 +76,11 @@ struct PowerSgdState {
   mutable std::mutex mutex;  // buckets' callbacks run on the process group's threads
 };
 
+// After a step the optimizer skipped for inf/NaN gradients: drops the residuals and the P and Q memories the step left,
+// so that every bucket's next compressed step runs as its first (no residual, random Qs from the state's generator,
+// drawn alike on every rank). The step count, the generator and the element counts go on.
+void powersgd_start_over(PowerSgdState& s);
+
 // powerSGD_hook on one bucket: before options.start_iter the averaged all-reduce of _allreduce_fut; then
 // error feedback, the uncompressed tensors' all-reduce, P's, then Q's, and the decompression into the bucket.
 //

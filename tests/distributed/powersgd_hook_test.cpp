@@ -1,7 +1,7 @@
 // dist.grad_compression = "powersgd" against PyTorch's powerSGD_hook: the random draws numpy and torch make, the
 // compression rule, training with Python DDP + the hook on 2 and 3 ranks under its settings (on the CPU, and on CUDA
 // where there is a GPU) and with ResNet-18's buckets; the figures metrics.jsonl carries; a worker killed mid-run
-// resuming to the same bytes.
+// resuming to the same bytes; steps a loss scaler skipped leaving nothing behind.
 #include "distributed/powersgd_hook.h"
 
 #include "tests/support/on_device.h"
@@ -12,6 +12,7 @@
 
 #include <torch/cuda.h>
 
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <sstream>
@@ -274,6 +275,48 @@ TEST(PowerSgd, MetricsSayWhatEachStepSentWithoutCompressionToo) {
         EXPECT_TRUE(sent > 0 && sent <= 87360 + 4 * 8) << sent;
     }
     EXPECT_EQ(records.size(), 3u);
+  }
+}
+
+// A field of a metrics.jsonl record, as a number (NaN where the record lacks it or holds null).
+double number_field(const std::string& record, const std::string& name) {
+  const auto j = nlohmann::json::parse(record);
+  const auto it = j.find(name);
+  return it != j.end() && it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+// float16 autocast under a loss scaler whose first scale (1e9) overflows float16's backward: GradScaler skips those
+// steps and halves the scale until a step is finite, with PowerSGD (compressing from step 2) as without compression.
+// The overflowing steps' inf/NaN reached the hook's residuals and Qs; carried on, they would make every later step
+// non-finite and skipped (PyTorch's powerSGD_hook under GradScaler never recovers). After the skips, training goes on:
+// no step of the last ten skipped, the residuals finite again.
+TEST(PowerSgd, StepsAGradScalerSkippedLeaveNoInfOrNanBehind) {
+  TempDir dir;
+  const std::vector<std::string> amp = {"training.max_steps=30", "amp.enabled=true", "amp.dtype=fp16",
+                                        "amp.loss_scaling=dynamic", "amp.init_scale=1e9"};
+  std::vector<std::string> compressed = amp;
+  compressed.insert(compressed.end(),
+                    {"dist.grad_compression=powersgd", "dist.powersgd_rank=2", "dist.powersgd_start_step=2"});
+  const std::vector<std::string> plain = net_train_records(dir, dir / "plain", amp);
+  const std::vector<std::string> records = net_train_records(dir, dir / "powersgd", compressed);
+  ASSERT_EQ(plain.size(), 30u);
+  ASSERT_EQ(records.size(), 30u);
+  // The premise: the first steps overflow and are skipped, without compression too, and the scale settles.
+  const double plain_skipped = number_field(plain.back(), "skipped_steps");
+  EXPECT_GT(plain_skipped, 2);
+  EXPECT_EQ(number_field(plain[19], "skipped_steps"), plain_skipped);
+  // The steps skipped before the first finite one are the same: no update happened, whatever the compression.
+  for (size_t i = 0; i < records.size() && number_field(plain[i], "skipped_steps") == static_cast<double>(i + 1); ++i)
+    EXPECT_EQ(number_field(records[i], "skipped_steps"), static_cast<double>(i + 1)) << records[i];
+  const double skipped = number_field(records.back(), "skipped_steps");
+  EXPECT_GT(skipped, 2);
+  for (size_t i = 20; i < records.size(); ++i) {
+    SCOPED_TRACE(records[i]);
+    EXPECT_EQ(number_field(records[i], "skipped_steps"), skipped);
+    EXPECT_TRUE(std::isfinite(number_field(records[i], "loss")));
+    EXPECT_TRUE(std::isfinite(number_field(records[i], "grad_norm")));
+    const double residual = number_field(records[i], "residual_norm");
+    EXPECT_TRUE(std::isfinite(residual) && residual > 0) << residual;
   }
 }
 
