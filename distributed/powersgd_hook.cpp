@@ -313,10 +313,11 @@ bool holds_memory(const std::map<int64_t, at::Tensor>& memories, int64_t index, 
          it->second.scalar_type() == options.dtype().toScalarType() && it->second.device() == options.device();
 }
 
-// The bucket's work on this thread, under the state's lock: before options.start_iter only the count (false: the
-// bucket is all-reduced whole); then error feedback, the split into matrices to compress and tensors sent whole,
-// their P and Q views in the bucket's memories, the Qs (the last step's orthogonalised, or random), and P = M Q.
-bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c) {
+// The bucket's work on this thread before its first all-reduce, under the state's lock: before options.start_iter
+// only the count (false: the bucket is all-reduced whole); then error feedback on the tensors sent whole, the split
+// into matrices to compress and tensors sent whole, their P and Q views in the bucket's memories and the Qs (the last
+// step's orthogonalised, or random).
+bool prepare_bucket(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c) {
   const PowerSgdOptions& o = s.options;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -398,11 +399,14 @@ bool compress_locally(PowerSgdState& s, c10d::GradBucket& bucket, Compressing& c
       }
     }
   }
-  for (size_t i = 0; i < c.matrices.size(); ++i) {
+  return true;
+}
+
+// P = M Q for each matrix (powerSGD_hook's torch.bmm(tensor, q, out=p)), error feedback's sum formed beside it.
+void compute_ps(const PowerSgdOptions& o, Compressing& c) {
+  for (size_t i = 0; i < c.matrices.size(); ++i)
     fold_in_and_product(c.ps[i], c.matrices[i], c.outputs[i], c.qs[i], c.sum.defined(), c.new_residual,
                         o.transposed_products);
-  }
-  return true;
 }
 
 // The hook's decompress: M = P Q^T into the bucket, the residual kept, the iteration counted.
@@ -575,13 +579,16 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
   c->last = bucket.isLast();
   auto group = group_;
   const auto tensors = c10::ListType::ofTensors();
-  if (!compress_locally(*state_, bucket, *c)) {
+  if (!prepare_bucket(*state_, bucket, *c)) {
     c->input.div_(c->world);  // default_hooks._allreduce_fut: the division first, against overflow
     tail_ = tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->input); }, tensors);
     return tail_;
   }
+  // As in powerSGD_hook, the uncompressed tensors' all-reduce starts before the Ps are computed, and the Ps' all-reduce
+  // is chained to it only once they are (a callback of a future already done runs at once, on this thread).
   auto uncompressed_done =
       tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->uncompressed_memory); }, tensors);
+  compute_ps(state_->options, *c);
   // unpack_uncompressed_tensors_and_allreduce_ps
   auto ps_done = uncompressed_done->thenAsync(
       [c, group](c10::ivalue::Future& done) {
