@@ -289,7 +289,8 @@ double number_field(const std::string& record, const std::string& name) {
 // steps and halves the scale until a step is finite, with PowerSGD (compressing from step 2) as without compression.
 // The overflowing steps' inf/NaN reached the hook's residuals and Qs; carried on, they would make every later step
 // non-finite and skipped (PyTorch's powerSGD_hook under GradScaler never recovers). After the skips, training goes on:
-// no step of the last ten skipped, the residuals finite again.
+// no step of the last ten skipped, the residuals finite again. A run stopped at the last skipped step (its final
+// checkpoint holds the state as the skip left it) and resumed ends with the uninterrupted run's model.pt to the byte.
 TEST(PowerSgd, StepsAGradScalerSkippedLeaveNoInfOrNanBehind) {
   TempDir dir;
   const std::vector<std::string> amp = {"training.max_steps=30", "amp.enabled=true", "amp.dtype=fp16",
@@ -306,8 +307,9 @@ TEST(PowerSgd, StepsAGradScalerSkippedLeaveNoInfOrNanBehind) {
   EXPECT_GT(plain_skipped, 2);
   EXPECT_EQ(number_field(plain[19], "skipped_steps"), plain_skipped);
   // The steps skipped before the first finite one are the same: no update happened, whatever the compression.
-  for (size_t i = 0; i < records.size() && number_field(plain[i], "skipped_steps") == static_cast<double>(i + 1); ++i)
-    EXPECT_EQ(number_field(records[i], "skipped_steps"), static_cast<double>(i + 1)) << records[i];
+  size_t leading = 0;
+  for (; leading < records.size() && number_field(plain[leading], "skipped_steps") == leading + 1.0; ++leading)
+    EXPECT_EQ(number_field(records[leading], "skipped_steps"), leading + 1.0) << records[leading];
   const double skipped = number_field(records.back(), "skipped_steps");
   EXPECT_GT(skipped, 2);
   for (size_t i = 20; i < records.size(); ++i) {
@@ -318,6 +320,14 @@ TEST(PowerSgd, StepsAGradScalerSkippedLeaveNoInfOrNanBehind) {
     const double residual = number_field(records[i], "residual_norm");
     EXPECT_TRUE(std::isfinite(residual) && residual > 0) << residual;
   }
+  ASSERT_GT(leading, 2u);
+  std::vector<std::string> stopped = compressed;
+  stopped.front() = "training.max_steps=" + std::to_string(leading);
+  EXPECT_EQ(net_train_records(dir, dir / "resumed", stopped).size(), leading);
+  for (const auto& r : run_ranks(2, dir / "cfg.toml --checkpoint.resume=auto --training.max_steps=30"))
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(read_file(dir / "powersgd/model.pt") == read_file(dir / "resumed/model.pt"))
+      << "max diff " << max_state_diff(dir / "powersgd/model.pt", dir / "resumed/model.pt");
 }
 
 // A worker killed with SIGKILL mid-run (ddprun --max-restarts=1 restarts both, they resume from step 10's checkpoint)
