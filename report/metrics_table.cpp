@@ -93,7 +93,8 @@ std::vector<MetricRow> make_table() {
             [](const TrainView& v) { return if_set(v.step.compression_rate); }),
       train("residual_norm", kNumber, tag("comm/residual_norm"), P::kPowerSgd,
             "L2 norm of rank 0's error-feedback residuals after the logged step (what compression left out, carried "
-            "into the next); 0 without `dist.powersgd_error_feedback` or before compression starts",
+            "into the next); 0 without `dist.powersgd_error_feedback`, before compression starts and after a step the "
+            "optimizer skipped for inf/NaN gradients (the residuals start over)",
             [](const TrainView& v) { return if_set(v.step.residual_norm); }),
       train("gpu_mem_peak_mib", kNumber, tag("perf/gpu_mem_peak_mib"), P::kCuda,
             "the CUDA caching allocator's peak so far, MiB, max over ranks",
