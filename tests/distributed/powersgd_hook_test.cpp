@@ -324,6 +324,7 @@ TEST(PowerSgd, StepsAGradScalerSkippedLeaveNoInfOrNanBehind) {
   std::vector<std::string> stopped = compressed;
   stopped.front() = "training.max_steps=" + std::to_string(leading);
   EXPECT_EQ(net_train_records(dir, dir / "resumed", stopped).size(), leading);
+  // cfg.toml: the stopped run's configuration (net_train_records wrote it last), resumed from its final checkpoint.
   for (const auto& r : run_ranks(2, dir / "cfg.toml --checkpoint.resume=auto --training.max_steps=30"))
     EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(read_file(dir / "powersgd/model.pt") == read_file(dir / "resumed/model.pt"))
