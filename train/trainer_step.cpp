@@ -104,14 +104,15 @@ Trainer::Update Trainer::update_parameters(const StepRecord& total, bool want_no
   if (!scaler_->enabled() && !losses) {
     update.flag = non_finite_(grads);
     dynamic_cast<CapturableStep&>(*optimizer_).step_unless_found_inf(update.flag);
-    gradient_sync_->step_done([&] { return update.flag.item<float>() != 0; });
   } else if (losses && skip_if_not_finite(grads, update.norm, *losses)) {
     zero_grad(*optimizer_);  // the same on every rank: the gradients are the all-reduced ones
     gradient_sync_->step_done([] { return true; });
     return update;
   } else {
     scaler_->step(*optimizer_);  // with a loss scaler, skipped where its found_inf says so
-    gradient_sync_->step_done([&] { return scaler_->found_inf(); });  // before update() forgets it
+    // Before update() forgets found_inf. Only the eager step asks: a captured one (no `losses`) reads nothing on the
+    // host and has no communication hook that carries state (training.cuda_graph refuses dist.grad_compression).
+    if (losses) gradient_sync_->step_done([&] { return scaler_->found_inf(); });
     scaler_->update();
   }
   ema_->step_ended(*model_, total.step_in_epoch, total.step);  // AveragedModel.update_parameters on its steps
