@@ -282,8 +282,11 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const RendezvousInfo&
     ctx.allreduce = setup.active ? "shm" : "gloo";
     ctx.allreduce_note = setup.reason;
   }
+  // "auto" tries it on every rank whenever shared memory does not join them all (a rank's own numbers cannot tell
+  // whether every rank sees nodes of several ranks: under mpirun nodes may differ in size); wrapping is collective and
+  // ends the same on every rank.
   const bool hierarchical = cfg.allreduce == AllreducePath::Hierarchical ||
-                            (cfg.allreduce == AllreducePath::Auto && cpu == gloo && several_nodes_of_several);
+                            (cfg.allreduce == AllreducePath::Auto && cpu == gloo && info.world_size > 1);
   if (hierarchical) {
     const auto across = [&](const c10::intrusive_ptr<c10d::Store>& under, int node, int nodes) {
       return make_gloo_backend(under, node, nodes, timeout, gloo_interfaces());
@@ -294,7 +297,10 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const RendezvousInfo&
                                " (use \"auto\" or \"gloo\")");
     cpu = setup.backend;
     ctx.allreduce = setup.active ? "hierarchical" : "gloo";
-    ctx.allreduce_note = setup.active ? "" : ctx.allreduce_note + "; within each node: " + setup.reason;
+    if (setup.active)
+      ctx.allreduce_note = "";
+    else if (several_nodes_of_several)  // the reason is news only where this rank's numbers promised several
+      ctx.allreduce_note += "; within each node: " + setup.reason;
   }
   return {{c10::DeviceType::CPU, cpu == gloo ? "gloo" : "custom", cpu}, {c10::DeviceType::CUDA, "gloo", gloo}};
 }

@@ -437,6 +437,20 @@ std::string agree(c10d::Store& store, const std::string& key, int rank, int worl
   return "";
 }
 
+// Collective over the job's ranks: each posts its LOCAL_WORLD_SIZE; returns "" when every rank's is the same, else
+// the same sentence on every rank, naming the first rank whose size is not rank 0's.
+std::string same_node_size(c10d::Store& store, const std::string& key, int rank, int world, int local_world) {
+  set_text(store, key + std::to_string(rank), std::to_string(local_world));
+  const std::string first = get_text(store, key + "0");
+  for (int r = 1; r < world; ++r) {
+    const std::string size = get_text(store, key + std::to_string(r));
+    if (size != first)
+      return "rank " + std::to_string(r) + ": LOCAL_WORLD_SIZE " + size + ", rank 0's is " + first +
+             ": it needs nodes of the same number of ranks";
+  }
+  return "";
+}
+
 }  // namespace
 
 ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend>& inner,
@@ -462,10 +476,14 @@ ShmAllreduceSetup wrap_with_hierarchical_allreduce(const c10::intrusive_ptr<c10d
   const int rank = inner->getRank();
   const int world = inner->getSize();
   const std::string key = "ddptrain/hierarchical_allreduce/";
-  std::string error;
+  // Each rank's own numbers may fit a layout that the others' do not: the node sizes are compared first, so that
+  // no two nodes' ranks ever join one segment (or lead one node) on their own numbers.
+  std::string error = same_node_size(*store, key + "local_world/", rank, world, place.local_world);
   std::unique_ptr<ShmSegment> segment;
-  if (place.nodes < 2 || place.local_world < 2 || place.nodes * place.local_world != world ||
-      rank != place.node * place.local_world + place.local_rank) {
+  if (!error.empty()) {
+    // The same on every rank; agree below passes it on.
+  } else if (place.nodes < 2 || place.local_world < 2 || place.nodes * place.local_world != world ||
+             rank != place.node * place.local_world + place.local_rank) {
     error =
         "rank " + std::to_string(rank) + ": it needs several nodes of several ranks each, numbered node by " +
         "node (RANK = node * LOCAL_WORLD_SIZE + LOCAL_RANK); this job has " +

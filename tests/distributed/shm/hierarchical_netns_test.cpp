@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace ddp::test {
 namespace {
@@ -139,6 +141,53 @@ TEST(HierarchicalAllreduceHosts, ARankKilledMidTrainingEndsEveryRankOnBothHosts)
     EXPECT_EQ(net.pids(0) + net.pids(1), "");
     std::printf("rank %d killed: the job ended %.1f s later\n", victim, seconds);
   }
+}
+
+// mpirun's variables (no GROUP_WORLD_SIZE) for nodes of 2, 1 and 1 ranks, each node its own host: ranks 0 and 1 see
+// nodes of two (a world of 4 in nodes of LOCAL_WORLD_SIZE 2), ranks 2 and 3 nodes of one. dist.allreduce = "auto"
+// must reach the same answer on every rank (Gloo's ring, saying why not per node), not leave ranks 0 and 1 waiting
+// for a hierarchical set-up the others never join.
+TEST(HierarchicalAllreduceHosts, AutoWithNodesOfDifferentSizesKeepsGlooOnEveryRank) {
+  NodeNamespaces net(3);
+  if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
+  if (!own_host_allowed()) GTEST_SKIP() << "unshare -m -p with a private /dev/shm is not allowed here";
+  TempDir dir;
+  const std::string cfg = write_tiny_job(dir, 256, 32, 6,
+                                         {"job.seed=8", "data.batch_size=8", "model.name=net", "training.max_steps=3",
+                                          "metrics.progress=plain", "dist.timeout_s=60.0"});
+  const std::vector<int> node_of{0, 0, 1, 2};
+  std::string script;
+  for (int n = 0; n < 3; ++n) {
+    // Each node's ranks run from one script inside that node's own host.
+    std::string ranks;
+    const int local_size = static_cast<int>(std::count(node_of.begin(), node_of.end(), n));
+    for (int r = 0, local = 0; r < 4; ++r) {
+      if (node_of[static_cast<size_t>(r)] != n) continue;
+      const std::string rank = std::to_string(r);
+      ranks += "(env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=veth0 MASTER_ADDR=" + NodeNamespaces::address(0) +
+               " MASTER_PORT=29500 OMPI_COMM_WORLD_RANK=" + rank +
+               " OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=" + std::to_string(local++) +
+               " OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
+               " OMPI_COMM_WORLD_NODE_RANK=" + std::to_string(n) + " " + ddptrain_path() + " " + cfg +
+               " --job.out_dir=" + dir / "out" + " > " + dir / ("rank" + rank + ".out") + " 2>&1; echo $? > " +
+               dir / ("rank" + rank + ".rc") + ") &\n";
+    }
+    write_file(dir / ("node" + std::to_string(n) + ".sh"), ranks + "wait\n");
+    script += net.exec(n) + as_own_host() + "sh " + dir / ("node" + std::to_string(n) + ".sh") + " &\n";
+  }
+  const auto r = run_timed(script + "wait\n");
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string name = "rank" + std::to_string(rank);
+    const std::string said = read_file(dir / (name + ".out"));
+    EXPECT_EQ(std::stoi(read_file(dir / (name + ".rc"))), 0) << name << ":\n" << said;
+  }
+  const std::string banner = read_file(dir / "rank0.out");
+  EXPECT_NE(banner.find("| all-reduce gloo (shared memory not used: "), std::string::npos) << banner;
+  EXPECT_NE(banner.find("within each node: rank 2: LOCAL_WORLD_SIZE 1, rank 0's is 2: it needs nodes of the same "
+                        "number of ranks"),
+            std::string::npos)
+      << banner;
+  EXPECT_LT(r.seconds, 30.0) << banner;  // a rank left waiting would wait out dist.timeout_s (60 s)
 }
 
 }  // namespace

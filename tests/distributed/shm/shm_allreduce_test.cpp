@@ -20,16 +20,17 @@ namespace {
 
 using c10d::ReduceOp;
 
-// Rank `rank` of `world`, in nodes of `per_node` ranks (torchrun's numbering; 0: LOCAL_WORLD_SIZE unset).
-DistContext join(int rank, int world, int port, const std::string& allreduce, double timeout_s = 60.0,
-                 int per_node = 0) {
+// Rank `rank` of `world`, LOCAL_RANK and LOCAL_WORLD_SIZE as given (0: unset), GROUP_WORLD_SIZE unset (as under
+// mpirun, whose nodes may hold different numbers of ranks).
+DistContext join_node(int rank, int world, int port, const std::string& allreduce, double timeout_s, int local_rank,
+                      int local_world) {
   std::map<std::string, std::string> env{{"RANK", std::to_string(rank)},
                                          {"WORLD_SIZE", std::to_string(world)},
                                          {"MASTER_ADDR", "127.0.0.1"},
                                          {"MASTER_PORT", std::to_string(port)}};
-  if (per_node > 0) {
-    env["LOCAL_RANK"] = std::to_string(rank % per_node);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(per_node);
+  if (local_world > 0) {
+    env["LOCAL_RANK"] = std::to_string(local_rank);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(local_world);
   }
   RendezvousInfo info = rendezvous_from_env(env);
   DistConfig cfg;
@@ -37,6 +38,12 @@ DistContext join(int rank, int world, int port, const std::string& allreduce, do
   cfg.allreduce = *parse_choice<AllreducePath>(allreduce);
   cfg.timeout_s = timeout_s;
   return init_distributed(info, cfg);
+}
+
+// Rank `rank` of `world`, in nodes of `per_node` ranks (torchrun's numbering; 0: LOCAL_WORLD_SIZE unset).
+DistContext join(int rank, int world, int port, const std::string& allreduce, double timeout_s = 60.0,
+                 int per_node = 0) {
+  return join_node(rank, world, port, allreduce, timeout_s, per_node > 0 ? rank % per_node : 0, per_node);
 }
 
 // Runs fn(rank) on `world` threads; returns each rank's exception message ("" when none).
@@ -309,6 +316,23 @@ TEST(HierarchicalAllreduce, NodesOfOneRankAreRefusedNamingTheLayout) {
               std::string::npos)
         << e;
   EXPECT_NE(errors[0].find("this job has 2 node(s) of 1 rank(s) in a world of 2"), std::string::npos) << errors[0];
+}
+
+// Nodes of 2, 2 and 4 ranks numbered node by node, without GROUP_WORLD_SIZE: each rank's own numbers fit a layout
+// (two nodes of 4, or four nodes of 2), but not the same one. Every rank refuses the hierarchical path, naming the
+// sizes, instead of two nodes' ranks joining one segment or two ranks leading one node.
+TEST(HierarchicalAllreduce, NodesOfDifferentSizesAreRefusedOnEveryRank) {
+  const int port = free_port();
+  const std::vector<int> local_world{2, 2, 2, 2, 4, 4, 4, 4}, local_rank{0, 1, 0, 1, 0, 1, 2, 3};
+  const auto errors = on_ranks(8, [&](int rank) {
+    const auto r = static_cast<size_t>(rank);
+    join_node(rank, 8, port, "hierarchical", 30.0, local_rank[r], local_world[r]);
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("dist.allreduce = \"hierarchical\" cannot be used: rank 4: LOCAL_WORLD_SIZE 4, rank 0's is 2: "
+                     "it needs nodes of the same number of ranks"),
+              std::string::npos)
+        << e;
 }
 
 TEST(ShmAllreduce, QueuedAllreducesCompleteInIssueOrder) {
