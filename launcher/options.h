@@ -29,7 +29,7 @@ struct RendezvousConf {
   double join_timeout = 600;      // how long nodes wait for each other (static: the whole job's nodes; c10d: --nnodes MIN)
   double last_call_timeout = 30;  // c10d: after MIN nodes joined, how long a round stays open for more (up to MAX)
   double close_timeout = 30;      // c10d: how long the endpoint's ddprun waits for the others to leave at the end
-  double read_timeout = 60;       // c10d: how long one request to the endpoint's store may take
+  double read_timeout = 60;       // how long one request to the launchers' store may take (launcher/bounded_store.h)
   double keep_alive_interval = 5;     // c10d: each node's keep-alive period while its workers run
   int64_t keep_alive_max_attempt = 3;  // c10d: keep-alives missed before a node counts as lost
   int is_host = -1;                    // c10d: 1 = serve the endpoint's store, 0 = never, -1 = when the host is this one

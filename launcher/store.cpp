@@ -2,6 +2,7 @@
 #include "launcher/store.h"
 
 #include "base/first_line.h"
+#include "launcher/bounded_store.h"
 #include "distributed/sealed_store/sealed_store.h"
 #include "distributed/tcp_probe.h"
 #include "launcher/host_address.h"
@@ -22,6 +23,14 @@ std::string job_signature(const LaunchOptions& o) {
   const std::string nodes =
       std::to_string(o.min_nodes) + (o.min_nodes == o.nnodes ? "" : ":" + std::to_string(o.nnodes));
   return "--nnodes=" + nodes + " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
+}
+
+// Every request to the store gets --rdzv-conf read_timeout (a wait for a key, the store's timeout on top): a node
+// whose store went silent ends its round as one that lost it, instead of waiting on TCP.
+c10::intrusive_ptr<c10d::Store> bounded(c10::intrusive_ptr<c10d::Store> store, const LaunchOptions& o) {
+  return c10::make_intrusive<BoundedStore>(
+      std::move(store), std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.read_timeout * 1000)),
+      "--rdzv-conf read_timeout");
 }
 
 }  // namespace
@@ -53,6 +62,7 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
     if (opts.isServer) opts.masterListenFd = listen_on(o.master_addr, port);
     store_ = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
     if (!secret.empty()) store_ = c10::make_intrusive<SealedStore>(secret, store_, address_);
+    store_ = bounded(store_, o);
   } catch (const std::exception& e) {
     if (opts.isServer)
       throw std::runtime_error("node 0 cannot serve ddprun's store on port " + std::to_string(port) +
@@ -90,6 +100,7 @@ std::unique_ptr<JobStore> JobStore::at_endpoint(const LaunchOptions& o, const st
   try {
     s->store_ = c10::make_intrusive<c10d::TCPStore>(o.rdzv_host, opts);
     if (!secret.empty()) s->store_ = c10::make_intrusive<SealedStore>(secret, s->store_, s->address_);
+    s->store_ = bounded(s->store_, o);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot " + std::string(opts.isServer ? "serve" : "reach") + " the rendezvous at " +
                              s->address_ + ": " + first_line(e.what()));

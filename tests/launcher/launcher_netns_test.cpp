@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 namespace ddp::test {
@@ -75,6 +76,48 @@ TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
   EXPECT_NE(both.find("the process group failed to connect on another rank: rank "), std::string::npos) << both;
   EXPECT_EQ(net.pids(0), "");
   EXPECT_EQ(net.pids(1), "");
+}
+
+// A link that goes down mid-training sends no reset: node 1's ddprun, asking node 0's store whether the job goes on,
+// would wait on TCP's retransmissions for many minutes with its failed worker unreaped. Each request to the store
+// has --rdzv-conf read_timeout (2 s here): node 1 says it lost node 0's ddprun and stops its worker; node 0's worker
+// fails on dist.timeout_s (10 s) and node 0 waits --grace-period + 10 s for node 1 to leave, then exits too.
+TEST(LauncherNetnsTest, ALinkThatGoesDownEndsBothNodesWithinTheirTimeouts) {
+  NodeNamespaces net(2);
+  if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string cfg =
+      write_tiny_job(dir, 4096, 32, 4,
+                     {"job.seed=3", "data.batch_size=8", "model.name=net", "training.epochs=50",
+                      "metrics.log_every_steps=1", "metrics.progress=plain", "dist.timeout_s=10.0"});
+  const std::string out = dir / "out";
+  std::string script;
+  for (int n = 0; n < 2; ++n)
+    script += "(timeout -k 5 120 " + net.exec(n) + "env GLOO_SOCKET_IFNAME=veth0 OMP_NUM_THREADS=1 " + ddprun_path() +
+              " --nnodes 2 --node-rank " + std::to_string(n) + " --nproc-per-node 1 --master-addr " +
+              NodeNamespaces::address(0) + " --master-port 29500 --rdzv-conf timeout=20,read_timeout=2 " +
+              "--grace-period 3 -- " + ddptrain_path() + " " + cfg + " --job.out_dir=" + out + " > " + dir / "node" +
+              std::to_string(n) + ".out 2>&1; echo $? > " + dir / "node" + std::to_string(n) + ".rc) &\n";
+  script += "for i in $(seq 1200); do grep -q '\"step\":3,' " + out +
+            "/metrics.jsonl 2>/dev/null && break; sleep 0.05; done\n" + net.exec(1) +
+            "ip link set veth0 down\nt0=$(date +%s%N)\nwait\necho \"ended_ms $(( ($(date +%s%N) - t0) / 1000000 ))\"\n";
+  const auto r = run_command(script);
+  const auto at = r.output.find("ended_ms ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const double seconds = std::stod(r.output.substr(at + 9)) / 1000;
+  const std::string node0 = read_file(dir / "node0.out"), node1 = read_file(dir / "node1.out");
+  // 124 or 137: `timeout` ended a ddprun that was still waiting.
+  EXPECT_EQ(std::stoi(read_file(dir / "node0.rc")), 1) << node0;
+  EXPECT_EQ(std::stoi(read_file(dir / "node1.rc")), 1) << node1;
+  EXPECT_NE(node1.find("error: lost contact with node 0's ddprun at " + NodeNamespaces::address(0) +
+                       ":29501: no answer within 2 s (--rdzv-conf read_timeout): its host is unreachable or stopped"),
+            std::string::npos)
+      << node1;
+  EXPECT_NE(node0.find("error: the job failed: rank 0 "), std::string::npos) << node0;
+  // dist.timeout_s, then node 0's wait for node 1 to leave (--grace-period + 10 s), with room for a slow machine.
+  EXPECT_LT(seconds, 60.0) << node0 << "\n--- node 1:\n" << node1;
+  EXPECT_EQ(net.pids(0) + net.pids(1), "");
+  std::printf("link down: node 0 and node 1 ended %.1f s later\n", seconds);
 }
 
 }  // namespace
