@@ -437,18 +437,17 @@ std::string agree(c10d::Store& store, const std::string& key, int rank, int worl
   return "";
 }
 
-// Collective over the job's ranks: each posts its LOCAL_WORLD_SIZE; returns "" when every rank's is the same, else
-// the same sentence on every rank, naming the first rank whose size is not rank 0's.
+// Collective over the job's ranks: rank 0 posts its LOCAL_WORLD_SIZE, each rank compares its own with it, and they
+// agree; returns "" when every rank's is the same, else the same sentence on every rank, naming the first rank whose
+// size is not rank 0's.
 std::string same_node_size(c10d::Store& store, const std::string& key, int rank, int world, int local_world) {
-  set_text(store, key + std::to_string(rank), std::to_string(local_world));
-  const std::string first = get_text(store, key + "0");
-  for (int r = 1; r < world; ++r) {
-    const std::string size = get_text(store, key + std::to_string(r));
-    if (size != first)
-      return "rank " + std::to_string(r) + ": LOCAL_WORLD_SIZE " + size + ", rank 0's is " + first +
-             ": it needs nodes of the same number of ranks";
-  }
-  return "";
+  const std::string mine = std::to_string(local_world);
+  if (rank == 0) set_text(store, key + "first", mine);
+  const std::string first = get_text(store, key + "first");
+  return agree(store, key, rank, world,
+               mine == first ? ""
+                             : "rank " + std::to_string(rank) + ": LOCAL_WORLD_SIZE " + mine + ", rank 0's is " +
+                                   first + ": it needs nodes of the same number of ranks");
 }
 
 }  // namespace
