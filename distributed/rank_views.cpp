@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -20,9 +21,13 @@ namespace ddp {
 namespace {
 
 const std::string kVerdictKey = "ddptrain/verdict";
+const std::string kArrivalsKey = "ddptrain/arrivals";
+constexpr const char* kJoined = "joined";  // the verdict's first line when every rank joined with the same view
+constexpr int64_t kKeptViews = 256;        // the views every rank keeps (to name a gone peer)
 constexpr size_t kMaxViewBytes = 1024;
 
 std::string view_key(int64_t r) { return "ddptrain/view/" + std::to_string(r); }
+std::string arrival_key(int64_t n) { return "ddptrain/arrival/" + std::to_string(n); }
 
 std::vector<uint8_t> view_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string view_string(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
@@ -114,104 +119,126 @@ RankView own_view(int64_t world_size, const std::string& config_digest) {
 
 namespace {
 
-// One rank's join: publish its view, compare views, wait for every rank, or fail naming the culprit.
+// One rank's join in O(1) store requests per rank (a job of a thousand ranks must not have each one poll for every
+// other's key): each rank posts its view, counts itself in and records its arrival under the count; rank 0 alone
+// reads the arrivals as the count grows, compares each view with its own, and posts one verdict: "joined" and the
+// views of ranks 0..255, or what it found. The others wait for the verdict in the store (no polling), or name the
+// missing ranks themselves when rank 0 never posts one.
 class Joining {
  public:
   Joining(c10d::Store& store, const JoinPlace& place, const RankView& mine)
       : store_(store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
-    for (int64_t r = 0; r < place.world_size; ++r) missing_.push_back(r);
+    for (int64_t r = 1; r < place.world_size; ++r) missing_.insert(r);
   }
 
   std::vector<RankView> run(std::chrono::milliseconds timeout) {
-    const int64_t per_node = place_.local_world_size < place_.world_size ? place_.local_world_size : 0;
     try {
       store_.set(view_key(place_.rank), view_bytes(view_text(mine_)));
-      // The others give rank 0 two more seconds to post its verdict before reporting their own.
-      const auto give_up_at = std::chrono::steady_clock::now() + timeout +
-                              (place_.rank == 0 ? std::chrono::seconds(0) : std::chrono::seconds(2));
-      while (true) {
-        if (place_.rank == 0) poll_as_rank0();
-        else poll_as_other();
-        if (missing_.empty() && compared_with_rank0_) return views();
-        if (std::chrono::steady_clock::now() >= give_up_at) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      missing_ = still_missing();
+      if (place_.rank == 0) return run_as_rank0(timeout);
+      const int64_t n = store_.add(kArrivalsKey, 1);
+      store_.set(arrival_key(n), view_bytes(std::to_string(place_.rank) + "\n" + view_text(mine_)));
+      return run_as_other(timeout);
     } catch (const c10::Error& e) {
-      missing_.erase(std::remove(missing_.begin(), missing_.end(), place_.rank), missing_.end());
-      throw std::runtime_error(me_ + ": lost the store at " + place_.address + " while waiting for rank(s) " +
-                               describe_missing(missing_, per_node) + " to join (rank 0 exited?): " +
-                               first_line(e.what()));
+      throw std::runtime_error(me_ + ": lost the store at " + place_.address + " while " +
+                               (place_.rank == 0
+                                    ? "waiting for rank(s) " + describe_missing(missing(), per_node()) + " to join"
+                                    : "waiting for rank 0's verdict on the join") +
+                               " (rank 0 exited?): " + first_line(e.what()));
     }
-    fail("timed out after " + seconds_text(timeout) + " s waiting for rank(s) " +
-         describe_missing(missing_, per_node) + " of " + std::to_string(place_.world_size) +
-         " to join the store at " + place_.address + " (dist.timeout_s)");
   }
 
  private:
+  int64_t per_node() const { return place_.local_world_size < place_.world_size ? place_.local_world_size : 0; }
+  std::vector<int64_t> missing() const { return {missing_.begin(), missing_.end()}; }
+
   [[noreturn]] void fail(const std::string& why) {
     // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone.
     if (place_.rank == 0) {
       try {
         store_.set(kVerdictKey, view_bytes("rank 0 found: " + why));
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others poll every 20 ms
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others read it before the store goes
       } catch (const std::exception&) {
       }
     }
     throw std::runtime_error(me_ + ": " + why);
   }
 
-  void compare(int64_t r) {
-    RankView theirs;
-    const std::string text = view_string(store_.get(view_key(r)));
-    if (!parse_view(text, theirs)) fail("rank " + std::to_string(r) + " published a malformed view");
-    const bool zero = place_.rank == 0;
-    const std::string why =
-        view_mismatch(0, zero ? mine_ : theirs, zero ? r : place_.rank, zero ? theirs : mine_);
-    if (!why.empty()) fail(why);
+  [[noreturn]] void timed_out(std::chrono::milliseconds timeout) {
+    fail("timed out after " + seconds_text(timeout) + " s waiting for rank(s) " +
+         describe_missing(missing(), per_node()) + " of " + std::to_string(place_.world_size) +
+         " to join the store at " + place_.address + " (dist.timeout_s)");
   }
 
-  // Rank 0 compares each rank's view as it arrives.
-  void poll_as_rank0() {
-    std::vector<int64_t> still;
-    for (int64_t r : missing_) {
-      if (r == 0) continue;
-      if (store_.check({view_key(r)})) compare(r);
-      else still.push_back(r);
+  // Rank 0: reads the arrivals as their count grows (one request a poll), compares each view with its own.
+  std::vector<RankView> run_as_rank0(std::chrono::milliseconds timeout) {
+    std::map<int64_t, RankView> views{{0, mine_}};
+    const auto give_up_at = std::chrono::steady_clock::now() + timeout;
+    int64_t read = 0;
+    while (!missing_.empty()) {
+      const int64_t arrived = store_.add(kArrivalsKey, 0);
+      // An arrival is counted before it is recorded: one not yet recorded is read at the next poll.
+      while (read < arrived && store_.check({arrival_key(read + 1)})) {
+        ++read;
+        const std::string text = view_string(store_.get(arrival_key(read)));
+        const auto nl = text.find('\n');
+        int64_t r = -1;
+        RankView theirs;
+        try {
+          r = std::stoll(text.substr(0, nl));
+        } catch (const std::exception&) {
+        }
+        if (nl == std::string::npos || r < 0 || !parse_view(text.substr(nl + 1), theirs))
+          fail("a rank published a malformed view");
+        // A rank beyond this world (started with a larger WORLD_SIZE) differs in its view.
+        if (const std::string why = view_mismatch(0, mine_, r, theirs); !why.empty()) fail(why);
+        if (const auto it = views.find(r); it != views.end())
+          fail("two processes joined as rank " + std::to_string(r) + ": " + place_of(it->second) + " and " +
+               place_of(theirs) + " (every process of the job needs its own RANK)");
+        views[r] = theirs;
+        missing_.erase(r);
+      }
+      if (missing_.empty()) break;
+      if (std::chrono::steady_clock::now() >= give_up_at) timed_out(timeout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    missing_.swap(still);
-    // A rank beyond this world (started with a larger WORLD_SIZE) is a mismatch too.
-    if (store_.check({view_key(place_.world_size)})) compare(place_.world_size);
-  }
-
-  // The others compare with rank 0's view, then wait for all at once (one check of every key).
-  void poll_as_other() {
-    if (store_.check({kVerdictKey}))
-      throw std::runtime_error(me_ + ": " + first_line(view_string(store_.get(kVerdictKey))).substr(0, 2048));
-    if (!compared_with_rank0_ && store_.check({view_key(0)})) {
-      compare(0);
-      compared_with_rank0_ = true;
-    }
-    std::vector<std::string> keys;
-    for (int64_t r : missing_) keys.push_back(view_key(r));
-    if (compared_with_rank0_ && store_.check(keys)) missing_.clear();
-  }
-
-  std::vector<int64_t> still_missing() {
-    std::vector<int64_t> still;
-    for (int64_t r : missing_)
-      if (r != place_.rank && !store_.check({view_key(r)})) still.push_back(r);
-    return still;
-  }
-
-  std::vector<RankView> views() {
     std::vector<RankView> out;
-    for (int64_t r = 0; r < place_.world_size && r < 256; ++r) {
-      RankView v = mine_;
-      if (r != place_.rank && !parse_view(view_string(store_.get(view_key(r))), v))
-        fail("rank " + std::to_string(r) + " published a malformed view");
-      out.push_back(v);
+    std::string verdict = kJoined;
+    for (int64_t r = 0; r < place_.world_size && r < kKeptViews; ++r) {
+      out.push_back(views.at(r));
+      verdict += "\n\n" + view_text(out.back());
     }
+    store_.set(kVerdictKey, view_bytes(verdict));
+    return out;
+  }
+
+  // The others: wait in the store for rank 0's verdict; without one by the timeout (rank 0 is given two seconds
+  // more to post its own), name the missing ranks.
+  std::vector<RankView> run_as_other(std::chrono::milliseconds timeout) {
+    try {
+      store_.wait({kVerdictKey}, timeout + std::chrono::seconds(2));
+    } catch (const c10::Error&) {
+      // The wait timed out, or the store is gone: a check tells them apart (it throws when the store is gone).
+      if (!store_.check({kVerdictKey})) {
+        missing_.clear();
+        for (int64_t r = 0; r < place_.world_size; ++r)
+          if (r != place_.rank && !store_.check({view_key(r)})) missing_.insert(r);
+        timed_out(timeout);
+      }
+    }
+    const std::string verdict = view_string(store_.get(kVerdictKey));
+    if (verdict.rfind(kJoined, 0) != 0) throw std::runtime_error(me_ + ": " + first_line(verdict).substr(0, 2048));
+    std::vector<RankView> out;
+    size_t at = std::string(kJoined).size();
+    while (at < verdict.size()) {
+      if (verdict.compare(at, 2, "\n\n") != 0) fail("rank 0's verdict is malformed");
+      const size_t next = std::min(verdict.find("\n\n", at + 2), verdict.size());
+      RankView v;
+      if (!parse_view(verdict.substr(at + 2, next - at - 2), v)) fail("rank 0's verdict is malformed");
+      out.push_back(v);
+      at = next;
+    }
+    if (static_cast<int64_t>(out.size()) != std::min(place_.world_size, kKeptViews))
+      fail("rank 0's verdict holds " + std::to_string(out.size()) + " views");
     return out;
   }
 
@@ -219,8 +246,7 @@ class Joining {
   const JoinPlace& place_;
   const RankView& mine_;
   const std::string me_;
-  std::vector<int64_t> missing_;
-  bool compared_with_rank0_ = place_.rank == 0;
+  std::set<int64_t> missing_;  // rank 0: the ranks not arrived; the others: found missing at their timeout
 };
 
 }  // namespace

@@ -40,9 +40,11 @@ struct JoinPlace {
   std::string address;  // the store's host:port, for messages
 };
 
-// Publishes `mine`, then waits until every rank of the world published a view. Throws std::runtime_error with one
-// line: a view differs (naming both ranks and hosts), ranks missing after `timeout` (by number, and node), the store
-// lost while waiting, or what rank 0 found (it posts its verdict so that every rank reports the same culprit).
+// Publishes `mine`, then waits until every rank of the world published a view: rank 0 compares each with its own
+// and posts the verdict, which the others wait for (a few store requests per rank whatever the world). Throws
+// std::runtime_error with one line: a view differs (naming both ranks and hosts), two processes of one rank, ranks
+// missing after `timeout` (by number, and node), the store lost while waiting, or what rank 0 found (it posts its
+// verdict so that every rank reports the same culprit).
 // Returns the views of ranks 0..min(world, 256)-1, kept so that a later failure can name a gone peer even when rank
 // 0 (and its store) is the one gone.
 std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,

@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace ddp::test {
@@ -53,6 +56,120 @@ TEST(RankViews, MismatchNamesBothRanksAndHosts) {
   b.config = "c1";
   b.libtorch = "2.10.0";
   EXPECT_NE(view_mismatch(0, a, 1, b).find("LibTorch differs between ranks: "), std::string::npos);
+}
+
+// One rank's client of a shared store, counting the requests it makes (a wait counts as one).
+class CountingStore : public c10d::Store {
+ public:
+  explicit CountingStore(c10::intrusive_ptr<c10d::Store> inner) : inner_(std::move(inner)) {}
+  int64_t requests() const { return requests_.load(); }
+
+  c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<CountingStore>(inner_); }
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { ++requests_, inner_->set(key, value); }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    ++requests_;
+    return inner_->compareSet(key, expected, desired);
+  }
+  std::vector<uint8_t> get(const std::string& key) override { return ++requests_, inner_->get(key); }
+  int64_t add(const std::string& key, int64_t value) override { return ++requests_, inner_->add(key, value); }
+  bool deleteKey(const std::string& key) override { return ++requests_, inner_->deleteKey(key); }
+  bool check(const std::vector<std::string>& keys) override { return ++requests_, inner_->check(keys); }
+  int64_t getNumKeys() override { return ++requests_, inner_->getNumKeys(); }
+  void wait(const std::vector<std::string>& keys) override { ++requests_, inner_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    ++requests_, inner_->wait(keys, timeout);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> inner_;
+  std::atomic<int64_t> requests_{0};
+};
+
+struct ThreadJoin {
+  std::vector<RankView> views;
+  std::string error;
+  int64_t requests = 0;
+};
+
+// One thread per entry of `ranks` (its RANK, of a world of `world`), all over one HashStore, each through its own
+// CountingStore; thread i starts i * stagger after the first and publishes a view with pid 1000 + i.
+std::vector<ThreadJoin> join_threads(int64_t world, const std::vector<int64_t>& ranks,
+                                     std::chrono::milliseconds stagger,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto shared = c10::make_intrusive<c10d::HashStore>();
+  std::vector<ThreadJoin> out(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    threads.emplace_back([&, i] {
+      std::this_thread::sleep_for(stagger * static_cast<int64_t>(i));
+      CountingStore store(shared);
+      JoinPlace place;
+      place.rank = ranks[i];
+      place.world_size = world;
+      place.local_world_size = 4;
+      place.address = "127.0.0.1:29500";
+      RankView mine = own_view(world, "digest");
+      mine.pid = 1000 + static_cast<int64_t>(i);
+      ThreadJoin& j = out[i];
+      try {
+        j.views = join_ranks(store, place, mine, timeout);
+      } catch (const std::exception& e) {
+        j.error = e.what();
+      }
+      j.requests = store.requests();
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// A job of many ranks must not have each rank poll for every other's key: a rank other than 0 makes the same few
+// requests whatever the world, and rank 0 reads each arrival once (plus a count and a check a poll). Every rank ends
+// with the views of every rank, in rank order.
+TEST(RankViews, JoinTakesAFewStoreRequestsPerRankWhateverTheWorld) {
+  constexpr int64_t kWorld = 48;
+  std::vector<int64_t> ranks;
+  for (int64_t r = 0; r < kWorld; ++r) ranks.push_back(r);
+  const auto start = std::chrono::steady_clock::now();
+  const auto joins = join_threads(kWorld, ranks, std::chrono::milliseconds(5));
+  const double polls = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 0.02 + 2;
+  for (int64_t r = 0; r < kWorld; ++r) {
+    const ThreadJoin& j = joins[static_cast<size_t>(r)];
+    ASSERT_EQ(j.error, "") << "rank " << r;
+    ASSERT_EQ(static_cast<int64_t>(j.views.size()), kWorld) << "rank " << r;
+    for (int64_t k = 0; k < kWorld; ++k) {
+      EXPECT_EQ(j.views[static_cast<size_t>(k)].pid, 1000 + k) << "rank " << r << ", view of rank " << k;
+    }
+    if (r > 0) {
+      EXPECT_LE(j.requests, 6) << "rank " << r;
+    }
+  }
+  // Rank 0: its view, each arrival's check and read, a count and a check a poll, the verdict.
+  EXPECT_LE(joins[0].requests, 2 + 2 * (kWorld - 1) + 2 * polls) << polls << " polls";
+}
+
+// Two processes started with one RANK are named, with where each runs, by every rank.
+TEST(RankViews, TwoProcessesOfOneRankAreNamedByEveryRank) {
+  const auto joins = join_threads(3, {0, 1, 1}, std::chrono::milliseconds(50), std::chrono::seconds(10));
+  const std::string host = own_view(3, "").host;
+  const std::string line = "two processes joined as rank 1: host " + host + ", pid 1001 and host " + host +
+                           ", pid 1002 (every process of the job needs its own RANK)";
+  EXPECT_EQ(joins[0].error, "rank 0: " + line);
+  EXPECT_EQ(joins[1].error, "rank 1: rank 0 found: " + line);
+  EXPECT_EQ(joins[2].error, "rank 1: rank 0 found: " + line);
+}
+
+// Without rank 0 (its store reached, its process not there) the others name it after their timeout.
+TEST(RankViews, RanksWithoutRankZeroNameItAfterTheirTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto joins = join_threads(3, {1, 2}, std::chrono::milliseconds(0), std::chrono::seconds(1));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(joins[0].error,
+            "rank 1: timed out after 1 s waiting for rank(s) 0 of 3 to join the store at 127.0.0.1:29500 "
+            "(dist.timeout_s)");
+  EXPECT_NE(joins[1].error.find("rank 2: timed out after 1 s waiting for rank(s) 0 of 3 to join"), std::string::npos)
+      << joins[1].error;
+  EXPECT_LT(secs, 10.0);
 }
 
 std::string views_job(const TempDir& dir) {
