@@ -33,7 +33,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> with_cpu_backend(const c10::intrusive_ptr
                                                         const c10::intrusive_ptr<c10d::Backend>& cpu);
 
 // c10d::ProcessGroupGloo over `store`: one device per interface in `interfaces` (GLOO_SOCKET_IFNAME's list), or
-// Gloo's default device (the hostname's address) when empty. Connects every pair of ranks before it returns.
+// Gloo's default device (the hostname's address) when empty. Connects every pair of ranks before it returns, or
+// with TORCH_GLOO_LAZY_INIT=1 (torch.distributed's switch) each pair at its first message.
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                     std::chrono::milliseconds timeout,
                                                     const std::vector<std::string>& interfaces);

@@ -2,12 +2,12 @@
 // named by every peer, a rank gone during start-up is named (number, host, pid) instead of a Gloo address.
 #include "distributed/rank_views.h"
 
+#include "tests/support/counting_store.h"
 #include "tests/support/test_support.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -57,34 +57,6 @@ TEST(RankViews, MismatchNamesBothRanksAndHosts) {
   b.libtorch = "2.10.0";
   EXPECT_NE(view_mismatch(0, a, 1, b).find("LibTorch differs between ranks: "), std::string::npos);
 }
-
-// One rank's client of a shared store, counting the requests it makes (a wait counts as one).
-class CountingStore : public c10d::Store {
- public:
-  explicit CountingStore(c10::intrusive_ptr<c10d::Store> inner) : inner_(std::move(inner)) {}
-  int64_t requests() const { return requests_.load(); }
-
-  c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<CountingStore>(inner_); }
-  void set(const std::string& key, const std::vector<uint8_t>& value) override { ++requests_, inner_->set(key, value); }
-  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
-                                  const std::vector<uint8_t>& desired) override {
-    ++requests_;
-    return inner_->compareSet(key, expected, desired);
-  }
-  std::vector<uint8_t> get(const std::string& key) override { return ++requests_, inner_->get(key); }
-  int64_t add(const std::string& key, int64_t value) override { return ++requests_, inner_->add(key, value); }
-  bool deleteKey(const std::string& key) override { return ++requests_, inner_->deleteKey(key); }
-  bool check(const std::vector<std::string>& keys) override { return ++requests_, inner_->check(keys); }
-  int64_t getNumKeys() override { return ++requests_, inner_->getNumKeys(); }
-  void wait(const std::vector<std::string>& keys) override { ++requests_, inner_->wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    ++requests_, inner_->wait(keys, timeout);
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Store> inner_;
-  std::atomic<int64_t> requests_{0};
-};
 
 struct ThreadJoin {
   std::vector<RankView> views;
