@@ -426,15 +426,17 @@ std::unique_ptr<ShmSegment> join_segment(c10d::Store& store, const std::string& 
   return segment;
 }
 
-// Collective over the job's ranks: each posts `error` ("" = it can) and reads every rank's; returns the first
-// rank's error in rank order, "" when every rank can, so that every rank decides the same.
+// Collective over the job's ranks: each posts `error` ("" = it can); rank 0 reads them in rank order and posts the
+// verdict, the first rank's error ("" when every rank can), which every rank returns, so that every rank decides the
+// same. Two store requests per rank, and `world` more for rank 0.
 std::string agree(c10d::Store& store, const std::string& key, int rank, int world, const std::string& error) {
-  set_text(store, key + "answer/" + std::to_string(rank), error.empty() ? "ok" : error);
-  for (int r = 0; r < world; ++r) {
-    const std::string a = get_text(store, key + "answer/" + std::to_string(r));
-    if (a != "ok") return a;
+  set_text(store, key + "answer/" + std::to_string(rank), "=" + error);
+  if (rank == 0) {
+    std::string verdict = "=";
+    for (int r = 0; r < world && verdict == "="; ++r) verdict = get_text(store, key + "answer/" + std::to_string(r));
+    set_text(store, key + "verdict", verdict);
   }
-  return "";
+  return get_text(store, key + "verdict").substr(1);
 }
 
 // Collective over the job's ranks: rank 0 posts its LOCAL_WORLD_SIZE, each rank compares its own with it, and they

@@ -4,6 +4,7 @@
 // makes them); the segment is shared between them exactly as between processes.
 #include "distributed/rendezvous.h"
 #include "distributed/shm/shm_allreduce.h"
+#include "tests/support/counting_store.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -423,6 +424,30 @@ TEST(ShmAllreduce, SegmentFileHasNoNameAndClosesOnceEveryRankMappedIt) {
   const std::string fd_path = "/proc/" + seen[0].substr(0, seen[0].find('\n'));
   EXPECT_EQ(fd_path.rfind("/proc/" + std::to_string(getpid()) + "/fd/", 0), 0u) << fd_path;
   EXPECT_NE(access(fd_path.c_str(), F_OK), 0) << fd_path << " still open";
+}
+
+// The set-up's agreement costs each rank other than 0 the same few store requests whatever the world (rank 0 reads
+// every answer and posts the verdict), where every rank reading every answer makes world x world.
+TEST(ShmAllreduce, SetUpTakesAFewStoreRequestsPerRank) {
+  TempDir dir;
+  const int port = free_port();
+  constexpr int kWorld = 5;
+  std::vector<int64_t> requests(kWorld);
+  std::vector<ShmAllreduceSetup> setups(kWorld);
+  expect_no_errors(on_ranks(kWorld, [&](int rank) {
+    DistContext ctx = join(rank, kWorld, port, "gloo");
+    ShmAllreduceOptions o;
+    o.dir = dir.path();
+    auto store = c10::make_intrusive<CountingStore>(ctx.store);
+    setups[static_cast<size_t>(rank)] = wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), store, o);
+    requests[static_cast<size_t>(rank)] = store->requests();
+  }));
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(setups[static_cast<size_t>(r)].active) << setups[static_cast<size_t>(r)].reason;
+    // Rank 0: the segment, its answer, every answer, the verdict posted and read; the others: the segment, their
+    // answer, the verdict.
+    EXPECT_LE(requests[static_cast<size_t>(r)], r == 0 ? kWorld + 4 : 3) << "rank " << r;
+  }
 }
 
 TEST(ShmAllreduce, RanksThatCannotOpenRankZerosFileAllKeepGloo) {
