@@ -173,13 +173,19 @@ class Joining {
   std::vector<RankView> run_as_rank0(std::chrono::milliseconds timeout) {
     std::map<int64_t, RankView> views{{0, mine_}};
     const auto give_up_at = std::chrono::steady_clock::now() + timeout;
-    int64_t read = 0;
+    int64_t counted = 0;
+    std::set<int64_t> unread;  // arrivals counted, not read yet
     while (!missing_.empty()) {
-      const int64_t arrived = store_.add(kArrivalsKey, 0);
-      // An arrival is counted before it is recorded: one not yet recorded is read at the next poll.
-      while (read < arrived && store_.check({arrival_key(read + 1)})) {
-        ++read;
-        const std::string text = view_string(store_.get(arrival_key(read)));
+      for (const int64_t arrived = store_.add(kArrivalsKey, 0); counted < arrived;) unread.insert(++counted);
+      // An arrival is counted before it is recorded: one not recorded yet (its rank may have died in between) is
+      // looked for again at the next poll, and holds up none of the others.
+      for (auto it = unread.begin(); it != unread.end();) {
+        if (!store_.check({arrival_key(*it)})) {
+          ++it;
+          continue;
+        }
+        const std::string text = view_string(store_.get(arrival_key(*it)));
+        it = unread.erase(it);
         const auto nl = text.find('\n');
         int64_t r = -1;
         RankView theirs;
@@ -191,8 +197,8 @@ class Joining {
           fail("a rank published a malformed view");
         // A rank beyond this world (started with a larger WORLD_SIZE) differs in its view.
         if (const std::string why = view_mismatch(0, mine_, r, theirs); !why.empty()) fail(why);
-        if (const auto it = views.find(r); it != views.end())
-          fail("two processes joined as rank " + std::to_string(r) + ": " + place_of(it->second) + " and " +
+        if (const auto seen = views.find(r); seen != views.end())
+          fail("two processes joined as rank " + std::to_string(r) + ": " + place_of(seen->second) + " and " +
                place_of(theirs) + " (every process of the job needs its own RANK)");
         views[r] = theirs;
         missing_.erase(r);

@@ -68,8 +68,10 @@ struct ThreadJoin {
 // CountingStore; thread i starts i * stagger after the first and publishes a view with pid 1000 + i.
 std::vector<ThreadJoin> join_threads(int64_t world, const std::vector<int64_t>& ranks,
                                      std::chrono::milliseconds stagger,
-                                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                     const std::function<void(c10d::Store&)>& before = {}) {
   auto shared = c10::make_intrusive<c10d::HashStore>();
+  if (before) before(*shared);
   std::vector<ThreadJoin> out(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -129,6 +131,19 @@ TEST(RankViews, TwoProcessesOfOneRankAreNamedByEveryRank) {
   EXPECT_EQ(joins[0].error, "rank 0: " + line);
   EXPECT_EQ(joins[1].error, "rank 1: rank 0 found: " + line);
   EXPECT_EQ(joins[2].error, "rank 1: rank 0 found: " + line);
+}
+
+// A rank that dies after it was counted in and before it recorded its arrival holds up none of the ranks after it:
+// rank 0 names it alone.
+TEST(RankViews, ARankGoneBetweenItsCountAndItsArrivalIsTheOneNamed) {
+  const auto joins = join_threads(3, {0, 2}, std::chrono::milliseconds(100), std::chrono::seconds(1),
+                                  [](c10d::Store& store) { store.add("ddptrain/arrivals", 1); });  // rank 1, gone
+  EXPECT_EQ(joins[0].error,
+            "rank 0: timed out after 1 s waiting for rank(s) 1 of 3 to join the store at 127.0.0.1:29500 "
+            "(dist.timeout_s)");
+  EXPECT_EQ(joins[1].error,
+            "rank 2: rank 0 found: timed out after 1 s waiting for rank(s) 1 of 3 to join the store at "
+            "127.0.0.1:29500 (dist.timeout_s)");
 }
 
 // Without rank 0 (its store reached, its process not there) the others name it after their timeout.
