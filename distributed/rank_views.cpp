@@ -169,7 +169,8 @@ class Joining {
          " to join the store at " + place_.address + " (dist.timeout_s)");
   }
 
-  // Rank 0: reads the arrivals as their count grows (one request a poll), compares each view with its own.
+  // Rank 0: reads the arrivals as their count grows (a poll: the count, and a check of each arrival not read yet),
+  // compares each view with its own.
   std::vector<RankView> run_as_rank0(std::chrono::milliseconds timeout) {
     std::map<int64_t, RankView> views{{0, mine_}};
     const auto give_up_at = std::chrono::steady_clock::now() + timeout;

@@ -25,11 +25,14 @@ std::string job_signature(const LaunchOptions& o) {
   return "--nnodes=" + nodes + " --max-restarts=" + std::to_string(o.max_restarts) + " --run-id=" + o.run_id;
 }
 
-// Every request to the store gets --rdzv-conf read_timeout (a wait for a key, the store's timeout on top): a node
-// whose store went silent ends its round as one that lost it, instead of waiting on TCP.
-c10::intrusive_ptr<c10d::Store> bounded(c10::intrusive_ptr<c10d::Store> store, const LaunchOptions& o) {
+// The client a JobStore talks through: sealed with the job's secret (when there is one), and every request bounded by
+// --rdzv-conf read_timeout (a wait for a key, the store's timeout on top), so that a node whose store went silent
+// ends its round as one that lost it instead of waiting on TCP.
+c10::intrusive_ptr<c10d::Store> job_client(c10::intrusive_ptr<c10d::Store> tcp, const std::string& secret,
+                                           const std::string& address, const LaunchOptions& o) {
+  if (!secret.empty()) tcp = c10::make_intrusive<SealedStore>(secret, tcp, address);
   return c10::make_intrusive<BoundedStore>(
-      std::move(store), std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.read_timeout * 1000)),
+      std::move(tcp), std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_conf.read_timeout * 1000)),
       "--rdzv-conf read_timeout");
 }
 
@@ -60,9 +63,7 @@ JobStore::JobStore(const LaunchOptions& o, const std::string& secret)
   try {
     // On --master-addr's address only (TCPStore alone would listen on every interface).
     if (opts.isServer) opts.masterListenFd = listen_on(o.master_addr, port);
-    store_ = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
-    if (!secret.empty()) store_ = c10::make_intrusive<SealedStore>(secret, store_, address_);
-    store_ = bounded(store_, o);
+    store_ = job_client(c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts), secret, address_, o);
   } catch (const std::exception& e) {
     if (opts.isServer)
       throw std::runtime_error("node 0 cannot serve ddprun's store on port " + std::to_string(port) +
@@ -98,9 +99,7 @@ std::unique_ptr<JobStore> JobStore::at_endpoint(const LaunchOptions& o, const st
                              std::to_string(static_cast<int64_t>(o.rdzv_conf.join_timeout)) +
                              " s (--rdzv-conf join_timeout): nothing accepted connections there");
   try {
-    s->store_ = c10::make_intrusive<c10d::TCPStore>(o.rdzv_host, opts);
-    if (!secret.empty()) s->store_ = c10::make_intrusive<SealedStore>(secret, s->store_, s->address_);
-    s->store_ = bounded(s->store_, o);
+    s->store_ = job_client(c10::make_intrusive<c10d::TCPStore>(o.rdzv_host, opts), secret, s->address_, o);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot " + std::string(opts.isServer ? "serve" : "reach") + " the rendezvous at " +
                              s->address_ + ": " + first_line(e.what()));
