@@ -15,6 +15,7 @@
 #include "base/first_line.h"
 #include "distributed/process_group.h"
 #include "base/process_env.h"
+#include "distributed/group_connect.h"
 #include "distributed/hang_watch.h"
 #include "distributed/rendezvous.h"
 #include "distributed/shm/shm_allreduce.h"
@@ -186,9 +187,16 @@ int ddptrain_main(const std::vector<std::string>& args) {
     // PyTorch's CUDA Graphs notes for DDP: NCCL's asynchronous error handling off before the process group exists.
     if (cfg.training.cuda_graph) ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", 1);
     ctx = init_distributed(info, cfg.dist);
-    const auto hang_watch =
-        HangWatch::start(ctx, cfg.dist.hang_report_after_s(), cfg.job.out_dir + "/hang",
-                         [prefix](const std::string& line) { write_error_line(prefix + "warning: " + line); });
+    const auto hang_watch = HangWatch::start(
+        ctx, cfg.dist.hang_report_after_s(), cfg.job.out_dir + "/hang",
+        [prefix](const std::string& line) { write_error_line(prefix + "warning: " + line); },
+        [prefix](const std::string& line) {
+          // Another rank failed and this one waits for it in a collective that may never end (no reset comes
+          // from a pair that never connected): the process ends from the watch's thread.
+          write_error_line(prefix + "error: " + line);
+          std::fflush(nullptr);
+          std::_Exit(1);
+        });
     // From here SIGTERM/SIGINT mean "checkpoint at the next step and exit 0" (SIGUSR1: exit 75, for requeue);
     // before (rendezvous, a peer that never comes) they keep their default action so a launcher can stop a waiting
     // rank at once.
@@ -206,6 +214,7 @@ int ddptrain_main(const std::vector<std::string>& args) {
   } catch (const ConfigError& e) {
     write_error_line(prefix + "error: " + e.what());
     if (std::string(e.what()).find("missing CONFIG") != std::string::npos) std::cerr << usage();
+    tell_peers_of_failure(ctx, first_line(e.what()));
     return 2;
   } catch (const std::exception& e) {
     // c10::Error carries a C++ backtrace after the first line; users get the message.
@@ -221,7 +230,13 @@ int ddptrain_main(const std::vector<std::string>& args) {
          first.find("Connection reset by peer") != std::string::npos || first.find("Broken pipe") != std::string::npos))
       if (const std::string gone = ctx.gone_peers(std::chrono::seconds(1)); !gone.empty())
         first = gone + " (" + first + ")";
+    // Gloo connects a pair at its first message under TORCH_GLOO_LAZY_INIT: a published address that cannot be
+    // reached shows here, not when the group is made.
+    if (const std::string hint = gloo_connect_hint(first);
+        !hint.empty() && first.find("GLOO_SOCKET_IFNAME") == std::string::npos)
+      first += " (" + hint + ")";
     write_error_line(prefix + "error: " + first);
+    tell_peers_of_failure(ctx, first);
     return 1;
   }
 }

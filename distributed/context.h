@@ -38,6 +38,7 @@ struct DistContext {
   // What this rank is doing (its phases, marked by the training loop), for the hang watch.
   std::shared_ptr<Activity> activity = std::make_shared<Activity>();
   c10::intrusive_ptr<c10d::Store> watch_store;  // the hang watch's own client of `store`; null for a world of one
+  bool serves_store = false;  // this process serves `store` (rank 0 without a launcher's store): its exit ends it
   // A Gloo group of some of the job's ranks (`members`: job ranks in ascending order, this rank among them), over
   // `store` under `name` (one name per set of members and attempt): only the members take part in making it and in
   // its collectives, so traffic that only they need stays off the other ranks. Null for a world of one.

@@ -1,4 +1,5 @@
-// HangWatch's thread: the roll-call through the store, and rank 0's verdict over what the ranks posted.
+// HangWatch's thread: the roll-call through the store, rank 0's verdict over what the ranks posted, and a failed
+// rank's error ending the ranks that wait for it.
 #include "distributed/hang_watch.h"
 
 #include "base/atomic_file.h"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -22,11 +24,15 @@ namespace {
 
 const std::string kRequestKey = "ddptrain/hang/request";
 std::string report_key(int64_t rank) { return "ddptrain/hang/report/" + std::to_string(rank); }
+// A failed rank's number and error line, and how many ranks have failed or read it.
+const std::string kRankFailedKey = "ddptrain/failed";
+const std::string kRankFailedCountKey = "ddptrain/failed/count";
+constexpr size_t kRankFailedLineMax = 2048;
 
-// Every rank looks for a request this often: 2 ms per rank, at least 0.5 s, so that rank 0's store answers at most
-// 500 such checks a second whatever the world.
+// Every rank looks for a failure and a request this often: 4 ms per rank, at least 0.5 s, so that rank 0's store
+// answers at most 500 such checks a second whatever the world.
 std::chrono::milliseconds poll_interval(int64_t world_size) {
-  return std::chrono::milliseconds(std::max<int64_t>(500, 2 * world_size));
+  return std::chrono::milliseconds(std::max<int64_t>(500, 4 * world_size));
 }
 constexpr auto kCollect = std::chrono::seconds(5);  // how long rank 0 waits for the posts, beyond one poll
 constexpr auto kStackWait = std::chrono::milliseconds(500);
@@ -166,7 +172,7 @@ struct HangWatch::State {
   c10::intrusive_ptr<c10d::Store> store;
   std::vector<RankView> views;
   std::string stacks_dir;
-  Say say;
+  Say say, fail;
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -191,25 +197,69 @@ struct HangWatch::State {
   }
 
   void watch() {
-    // Until asked (or until this rank has waited too long and asks), then post once; rank 0 then says the verdict.
     const auto poll = poll_interval(world_size);
+    bool reported = false;  // a rank posts where it is once; rank 0 says one verdict
     for (;;) {
       if (!sleep(poll)) return;
+      if (store->check({kRankFailedKey})) return follow_failure(poll);
+      if (reported) continue;
+      // Until asked (or until this rank has waited too long and asks), then post once.
       const Activity::Snapshot now = activity->snapshot();
       if (waits_for_peers(now.phase) && now.seconds > report_after_s && !store->check({kRequestKey}))
         store->set(kRequestKey, std::to_string(rank));
-      if (store->check({kRequestKey})) break;
+      if (store->check({kRequestKey})) {
+        if (!report(poll)) return;
+        reported = true;
+      }
     }
+  }
+
+  // Reads the failure another rank posted, counts this rank as having read it (the store may go with the failed
+  // rank from here), and ends this rank once it has stayed a whole poll in a collective (its own work, a checkpoint
+  // being written, goes on until it waits for its peers; a collective that fails on its own leaves the phase first).
+  void follow_failure(std::chrono::milliseconds poll) {
+    const auto bytes = store->get(kRankFailedKey);
+    const std::string text(bytes.begin(), bytes.end());
+    const size_t eol = text.find('\n');
+    const int64_t failed = std::strtoll(text.c_str(), nullptr, 10);
+    const std::string message = "rank " + std::to_string(failed) + place(views, failed) +
+                                " failed: " + (eol == std::string::npos ? text : text.substr(eol + 1));
+    try {
+      store->add(kRankFailedCountKey, 1);
+    } catch (const std::exception&) {
+      // The failed rank took the store with it: the message is read already.
+    }
+    Activity::Snapshot since = activity->snapshot();
+    const double poll_s = std::chrono::duration<double>(poll).count();
+    for (;;) {
+      if (!sleep(poll)) return;
+      const Activity::Snapshot now = activity->snapshot();
+      const bool stayed = now.phase == since.phase && now.step == since.step && now.collectives == since.collectives &&
+                          now.seconds >= since.seconds + 0.9 * poll_s;
+      if (!stayed) {
+        since = now;
+        continue;
+      }
+      if (!waits_for_peers(now.phase)) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return;  // this rank's own error is on its way
+      fail(message);
+      return;
+    }
+  }
+
+  // Posts this rank's report; rank 0 collects every rank's and says the verdict. False once stopping.
+  bool report(std::chrono::milliseconds poll) {
     const Activity::Snapshot snapshot = activity->snapshot();
     const std::vector<std::string> stack = stack_of_watched_thread(kStackWait);
     const std::string text = hang_report_text(snapshot, stack, stacks_of_other_threads(kOtherThreadWait, kOtherStacks));
     store->set(report_key(rank), std::vector<uint8_t>(text.begin(), text.end()));
-    if (rank != 0) return;
+    if (rank != 0) return true;
     std::vector<std::string> keys;
     for (int64_t r = 0; r < world_size; ++r) keys.push_back(report_key(r));
     const auto until = std::chrono::steady_clock::now() + kCollect + poll;  // every rank has looked by then
     while (!store->check(keys) && std::chrono::steady_clock::now() < until)
-      if (!sleep(std::chrono::milliseconds(500))) return;
+      if (!sleep(std::chrono::milliseconds(500))) return false;
     std::vector<HangReport> reports;
     for (int64_t r = 0; r < world_size; ++r) {
       if (!store->check({report_key(r)})) continue;
@@ -221,6 +271,7 @@ struct HangWatch::State {
       return static_cast<size_t>(r) < views.size() ? silent_rank_state(views[static_cast<size_t>(r)]) : "";
     });
     say(verdict + write_stacks(verdict, reports));
+    return true;
   }
 
   // " (each rank's stack: PATH)", or "" when the file cannot be written.
@@ -247,8 +298,40 @@ struct HangWatch::State {
   }
 };
 
+void tell_peers_of_failure(const DistContext& ctx, const std::string& line) {
+  if (!ctx.distributed() || !ctx.watch_store) return;
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
+                        (ctx.serves_store ? 2 * poll_interval(ctx.world_size) : std::chrono::milliseconds(0));
+  const std::string text = std::to_string(ctx.rank) + "\n" + line.substr(0, kRankFailedLineMax);
+  // On a thread of its own, left behind at the deadline: a store request waits for its answer without a bound.
+  std::thread([store = ctx.watch_store, text, world = ctx.world_size, serves = ctx.serves_store, deadline, done] {
+    name_this_thread("ddp-failed");
+    try {
+      store->compareSet(kRankFailedKey, {}, std::vector<uint8_t>(text.begin(), text.end()));
+      for (int64_t seen = store->add(kRankFailedCountKey, 1); serves && seen < world;
+           seen = store->add(kRankFailedCountKey, 0)) {
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } catch (const std::exception&) {
+      // The store is gone: the others learn of this rank's end from their own collectives.
+    }
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  done->cv.wait_until(lock, deadline, [&] { return done->done; });
+}
+
 std::unique_ptr<HangWatch> HangWatch::start(const DistContext& ctx, double report_after_s, std::string stacks_dir,
-                                            Say say) {
+                                            Say say, Say fail) {
   if (!ctx.distributed() || !ctx.watch_store) return nullptr;
   watch_this_thread();
   auto state = std::make_shared<State>();
@@ -260,6 +343,7 @@ std::unique_ptr<HangWatch> HangWatch::start(const DistContext& ctx, double repor
   state->store = ctx.watch_store;
   state->views = ctx.views;
   state->say = std::move(say);
+  state->fail = std::move(fail);
   std::thread([state] { state->run(); }).detach();
   return std::unique_ptr<HangWatch>(new HangWatch(std::move(state)));
 }

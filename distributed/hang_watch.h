@@ -1,5 +1,6 @@
 // HangWatch: when a rank has waited for its peers longer than dist.hang_report_s, every rank posts what it is doing
-// through the store (not through the stuck process group) and rank 0 says one verdict naming where each rank is.
+// through the store (not through the stuck process group) and rank 0 says one verdict naming where each rank is; a
+// rank that fails posts its error there (tell_peers_of_failure), which ends the ranks left waiting for it.
 #pragma once
 
 #include "distributed/context.h"
@@ -36,14 +37,27 @@ std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_s
 // "exited", or "" (running, or on another host).
 std::string silent_rank_state(const RankView& view);
 
+// After this rank failed with `line` (its error, without the "[rank R] error: " prefix): posts it through
+// ctx.watch_store for the others' HangWatch (the first rank to post is the one named) and counts this rank in. A rank
+// whose process serves the store (rank 0 without a launcher's store) then waits until every rank has read it or
+// failed too, at most two of the watch's polls and a second, so that its exit does not take the message with it.
+// Every store request is bounded the same way: a store that does not answer (a link gone) delays the exit by no
+// more. Nothing for a world of one.
+void tell_peers_of_failure(const DistContext& ctx, const std::string& line);
+
 class HangWatch {
  public:
   using Say = std::function<void(const std::string& line)>;
   // Watches a distributed run from a thread of its own over ctx.watch_store; none for a world of one (nothing to
   // wait for) or without a store client. report_after_s: dist.hang_report_s. The calling thread is the one whose
   // stack a rank posts; rank 0 writes every rank's into stacks_dir/step-<N>.txt and names it in the verdict.
+  // When another rank posts its failure (tell_peers_of_failure), `fail` gets "rank N (host h, pid p) failed: ..."
+  // once this rank has stayed a whole poll in a phase that waits for its peers (a collective, the gradient
+  // all-reduce): a rank busy with its own work (a checkpoint's write) finishes it first. `fail` is to end the process
+  // (the training thread is held in the collective); if it returns, the watch ends. Never while the HangWatch is
+  // being destroyed (this rank's own error goes first).
   static std::unique_ptr<HangWatch> start(const DistContext& ctx, double report_after_s, std::string stacks_dir,
-                                          Say say);
+                                          Say say, Say fail);
   ~HangWatch();  // stops the thread (left behind, owning what it uses, if a store call holds it past 2 s)
 
   struct State;

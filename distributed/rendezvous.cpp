@@ -378,6 +378,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.group = make_process_group(prefixed, rank, world, slots);
   ctx.activity = std::make_shared<Activity>(collectives_started(ctx.group));
   ctx.watch_store = watch;
+  ctx.serves_store = opts.isServer;
   ctx.member_group = [store, timeout, self = info.rank](const std::vector<int64_t>& members, const std::string& name) {
     const auto at = std::find(members.begin(), members.end(), self);
     if (at == members.end())

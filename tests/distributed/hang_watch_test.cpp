@@ -1,12 +1,16 @@
 // The hang roll-call: the verdict's wording over what ranks posted, and real jobs with a rank stopped (SIGSTOP) or
 // blocked reading its data (a FIFO for an image): rank 0 names it, with the others' phase and collective count,
-// within dist.hang_report_s + 10 s; the job then ends with no process left.
+// within dist.hang_report_s + 10 s; the job then ends with no process left. A failed rank's error, posted through
+// the store, ends the ranks waiting for it (ranks as threads over one HashStore).
 #include "distributed/hang_watch.h"
 
 #include "tests/launcher/launcher_test_support.h"
+#include "tests/support/counting_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <filesystem>
 #include <regex>
@@ -98,6 +102,119 @@ TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
   // This process is running, on this host: nothing to say of it; a pid that is not there has exited.
   EXPECT_EQ(silent_rank_state(own_view(1, "")), "");
   EXPECT_EQ(silent_rank_state(view(own_view(1, "").host, 999999999)), "exited");
+}
+
+// The line a watch's `fail` got ("" until then).
+class Ended {
+ public:
+  HangWatch::Say callback() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      line_ = line;
+      cv_.notify_all();
+    };
+  }
+  std::string within(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock, d, [&] { return !line_.empty(); });
+    return line_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string line_;
+};
+
+// A rank whose HangWatch runs, in `phase`; `ended` holds what the watch's `fail` got.
+struct Watched {
+  Watched(DistContext c, Phase phase)
+      : ctx(std::move(c)),
+        watch(HangWatch::start(
+            ctx, /*report_after_s=*/1000.0, "", [](const std::string&) {}, ended.callback())) {
+    ctx.activity->enter(phase);
+  }
+  DistContext ctx;
+  Ended ended;
+  std::unique_ptr<HangWatch> watch;
+};
+
+constexpr auto kPoll = std::chrono::milliseconds(500);  // the watch's poll at these worlds
+
+// Ranks as threads over one HashStore, every client behind one Outage.
+class RankFailure : public ::testing::Test {
+ protected:
+  // Rank `rank` of `world`: a process group without backends (the watch uses only the store); rank 0 serves the
+  // store, as without a launcher.
+  DistContext rank(int rank, int world) const {
+    DistContext ctx;
+    ctx.rank = rank;
+    ctx.world_size = world;
+    ctx.group = c10::make_intrusive<c10d::ProcessGroup>(shared_, rank, world);
+    ctx.watch_store = c10::make_intrusive<test::CountingStore>(shared_, outage_);
+    for (int r = 0; r < world; ++r) ctx.views.push_back(view("h" + std::to_string(r), 100 + r));
+    ctx.serves_store = rank == 0;
+    return ctx;
+  }
+  c10::intrusive_ptr<c10d::HashStore> shared_ = c10::make_intrusive<c10d::HashStore>();
+  std::shared_ptr<test::Outage> outage_ = std::make_shared<test::Outage>();
+};
+
+TEST_F(RankFailure, ARankWaitingInACollectiveEndsNamingTheFailedRankAndItsError) {
+  Watched waiting(rank(2, 3), Phase::kGradientAllReduce);
+  tell_peers_of_failure(rank(1, 3), "rank 1: checkpoint write: No space left on device");
+  EXPECT_EQ(waiting.ended.within(10 * kPoll),
+            "rank 1 (host h1, pid 101) failed: rank 1: checkpoint write: No space left on device");
+  // A second failure (a consequence of the first) does not replace the first one's line.
+  tell_peers_of_failure(rank(0, 3), "rank 0: Connection reset by peer");
+  Watched later(rank(2, 3), Phase::kCollective);
+  EXPECT_NE(later.ended.within(10 * kPoll).find("rank 1 (host h1, pid 101) failed: "), std::string::npos);
+}
+
+// A rank writing a checkpoint when its peer fails finishes the write: it ends once it waits for its peers.
+TEST_F(RankFailure, ARankWritingACheckpointEndsOnlyWhenItWaitsForItsPeers) {
+  Watched writing(rank(0, 2), Phase::kCheckpoint);
+  tell_peers_of_failure(rank(1, 2), "boom");
+  EXPECT_EQ(writing.ended.within(4 * kPoll), "");
+  writing.ctx.activity->enter(Phase::kLoop);
+  EXPECT_EQ(writing.ended.within(4 * kPoll), "");
+  writing.ctx.activity->enter(Phase::kCollective);
+  EXPECT_EQ(writing.ended.within(10 * kPoll), "rank 1 (host h1, pid 101) failed: boom");
+}
+
+// A rank that has read a peer's failure but fails on its own within the poll that follows (both ended by one
+// cause) says its own error: its watch is stopped first and ends nothing.
+TEST_F(RankFailure, ARankWhoseOwnErrorComesFirstIsNotEndedByThePeers) {
+  Watched rank1(rank(1, 2), Phase::kCollective);
+  tell_peers_of_failure(rank(0, 2), "boom");
+  const auto until = std::chrono::steady_clock::now() + 10 * kPoll;
+  while (shared_->add("ddptrain/failed/count", 0) < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(shared_->add("ddptrain/failed/count", 0), 2) << "rank 1 never read the failure";
+  rank1.watch.reset();
+  EXPECT_EQ(rank1.ended.within(4 * kPoll), "");
+}
+
+// Rank 0's process serves the store: its failure would leave with it. It waits until the ranks have read it, so
+// both end with its line although the store is gone just after it returns; a store gone silent (a link down) holds
+// a failing rank no longer than the bound.
+TEST_F(RankFailure, TheRankServingTheStoreWaitsUntilEveryRankHasReadItsFailure) {
+  Watched rank1(rank(1, 3), Phase::kCollective), rank2(rank(2, 3), Phase::kGradientAllReduce);
+  const auto start = std::chrono::steady_clock::now();
+  tell_peers_of_failure(rank(0, 3), "the data directory is gone");
+  const auto took = std::chrono::steady_clock::now() - start;
+  outage_->set(test::Outage::State::kGone);
+  EXPECT_LE(took, 2 * kPoll + std::chrono::seconds(2));
+  EXPECT_EQ(rank1.ended.within(10 * kPoll), "rank 0 (host h0, pid 100) failed: the data directory is gone");
+  EXPECT_EQ(rank2.ended.within(10 * kPoll), "rank 0 (host h0, pid 100) failed: the data directory is gone");
+
+  outage_->set(test::Outage::State::kSilent);
+  for (int r : {0, 1}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tell_peers_of_failure(rank(r, 2), "boom");
+    EXPECT_LE(std::chrono::steady_clock::now() - t0, 2 * kPoll + std::chrono::seconds(2)) << "rank " << r;
+  }
+  outage_->set(test::Outage::State::kUp);  // lets the requests left waiting end
 }
 
 }  // namespace

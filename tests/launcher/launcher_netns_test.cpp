@@ -48,17 +48,22 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
 // ranks publish 127.0.0.1 to each other and the first to connect is refused. Gloo alone kept the other rank
 // waiting 5 x dist.timeout_s (76 s for 15 s); both now end within seconds, each with one error line: the refused
 // rank's with the GLOO_SOCKET_IFNAME hint, the other naming it.
+// Rank n of 2 of the job `cfg` in namespace n, without GLOO_SOCKET_IFNAME, with `env` ("NAME=value ...") added.
+std::string rank_without_interface(const NodeNamespaces& net, const TempDir& dir, const std::string& cfg, int n,
+                                   const std::string& env, int timeout_s) {
+  return net.exec(n) + "env -u GLOO_SOCKET_IFNAME " + env + " RANK=" + std::to_string(n) +
+         " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + NodeNamespaces::address(0) + " MASTER_PORT=29500 " +
+         ddptrain_path() + " " + cfg + " --dist.timeout_s=" + std::to_string(timeout_s) +
+         " --job.out_dir=" + dir / "out";
+}
+
 TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
   NodeNamespaces net(2);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::string cfg = veth_job_config(dir);
-  auto rank = [&](int n) {
-    return net.exec(n) + "env -u GLOO_SOCKET_IFNAME RANK=" + std::to_string(n) +
-           " WORLD_SIZE=2 OMP_NUM_THREADS=1 MASTER_ADDR=" + NodeNamespaces::address(0) + " MASTER_PORT=29500 " +
-           ddptrain_path() + " " + cfg + " --dist.timeout_s=30 --job.out_dir=" + dir / "out";
-  };
-  const auto r = run_two_nodes(dir, rank(0), rank(1));
+  const auto r = run_two_nodes(dir, rank_without_interface(net, dir, cfg, 0, "", 30),
+                               rank_without_interface(net, dir, cfg, 1, "", 30));
   EXPECT_LT(r.seconds, 15.0);
   const std::string both = r.node0.output + r.node1.output;
   for (const auto* node : {&r.node0, &r.node1}) {
@@ -74,6 +79,39 @@ TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
   EXPECT_NE(both.find("(a peer published a loopback address"), std::string::npos) << both;
   EXPECT_NE(both.find("GLOO_SOCKET_IFNAME"), std::string::npos) << both;
   EXPECT_NE(both.find("the process group failed to connect on another rank: rank "), std::string::npos) << both;
+  EXPECT_EQ(net.pids(0), "");
+  EXPECT_EQ(net.pids(1), "");
+}
+
+// The same with TORCH_GLOO_LAZY_INIT=1: the group is made without connecting, and the refused connection comes at the
+// first collective. The refused rank ends with the GLOO_SOCKET_IFNAME hint; the other, whose pair was never
+// connected, is held by no reset (Gloo alone kept it 5 x dist.timeout_s, 100 s for 20 s): it reads the failure
+// through the store and ends within seconds with the refused rank's line, naming that rank.
+TEST(LauncherNetnsTest, UnreachableGlooAddressUnderLazyInitEndsBothRanksAtOnceWithAHint) {
+  NodeNamespaces net(2);
+  if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string cfg = veth_job_config(dir), lazy = "TORCH_GLOO_LAZY_INIT=1";
+  const auto r = run_two_nodes(dir, rank_without_interface(net, dir, cfg, 0, lazy, 20),
+                               rank_without_interface(net, dir, cfg, 1, lazy, 20));
+  EXPECT_LT(r.seconds, 15.0);
+  std::vector<std::string> lines;
+  for (const auto* node : {&r.node0, &r.node1}) {
+    EXPECT_EQ(node->exit_code, 1) << node->output;
+    for (size_t at = node->output.find("error:"); at != std::string::npos; at = node->output.find("error:", at + 1))
+      lines.push_back(node->output.substr(at, node->output.find('\n', at) - at));
+  }
+  ASSERT_EQ(lines.size(), 2u) << r.node0.output << r.node1.output;
+  // One rank was refused; the other says that rank failed, with its host and pid and the same line.
+  const bool first_refused = lines[0].find(" failed: ") == std::string::npos;
+  const std::string& refused = lines[first_refused ? 0 : 1];
+  const std::string& ended = lines[first_refused ? 1 : 0];
+  EXPECT_NE(refused.find("Connection refused"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("(a peer published a loopback address"), std::string::npos) << refused;
+  const std::string refused_rank = first_refused ? "0" : "1";
+  EXPECT_EQ(ended.rfind("error: rank " + refused_rank + " (host ", 0), 0u) << ended;
+  EXPECT_NE(ended.find(", pid "), std::string::npos) << ended;
+  EXPECT_NE(ended.find(" failed: " + refused.substr(std::string("error: ").size())), std::string::npos) << ended;
   EXPECT_EQ(net.pids(0), "");
   EXPECT_EQ(net.pids(1), "");
 }
