@@ -4,10 +4,12 @@
 #include "base/first_line.h"
 #include "base/seconds_text.h"
 #include "base/thread_name.h"
+#include "distributed/store_notice.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -28,16 +30,15 @@ const std::string kFailedKey = "ddptrain/connect_failed";
   std::_Exit(1);
 }
 
+// How often each rank's watchdog looks at the store: at most 500 checks a second reach it whatever the world.
+std::chrono::milliseconds connect_poll_interval(int64_t world_size) {
+  return std::chrono::milliseconds(std::max<int64_t>(100, 2 * world_size));
+}
+
 class Watchdog {
  public:
-  Watchdog(c10::intrusive_ptr<c10d::Store> watch, int64_t rank, std::chrono::milliseconds timeout,
-           std::string store_address, std::function<std::string(std::chrono::milliseconds)> gone_peers)
-      : watch_(std::move(watch)),
-        rank_(rank),
-        timeout_(timeout),
-        store_address_(std::move(store_address)),
-        gone_peers_(std::move(gone_peers)),
-        thread_([this] { run(); }) {}
+  Watchdog(const ConnectWatch& watch, std::chrono::milliseconds timeout)
+      : watch_(watch), timeout_(timeout), thread_([this] { run(); }) {}
   ~Watchdog() { stop(); }
 
   void stop() {
@@ -53,44 +54,42 @@ class Watchdog {
   void run() {
     name_this_thread("ddp-watchdog");
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto poll = connect_poll_interval(watch_.world_size);
     auto next_gone_check = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopped_; })) {
-      if (watch_) {
+    while (!cv_.wait_for(lock, poll, [this] { return stopped_; })) {
+      if (watch_.store) {
         try {
-          if (watch_->check({kFailedKey})) {
-            const auto bytes = watch_->get(kFailedKey);
-            give_up(rank_, "the process group failed to connect on another rank: " +
-                               first_line(std::string(bytes.begin(), bytes.end())).substr(0, 2048));
-          }
+          if (watch_.store->check({kFailedKey}))
+            give_up(watch_.rank, "the process group failed to connect on another rank: " +
+                                     first_line(read_notice(*watch_.store, kFailedKey)).substr(0, 2048));
         } catch (const std::exception&) {
-          const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
-          give_up(rank_, "lost the store at " + store_address_ + " while the process group was connecting (" +
-                             (gone.empty() ? "rank 0, its host, exited?" : gone) + ")");
+          const std::string gone = watch_.gone_peers ? watch_.gone_peers(std::chrono::seconds(1)) : "";
+          give_up(watch_.rank, "lost the store at " + watch_.store_address +
+                                   " while the process group was connecting (" +
+                                   (gone.empty() ? "rank 0, its host, exited?" : gone) + ")");
         }
       }
       // A peer of this host that died while connecting: Gloo would wait for it until the deadline.
-      if (gone_peers_ && std::chrono::steady_clock::now() >= next_gone_check) {
-        if (const std::string gone = gone_peers_(std::chrono::milliseconds(0)); !gone.empty())
-          give_up(rank_, "the process group could not connect: " + gone);
+      if (watch_.gone_peers && std::chrono::steady_clock::now() >= next_gone_check) {
+        if (const std::string gone = watch_.gone_peers(std::chrono::milliseconds(0)); !gone.empty())
+          give_up(watch_.rank, "the process group could not connect: " + gone);
         next_gone_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        const std::string gone = gone_peers_ ? gone_peers_(std::chrono::seconds(1)) : "";
-        give_up(rank_, "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) + " s (" +
-                           (gone.empty() ? "a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME "
-                                           "names the interface whose address each rank publishes to the others"
-                                         : gone) +
-                           ")");
+        const std::string gone = watch_.gone_peers ? watch_.gone_peers(std::chrono::seconds(1)) : "";
+        give_up(watch_.rank,
+                "the process group did not connect within dist.timeout_s = " + seconds_text(timeout_) + " s (" +
+                    (gone.empty() ? "a peer is unreachable or stuck; with several nodes, GLOO_SOCKET_IFNAME "
+                                    "names the interface whose address each rank publishes to the others"
+                                  : gone) +
+                    ")");
       }
     }
   }
 
-  c10::intrusive_ptr<c10d::Store> watch_;
-  int64_t rank_;
+  const ConnectWatch& watch_;
   std::chrono::milliseconds timeout_;
-  std::string store_address_;
-  std::function<std::string(std::chrono::milliseconds)> gone_peers_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
@@ -111,31 +110,25 @@ std::string gloo_connect_hint(const std::string& message) {
   return "each rank publishes the address of GLOO_SOCKET_IFNAME's interface, else of its hostname; " + fix;
 }
 
-c10::intrusive_ptr<c10d::Backend> connect_backend(
-    const std::function<c10::intrusive_ptr<c10d::Backend>()>& connect,
-    const c10::intrusive_ptr<c10d::Store>& watch, int64_t rank, std::chrono::milliseconds timeout,
-    const std::string& store_address, const std::function<std::string(std::chrono::milliseconds)>& gone_peers) {
-  Watchdog watchdog(watch, rank, timeout, store_address, gone_peers);
+c10::intrusive_ptr<c10d::Backend> connect_backend(const std::function<c10::intrusive_ptr<c10d::Backend>()>& connect,
+                                                  const ConnectWatch& watch, std::chrono::milliseconds timeout) {
+  Watchdog watchdog(watch, timeout);
   try {
     auto backend = connect();
     watchdog.stop();
     return backend;
   } catch (const std::exception& e) {
     watchdog.stop();
-    const std::string gone = gone_peers ? gone_peers(std::chrono::seconds(1)) : "";
+    const std::string gone = watch.gone_peers ? watch.gone_peers(std::chrono::seconds(1)) : "";
     const std::string what = gone.empty() ? first_line(e.what()) : gone + " (" + first_line(e.what()) + ")";
-    if (watch) {
-      try {
-        const std::string posted = "rank " + std::to_string(rank) + ": " + what;
-        watch->set(kFailedKey, std::vector<uint8_t>(posted.begin(), posted.end()));
-        // The others poll every 100 ms; rank 0's exit takes the store (and the message) with it.
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      } catch (const std::exception&) {
-        // The store is gone too; the others find that out themselves.
-      }
-    }
+    // Where this rank's exit takes the store along, the others are given two of their polls and a second to read it.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(1) +
+        (watch.serves_store ? 2 * connect_poll_interval(watch.world_size) : std::chrono::milliseconds(0));
+    post_notice(watch.store, kFailedKey, "rank " + std::to_string(watch.rank) + ": " + what, watch.world_size,
+                watch.serves_store, deadline);
     const std::string hint = gloo_connect_hint(what);
-    throw std::runtime_error("rank " + std::to_string(rank) + ": could not connect the process group: " + what +
+    throw std::runtime_error("rank " + std::to_string(watch.rank) + ": could not connect the process group: " + what +
                              (hint.empty() ? "" : " (" + hint + ")"));
   }
 }

@@ -5,6 +5,7 @@
 #include "base/atomic_file.h"
 #include "base/thread_name.h"
 #include "distributed/proc_stat.h"
+#include "distributed/store_notice.h"
 #include "distributed/thread_stack.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -24,9 +25,8 @@ namespace {
 
 const std::string kRequestKey = "ddptrain/hang/request";
 std::string report_key(int64_t rank) { return "ddptrain/hang/report/" + std::to_string(rank); }
-// A failed rank's number and error line, and how many ranks have failed or read it.
+// A failed rank's number and error line (a notice: its readers are counted beside it).
 const std::string kRankFailedKey = "ddptrain/failed";
-const std::string kRankFailedCountKey = "ddptrain/failed/count";
 constexpr size_t kRankFailedLineMax = 2048;
 
 // Every rank looks for a failure and a request this often: 4 ms per rank, at least 0.5 s, so that rank 0's store
@@ -218,17 +218,11 @@ struct HangWatch::State {
   // rank from here), and ends this rank once it has stayed a whole poll in a collective (its own work, a checkpoint
   // being written, goes on until it waits for its peers; a collective that fails on its own leaves the phase first).
   void follow_failure(std::chrono::milliseconds poll) {
-    const auto bytes = store->get(kRankFailedKey);
-    const std::string text(bytes.begin(), bytes.end());
+    const std::string text = read_notice(*store, kRankFailedKey);
     const size_t eol = text.find('\n');
     const int64_t failed = std::strtoll(text.c_str(), nullptr, 10);
     const std::string message = "rank " + std::to_string(failed) + place(views, failed) +
                                 " failed: " + (eol == std::string::npos ? text : text.substr(eol + 1));
-    try {
-      store->add(kRankFailedCountKey, 1);
-    } catch (const std::exception&) {
-      // The failed rank took the store with it: the message is read already.
-    }
     Activity::Snapshot since = activity->snapshot();
     const double poll_s = std::chrono::duration<double>(poll).count();
     for (;;) {
@@ -299,35 +293,11 @@ struct HangWatch::State {
 };
 
 void tell_peers_of_failure(const DistContext& ctx, const std::string& line) {
-  if (!ctx.distributed() || !ctx.watch_store) return;
-  struct Done {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool done = false;
-  };
-  auto done = std::make_shared<Done>();
+  if (!ctx.distributed()) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
                         (ctx.serves_store ? 2 * poll_interval(ctx.world_size) : std::chrono::milliseconds(0));
-  const std::string text = std::to_string(ctx.rank) + "\n" + line.substr(0, kRankFailedLineMax);
-  // On a thread of its own, left behind at the deadline: a store request waits for its answer without a bound.
-  std::thread([store = ctx.watch_store, text, world = ctx.world_size, serves = ctx.serves_store, deadline, done] {
-    name_this_thread("ddp-failed");
-    try {
-      store->compareSet(kRankFailedKey, {}, std::vector<uint8_t>(text.begin(), text.end()));
-      for (int64_t seen = store->add(kRankFailedCountKey, 1); serves && seen < world;
-           seen = store->add(kRankFailedCountKey, 0)) {
-        if (std::chrono::steady_clock::now() >= deadline) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    } catch (const std::exception&) {
-      // The store is gone: the others learn of this rank's end from their own collectives.
-    }
-    std::lock_guard<std::mutex> lock(done->mutex);
-    done->done = true;
-    done->cv.notify_all();
-  }).detach();
-  std::unique_lock<std::mutex> lock(done->mutex);
-  done->cv.wait_until(lock, deadline, [&] { return done->done; });
+  post_notice(ctx.watch_store, kRankFailedKey, std::to_string(ctx.rank) + "\n" + line.substr(0, kRankFailedLineMax),
+              ctx.world_size, ctx.serves_store, deadline);
 }
 
 std::unique_ptr<HangWatch> HangWatch::start(const DistContext& ctx, double report_after_s, std::string stacks_dir,

@@ -371,8 +371,15 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   // torch.distributed's "cpu:gloo,cuda:nccl"; with nccl, CUDA tensors go through ProcessGroupNCCL. Each backend
   // keeps its keys under its device's prefix, as _new_process_group_helper does ("cpu/", "cuda/").
   auto cpu_store = c10::make_intrusive<c10d::PrefixStore>("cpu/", prefixed);
+  ConnectWatch connect_watch;
+  connect_watch.store = watch;
+  connect_watch.rank = info.rank;
+  connect_watch.world_size = info.world_size;
+  connect_watch.serves_store = opts.isServer;
+  connect_watch.store_address = address;
+  connect_watch.gone_peers = ctx.gone_peers;
   auto gloo = connect_backend([&] { return make_gloo_backend(cpu_store, rank, world, timeout, gloo_interfaces()); },
-                              watch, info.rank, timeout, address, ctx.gone_peers);
+                              connect_watch, timeout);
   const std::vector<BackendSlot> slots = backend == "gloo" ? gloo_side_slots(ctx, info, cfg, gloo, store, timeout)
                                                            : nccl_side_slots(ctx, gloo, prefixed, rank, world, timeout);
   ctx.group = make_process_group(prefixed, rank, world, slots);

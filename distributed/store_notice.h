@@ -1,0 +1,26 @@
+// post_notice and count_notice_read: a line one rank leaves in the job's store for the others, kept there until they
+// have read it when the poster's exit would take the store with it.
+#pragma once
+
+#include "distributed/c10d_fwd.h"
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ddp {
+
+// Posts `text` under `key` unless a notice is there already (the first one stays: later ones are most often its
+// consequences) and counts this rank under `key`/count. With `wait_for_readers` (this process serves the store:
+// rank 0 without a launcher's store), then waits until `world` ranks are counted, posters and readers alike. The
+// requests run on a thread of their own and the call returns by `deadline` whatever they do: a request to a store
+// behind a silent link waits for its answer without a bound. A store that is gone ends it at once.
+void post_notice(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, const std::string& text,
+                 int64_t world, bool wait_for_readers, std::chrono::steady_clock::time_point deadline);
+
+// What is posted under `key`, and this reader counted; throws when the store is gone before the notice is read.
+std::string read_notice(c10d::Store& store, const std::string& key);
+
+}  // namespace ddp
