@@ -1,5 +1,5 @@
-// post_notice and count_notice_read: a line one rank leaves in the job's store for the others, kept there until they
-// have read it when the poster's exit would take the store with it.
+// post_notice and read_notice: a line one rank leaves in the job's store for the others, kept there until they have
+// read it when the poster's exit would take the store with it.
 #pragma once
 
 #include "distributed/c10d_fwd.h"
