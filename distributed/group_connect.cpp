@@ -122,11 +122,8 @@ c10::intrusive_ptr<c10d::Backend> connect_backend(const std::function<c10::intru
     const std::string gone = watch.gone_peers ? watch.gone_peers(std::chrono::seconds(1)) : "";
     const std::string what = gone.empty() ? first_line(e.what()) : gone + " (" + first_line(e.what()) + ")";
     // Where this rank's exit takes the store along, the others are given two of their polls and a second to read it.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(1) +
-        (watch.serves_store ? 2 * connect_poll_interval(watch.world_size) : std::chrono::milliseconds(0));
     post_notice(watch.store, kFailedKey, "rank " + std::to_string(watch.rank) + ": " + what, watch.world_size,
-                watch.serves_store, deadline);
+                watch.serves_store, connect_poll_interval(watch.world_size));
     const std::string hint = gloo_connect_hint(what);
     throw std::runtime_error("rank " + std::to_string(watch.rank) + ": could not connect the process group: " + what +
                              (hint.empty() ? "" : " (" + hint + ")"));

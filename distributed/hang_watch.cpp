@@ -294,10 +294,8 @@ struct HangWatch::State {
 
 void tell_peers_of_failure(const DistContext& ctx, const std::string& line) {
   if (!ctx.distributed()) return;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
-                        (ctx.serves_store ? 2 * poll_interval(ctx.world_size) : std::chrono::milliseconds(0));
   post_notice(ctx.watch_store, kRankFailedKey, std::to_string(ctx.rank) + "\n" + line.substr(0, kRankFailedLineMax),
-              ctx.world_size, ctx.serves_store, deadline);
+              ctx.world_size, ctx.serves_store, poll_interval(ctx.world_size));
 }
 
 std::unique_ptr<HangWatch> HangWatch::start(const DistContext& ctx, double report_after_s, std::string stacks_dir,

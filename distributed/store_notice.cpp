@@ -18,8 +18,10 @@ std::string count_key(const std::string& key) { return key + "/count"; }
 }  // namespace
 
 void post_notice(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, const std::string& text,
-                 int64_t world, bool wait_for_readers, std::chrono::steady_clock::time_point deadline) {
+                 int64_t world, bool wait_for_readers, std::chrono::milliseconds reader_poll) {
   if (!store) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1) +
+                        (wait_for_readers ? 2 * reader_poll : std::chrono::milliseconds(0));
   struct Done {
     std::mutex mutex;
     std::condition_variable cv;

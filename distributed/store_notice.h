@@ -14,11 +14,12 @@ namespace ddp {
 
 // Posts `text` under `key` unless a notice is there already (the first one stays: later ones are most often its
 // consequences) and counts this rank under `key`/count. With `wait_for_readers` (this process serves the store:
-// rank 0 without a launcher's store), then waits until `world` ranks are counted, posters and readers alike. The
-// requests run on a thread of their own and the call returns by `deadline` whatever they do: a request to a store
-// behind a silent link waits for its answer without a bound. A store that is gone ends it at once.
+// rank 0 without a launcher's store), then waits until `world` ranks are counted, posters and readers alike, giving
+// readers that look every `reader_poll` two of their polls. The requests run on a thread of their own and the call
+// returns within a second (and those two polls) whatever they do: a request to a store behind a silent link waits
+// for its answer without a bound. A store that is gone ends it at once.
 void post_notice(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, const std::string& text,
-                 int64_t world, bool wait_for_readers, std::chrono::steady_clock::time_point deadline);
+                 int64_t world, bool wait_for_readers, std::chrono::milliseconds reader_poll);
 
 // What is posted under `key`, and this reader counted; throws when the store is gone before the notice is read.
 std::string read_notice(c10d::Store& store, const std::string& key);

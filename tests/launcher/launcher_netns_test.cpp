@@ -44,10 +44,6 @@ TEST(LauncherNetnsTest, TwoNodesInVethNamespacesTrainTheSameModelAsOneNodeOfTwo)
       << max_state_diff(dir / "two_namespaces/model.pt", dir / "one_node/model.pt");
 }
 
-// Without GLOO_SOCKET_IFNAME each namespace falls back to loopback (the host name's address is not there), so the
-// ranks publish 127.0.0.1 to each other and the first to connect is refused. Gloo alone kept the other rank
-// waiting 5 x dist.timeout_s (76 s for 15 s); both now end within seconds, each with one error line: the refused
-// rank's with the GLOO_SOCKET_IFNAME hint, the other naming it.
 // Rank n of 2 of the job `cfg` in namespace n, without GLOO_SOCKET_IFNAME, with `env` ("NAME=value ...") added.
 std::string rank_without_interface(const NodeNamespaces& net, const TempDir& dir, const std::string& cfg, int n,
                                    const std::string& env, int timeout_s) {
@@ -57,6 +53,10 @@ std::string rank_without_interface(const NodeNamespaces& net, const TempDir& dir
          " --job.out_dir=" + dir / "out";
 }
 
+// Without GLOO_SOCKET_IFNAME each namespace falls back to loopback (the host name's address is not there), so the
+// ranks publish 127.0.0.1 to each other and the first to connect is refused. Gloo alone kept the other rank
+// waiting 5 x dist.timeout_s (76 s for 15 s); both now end within seconds, each with one error line: the refused
+// rank's with the GLOO_SOCKET_IFNAME hint, the other naming it.
 TEST(LauncherNetnsTest, UnreachableGlooAddressEndsBothRanksAtOnceWithAHint) {
   NodeNamespaces net(2);
   if (const std::string why = net.create(); !why.empty()) GTEST_SKIP() << why;
