@@ -274,6 +274,7 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const RendezvousInfo&
   const NodePlace place = node_place(info);
   const bool several_nodes_of_several = place.nodes > 1 && place.local_world > 1;
   if (cfg.allreduce == AllreducePath::Auto || cfg.allreduce == AllreducePath::Shm) {
+    shm.wait_for_readers_of_refusal = ctx.serves_store && cfg.allreduce == AllreducePath::Shm;
     auto setup = wrap_with_shm_allreduce(gloo, store, shm);
     if (!setup.active && cfg.allreduce == AllreducePath::Shm)
       throw std::runtime_error("dist.allreduce = \"shm\" but shared memory cannot be used: " + setup.reason +
@@ -291,6 +292,7 @@ std::vector<BackendSlot> gloo_side_slots(DistContext& ctx, const RendezvousInfo&
     const auto across = [&](const c10::intrusive_ptr<c10d::Store>& under, int node, int nodes) {
       return make_gloo_backend(under, node, nodes, timeout, gloo_interfaces());
     };
+    shm.wait_for_readers_of_refusal = ctx.serves_store && cfg.allreduce == AllreducePath::Hierarchical;
     auto setup = wrap_with_hierarchical_allreduce(gloo, store, shm, place, across);
     if (!setup.active && cfg.allreduce == AllreducePath::Hierarchical)
       throw std::runtime_error("dist.allreduce = \"hierarchical\" cannot be used: " + setup.reason +
@@ -363,6 +365,7 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   };
   ctx.views = views;
   ctx.store = store;
+  ctx.serves_store = opts.isServer;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("default_pg", store);
   const c10::intrusive_ptr<c10d::Store> watch = open_watch_store(info, opts);
   const int rank = static_cast<int>(info.rank);
@@ -385,7 +388,6 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   ctx.group = make_process_group(prefixed, rank, world, slots);
   ctx.activity = std::make_shared<Activity>(collectives_started(ctx.group));
   ctx.watch_store = watch;
-  ctx.serves_store = opts.isServer;
   ctx.member_group = [store, timeout, self = info.rank](const std::vector<int64_t>& members, const std::string& name) {
     const auto at = std::find(members.begin(), members.end(), self);
     if (at == members.end())

@@ -5,6 +5,7 @@
 #include "base/thread_name.h"
 #include "distributed/forwarding_backend.h"
 #include "distributed/shm/shm_segment.h"
+#include "distributed/store_notice.h"
 
 #include <ATen/Dispatch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -428,28 +429,36 @@ std::unique_ptr<ShmSegment> join_segment(c10d::Store& store, const std::string& 
 
 // Collective over the job's ranks: each posts `error` ("" = it can); rank 0 reads them in rank order and posts the
 // verdict, the first rank's error ("" when every rank can), which every rank returns, so that every rank decides the
-// same. Two store requests per rank, and `world` more for rank 0.
-std::string agree(c10d::Store& store, const std::string& key, int rank, int world, const std::string& error) {
-  set_text(store, key + "answer/" + std::to_string(rank), "=" + error);
+// same. Three store requests per rank, and `world` more for rank 0. With `wait_for_readers`, rank 0 returns a
+// refusal only once every rank has read it (or its deadline passed): its process serves the store, and the refusal
+// ends the job, so its exit would take the verdict along before a slower rank read it.
+std::string agree(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, int rank, int world,
+                  const std::string& error, bool wait_for_readers) {
+  set_text(*store, key + "answer/" + std::to_string(rank), "=" + error);
   if (rank == 0) {
     std::string verdict = "=";
-    for (int r = 0; r < world && verdict == "="; ++r) verdict = get_text(store, key + "answer/" + std::to_string(r));
-    set_text(store, key + "verdict", verdict);
+    for (int r = 0; r < world && verdict == "="; ++r) verdict = get_text(*store, key + "answer/" + std::to_string(r));
+    // The others wait for the verdict in the store (no polling): a second's grace beyond the notice's own for a
+    // rank that is slow to be scheduled.
+    post_notice(store, key + "verdict", verdict, world, wait_for_readers && verdict != "=", std::chrono::seconds(1));
+    return verdict.substr(1);
   }
-  return get_text(store, key + "verdict").substr(1);
+  return read_notice(*store, key + "verdict").substr(1);
 }
 
 // Collective over the job's ranks: rank 0 posts its LOCAL_WORLD_SIZE, each rank compares its own with it, and they
 // agree; returns "" when every rank's is the same, else the same sentence on every rank, naming the first rank whose
-// size is not rank 0's.
-std::string same_node_size(c10d::Store& store, const std::string& key, int rank, int world, int local_world) {
+// size is not rank 0's. The agreement after it carries its refusal to the end, so rank 0 need not wait here.
+std::string same_node_size(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, int rank, int world,
+                           int local_world) {
   const std::string mine = std::to_string(local_world);
-  if (rank == 0) set_text(store, key + "first", mine);
-  const std::string first = get_text(store, key + "first");
+  if (rank == 0) set_text(*store, key + "first", mine);
+  const std::string first = get_text(*store, key + "first");
   return agree(store, key, rank, world,
                mine == first ? ""
                              : "rank " + std::to_string(rank) + ": LOCAL_WORLD_SIZE " + mine + ", rank 0's is " +
-                                   first + ": it needs nodes of the same number of ranks");
+                                   first + ": it needs nodes of the same number of ranks",
+               /*wait_for_readers=*/false);
 }
 
 }  // namespace
@@ -462,7 +471,7 @@ ShmAllreduceSetup wrap_with_shm_allreduce(const c10::intrusive_ptr<c10d::Backend
   const std::string key = "ddptrain/shm_allreduce/";
   std::string error;
   auto segment = join_segment(*store, key, rank, world, 0, options, error);
-  const std::string reason = agree(*store, key, rank, world, error);
+  const std::string reason = agree(store, key, rank, world, error, options.wait_for_readers_of_refusal);
   if (rank == 0 && segment) segment->close_for_peers();
   if (!reason.empty()) return {inner, false, reason};
   segment->learn_peers();
@@ -479,7 +488,7 @@ ShmAllreduceSetup wrap_with_hierarchical_allreduce(const c10::intrusive_ptr<c10d
   const std::string key = "ddptrain/hierarchical_allreduce/";
   // Each rank's own numbers may fit a layout that the others' do not: the node sizes are compared first, so that
   // no two nodes' ranks ever join one segment (or lead one node) on their own numbers.
-  std::string error = same_node_size(*store, key + "local_world/", rank, world, place.local_world);
+  std::string error = same_node_size(store, key + "local_world/", rank, world, place.local_world);
   std::unique_ptr<ShmSegment> segment;
   if (!error.empty()) {
     // The same on every rank; agree below passes it on.
@@ -495,7 +504,7 @@ ShmAllreduceSetup wrap_with_hierarchical_allreduce(const c10::intrusive_ptr<c10d
     segment = join_segment(*store, key + "node/" + std::to_string(place.node) + "/", place.local_rank,
                            place.local_world, place.node * place.local_world, options, error);
   }
-  const std::string reason = agree(*store, key, rank, world, error);
+  const std::string reason = agree(store, key, rank, world, error, options.wait_for_readers_of_refusal);
   if (place.local_rank == 0 && segment) segment->close_for_peers();
   if (!reason.empty()) return {inner, false, reason};
   segment->learn_peers();

@@ -27,6 +27,9 @@ struct ShmAllreduceOptions {
   std::string proc_dir = "/proc";  // where peers find rank 0's fd (tests give ranks different ones: other hosts)
   size_t slot_bytes = 1u << 20;    // all-reduces go through in pieces of this size per rank (two pieces in flight)
   std::chrono::milliseconds timeout{300000};  // dist.timeout_s: the longest wait for a peer in one phase
+  // Rank 0's process serves the store and a refusal ends the job: rank 0 returns a refusal only once every rank has
+  // read it (within a few seconds), so that each rank ends with the reason instead of finding the store gone.
+  bool wait_for_readers_of_refusal = false;
 };
 
 struct ShmAllreduceSetup {

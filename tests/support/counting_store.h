@@ -1,4 +1,4 @@
-// CountingStore: a c10d::Store that forwards to another, counts the requests one client makes, and can lose it.
+// CountingStore: a c10d::Store that forwards to another, counts one client's requests, can lose it or read late.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 namespace ddp::test {
 
@@ -43,6 +45,8 @@ class CountingStore : public c10d::Store {
   explicit CountingStore(c10::intrusive_ptr<c10d::Store> inner, std::shared_ptr<Outage> outage = {})
       : inner_(std::move(inner)), outage_(std::move(outage)) {}
   int64_t requests() const { return requests_.load(); }
+  // This client reads `key` only after `delay`, as a rank that is slow to look.
+  void delay_reads_of(const std::string& key, std::chrono::milliseconds delay) { delayed_key_ = key, delay_ = delay; }
 
   c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<CountingStore>(inner_, outage_); }
   void set(const std::string& key, const std::vector<uint8_t>& value) override { pass(), inner_->set(key, value); }
@@ -51,7 +55,10 @@ class CountingStore : public c10d::Store {
     pass();
     return inner_->compareSet(key, expected, desired);
   }
-  std::vector<uint8_t> get(const std::string& key) override { return pass(), inner_->get(key); }
+  std::vector<uint8_t> get(const std::string& key) override {
+    if (key == delayed_key_) std::this_thread::sleep_for(delay_);
+    return pass(), inner_->get(key);
+  }
   int64_t add(const std::string& key, int64_t value) override { return pass(), inner_->add(key, value); }
   bool deleteKey(const std::string& key) override { return pass(), inner_->deleteKey(key); }
   bool check(const std::vector<std::string>& keys) override { return pass(), inner_->check(keys); }
@@ -70,6 +77,8 @@ class CountingStore : public c10d::Store {
   c10::intrusive_ptr<c10d::Store> inner_;
   std::shared_ptr<Outage> outage_;
   std::atomic<int64_t> requests_{0};
+  std::string delayed_key_;
+  std::chrono::milliseconds delay_{0};
 };
 
 }  // namespace ddp::test

@@ -444,9 +444,9 @@ TEST(ShmAllreduce, SetUpTakesAFewStoreRequestsPerRank) {
   }));
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_TRUE(setups[static_cast<size_t>(r)].active) << setups[static_cast<size_t>(r)].reason;
-    // Rank 0: the segment, its answer, every answer, the verdict posted and read; the others: the segment, their
-    // answer, the verdict.
-    EXPECT_LE(requests[static_cast<size_t>(r)], r == 0 ? kWorld + 4 : 3) << "rank " << r;
+    // Rank 0: the segment, its answer, every answer, the verdict posted and counted; the others: the segment, their
+    // answer, the verdict read and counted.
+    EXPECT_LE(requests[static_cast<size_t>(r)], r == 0 ? kWorld + 4 : 4) << "rank " << r;
   }
 }
 
@@ -485,6 +485,30 @@ TEST(ShmAllreduce, UnusableDirectoryKeepsGlooNamingRankZero) {
     o.dir = "/nonexistent/ddptrain-test";
     setups[static_cast<size_t>(rank)] =
         wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), ctx.store, o);
+  }));
+  for (const auto& s : setups) {
+    EXPECT_FALSE(s.active);
+    EXPECT_NE(s.reason.find("rank 0: cannot create an unnamed file in /nonexistent/ddptrain-test/"), std::string::npos)
+        << s.reason;
+  }
+}
+
+// Where rank 0's process serves the store and its refusal ends the job (dist.allreduce = "shm" without a launcher),
+// its exit takes the store along: rank 0 returns the refusal only once every rank has read it, so that a rank slow
+// to look for the verdict ends with rank 0's reason instead of a lost store.
+TEST(ShmAllreduce, ARefusalThatEndsTheJobIsReadByEveryRankBeforeRankZeroReturnsIt) {
+  const int port = free_port();
+  auto outage = std::make_shared<Outage>();
+  std::vector<ShmAllreduceSetup> setups(3);
+  expect_no_errors(on_ranks(3, [&](int rank) {
+    DistContext ctx = join(rank, 3, port, "gloo");
+    ShmAllreduceOptions o;
+    o.dir = "/nonexistent/ddptrain-test";
+    o.wait_for_readers_of_refusal = rank == 0;
+    auto store = c10::make_intrusive<CountingStore>(ctx.store, outage);
+    if (rank == 2) store->delay_reads_of("ddptrain/shm_allreduce/verdict", std::chrono::milliseconds(400));
+    setups[static_cast<size_t>(rank)] = wrap_with_shm_allreduce(ctx.group->getBackend(c10::DeviceType::CPU), store, o);
+    if (rank == 0) outage->set(Outage::State::kGone);  // rank 0 ends the job, and its store with it
   }));
   for (const auto& s : setups) {
     EXPECT_FALSE(s.active);
