@@ -4,6 +4,7 @@
 #include "base/first_line.h"
 #include "distributed/proc_stat.h"
 #include "base/seconds_text.h"
+#include "distributed/store_notice.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/version.h>
@@ -126,8 +127,8 @@ namespace {
 // missing ranks themselves when rank 0 never posts one.
 class Joining {
  public:
-  Joining(c10d::Store& store, const JoinPlace& place, const RankView& mine)
-      : store_(store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
+  Joining(const c10::intrusive_ptr<c10d::Store>& store, const JoinPlace& place, const RankView& mine)
+      : owner_(store), store_(*store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
     for (int64_t r = 1; r < place.world_size; ++r) missing_.insert(r);
   }
 
@@ -152,14 +153,12 @@ class Joining {
   std::vector<int64_t> missing() const { return {missing_.begin(), missing_.end()}; }
 
   [[noreturn]] void fail(const std::string& why) {
-    // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone.
-    if (place_.rank == 0) {
-      try {
-        store_.set(kVerdictKey, view_bytes("rank 0 found: " + why));
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others read it before the store goes
-      } catch (const std::exception&) {
-      }
-    }
+    // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone. Where its
+    // exit takes the store along, the ranks counted in read it first (they wait for it in the store, without polls;
+    // a rank slow to be scheduled gets two seconds beyond the notice's own).
+    if (place_.rank == 0)
+      post_notice(owner_, kVerdictKey, "rank 0 found: " + why, 1 + counted_, place_.serves_store,
+                  std::chrono::seconds(1));
     throw std::runtime_error(me_ + ": " + why);
   }
 
@@ -174,10 +173,9 @@ class Joining {
   std::vector<RankView> run_as_rank0(std::chrono::milliseconds timeout) {
     std::map<int64_t, RankView> views{{0, mine_}};
     const auto give_up_at = std::chrono::steady_clock::now() + timeout;
-    int64_t counted = 0;
     std::set<int64_t> unread;  // arrivals counted, not read yet
     while (!missing_.empty()) {
-      for (const int64_t arrived = store_.add(kArrivalsKey, 0); counted < arrived;) unread.insert(++counted);
+      for (const int64_t arrived = store_.add(kArrivalsKey, 0); counted_ < arrived;) unread.insert(++counted_);
       // An arrival is counted before it is recorded: one not recorded yet (its rank may have died in between) is
       // looked for again at the next poll, and holds up none of the others.
       for (auto it = unread.begin(); it != unread.end();) {
@@ -232,7 +230,7 @@ class Joining {
         timed_out(timeout);
       }
     }
-    const std::string verdict = view_string(store_.get(kVerdictKey));
+    const std::string verdict = read_notice(store_, kVerdictKey);
     if (verdict.rfind(kJoined, 0) != 0) throw std::runtime_error(me_ + ": " + first_line(verdict).substr(0, 2048));
     std::vector<RankView> out;
     size_t at = std::string(kJoined).size();
@@ -249,17 +247,19 @@ class Joining {
     return out;
   }
 
+  c10::intrusive_ptr<c10d::Store> owner_;
   c10d::Store& store_;
   const JoinPlace& place_;
   const RankView& mine_;
   const std::string me_;
   std::set<int64_t> missing_;  // rank 0: the ranks not arrived; the others: found missing at their timeout
+  int64_t counted_ = 0;        // rank 0: the ranks counted in (the others that wait for its verdict)
 };
 
 }  // namespace
 
-std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,
-                                 std::chrono::milliseconds timeout) {
+std::vector<RankView> join_ranks(const c10::intrusive_ptr<c10d::Store>& store, const JoinPlace& place,
+                                 const RankView& mine, std::chrono::milliseconds timeout) {
   return Joining(store, place, mine).run(timeout);
 }
 

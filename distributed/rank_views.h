@@ -4,6 +4,8 @@
 
 #include "distributed/c10d_fwd.h"
 
+#include <c10/util/intrusive_ptr.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -38,17 +40,19 @@ struct JoinPlace {
   // Ranks per node (torchrun numbering: node = rank / local_world_size); 0: nodes differ, no node is named.
   int64_t local_world_size = 1;
   std::string address;  // the store's host:port, for messages
+  bool serves_store = false;  // this process serves the store: its exit ends it
 };
 
 // Publishes `mine`, then waits until every rank of the world published a view: rank 0 compares each with its own
 // and posts the verdict, which the others wait for (a few store requests per rank whatever the world). Throws
 // std::runtime_error with one line: a view differs (naming both ranks and hosts), two processes of one rank, ranks
 // missing after `timeout` (by number, and node), the store lost while waiting, or what rank 0 found (it posts its
-// verdict so that every rank reports the same culprit).
+// verdict so that every rank reports the same culprit; where it serves the store, it throws only once every rank that
+// arrived has read it, or after a few seconds).
 // Returns the views of ranks 0..min(world, 256)-1, kept so that a later failure can name a gone peer even when rank
 // 0 (and its store) is the one gone.
-std::vector<RankView> join_ranks(c10d::Store& store, const JoinPlace& place, const RankView& mine,
-                                 std::chrono::milliseconds timeout);
+std::vector<RankView> join_ranks(const c10::intrusive_ptr<c10d::Store>& store, const JoinPlace& place,
+                                 const RankView& mine, std::chrono::milliseconds timeout);
 
 // The ranks on this host (of `views`) whose process is gone: "rank 2 (host h, pid 123) exited", "" when none is
 // known to be after polling for up to `settle` (a killed peer's connections reset before its process is gone).

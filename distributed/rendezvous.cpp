@@ -359,7 +359,8 @@ DistContext init_distributed(const RendezvousInfo& info, const DistConfig& cfg) 
   place.world_size = info.world_size;
   place.local_world_size = nodes_alike(info) ? info.local_world_size : 0;
   place.address = address;
-  const auto views = join_ranks(*store, place, own_view(info.world_size, info.config_digest), timeout);
+  place.serves_store = opts.isServer;
+  const auto views = join_ranks(store, place, own_view(info.world_size, info.config_digest), timeout);
   ctx.gone_peers = [views, self = info.rank](std::chrono::milliseconds settle) {
     return gone_ranks(views, self, settle);
   };

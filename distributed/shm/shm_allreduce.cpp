@@ -438,8 +438,8 @@ std::string agree(const c10::intrusive_ptr<c10d::Store>& store, const std::strin
   if (rank == 0) {
     std::string verdict = "=";
     for (int r = 0; r < world && verdict == "="; ++r) verdict = get_text(*store, key + "answer/" + std::to_string(r));
-    // The others wait for the verdict in the store (no polling): a second's grace beyond the notice's own for a
-    // rank that is slow to be scheduled.
+    // The others wait for the verdict in the store, without polls; a rank slow to be scheduled gets two seconds
+    // beyond the notice's own.
     post_notice(store, key + "verdict", verdict, world, wait_for_readers && verdict != "=", std::chrono::seconds(1));
     return verdict.substr(1);
   }

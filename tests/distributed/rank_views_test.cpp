@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -64,25 +65,37 @@ struct ThreadJoin {
   int64_t requests = 0;
 };
 
+// Where a join departs from the plain one: rank 0's process serves the store, which goes when rank 0's join ends;
+// one thread reads the verdict late.
+struct JoinSetting {
+  bool store_goes_with_rank0 = false;
+  size_t slow_reader = SIZE_MAX;  // the thread's index
+  std::chrono::milliseconds read_delay{0};
+};
+
 // One thread per entry of `ranks` (its RANK, of a world of `world`), all over one HashStore, each through its own
 // CountingStore; thread i starts i * stagger after the first and publishes a view with pid 1000 + i.
 std::vector<ThreadJoin> join_threads(int64_t world, const std::vector<int64_t>& ranks,
                                      std::chrono::milliseconds stagger,
                                      std::chrono::milliseconds timeout = std::chrono::seconds(20),
-                                     const std::function<void(c10d::Store&)>& before = {}) {
+                                     const std::function<void(c10d::Store&)>& before = {},
+                                     const JoinSetting& setting = {}) {
   auto shared = c10::make_intrusive<c10d::HashStore>();
+  auto outage = std::make_shared<Outage>();
   if (before) before(*shared);
   std::vector<ThreadJoin> out(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i)
     threads.emplace_back([&, i] {
       std::this_thread::sleep_for(stagger * static_cast<int64_t>(i));
-      CountingStore store(shared);
+      auto store = c10::make_intrusive<CountingStore>(shared, outage);
+      if (i == setting.slow_reader) store->delay_reads_of("ddptrain/verdict", setting.read_delay);
       JoinPlace place;
       place.rank = ranks[i];
       place.world_size = world;
       place.local_world_size = 4;
       place.address = "127.0.0.1:29500";
+      place.serves_store = setting.store_goes_with_rank0 && ranks[i] == 0;
       RankView mine = own_view(world, "digest");
       mine.pid = 1000 + static_cast<int64_t>(i);
       ThreadJoin& j = out[i];
@@ -91,7 +104,8 @@ std::vector<ThreadJoin> join_threads(int64_t world, const std::vector<int64_t>& 
       } catch (const std::exception& e) {
         j.error = e.what();
       }
-      j.requests = store.requests();
+      j.requests = store->requests();
+      if (place.serves_store) outage->set(Outage::State::kGone);
     });
   for (auto& t : threads) t.join();
   return out;
@@ -122,15 +136,31 @@ TEST(RankViews, JoinTakesAFewStoreRequestsPerRankWhateverTheWorld) {
   EXPECT_LE(joins[0].requests, 2 + 2 * (kWorld - 1) + 2 * polls) << polls << " polls";
 }
 
-// Two processes started with one RANK are named, with where each runs, by every rank.
-TEST(RankViews, TwoProcessesOfOneRankAreNamedByEveryRank) {
-  const auto joins = join_threads(3, {0, 1, 1}, std::chrono::milliseconds(50), std::chrono::seconds(10));
+// Two processes started with one RANK (threads 1 and 2 as rank 1 of 3, after rank 0), as each of the three names them.
+void expect_two_processes_of_rank_one_named(const std::vector<ThreadJoin>& joins) {
   const std::string host = own_view(3, "").host;
   const std::string line = "two processes joined as rank 1: host " + host + ", pid 1001 and host " + host +
                            ", pid 1002 (every process of the job needs its own RANK)";
   EXPECT_EQ(joins[0].error, "rank 0: " + line);
   EXPECT_EQ(joins[1].error, "rank 1: rank 0 found: " + line);
   EXPECT_EQ(joins[2].error, "rank 1: rank 0 found: " + line);
+}
+
+// Two processes started with one RANK are named, with where each runs, by every rank.
+TEST(RankViews, TwoProcessesOfOneRankAreNamedByEveryRank) {
+  expect_two_processes_of_rank_one_named(
+      join_threads(3, {0, 1, 1}, std::chrono::milliseconds(50), std::chrono::seconds(10)));
+}
+
+// Where rank 0's process serves the store, its exit after a failed join takes the store along: the ranks counted in
+// read its verdict first, so that one slow to read it still names the culprit instead of a lost store.
+TEST(RankViews, ARankSlowToReadRankZerosVerdictStillNamesTheCulprit) {
+  JoinSetting setting;
+  setting.store_goes_with_rank0 = true;
+  setting.slow_reader = 2;
+  setting.read_delay = std::chrono::milliseconds(600);
+  expect_two_processes_of_rank_one_named(
+      join_threads(3, {0, 1, 1}, std::chrono::milliseconds(50), std::chrono::seconds(10), {}, setting));
 }
 
 // A rank that dies after it was counted in and before it recorded its arrival holds up none of the ranks after it:
