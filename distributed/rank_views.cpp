@@ -128,16 +128,16 @@ namespace {
 class Joining {
  public:
   Joining(const c10::intrusive_ptr<c10d::Store>& store, const JoinPlace& place, const RankView& mine)
-      : owner_(store), store_(*store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
+      : store_(store), place_(place), mine_(mine), me_("rank " + std::to_string(place.rank)) {
     for (int64_t r = 1; r < place.world_size; ++r) missing_.insert(r);
   }
 
   std::vector<RankView> run(std::chrono::milliseconds timeout) {
     try {
-      store_.set(view_key(place_.rank), view_bytes(view_text(mine_)));
+      store_->set(view_key(place_.rank), view_bytes(view_text(mine_)));
       if (place_.rank == 0) return run_as_rank0(timeout);
-      const int64_t n = store_.add(kArrivalsKey, 1);
-      store_.set(arrival_key(n), view_bytes(std::to_string(place_.rank) + "\n" + view_text(mine_)));
+      const int64_t n = store_->add(kArrivalsKey, 1);
+      store_->set(arrival_key(n), view_bytes(std::to_string(place_.rank) + "\n" + view_text(mine_)));
       return run_as_other(timeout);
     } catch (const c10::Error& e) {
       throw std::runtime_error(me_ + ": lost the store at " + place_.address + " while " +
@@ -154,11 +154,10 @@ class Joining {
 
   [[noreturn]] void fail(const std::string& why) {
     // Rank 0's verdict: the others report the same culprit instead of "Broken pipe" once rank 0 is gone. Where its
-    // exit takes the store along, the ranks counted in read it first (they wait for it in the store, without polls;
-    // a rank slow to be scheduled gets two seconds beyond the notice's own).
+    // exit takes the store along, the ranks counted in read it first.
     if (place_.rank == 0)
-      post_notice(owner_, kVerdictKey, "rank 0 found: " + why, 1 + counted_, place_.serves_store,
-                  std::chrono::seconds(1));
+      post_notice(store_, kVerdictKey, "rank 0 found: " + why, 1 + counted_, place_.serves_store,
+                  kReadersWaitInTheStore);
     throw std::runtime_error(me_ + ": " + why);
   }
 
@@ -175,15 +174,15 @@ class Joining {
     const auto give_up_at = std::chrono::steady_clock::now() + timeout;
     std::set<int64_t> unread;  // arrivals counted, not read yet
     while (!missing_.empty()) {
-      for (const int64_t arrived = store_.add(kArrivalsKey, 0); counted_ < arrived;) unread.insert(++counted_);
+      for (const int64_t arrived = store_->add(kArrivalsKey, 0); counted_ < arrived;) unread.insert(++counted_);
       // An arrival is counted before it is recorded: one not recorded yet (its rank may have died in between) is
       // looked for again at the next poll, and holds up none of the others.
       for (auto it = unread.begin(); it != unread.end();) {
-        if (!store_.check({arrival_key(*it)})) {
+        if (!store_->check({arrival_key(*it)})) {
           ++it;
           continue;
         }
-        const std::string text = view_string(store_.get(arrival_key(*it)));
+        const std::string text = view_string(store_->get(arrival_key(*it)));
         it = unread.erase(it);
         const auto nl = text.find('\n');
         int64_t r = -1;
@@ -212,7 +211,7 @@ class Joining {
       out.push_back(views.at(r));
       verdict += "\n\n" + view_text(out.back());
     }
-    store_.set(kVerdictKey, view_bytes(verdict));
+    store_->set(kVerdictKey, view_bytes(verdict));
     return out;
   }
 
@@ -220,18 +219,21 @@ class Joining {
   // more to post its own), name the missing ranks.
   std::vector<RankView> run_as_other(std::chrono::milliseconds timeout) {
     try {
-      store_.wait({kVerdictKey}, timeout + std::chrono::seconds(2));
+      store_->wait({kVerdictKey}, timeout + std::chrono::seconds(2));
     } catch (const c10::Error&) {
       // The wait timed out, or the store is gone: a check tells them apart (it throws when the store is gone).
-      if (!store_.check({kVerdictKey})) {
+      if (!store_->check({kVerdictKey})) {
         missing_.clear();
         for (int64_t r = 0; r < place_.world_size; ++r)
-          if (r != place_.rank && !store_.check({view_key(r)})) missing_.insert(r);
+          if (r != place_.rank && !store_->check({view_key(r)})) missing_.insert(r);
         timed_out(timeout);
       }
     }
-    const std::string verdict = read_notice(store_, kVerdictKey);
-    if (verdict.rfind(kJoined, 0) != 0) throw std::runtime_error(me_ + ": " + first_line(verdict).substr(0, 2048));
+    const std::string verdict = view_string(store_->get(kVerdictKey));
+    if (verdict.rfind(kJoined, 0) != 0) {
+      count_notice_read(*store_, kVerdictKey);  // a failure: rank 0 may wait for its readers
+      throw std::runtime_error(me_ + ": " + first_line(verdict).substr(0, 2048));
+    }
     std::vector<RankView> out;
     size_t at = std::string(kJoined).size();
     while (at < verdict.size()) {
@@ -247,8 +249,7 @@ class Joining {
     return out;
   }
 
-  c10::intrusive_ptr<c10d::Store> owner_;
-  c10d::Store& store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   const JoinPlace& place_;
   const RankView& mine_;
   const std::string me_;

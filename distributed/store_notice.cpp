@@ -50,12 +50,16 @@ void post_notice(const c10::intrusive_ptr<c10d::Store>& store, const std::string
 
 std::string read_notice(c10d::Store& store, const std::string& key) {
   const auto bytes = store.get(key);
+  count_notice_read(store, key);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void count_notice_read(c10d::Store& store, const std::string& key) {
   try {
     store.add(count_key(key), 1);
   } catch (const std::exception&) {
     // The poster took the store with it after all: the notice is read already.
   }
-  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace ddp

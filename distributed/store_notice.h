@@ -24,4 +24,12 @@ void post_notice(const c10::intrusive_ptr<c10d::Store>& store, const std::string
 // What is posted under `key`, and this reader counted; throws when the store is gone before the notice is read.
 std::string read_notice(c10d::Store& store, const std::string& key);
 
+// Counts this rank as a reader of the notice under `key`, for a rank that read the key itself and found there a
+// notice whose poster may wait for it (a verdict that is a failure, where a success is not waited on).
+void count_notice_read(c10d::Store& store, const std::string& key);
+
+// post_notice's `reader_poll` where the readers wait for the key in the store instead of polling: a rank slow to be
+// scheduled gets two seconds beyond the notice's own.
+inline constexpr std::chrono::milliseconds kReadersWaitInTheStore{1000};
+
 }  // namespace ddp

@@ -429,21 +429,21 @@ std::unique_ptr<ShmSegment> join_segment(c10d::Store& store, const std::string& 
 
 // Collective over the job's ranks: each posts `error` ("" = it can); rank 0 reads them in rank order and posts the
 // verdict, the first rank's error ("" when every rank can), which every rank returns, so that every rank decides the
-// same. Three store requests per rank, and `world` more for rank 0. With `wait_for_readers`, rank 0 returns a
-// refusal only once every rank has read it (or its deadline passed): its process serves the store, and the refusal
-// ends the job, so its exit would take the verdict along before a slower rank read it.
+// same. Two store requests per rank (three to read a refusal), and `world` more for rank 0. With `wait_for_readers`,
+// rank 0 returns a refusal only once every rank has read it (or its deadline passed): its process serves the store,
+// and the refusal ends the job, so its exit would take the verdict along before a slower rank read it.
 std::string agree(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key, int rank, int world,
                   const std::string& error, bool wait_for_readers) {
   set_text(*store, key + "answer/" + std::to_string(rank), "=" + error);
   if (rank == 0) {
     std::string verdict = "=";
     for (int r = 0; r < world && verdict == "="; ++r) verdict = get_text(*store, key + "answer/" + std::to_string(r));
-    // The others wait for the verdict in the store, without polls; a rank slow to be scheduled gets two seconds
-    // beyond the notice's own.
-    post_notice(store, key + "verdict", verdict, world, wait_for_readers && verdict != "=", std::chrono::seconds(1));
+    post_notice(store, key + "verdict", verdict, world, wait_for_readers && verdict != "=", kReadersWaitInTheStore);
     return verdict.substr(1);
   }
-  return read_notice(*store, key + "verdict").substr(1);
+  const std::string verdict = get_text(*store, key + "verdict");
+  if (verdict != "=") count_notice_read(*store, key + "verdict");
+  return verdict.substr(1);
 }
 
 // Collective over the job's ranks: rank 0 posts its LOCAL_WORLD_SIZE, each rank compares its own with it, and they
