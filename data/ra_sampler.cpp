@@ -57,9 +57,13 @@ EpochSamples RASampler::samples_from(int64_t offset) const {
   // Positions below num_selected * world lie in the repeated list before its padding: position p is copy
   // p % repetitions of perm[p / repetitions].
   const std::vector<int64_t> perm = epoch_order(size_, shuffle_, seed_, epoch_);
+  // From `offset` on, as many positions on every rank (the trained prefix's rest split evenly, a remainder of fewer
+  // than world positions dropped as torchvision's num_selected_samples drops one), so that the ranks train the same
+  // number of batches.
   const int64_t end = num_selected_ * num_replicas_;
+  const int64_t count = std::max<int64_t>(0, end - offset) / num_replicas_;
   EpochSamples out;
-  for (int64_t p = offset + rank_; p < end; p += num_replicas_) {
+  for (int64_t p = offset + rank_; p < offset + count * num_replicas_; p += num_replicas_) {
     const int64_t index = perm[static_cast<size_t>(p / repetitions_)], copy = p % repetitions_;
     out.indices.push_back(index);
     out.augment_keys.push_back(index + copy * size_);

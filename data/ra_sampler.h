@@ -14,7 +14,8 @@ namespace ddp {
 //
 // The global order: the repeated list, whose first num_selected_samples * world positions an epoch trains (never
 // the padding: that prefix is at most N // 256 * 256 <= N samples). Only its length depends on the world size, so
-// an epoch resumed on another world goes on from the same position, to the new world's end.
+// an epoch resumed on another world goes on from the same position, to the new world's end, every rank taking as
+// many positions (a remainder of fewer than world positions dropped).
 //
 // The copies of a sample are augmented differently: copy c (0-based, position p has c = p % repetitions) of sample
 // i has the augmentation key i + c * N, so the first copy keeps the key DistributedSampler gives the sample.

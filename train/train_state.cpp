@@ -3,6 +3,7 @@
 
 #include "checkpoint/checkpoint_entries.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ddp {
@@ -96,17 +97,22 @@ void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t t
   }
 }
 
-std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, int64_t steps_per_epoch,
+std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, const StepsPerEpoch& steps_per_epoch,
                                         int64_t grad_accum_steps) {
   global_step = ckpt_int_entry(ckpt_required_entry(state, "global_step"), "global_step");
+  const c10::IValue* world = ckpt_optional_entry(state, "world_size");
+  const c10::IValue* batch_entry = ckpt_optional_entry(state, "batch_size");
+  const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : world_size;
+  const int64_t saved_batch = batch_entry ? ckpt_int_entry(*batch_entry, "batch_size") : batch_size;
   const c10::IValue* epoch = ckpt_optional_entry(state, "epoch");
   const c10::IValue* batch = ckpt_optional_entry(state, "batch_in_epoch");
   if (epoch && batch) {
     position.epoch = ckpt_int_entry(*epoch, "epoch");
     position.batch_in_epoch = ckpt_int_entry(*batch, "batch_in_epoch");
-  } else {  // derived: global_step optimizer steps of steps_per_epoch each, grad_accum_steps micro-batches a step
-    position.epoch = global_step / steps_per_epoch;
-    position.batch_in_epoch = (global_step % steps_per_epoch) * grad_accum_steps;
+  } else {  // derived: global_step optimizer steps of the writing run's epochs, grad_accum_steps micro-batches a step
+    const int64_t per_epoch = std::max<int64_t>(1, steps_per_epoch(saved_world, saved_batch));
+    position.epoch = global_step / per_epoch;
+    position.batch_in_epoch = (global_step % per_epoch) * grad_accum_steps;
   }
   const c10::IValue* offset = ckpt_optional_entry(state, "epoch_sample_offset");
   position.sample_offset = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
@@ -114,10 +120,6 @@ std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, int
   position.order_world = order_world ? ckpt_int_entry(*order_world, "epoch_order_world") : 0;
   if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy"))
     best_accuracy = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
-  const c10::IValue* world = ckpt_optional_entry(state, "world_size");
-  const c10::IValue* batch_entry = ckpt_optional_entry(state, "batch_size");
-  const int64_t saved_world = world ? ckpt_int_entry(*world, "world_size") : world_size;
-  const int64_t saved_batch = batch_entry ? ckpt_int_entry(*batch_entry, "batch_size") : batch_size;
   const c10::IValue* history = ckpt_optional_entry(state, "world_size_history");
   world_sizes = history ? int_list_entry(*history, "world_size_history") : std::vector<int64_t>{1, saved_world};
   if (world_sizes.back() != world_size) {

@@ -7,6 +7,7 @@
 #include <ATen/core/Dict.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,14 @@ struct TrainState {
   // Range checks of those entries for a training split of train_size samples (a crafted or damaged checkpoint must
   // not index outside the epoch): throws naming the entry and its allowed range; global_step must be there.
   static void check_state_dict(const c10::impl::GenericDict& state, int64_t train_size);
+  // Optimizer steps in one epoch of a run of `world_size` ranks x `batch_size`.
+  using StepsPerEpoch = std::function<int64_t(int64_t world_size, int64_t batch_size)>;
   // Restores them; only global_step is required. A checkpoint without the epoch position (Python wrote it) is placed
-  // by global_step, steps_per_epoch and grad_accum_steps. Returns "" or, when the checkpoint was written by another
-  // world or batch size, what the re-sharded continuation is.
-  std::string load_state_dict(const c10::impl::GenericDict& state, int64_t steps_per_epoch, int64_t grad_accum_steps);
+  // by global_step, the steps per epoch of the world and batch size it was written with (its world_size and
+  // batch_size, else this run's) and grad_accum_steps. Returns "" or, when the checkpoint was written by another world
+  // or batch size, what the re-sharded continuation is.
+  std::string load_state_dict(const c10::impl::GenericDict& state, const StepsPerEpoch& steps_per_epoch,
+                              int64_t grad_accum_steps);
 };
 
 }  // namespace ddp

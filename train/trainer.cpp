@@ -57,16 +57,17 @@ LoaderOptions Trainer::loader_options(int64_t batch_size, bool drop_last) const 
   return o;
 }
 
-std::unique_ptr<EpochSampler> Trainer::train_sampler(int64_t order_world) const {
+std::unique_ptr<EpochSampler> Trainer::train_sampler(int64_t order_world, int64_t world) const {
   const int64_t n = dataset_.train.size(), reps = cfg_.data.ra_reps;
   const auto seed = static_cast<uint64_t>(cfg_.job.seed);
+  const int64_t ranks = world > 0 ? world : ctx_.world_size, rank = world > 0 ? 0 : ctx_.rank;
   if (!dataset_.train.shard_sizes.empty())
-    return std::make_unique<ShardSampler>(dataset_.train.shard_sizes, order_world > 0 ? order_world : ctx_.world_size,
-                                          ctx_.world_size, ctx_.rank, shard_order(cfg_.data, cfg_.job.seed));
+    return std::make_unique<ShardSampler>(dataset_.train.shard_sizes, order_world > 0 ? order_world : ranks, ranks,
+                                          rank, shard_order(cfg_.data, cfg_.job.seed));
   if (reps <= 1)
-    return std::make_unique<DistributedSampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed,
-                                                cfg_.data.drop_last);
-  return std::make_unique<RASampler>(n, ctx_.world_size, ctx_.rank, cfg_.data.shuffle, seed, reps);
+    return std::make_unique<DistributedSampler>(n, ranks, rank, cfg_.data.shuffle, seed, cfg_.data.drop_last,
+                                                cfg_.data.batch_size);
+  return std::make_unique<RASampler>(n, ranks, rank, cfg_.data.shuffle, seed, reps);
 }
 
 void Trainer::setup() {
@@ -204,8 +205,10 @@ RunFacts Trainer::run_facts() const {
   return f;
 }
 
-int64_t Trainer::steps_per_epoch() const {
-  const int64_t batches = batches_in(train_sampler()->num_samples(), cfg_.data.batch_size, cfg_.data.drop_last);
+int64_t Trainer::steps_per_epoch() const { return steps_per_epoch(ctx_.world_size, cfg_.data.batch_size); }
+
+int64_t Trainer::steps_per_epoch(int64_t world, int64_t batch) const {
+  const int64_t batches = batches_in(train_sampler(0, world)->num_samples(), batch, cfg_.data.drop_last);
   return steps_in(batches, cfg_.training.grad_accum_steps);
 }
 

@@ -94,8 +94,9 @@ class Trainer {
   const Dataset& dataset() const { return dataset_; }
 
  private:
-  // Optimizer steps in one epoch for this world size.
+  // Optimizer steps in one epoch for this world size, or for `world` ranks x `batch` (a checkpoint's).
   int64_t steps_per_epoch() const;
+  int64_t steps_per_epoch(int64_t world, int64_t batch) const;
   // Optimizer steps the run will have taken when it has trained `epochs`: those done, the rest of the epoch in progress
   // and the epochs after it at this run's world and batch size (epochs x steps_per_epoch unless a resume re-sharded).
   int64_t planned_steps(int64_t epochs) const;
@@ -110,8 +111,9 @@ class Trainer {
 
   LoaderOptions loader_options(int64_t batch_size, bool drop_last) const;
   // This rank's share of the training split: DistributedSampler, RASampler with data.ra_reps, or for a split of tar
-  // shards ShardSampler, its epoch ordered for `order_world` ranks (0: this world).
-  std::unique_ptr<EpochSampler> train_sampler(int64_t order_world = 0) const;
+  // shards ShardSampler, its epoch ordered for `order_world` ranks (0: this world); with `world`, rank 0's share in
+  // a world of that many ranks.
+  std::unique_ptr<EpochSampler> train_sampler(int64_t order_world = 0, int64_t world = 0) const;
   // A ConfigError (exit 2, with the fix) when samples_per_rank training samples give no optimizer step, or a batch
   // smaller than the model can train on (BatchNorm with one value per channel), or with data.ra_reps less than one
   // batch per rank (RASampler's length). `where` ("" for a whole epoch) names a resumed partial epoch, which may hold

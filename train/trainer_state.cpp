@@ -73,7 +73,9 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
     const auto scaler_dict = ckpt_dict_entry(*scaler_state, "scaler");
     if (scaler_dict.size() > 0) scaler_->load_state_dict(scaler_dict);  // a disabled scaler ignores it
   }
-  const std::string reshard = state_.load_state_dict(state, steps_per_epoch(), cfg_.training.grad_accum_steps);
+  const std::string reshard = state_.load_state_dict(
+      state, [this](int64_t world, int64_t batch) { return steps_per_epoch(world, batch); },
+      cfg_.training.grad_accum_steps);
   if (!reshard.empty()) reporter_.warning(reshard);
   generators_.load_state_dict(state, state_.global_step);  // absent states: seeded from job.seed, rank and step
   ema_->load_state_dict(state);

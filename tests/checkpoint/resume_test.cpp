@@ -221,6 +221,50 @@ TEST(Checkpoint, DifferentWorldSizeResumesFromTheSavedPositionInTheGlobalOrder) 
             << "\n";
 }
 
+// Resumed on a world that does not divide the rest of the epoch, every rank still trains as many batches (a rank
+// with one more would take a step, and a gradient all-reduce, that the others do not): 1 rank x 16 stopped after 3
+// steps (48 of 320 samples), resumed on 5 ranks x 6: the 272 left, each once and 54 or 55 a rank, would leave ranks
+// 2-4 without a tenth batch (its 2 samples on ranks 0 and 1); padded with three from the order's start, every rank
+// trains 10.
+TEST(Checkpoint, AWorldThatDoesNotDivideTheRestOfTheEpochGivesEveryRankAsManyBatches) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir) + " --dist.timeout_s=60";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=3").exit_code, 0);
+  auto ranks = run_ranks(5, cfg + " --job.out_dir=" + dir / "o --data.batch_size=6 --training.epochs=1");
+  for (auto& r : ranks) ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(ranks[0].output.find("resuming on 5 x 6: epoch 1 continues from sample 48 of the global order"),
+            std::string::npos)
+      << ranks[0].output;
+  const auto saved = CheckpointStore(dir / "o/checkpoints", 3, 0).list();
+  ASSERT_FALSE(saved.empty());
+  EXPECT_EQ(saved[0].step, 13);  // 3 steps, then the epoch's 10
+}
+
+// A checkpoint without the epoch position (as Python may write one) is placed by its global_step in the epochs of the
+// world and batch size it names: 2 ranks x 16 take 10 steps an epoch, so step 13 is 3 steps into the second epoch,
+// sample 96 of its order, whatever world resumes it (1 x 16 takes 20 steps an epoch).
+TEST(Checkpoint, APositionDerivedFromTheStepCountsTheWritingRunsEpochs) {
+  if (!python_has_torch()) GTEST_SKIP() << "no torch in " << python();
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir);
+  for (auto& r : run_ranks(2, cfg + " --job.out_dir=" + dir / "part --training.max_steps=13"))
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string from = dir / "no_position.pt";
+  const auto edit =
+      run_command(python() + " -c " +
+                  shell_quote("import torch; d = torch.load('" + dir / "part/checkpoints/step-00000013.pt" +
+                              "', weights_only=False)\nfor k in ('epoch', 'batch_in_epoch', 'epoch_sample_offset', "
+                              "'epoch_order_world'): del d[k]\ntorch.save(d, '" +
+                              from + "')"));
+  ASSERT_EQ(edit.exit_code, 0) << edit.output;
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=14 --checkpoint.resume=" + from);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: checkpoint was written by 2 rank(s) x batch 16, resuming on 1 x 16: epoch 2 "
+                          "continues from sample 96 of the global order"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Checkpoint, KeepBestKeepsTheBestEvaluatedBesidesTheNewest) {
   TempDir dir;
   std::string cfg = ckpt_job_config(dir);

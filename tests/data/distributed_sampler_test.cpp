@@ -1,6 +1,7 @@
 // Tests: DistributedSampler against PyTorch's own index lists (tests/fixtures/sampler_cases.json) and its batch
 // algebra.
 #include "data/distributed_sampler.h"
+#include "data/epoch_position.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -226,6 +227,7 @@ TEST(DistributedSampler, RejectsRanksOutsideTheWorldLikePython) {
   EXPECT_THROW(DistributedSampler(10, 2, 2, true, 0, false), std::invalid_argument);
   EXPECT_THROW(DistributedSampler(10, 2, -1, true, 0, false), std::invalid_argument);
   EXPECT_THROW(DistributedSampler(10, 0, 0, true, 0, false), std::invalid_argument);
+  EXPECT_THROW(DistributedSampler(10, 2, 0, true, 0, false, 0), std::invalid_argument);
 }
 
 TEST(DistributedSampler, EvalShardPartitionsEverySampleExactlyOnce) {
@@ -275,6 +277,68 @@ TEST(DistributedSampler, RanksKthBatchesAreAContiguousBlockOfTheGlobalOrder) {
                 << "n=" << n << " world=" << world << " b=" << b << " k=" << k;
           }
         }
+}
+
+// An epoch resumed at position `offset` of its order on another world: every rank trains as many batches (a rank with
+// one more would take a step, and a collective, that the others do not); the ranks' k-th batches together are the
+// order's next block from `offset` on, as in a whole epoch. Without drop_last each sample of the rest once, padded
+// from the order's start (fewer than world samples) only where the last global batch would leave a rank without a
+// sample; with drop_last the rest less fewer than world of its last samples, as many on every rank. At offset 0 it
+// is indices().
+TEST(DistributedSampler, AnEpochResumedAtAnyPositionGivesEveryRankAsManyBatches) {
+  for (int64_t n : {5, 17, 64, 1000})
+    for (int64_t world = 1; world <= 4; ++world)
+      for (bool drop_last : {false, true})
+        for (int64_t b : {1, 3, 8})
+          for (int64_t offset : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{4}, int64_t{7}, n - 1, n}) {
+            if (offset > n) continue;
+            SCOPED_TRACE("n=" + std::to_string(n) + " world=" + std::to_string(world) + " drop_last=" +
+                         std::to_string(drop_last) + " b=" + std::to_string(b) + " offset=" + std::to_string(offset));
+            DistributedSampler one(n, 1, 0, true, 42, false);
+            one.set_epoch(2);
+            const std::vector<int64_t> order = one.indices();  // the epoch's order, unpadded
+            std::vector<std::vector<int64_t>> ranks;
+            int64_t taken = 0;
+            for (int64_t r = 0; r < world; ++r) {
+              DistributedSampler s(n, world, r, true, 42, drop_last, b);
+              s.set_epoch(2);
+              ranks.push_back(s.indices_from(offset));
+              taken += static_cast<int64_t>(ranks.back().size());
+              if (offset == 0) {
+                EXPECT_EQ(ranks.back(), s.indices());
+              }
+              EXPECT_EQ(batches_in(static_cast<int64_t>(ranks.back().size()), b, drop_last),
+                        batches_in(static_cast<int64_t>(ranks[0].size()), b, drop_last))
+                  << "rank " << r;
+            }
+            if (offset == 0) continue;
+            const int64_t rest = n - offset;
+            if (drop_last) {
+              EXPECT_LE(taken, rest);
+              EXPECT_LT(rest - taken, world);
+              for (const auto& mine : ranks) EXPECT_EQ(mine.size(), ranks[0].size());
+            } else {
+              EXPECT_GE(taken, rest);
+              EXPECT_LT(taken - rest, world);
+              const int64_t last = rest % (b * world);
+              if (taken > rest) {
+                EXPECT_TRUE(last > 0 && last < world) << "padded where every rank had a last batch";
+              }
+            }
+            // The order from `offset` on, then the padding from its start.
+            std::vector<int64_t> expected(order.begin() + offset, order.end());
+            for (int64_t i = 0; static_cast<int64_t>(expected.size()) < taken; ++i) expected.push_back(order[i % n]);
+            expected.resize(static_cast<size_t>(taken));
+            for (int64_t k = 0; k * b < static_cast<int64_t>(ranks[0].size()); ++k) {
+              std::multiset<int64_t> from_ranks;
+              for (const auto& mine : ranks) {
+                const auto batch = kth_batch(mine, k, b);
+                from_ranks.insert(batch.begin(), batch.end());
+              }
+              const auto block = kth_batch(expected, k, b * world);
+              EXPECT_EQ(from_ranks, std::multiset<int64_t>(block.begin(), block.end())) << "k=" << k;
+            }
+          }
 }
 
 // With N divisible by 2b, two ranks with batch b see, at step k, exactly the samples one rank with batch 2b sees:

@@ -67,22 +67,24 @@ TEST(RASampler, CopiesOfASampleGetDistinctKeysAndTheFirstKeepsItsIndex) {
 
 TEST(RASampler, TheGlobalOrderIsTheSameForEveryWorldUpToItsLength) {
   // Rank r of world w trains positions r, r + w, ... of the repeated list: resuming at a position on another world
-  // goes on in the same order, to that world's end (floor(N // 256 * 256 / w) * w).
+  // goes on in the same order, to that world's end (floor(N // 256 * 256 / w) * w), every rank taking as many
+  // positions (as many batches) where the world does not divide the rest: its remainder is dropped.
   const int64_t n = 1029, reps = 4;
   const EpochSamples one = RASampler(n, 1, 0, true, 3, reps).samples_from(0);
-  for (const int64_t world : {2, 3, 4}) {
-    const int64_t offset = 96;
-    for (int64_t rank = 0; rank < world; ++rank) {
-      RASampler s(n, world, rank, true, 3, reps);
-      const EpochSamples mine = s.samples_from(offset);
-      EXPECT_EQ(static_cast<int64_t>(mine.indices.size()), s.num_samples() - offset / world) << world;
-      for (size_t i = 0; i < mine.indices.size(); ++i) {
-        const auto p = static_cast<size_t>(offset + rank + static_cast<int64_t>(i) * world);
-        EXPECT_EQ(mine.indices[i], one.indices[p]) << world << " " << rank << " " << i;
-        EXPECT_EQ(mine.augment_keys[i], one.augment_keys[p]) << world << " " << rank << " " << i;
+  for (const int64_t world : {2, 3, 4})
+    for (const int64_t offset : {96, 97, 101, 1021}) {
+      for (int64_t rank = 0; rank < world; ++rank) {
+        RASampler s(n, world, rank, true, 3, reps);
+        const EpochSamples mine = s.samples_from(offset);
+        EXPECT_EQ(static_cast<int64_t>(mine.indices.size()), (s.num_samples() * world - offset) / world)
+            << world << " " << offset;
+        for (size_t i = 0; i < mine.indices.size(); ++i) {
+          const auto p = static_cast<size_t>(offset + rank + static_cast<int64_t>(i) * world);
+          EXPECT_EQ(mine.indices[i], one.indices[p]) << world << " " << rank << " " << i;
+          EXPECT_EQ(mine.augment_keys[i], one.augment_keys[p]) << world << " " << rank << " " << i;
+        }
       }
     }
-  }
 }
 
 TEST(RASampler, RejectsRanksOutsideTheWorldAndNoRepetitions) {
