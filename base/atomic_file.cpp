@@ -68,11 +68,17 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
     ::unlink(tmp.c_str());
     throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
   }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
+  // The rename is durable once the folder is: a caller that goes on to delete older files (checkpoint retention) must
+  // not do so on a rename the disk may still lose.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    throw std::runtime_error(path + ": cannot open its folder to make the rename durable: " + std::strerror(errno));
+  if (::fsync(dfd) != 0 && errno != EINVAL) {  // EINVAL: a folder that cannot be synced (fsync(2))
+    const int err = errno;
     ::close(dfd);
+    throw std::runtime_error(path + ": fsync of its folder failed: " + std::strerror(err));
   }
+  ::close(dfd);
 }
 
 void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {

@@ -81,6 +81,10 @@ uint32_t crc32_of(const std::vector<char>& bytes) { return crc32_of(0, bytes.dat
 
 std::vector<char> read_bytes(const std::string& path) {
   std::error_code ec;
+  // A device or pipe (/dev/zero, a FIFO) has no size to bound the read, and opening a FIFO waits for a writer.
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    throw std::runtime_error(path + ": not a regular file, so not a checkpoint");
   const auto size = fs::file_size(path, ec);
   std::vector<char> out;
   out.reserve(ec ? 0 : static_cast<size_t>(size));  // one allocation; a file that grows meanwhile still reads whole
@@ -308,10 +312,13 @@ void CheckpointStore::write_line(const std::vector<int64_t>& steps) const {
   write_file_atomic(dir_ + "/latest.json", std::vector<char>(text.begin(), text.end()));
 }
 
-std::vector<std::string> CheckpointStore::remove_debris() const {
+std::vector<std::string> CheckpointStore::remove_debris(const std::string& keep) const {
   std::vector<std::string> removed;
   std::error_code ec;
   if (!fs::is_directory(dir_, ec)) return removed;
+  // A payload without its manifest is debris only where the line names its step (save writes the line before the
+  // manifest); any other (a file put here by hand, a checkpoint written by Python) is the user's.
+  const std::vector<int64_t> line = read_line().value_or(std::vector<int64_t>{});
   static const std::regex tmp_re("(step-[0-9]{1,18}\\.(pt|json)|latest\\.json)\\.tmp-[0-9]+");
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
@@ -319,8 +326,10 @@ std::vector<std::string> CheckpointStore::remove_debris() const {
     std::error_code rec;
     if (!entry.is_regular_file(rec)) continue;
     const bool temp = std::regex_match(name, tmp_re);
-    const bool orphan =
-        std::regex_match(name, m, ckpt_payload_re()) && !fs::exists(manifest_path(std::stoll(m[1])), rec) && !rec;
+    const bool orphan = std::regex_match(name, m, ckpt_payload_re()) &&
+                        std::find(line.begin(), line.end(), std::stoll(m[1])) != line.end() &&
+                        !fs::exists(manifest_path(std::stoll(m[1])), rec) && !rec &&
+                        !(!keep.empty() && fs::equivalent(entry.path(), keep, rec));
     if ((temp || orphan) && fs::remove(entry.path(), rec)) removed.push_back(entry.path().string());
   }
   return removed;

@@ -62,8 +62,9 @@ class CheckpointStore {
   // Records `steps` (newest first) as the line, atomically.
   void write_line(const std::vector<int64_t>& steps) const;
   // Removes what a crash mid-write leaves, our own names only: *.tmp-PID of checkpoint files and latest.json, and
-  // payloads step-N.pt without their manifest. Returns the removed paths.
-  std::vector<std::string> remove_debris() const;
+  // payloads step-N.pt without their manifest whose step the line names, never the file `keep` (the one a resume
+  // names). Returns the removed paths.
+  std::vector<std::string> remove_debris(const std::string& keep = "") const;
   // "" when the payload matches the manifest, else what is wrong.
   static std::string verify(const CheckpointInfo& info, PageCache cache = PageCache::Use);
   // Reads a manifest (any valid JSON layout); nullopt if absent; throws naming the file when it cannot be read.

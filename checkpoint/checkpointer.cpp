@@ -514,7 +514,8 @@ void Checkpointer::read_named(const std::string& path, std::vector<char>& bytes,
 Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn, bool say_missing) const {
   CheckpointStore store(cfg_.dir, cfg_.keep_last, cfg_.keep_best);
   // What a crash mid-write left (this folder's writer is the only one; other runs must not share it).
-  for (const auto& p : store.remove_debris()) node_line("removed " + p + " (left by an interrupted write)");
+  const std::string named = cfg_.resume.mode == ResumeMode::Path ? cfg_.resume.path : "";
+  for (const auto& p : store.remove_debris(named)) node_line("removed " + p + " (left by an interrupted write)");
   if (ctx_.is_main())
     for (const char* name : {"model.pt", HubFiles::kModel, HubFiles::kEma, HubFiles::kConfig})
       for (const auto& p : remove_temp_files(out_dir_, name)) log_("removed " + p + " (left by an interrupted write)");

@@ -148,6 +148,27 @@ TEST(CheckpointFaults, FullOrReadOnlyDiskWhileWritingModelPtIsACleanErrorKeeping
   }
 }
 
+// The folder's fsync after a checkpoint's rename fails (EIO): the rename may not be on the disk, so the save fails
+// (on_error = fail: one error line naming the file) before retention deletes anything (keep_last = 1 would delete
+// steps 4 and 8 once step 12 is saved).
+TEST(CheckpointFaults, AFailedFsyncOfTheFolderFailsTheSaveBeforeRetentionDeletes) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir);
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=8").exit_code, 0);
+  const std::string ckpts = dir / "o/checkpoints";
+  auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "o --training.max_steps=12 --checkpoint.keep_last=1",
+                      fault_env("fsync", "/o/checkpoints$", "eio"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(ckpts + "/step-00000012.pt: fsync of its folder failed: Input/output error"),
+            std::string::npos)
+      << r.output;
+  const CheckpointStore store(ckpts, 1, 0);
+  for (const int64_t step : {int64_t{4}, int64_t{8}}) {
+    EXPECT_TRUE(fs::exists(store.payload_path(step))) << step;
+    EXPECT_TRUE(fs::exists(store.manifest_path(step))) << step;
+  }
+}
+
 // Whether this process may mount a tmpfs in a mount namespace of its own ("" if so, else why not).
 std::string faults_tmpfs_unavailable(const TempDir& dir) {
   auto r = run_command("unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir.path() + " && umount " + dir.path() +

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 namespace ddp::test {
@@ -168,15 +170,60 @@ TEST(CheckpointLine, DebrisOfInterruptedWritesIsRemovedAtStart) {
   const std::vector<std::string> foreign = {ckpts + "/notes.txt", ckpts + "/step-00000012.pt.bak",
                                             dir / "part/model.pt.tmp-abc", ckpts + "/step-00000012.pt.tmp-"};
   for (const auto& p : debris) write_file(p, payload.substr(0, 1000));
-  write_file(ckpts + "/step-00000012.pt", payload);  // a whole payload whose manifest never came
+  // A whole payload whose manifest never came: the save had already put its step at the head of the line.
+  write_file(ckpts + "/step-00000012.pt", payload);
+  const auto line = nlohmann::json::parse(read_file(ckpts + "/latest.json"));
+  std::vector<int64_t> steps = line.at("line").get<std::vector<int64_t>>();
+  steps.insert(steps.begin(), 12);
+  write_file(ckpts + "/latest.json", nlohmann::json{{"format_version", 1}, {"line", steps}}.dump() + "\n");
   for (const auto& p : foreign) write_file(p, "mine");
+  // A checkpoint's name without a manifest whose step the line does not name is not ddptrain's: a user's file.
+  write_file(ckpts + "/step-00000100.pt", payload);
   auto r = ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=10");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("at step 8"), std::string::npos) << r.output;
   for (const auto& p : debris) EXPECT_FALSE(fs::exists(p)) << p << "\n" << r.output;
   for (const auto& p : foreign) EXPECT_EQ(read_file(p), "mine") << p;
+  EXPECT_EQ(read_file(ckpts + "/step-00000100.pt"), payload);
   EXPECT_NE(r.output.find("removed " + ckpts + "/step-00000012.pt (left by an interrupted write)"), std::string::npos)
       << r.output;
+  EXPECT_EQ(r.output.find("step-00000100.pt"), std::string::npos) << r.output;
+}
+
+// resume = a device or a FIFO: one error naming it, at once (a FIFO's open would wait for a writer, /dev/zero's read
+// for an end that never comes).
+TEST(CheckpointLine, ResumeFromADeviceOrAPipeIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string fifo = dir / "pipe.pt";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/dev/zero"), fifo}) {
+    const auto r = run_command("timeout -s KILL 60 env OMP_NUM_THREADS=1 " + ddptrain_path() + " " + cfg +
+                               " --job.out_dir=" + dir / "o" + " --checkpoint.resume=" + path);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("error: resume: " + path + ": not a regular file, so not a checkpoint"), std::string::npos)
+        << r.output;
+  }
+}
+
+// A payload without its manifest whose step the line names is debris, unless `resume` names it: then it is resumed
+// from and stays. One the line does not name (a file put there by hand) stays too.
+TEST(CheckpointLine, APayloadWithoutManifestThatResumeNamesIsKept) {
+  TempDir dir;
+  const std::string cfg = line_config(dir);
+  const std::string ckpts = dir / "part/checkpoints";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + dir / "part --training.max_steps=8").exit_code, 0);
+  const CheckpointStore store(ckpts, 1, 0);
+  for (const int64_t step : {int64_t{4}, int64_t{8}}) ASSERT_TRUE(fs::remove(store.manifest_path(step)));
+  const std::string payload = read_file(store.payload_path(8));
+  fs::rename(store.payload_path(8), ckpts + "/step-00000050.pt");
+  auto r = ckpt_train(
+      cfg, "--job.out_dir=" + dir / "part --training.max_steps=10 --checkpoint.resume=" + store.payload_path(4));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("at step 4"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("removed "), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(store.payload_path(4)));
+  EXPECT_EQ(read_file(ckpts + "/step-00000050.pt"), payload);
 }
 
 struct LineOutOfRange {

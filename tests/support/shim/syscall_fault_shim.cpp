@@ -2,7 +2,8 @@
 // matching path.
 //
 // Environment (read once): DDP_FAULT_OP = write | fsync | rename | unlink | any; DDP_FAULT_PATH = a substring of the
-// path (for write/fsync: the file the descriptor is open on; rename: either name; unlink: also remove()); DDP_FAULT_NTH
+// path (for write/fsync: the file the descriptor is open on; rename: either name; unlink: also remove()), or with a
+// trailing $ the path's end (a folder's fsync without its files'); DDP_FAULT_NTH
 // = which matching call (1-based, default 1); DDP_FAULT_ACTION = kill (SIGKILL; a write first writes half its bytes)
 // | term (SIGTERM to the process, then the call goes on: a stop asked for in the middle of that file work) | stop
 // (DDP_FAULT_OP = write only: the write writes half its bytes, then SIGSTOP halts the whole process there, for a test
@@ -61,7 +62,12 @@ std::atomic<long> matching_calls{0};
 // Whether this call (op on `path`) is the planned fault: the nth matching one, or any later one for errno faults.
 bool hit(const char* op, const std::string& path) {
   const FaultPlan& p = plan();
-  if (!p.active || (p.op != "any" && p.op != op) || path.find(p.path) == std::string::npos) return false;
+  if (!p.active || (p.op != "any" && p.op != op)) return false;
+  const bool at_end = !p.path.empty() && p.path.back() == '$';  // "DIR$": the path ends there (the folder itself)
+  const std::string wanted = at_end ? p.path.substr(0, p.path.size() - 1) : p.path;
+  if (at_end ? path.size() < wanted.size() || path.compare(path.size() - wanted.size(), wanted.size(), wanted) != 0
+             : path.find(wanted) == std::string::npos)
+    return false;
   const long n = ++matching_calls;
   return p.action != "count" && (n == p.nth || (p.err != 0 && n > p.nth));
 }
