@@ -52,13 +52,13 @@ void validate(const LaunchOptions& o) {
   if (!elastic(o) && o.min_nodes != o.nnodes)
     throw LaunchUsageError("--nnodes=" + std::to_string(o.min_nodes) + ":" + std::to_string(o.nnodes) +
                            ": a node range needs --rdzv-backend=c10d --rdzv-endpoint HOST[:PORT]");
+  if (o.streams_chosen && o.log_dir.empty()) throw LaunchUsageError("--redirects/--tee need --log-dir");
   if (elastic(o)) return;  // node ranks and the master address are agreed at the rendezvous
   if (o.node_rank >= o.nnodes)
     throw LaunchUsageError("--node-rank=" + std::to_string(o.node_rank) + " is out of range for --nnodes=" +
                            std::to_string(o.nnodes));
   if (o.nnodes > 1 && o.master_port >= 65535)
     throw LaunchUsageError("--master-port=65535: with --nnodes > 1 ddprun also uses master-port + 1");
-  if (o.streams_chosen && o.log_dir.empty()) throw LaunchUsageError("--redirects/--tee need --log-dir");
   if (o.master_addr.empty()) throw LaunchUsageError("--master-addr is empty");
 }
 

@@ -364,6 +364,7 @@ TEST(LauncherFlagsTest, UsageErrorsExitTwoWithOneErrorLine) {
       {"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--nnodes=3:2", "p"},
       {"--rdzv-backend=c10d", "--rdzv-endpoint=h:0", "p"},
       {"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--standalone", "p"},
+      {"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--redirects=3", "p"},  // else nothing would show the output
       {"--monitor-interval=0", "p"},
       {"--grace-period=-1", "p"},
       {"--grace-period=inf", "p"},           // durations are bounded: a week at most
