@@ -66,6 +66,9 @@ void apply_slurm_defaults(LaunchOptions& o, const std::set<const FlagRow*>& give
     return it != env.end() && !it->second.empty();
   };
   if (!set("SLURM_STEP_NUM_NODES")) return;
+  // --standalone, or --nnodes=1 given: each task of the step runs a job of its own, as torchrun (which reads no SLURM_
+  // variable) runs it there.
+  if (o.standalone || (given_anywhere(flag_row("nnodes"), given, env) && o.nnodes == 1 && o.min_nodes == 1)) return;
   const auto take = [&](const char* flag, const char* variable) {
     const FlagRow& row = flag_row(flag);
     if (set(variable) && !given_anywhere(row, given, env)) set_from(o, row, variable, env.at(variable), node);

@@ -142,6 +142,13 @@ TEST(LauncherFlagEnvTest, SrunStepGivesNodeCountRankAndMasterAddress) {
   EXPECT_EQ(flags.master_addr, "flag-host");
   EXPECT_EQ(flags.nnodes, 2);
   EXPECT_EQ(flags.node_rank, 1);
+  // A job of one node in each task (a sweep with one job per node): nothing taken from the step.
+  for (const auto& one : {std::vector<std::string>{"--standalone"}, std::vector<std::string>{"--nnodes=1"}}) {
+    const LaunchOptions alone = parse(step, one);
+    EXPECT_EQ(alone.nnodes, 1) << one[0];
+    EXPECT_EQ(alone.node_rank, 0) << one[0];
+    EXPECT_EQ(alone.master_addr, "127.0.0.1") << one[0];
+  }
   Env batch_shell = step;  // sbatch's script: the job's variables, no step
   batch_shell.erase("SLURM_STEP_NUM_NODES");
   batch_shell.erase("SLURM_STEP_NODELIST");
