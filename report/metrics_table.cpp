@@ -54,7 +54,8 @@ std::vector<MetricRow> make_table() {
       train("lr", kNumber, tag("lr"), P::kAlways, "the learning rate of the logged step",
             [](const TrainView& v) -> Value { return v.step.lr; }),
       train("samples_per_s", kNumber, tag("perf/samples_per_s"), P::kAlways,
-            "training samples per second over the interval, the whole job",
+            "training samples per second over the interval, the whole job (its evaluations and checkpoint saves left "
+            "out)",
             [](const TrainView& v) -> Value { return v.step.samples_per_s; }),
       train("samples", kInteger, tag("train/samples"), P::kAlways, "training samples in the interval",
             [](const TrainView& v) -> Value { return v.step.samples; }),

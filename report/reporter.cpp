@@ -166,7 +166,10 @@ void Reporter::write_classes() const {
   write_file_atomic(out_dir_ + "/classes.json", std::vector<char>(text.begin(), text.end()));
 }
 
-void Reporter::start() { start_ = interval_start_ = std::chrono::steady_clock::now(); }
+void Reporter::start() {
+  start_ = interval_start_ = std::chrono::steady_clock::now();
+  interval_outside_s_ = 0;
+}
 
 bool Reporter::logs_at(const StepRecord& s) const {
   return s.step % cfg_.log_every_steps == 0 || s.step >= s.total_steps || s.ends_epoch;
@@ -192,7 +195,7 @@ void Reporter::step(const StepRecord& s) {
   if (s.bad_samples >= 0) logged.bad_samples = static_cast<int64_t>(r[3]);  // every rank's
   logged.loss = r[0] / r[2];
   logged.accuracy = r[1] / r[2];
-  logged.samples_per_s = r[2] / std::max(seconds_since(interval_start_), 1e-9);
+  logged.samples_per_s = r[2] / std::max(seconds_since(interval_start_) - interval_outside_s_, 1e-9);
   logged.samples = static_cast<int64_t>(r[2]);
   const std::optional<double> gpu_mib = gpu_peak_mib();  // collective on CUDA
   total_samples_ += r[2];
@@ -202,6 +205,7 @@ void Reporter::step(const StepRecord& s) {
   interval_loss_ = interval_correct_ = interval_samples_ = 0;
   interval_time_ = {};
   interval_steps_ = 0;
+  interval_outside_s_ = 0;
   interval_start_ = std::chrono::steady_clock::now();
 }
 

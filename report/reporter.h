@@ -106,6 +106,9 @@ class Reporter {
   // run's last step) a train record of the interval, reduced over all ranks (collective): its figures, each rank's
   // time split and the straggler (said on the console once it has been one rank for StragglerWatch's intervals).
   void step(const StepRecord& s);
+  // Seconds spent between steps on what is not training (an evaluation, a checkpoint's save): left out of the
+  // interval's samples_per_s.
+  void outside_steps(double seconds) { interval_outside_s_ += seconds; }
   // Whether step(s) writes a train record: every metrics.log_every_steps, an epoch's last step and the run's last.
   bool logs_at(const StepRecord& s) const;
   void end_epoch();
@@ -148,6 +151,7 @@ class Reporter {
   std::vector<std::string> classes_;
   std::chrono::steady_clock::time_point start_, interval_start_;
   double interval_loss_ = 0, interval_correct_ = 0, interval_samples_ = 0, total_samples_ = 0;
+  double interval_outside_s_ = 0;  // outside_steps' seconds since interval_start_
   PhaseTimes interval_time_;
   int64_t interval_steps_ = 0;
   StragglerWatch straggler_watch_;

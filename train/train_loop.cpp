@@ -231,8 +231,10 @@ void Trainer::save_checkpoint(double eval_accuracy) {
   settle_graph_flag();  // no checkpoint after a step whose stop is still on its way
   if (state_.global_step >= total_steps_ || stop_ != StopRequest::kNone) reporter_.settle_mlflow_run();
   PhaseScope phase(*ctx_.activity, Phase::kCheckpoint);
+  const auto began = std::chrono::steady_clock::now();
   // state_dict: collective, called by save() once the save in flight is settled
   checkpointer_->save([this] { return state_dict(); }, state_.global_step, state_.position.epoch, eval_accuracy);
+  reporter_.outside_steps(seconds_since(began));
 }
 
 bool Trainer::stop_requested() {

@@ -2,6 +2,7 @@
 // that only evaluates.
 #include "train/trainer.h"
 
+#include "base/seconds_text.h"
 #include "data/device_feed.h"
 #include "data/distributed_sampler.h"
 #include "data/shard_sampler.h"
@@ -58,6 +59,7 @@ EvalRecord Trainer::evaluate(Classifier* model) {
 
 void Trainer::evaluate_and_report(const std::string& label) {
   PhaseScope phase(*ctx_.activity, Phase::kEval);
+  const auto began = std::chrono::steady_clock::now();
   EvalRecord e = evaluate();
   if (ema_->enabled() && ema_->updates() > 0) {
     const EvalRecord averaged = evaluate(&ema_->model());
@@ -67,6 +69,7 @@ void Trainer::evaluate_and_report(const std::string& label) {
   last_eval_accuracy_ = e.accuracy;
   state_.best_accuracy = std::max(state_.best_accuracy, e.accuracy);
   reporter_.eval(e, label);
+  reporter_.outside_steps(seconds_since(began));
 }
 
 void Trainer::evaluate_only() {
