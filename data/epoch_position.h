@@ -18,7 +18,7 @@ struct EpochPosition {
   void reshard(int64_t saved_world, int64_t saved_batch) {
     sample_offset += batch_in_epoch * saved_batch * saved_world;
     batch_in_epoch = 0;
-    if (order_world == 0) order_world = saved_world;
+    if (order_world == 0 && sample_offset > 0) order_world = saved_world;  // an epoch not begun: the new world's order
   }
   void next_epoch() {
     ++epoch;

@@ -66,19 +66,23 @@ void TrainState::check_state_dict(const c10::impl::GenericDict& state, int64_t t
   ranged_entry(state, "epoch", 0, step, 0);                 // every finished epoch took at least one step
   const int64_t world = ranged_entry(state, "world_size", 1, kMaxWorldEntry, 1);
   const int64_t batch = ranged_entry(state, "batch_size", 1, kMaxBatchEntry, 1);
+  // The epoch's global order: the split padded to a multiple of the world it was ordered for (ShardSampler's order of
+  // an epoch an earlier world began; DistributedSampler's padding is less), and a complete epoch's last batch may be
+  // partial on every rank: a position lies within the padded order and one global batch past it.
+  const int64_t order_world = ranged_entry(state, "epoch_order_world", 1, kMaxWorldEntry, world);
+  const int64_t padded = (train_size + order_world - 1) / order_world * order_world;
+  const int64_t end = padded + world * batch;
   // Micro-batches one rank of the saved world has in an epoch (at most; drop_last has fewer).
-  const int64_t per_rank = (train_size + world - 1) / world;
+  const int64_t per_rank = (padded + world - 1) / world;
   const int64_t batches = (per_rank + batch - 1) / batch;
   const int64_t in_epoch = ranged_entry(state, "batch_in_epoch", 0, batches, 0);
-  const int64_t offset = ranged_entry(state, "epoch_sample_offset", 0, train_size, 0);
-  ranged_entry(state, "epoch_order_world", 1, kMaxWorldEntry, 1);
-  // The position a re-sharded resume continues from: within the (padded) epoch.
-  const int64_t at = offset + in_epoch * batch * world;
-  if (at > train_size + world * batch)
+  const int64_t offset = ranged_entry(state, "epoch_sample_offset", 0, end, 0);
+  const int64_t at = offset + in_epoch * batch * world;  // where a re-sharded resume continues
+  if (at > end)
     throw std::runtime_error(
         "checkpoint entries \"epoch_sample_offset\" + \"batch_in_epoch\" x \"batch_size\" x "
         "\"world_size\" = " +
-        std::to_string(at) + " lie beyond the epoch's " + std::to_string(train_size) + " samples");
+        std::to_string(at) + " lie beyond the epoch's " + std::to_string(padded) + " samples and a global batch");
   if (const c10::IValue* history = ckpt_optional_entry(state, "world_size_history")) {
     const auto h = int_list_entry(*history, "world_size_history");
     bool ok = !h.empty() && h.size() % 2 == 0;
@@ -118,6 +122,8 @@ std::string TrainState::load_state_dict(const c10::impl::GenericDict& state, con
   position.sample_offset = offset ? ckpt_int_entry(*offset, "epoch_sample_offset") : 0;
   const c10::IValue* order_world = ckpt_optional_entry(state, "epoch_order_world");
   position.order_world = order_world ? ckpt_int_entry(*order_world, "epoch_order_world") : 0;
+  // An epoch not begun (a checkpoint at an epoch's end) is ordered for whichever world trains it.
+  if (position.batch_in_epoch == 0 && position.sample_offset == 0) position.order_world = 0;
   if (const c10::IValue* best = ckpt_optional_entry(state, "best_accuracy"))
     best_accuracy = best->isDouble() ? best->toDouble() : static_cast<double>(best->toInt());
   const c10::IValue* history = ckpt_optional_entry(state, "world_size_history");

@@ -23,6 +23,24 @@ TEST(EpochPosition, ReshardMovesTheConsumedBatchesIntoTheGlobalOffset) {
   EXPECT_EQ(p.sample_offset, 0);
 }
 
+// An epoch nothing of which was trained (a checkpoint at an epoch's end) is ordered for the world that resumes it; one
+// begun keeps the order of the world that began it.
+TEST(EpochPosition, ReshardKeepsTheOrderWorldOfAnEpochBegunOnly) {
+  EpochPosition fresh;
+  fresh.reshard(/*saved_world=*/8, /*saved_batch=*/4);
+  EXPECT_EQ(fresh.sample_offset, 0);
+  EXPECT_EQ(fresh.order_world, 0);
+  EpochPosition begun;
+  begun.batch_in_epoch = 2;
+  begun.reshard(8, 4);
+  EXPECT_EQ(begun.sample_offset, 64);
+  EXPECT_EQ(begun.order_world, 8);
+  begun.batch_in_epoch = 1;
+  begun.reshard(2, 4);  // a second resume: the epoch's order stays the first world's
+  EXPECT_EQ(begun.sample_offset, 72);
+  EXPECT_EQ(begun.order_world, 8);
+}
+
 TEST(EpochPosition, BatchesAndStepsRoundUpUnlessDropped) {
   EXPECT_EQ(batches_in(100, 32, /*drop_last=*/false), 4);
   EXPECT_EQ(batches_in(100, 32, /*drop_last=*/true), 3);
