@@ -104,6 +104,8 @@ void Reporter::open_files(std::optional<int64_t> resumed_at) {
   std::filesystem::create_directories(out_dir_);
   const std::string path = out_dir_ + "/metrics.jsonl";
   if (!resumed_at) std::filesystem::remove(path);
+  // What an interrupted run logged after the checkpoint a resume continues from is dropped, as TensorBoard drops it.
+  if (resumed_at) drop_records_after(path, *resumed_at);
   jsonl_ = std::make_unique<JsonlWriter>(path);
   if (cfg_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(out_dir_ + "/tensorboard");
   // The points an interrupted run logged after the checkpoint it resumes from are orphans: TensorBoard drops them.

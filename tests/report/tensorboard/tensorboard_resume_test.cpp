@@ -1,11 +1,13 @@
-// Tests: after a kill -9 mid-run and a resume, TensorBoard (PyPI tensorboard's EventAccumulator) shows every scalar
-// tag once per step, the resumed run's values kept (the resume writes SummaryWriter(purge_step=...)'s START event);
+// Tests: after a kill -9 mid-run and a resume, TensorBoard (PyPI tensorboard's EventAccumulator) and metrics.jsonl show
+// every scalar tag once per step, the resumed run's values kept (the resume writes SummaryWriter(purge_step=...)'s
+// START event and drops metrics.jsonl's records past the checkpoint);
 // a run continued from a checkpoint written at an epoch's last step does not evaluate that step again.
 #include "tests/report/tensorboard/tensorboard_scalars.h"
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -18,7 +20,7 @@ namespace {
 // Train records of metrics.jsonl: step -> samples_per_s of its first and of its last record.
 struct TrainRecords {
   std::map<int64_t, double> first, last;
-  std::set<int64_t> repeated;  // steps logged by the killed run and again after the resume
+  std::set<int64_t> repeated;  // steps with more than one record
 };
 
 // TensorBoard's scalars of LOGDIR: tag -> steps, in TensorBoard's order (and perf/samples_per_s by step).
@@ -69,6 +71,7 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
   ASSERT_TRUE(std::regex_search(killed.output, m, std::regex("rc 137 killed at ([1-9][0-9]*)")))
       << killed.output << read_file(dir / "log1");
   const int64_t killed_at = std::stoll(m[1]);
+  std::filesystem::copy_file(dir / "out/metrics.jsonl", dir / "killed.jsonl");
 
   const CommandResult resumed = run_command(ddptrain_path() + " " + cfg);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
@@ -76,9 +79,15 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
   const int64_t resume_step = std::stoll(m[1]);
   ASSERT_LT(resume_step, killed_at);  // the killed run logged steps past its last checkpoint
 
+  // metrics.jsonl drops what the killed run logged after the checkpoint, as TensorBoard does: each step once.
   const TrainRecords records = read_train_records(dir / "out/metrics.jsonl");
-  ASSERT_FALSE(records.repeated.empty());
-  EXPECT_EQ(*records.repeated.begin(), resume_step + 1);
+  EXPECT_TRUE(records.repeated.empty()) << ::testing::PrintToString(records.repeated);
+  const TrainRecords killed_records = read_train_records(dir / "killed.jsonl");
+  std::set<int64_t> orphans;  // steps the killed run logged after its checkpoint
+  for (const auto& [step, value] : killed_records.last)
+    if (step > resume_step) orphans.insert(step);
+  ASSERT_FALSE(orphans.empty());
+  EXPECT_EQ(*orphans.begin(), resume_step + 1);
 
   std::map<int64_t, double> samples_per_s;
   auto steps = tensorboard_steps(dir / "out/tensorboard", &samples_per_s);
@@ -88,13 +97,14 @@ TEST(TensorBoardResume, KillNineThenResumeLeavesNoDuplicatedStepsAndKeepsResumed
       EXPECT_LT(list[i - 1], list[i]) << tag << ": step " << list[i] << " after " << list[i - 1];
   EXPECT_EQ(steps["train/loss"].size(), records.last.size());  // every train step once
   int differing = 0;
-  for (int64_t step : records.repeated) {
+  for (int64_t step : orphans) {
     ASSERT_TRUE(samples_per_s.count(step)) << step;
+    ASSERT_TRUE(records.last.count(step)) << step;
     EXPECT_EQ(static_cast<float>(samples_per_s[step]), static_cast<float>(records.last.at(step))) << step;
-    differing += static_cast<float>(records.first.at(step)) != static_cast<float>(records.last.at(step));
+    differing += static_cast<float>(killed_records.last.at(step)) != static_cast<float>(records.last.at(step));
   }
   EXPECT_GT(differing, 0);  // the killed run's values differ: keeping the resumed ones is what was checked
-  std::cout << "killed at step " << killed_at << ", resumed from " << resume_step << ": " << records.repeated.size()
+  std::cout << "killed at step " << killed_at << ", resumed from " << resume_step << ": " << orphans.size()
             << " steps logged before the kill and again after it, " << differing
             << " of them with a different perf/samples_per_s" << std::endl;
 }
