@@ -196,8 +196,8 @@ void GradScaler::check_state_dict(const c10::impl::GenericDict& state) {
     const double x = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : 0.0;
     const std::string key = item.key().isString() ? item.key().toStringRef() : "?";
     const bool ok = (v.isDouble() || v.isInt()) && std::isfinite(x) &&
-                    (key == "_growth_tracker"   ? x >= 0 && x <= 1e9
-                     : key == "growth_interval" ? x >= 1 && x <= 1e9
+                    (key == "_growth_tracker"   ? x >= 0 && x < kMaxSteps
+                     : key == "growth_interval" ? x >= 1 && x <= kMaxSteps
                                                 : x > 0);
     if (!ok) throw std::runtime_error("checkpoint entry \"scaler\" field \"" + key + "\" is out of range");
   }

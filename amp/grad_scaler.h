@@ -63,7 +63,8 @@ class GradScaler {
   c10::impl::GenericDict state_dict() const;
   void load_state_dict(const c10::impl::GenericDict& state);
   // Range checks of a state_dict() read from a file (a crafted or damaged one must not set a NaN or zero scale):
-  // throws std::runtime_error naming the field that is not a finite number in its range.
+  // throws std::runtime_error naming the field that is not a finite number in its range (growth_interval as
+  // amp.growth_interval's, so that a run resumes from its own checkpoints).
   static void check_state_dict(const c10::impl::GenericDict& state);
 
  private:

@@ -70,6 +70,17 @@ struct ChoiceTable<AutoAugmentChoice> {
                                                              {AutoAugmentChoice::AugMix, "augmix"}};
 };
 
+// data.auto_augment_interpolation: how a policy's rotate, shear and translate ops sample the image: the policy
+// class's default (auto: NEAREST; AugMix BILINEAR), or the mode given, as torchvision's reference presets pass
+// --interpolation to the policy (its tensor kernels take nearest and bilinear).
+enum class PolicyInterpolation { Auto, Nearest, Bilinear };
+template <>
+struct ChoiceTable<PolicyInterpolation> {
+  static constexpr NamedChoice<PolicyInterpolation> names[] = {{PolicyInterpolation::Auto, "auto"},
+                                                               {PolicyInterpolation::Nearest, "nearest"},
+                                                               {PolicyInterpolation::Bilinear, "bilinear"}};
+};
+
 // model.memory_format
 enum class MemoryFormat { Auto, Contiguous, ChannelsLast };
 template <>

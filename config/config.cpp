@@ -82,6 +82,8 @@ std::vector<KeyInfo> describe_keys(const Config& cfg) {
 const char* kind_label(KeyKind kind) { return kind_text(kind).label; }
 
 KeyKind override_kind(const std::string& path, const std::string& loc) {
+  for (const RetiredKey& k : kRetiredKeys)
+    if (path == k.path) return KeyKind::String;  // read and ignored, in either form of an override
   const auto [section, key] = key_names().override_target(path, loc, "");
   KeyKind kind = KeyKind::String;
   Config cfg;

@@ -106,6 +106,7 @@ struct DataConfig {
   int64_t ra_magnitude = 9;
   int64_t ra_num_ops = 2;
   int64_t augmix_severity = 3;
+  PolicyInterpolation auto_augment_interpolation = PolicyInterpolation::Auto;
   double random_erase = 0;
   double jitter_brightness = 0;
   double jitter_contrast = 0;
@@ -256,6 +257,11 @@ struct DataConfig {
         Key("augmix_severity", "auto_augment = \"augmix\": the severity of its ops (magnitude bins drawn below it)")
             .at_least(1)
             .at_most(10)
+            .of_training_transform());
+    key(s.auto_augment_interpolation,
+        Key("auto_augment_interpolation",
+            "auto_augment's rotate, shear and translate ops: auto = the policy class's default (NEAREST; AugMix "
+            "BILINEAR), or nearest/bilinear (torchvision's reference presets pass --interpolation to the policy)")
             .of_training_transform());
     key(s.random_erase, Key("random_erase",
                             "image_folder, webdataset training (data.augment = \"standard\"): the probability of "
@@ -554,7 +560,7 @@ struct DistConfig {
     key(s.device, Key("device", "auto = cuda:LOCAL_RANK when a GPU is visible, else cpu"));
     key(s.backend, Key("backend", "auto = nccl on CUDA, gloo on CPU"));
     key(s.timeout_s, Key("timeout_s", "how long a rank waits for the others (rendezvous, collectives)")
-                         .above(0)
+                         .at_least(0.001)
                          .at_most(kMaxSeconds));
     key(s.bucket_cap_mb, Key("bucket_cap_mb", "DDP gradient bucket size").above(0).at_most(65536));
     key(s.broadcast_buffers,
@@ -756,9 +762,17 @@ inline constexpr RetiredKey kRetiredKeys[] = {
      "ResNet-18, bench/RESULTS.md); LibTorch's CPU allocator serves every step"},
 };
 
-// A config or usage problem: the message starts with its location (FILE:LINE:COL or the override).
+// A config or usage problem: the message starts with its location (FILE:LINE:COL or the override). It is one line:
+// a line break that a quoted value or key brings in is shown as \n (or \r), so the error stays one `error:` line.
 struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(const std::string& message) : std::runtime_error(one_line_text(message)) {}
+
+ private:
+  static std::string one_line_text(const std::string& s) {
+    std::string out;
+    for (char c : s) out += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
+    return out;
+  }
 };
 
 // Reads a TOML file strictly; overrides are "section.key=value" strings (without the leading --).
@@ -796,7 +810,7 @@ std::vector<KeyInfo> describe_keys(const Config& cfg);
 // bool, int, float, floats, ints, string, choice, list, int/auto, bool/auto
 const char* kind_label(KeyKind kind);
 // The kind of the key an override names ("section.key"); a ConfigError prefixed `loc`, with the closest key as a
-// did-you-mean, when there is no such key.
+// did-you-mean, when there is no such key. A retired key takes a value as a string key does.
 KeyKind override_kind(const std::string& path, const std::string& loc);
 
 // --help's key reference and the key table of docs/configuration.md, from the declarations: type, default, range or

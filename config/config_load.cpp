@@ -375,7 +375,7 @@ void check_crop_sizes(const Config& cfg, const KeyLocations& locations, const Fa
         " only, not \"" + data.dataset.name + "\"";
     for (const auto& [key, value] :
          {std::pair{"data.train_crop_size", data.train_crop_size}, std::pair{"data.val_crop_size", data.val_crop_size},
-          std::pair{"data.val_resize_size", data.val_resize_size}})
+          std::pair{"data.val_resize_size", data.val_resize_size}, std::pair{"data.resize_size", data.resize_size}})
       if (value != 0) fail({key, "data.dataset"}, std::string(key) + only);
     if (data.interpolation != Interpolation::Bilinear)
       fail({"data.interpolation", "data.dataset"}, "data.interpolation" + only);
@@ -530,6 +530,16 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
          dataset + " has " + std::to_string(facts.channels) +
              "-channel images, but model.in_channels = " + std::to_string(cfg.model.in_channels) +
              "; set model.in_channels = " + std::to_string(facts.channels) + " or leave it unset");
+  // The labels a dataset holds: 0 .. num_classes - 1 of its row, or one per class folder of train/ (torchvision's
+  // find_classes); a classifier with fewer outputs cannot take them (fewer folders: the dataset's own error).
+  const int64_t classes =
+      facts.class_folders ? static_cast<int64_t>(sorted_subfolders(cfg.data.dir + "/train").size()) : facts.num_classes;
+  if (classes >= 2 && cfg.model.num_classes < classes)
+    fail({"model.num_classes", "data.dataset"},
+         dataset + " has " + std::to_string(classes) + " classes" +
+             (facts.class_folders ? " (the class folders of " + cfg.data.dir + "/train)" : "") +
+             ", but model.num_classes = " + std::to_string(cfg.model.num_classes) +
+             "; set model.num_classes >= " + std::to_string(classes) + " or leave it unset");
   for (const auto& [key, values] : {std::pair{"data.mean", cfg.data.mean}, std::pair{"data.std", cfg.data.std}})
     if (values.size() != 1 && static_cast<int64_t>(values.size()) != cfg.model.in_channels)
       fail({key}, std::string(key) + " has " + std::to_string(values.size()) + " values for " +
@@ -567,6 +577,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
     if (set && cfg.data.auto_augment != policy)
       fail({key, "data.auto_augment"}, std::string(key) + " is read by data.auto_augment = \"" + name +
                                            "\" only; set that policy, or leave " + key + " at its default");
+  if (cfg.data.auto_augment_interpolation != data_defaults.auto_augment_interpolation &&
+      cfg.data.auto_augment == AutoAugmentChoice::None)
+    fail({"data.auto_augment_interpolation", "data.auto_augment"},
+         "data.auto_augment_interpolation is read by a data.auto_augment policy only; set one, or leave "
+         "data.auto_augment_interpolation at its default");
   const ModelRow& model = model_row(cfg.model.name.name);
   const std::string model_name = "model.name = \"" + cfg.model.name.name + "\"";
   // model.path and model.library: needed by the models whose row says what the file is, refused beside the others.

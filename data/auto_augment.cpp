@@ -297,10 +297,15 @@ PolicyDraw AutoAugmentPolicy::draw(int64_t height, int64_t width, at::Generator&
 }
 
 torch::Tensor AutoAugmentPolicy::apply(const torch::Tensor& image, const PolicyDraw& draw) const {
-  if (options_.policy != AutoAugmentChoice::AugMix) {
+  const bool augmix = options_.policy == AutoAugmentChoice::AugMix;
+  const GridInterpolation mode = options_.interpolation == PolicyInterpolation::Bilinear ||
+                                         (options_.interpolation == PolicyInterpolation::Auto && augmix)
+                                     ? GridInterpolation::Bilinear
+                                     : GridInterpolation::Nearest;
+  if (!augmix) {
     torch::Tensor out = image;
     for (const auto& chain : draw.chains)
-      for (const OpDraw& op : chain) out = apply_aug_op(out, op.op, op.magnitude, GridInterpolation::Nearest);
+      for (const OpDraw& op : chain) out = apply_aug_op(out, op.op, op.magnitude, mode);
     return out;
   }
   // AugMix: the image as a batch of one, m[0] of it plus each chain's weight of the chain's result, truncated to uint8.
@@ -309,7 +314,7 @@ torch::Tensor AutoAugmentPolicy::apply(const torch::Tensor& image, const PolicyD
   torch::Tensor mix = draw.mix.select(1, 0).reshape(batch_dims) * batch;
   for (size_t i = 0; i < draw.chains.size(); ++i) {
     torch::Tensor aug = batch;
-    for (const OpDraw& op : draw.chains[i]) aug = apply_aug_op(aug, op.op, op.magnitude, GridInterpolation::Bilinear);
+    for (const OpDraw& op : draw.chains[i]) aug = apply_aug_op(aug, op.op, op.magnitude, mode);
     mix.add_(draw.chain_weights.select(1, static_cast<int64_t>(i)).reshape(batch_dims) * aug);
   }
   return mix.reshape(image.sizes()).to(torch::kUInt8);
@@ -326,18 +331,27 @@ namespace {
 class PolicyTransform : public PixelTransform {
  public:
   explicit PolicyTransform(const DataConfig& data)
-      : options_{data.auto_augment, data.ra_magnitude, data.ra_num_ops, data.augmix_severity}, policy_(options_) {}
+      : options_{data.auto_augment, data.ra_magnitude, data.ra_num_ops, data.augmix_severity,
+                 data.auto_augment_interpolation},
+        policy_(options_) {}
   std::string describe() const override {
+    const std::string mode = options_.interpolation == PolicyInterpolation::Nearest    ? "interpolation=nearest"
+                             : options_.interpolation == PolicyInterpolation::Bilinear ? "interpolation=bilinear"
+                                                                                       : "";
+    const auto args = [&](std::string own) {
+      if (!own.empty() && !mode.empty()) own += ", ";
+      return "(" + own + mode + ")";
+    };
     switch (options_.policy) {
       case AutoAugmentChoice::TaWide:
-        return "TrivialAugmentWide()";
+        return "TrivialAugmentWide" + args("");
       case AutoAugmentChoice::RandAugment:
-        return "RandAugment(num_ops=" + std::to_string(options_.ra_num_ops) +
-               ", magnitude=" + std::to_string(options_.ra_magnitude) + ")";
+        return "RandAugment" + args("num_ops=" + std::to_string(options_.ra_num_ops) +
+                                    ", magnitude=" + std::to_string(options_.ra_magnitude));
       case AutoAugmentChoice::ImageNet:
-        return "AutoAugment(policy=AutoAugmentPolicy.IMAGENET)";
+        return "AutoAugment" + args("policy=AutoAugmentPolicy.IMAGENET");
       case AutoAugmentChoice::AugMix:
-        return "AugMix(severity=" + std::to_string(options_.augmix_severity) + ")";
+        return "AugMix" + args("severity=" + std::to_string(options_.augmix_severity));
       case AutoAugmentChoice::None:
         break;
     }

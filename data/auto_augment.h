@@ -35,11 +35,13 @@ struct AutoAugmentOptions {
   int64_t ra_magnitude = 9;     // RandAugment(magnitude)
   int64_t ra_num_ops = 2;       // RandAugment(num_ops)
   int64_t augmix_severity = 3;  // AugMix(severity)
+  PolicyInterpolation interpolation = PolicyInterpolation::Auto;  // the class's (interpolation=...)
 };
 
 // One policy with torchvision's defaults but for the options: num_magnitude_bins 31 (TrivialAugmentWide,
-// RandAugment), AugMix's mixture_width 3, chain_depth -1 (1 to 3), alpha 1, all_ops; fill None (0); NEAREST for all
-// but AugMix, which interpolates BILINEAR. "none" draws nothing and returns the image.
+// RandAugment), AugMix's mixture_width 3, chain_depth -1 (1 to 3), alpha 1, all_ops; fill None (0); the options'
+// interpolation, by default NEAREST for all but AugMix, which interpolates BILINEAR. "none" draws nothing and returns
+// the image.
 class AutoAugmentPolicy {
  public:
   explicit AutoAugmentPolicy(AutoAugmentOptions options);

@@ -191,6 +191,8 @@ DecodedImage decode_jpeg(const uint8_t* bytes, size_t size, const DecodeOptions&
   if (!jpeg_step(*job, jpeg_start)) error();
   DecodedImage image;
   image.scale = region.scale;
+  image.full_height = cinfo.image_height;
+  image.full_width = cinfo.image_width;
   image.top = region.top;
   image.left = job->width < static_cast<JDIMENSION>(full_width) ? job->left : 0;
   image.width = cinfo.output_width;  // the region's iMCU columns after jpeg_crop_scanline
@@ -348,6 +350,8 @@ DecodedImage decode_png(const uint8_t* bytes, size_t size, const DecodeOptions& 
   DecodedImage image;
   image.width = static_cast<int64_t>(job->width);
   image.height = static_cast<int64_t>(job->height);
+  image.full_width = image.width;
+  image.full_height = image.height;
   image.rgb.resize(job->width * job->height * 3);
   job->rgb = image.rgb.data();
   // Once every row is decoded the image is complete: Pillow reads nothing more (not the rest of the zlib stream,

@@ -57,6 +57,7 @@ struct DecodedImage {
   // height * width * 3 bytes, rows top to bottom, R G B per pixel
   std::vector<uint8_t, UninitializedAllocator<uint8_t>> rgb;
   unsigned scale = 1;         // decoded at 1/scale of the full size (JPEG's DCT scaling)
+  int64_t full_height = 0, full_width = 0;  // the size the header gives, before 1/scale and any region
   int64_t top = 0, left = 0;  // where these pixels lie in the 1/scale image (a region decoded alone), else 0, 0
 };
 

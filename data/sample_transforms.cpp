@@ -36,7 +36,8 @@ SampleTransforms::SampleTransforms(const DataConfig& data, bool train)
       resize_size_(data.val_resize_size),
       interpolation_(data.interpolation) {
   decode_.max_pixels = data.max_image_pixels;
-  // Evaluation: a JPEG at least twice the resize is decoded at 1/2, 1/4 or 1/8 scale (PIL's draft mode).
+  // Evaluation: a JPEG whose 1/2, 1/4 or 1/8 scale still has a shorter side of at least twice the resize is decoded
+  // at the smallest such scale (PIL's draft mode); it is resized to the size Resize gives the full image.
   if (!train_) decode_.min_side = 2 * resize_size_;
   if (train_)
     for (const PixelTransformRow* row : pixel_transform_rows())
@@ -47,8 +48,9 @@ TransformedSample SampleTransforms::operator()(const std::string& path, const st
                                                uint64_t seed) const {
   if (!train_) {
     const DecodedImage decoded = decode_file_bytes(path, bytes, decode_);
+    const auto [height, width] = shorter_side_size(decoded.full_height, decoded.full_width, resize_size_);
     return TransformedSample{
-        owning(center_crop(resize_shorter_side(chw_view(decoded), resize_size_, interpolation_), crop_size_), decoded),
+        owning(center_crop(resize_to(chw_view(decoded), height, width, interpolation_), crop_size_), decoded),
         std::nullopt};
   }
   // The crop is drawn from the full size in the header; a JPEG then decodes only the crop's region (and a crop much

@@ -16,8 +16,19 @@ ConvKernels conv_kernels(const ModelConfig& cfg, bool channels_last_by_default) 
   return k;
 }
 
+namespace {
+
+// Conv2d's output count along one dimension, floor((input + 2 padding - dilation (kernel - 1) - 1) / stride) + 1 (a
+// negative span floors, as PyTorch's shape rule does: 0 or fewer outputs).
+int64_t conv_outputs(int64_t input, int64_t kernel, int64_t padding, int64_t stride, int64_t dilation) {
+  const int64_t span = input + 2 * padding - dilation * (kernel - 1) - 1;
+  return (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+}
+
+}  // namespace
+
 LiveTaps live_taps(int64_t input, int64_t kernel, int64_t padding, int64_t stride, int64_t dilation) {
-  const int64_t outputs = (input + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+  const int64_t outputs = conv_outputs(input, kernel, padding, stride, dilation);
   // Output o reads input o*stride - padding + k*dilation; tap k is live when that is inside [0, input) for some o.
   LiveTaps t{kernel, -1};
   for (int64_t k = 0; k < kernel; ++k) {
@@ -38,14 +49,14 @@ namespace {
 // The cropped kernel range and padding for one dimension, or false when cropping does not apply.
 bool crop(int64_t input, int64_t kernel, int64_t padding, int64_t stride, int64_t dilation, LiveTaps* taps,
           int64_t* new_padding) {
-  const int64_t outputs = (input + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+  const int64_t outputs = conv_outputs(input, kernel, padding, stride, dilation);
   if (outputs <= 0) return false;
   *taps = live_taps(input, kernel, padding, stride, dilation);
   if (taps->last < taps->first) return false;  // all taps read padding: leave it to ATen
   *new_padding = padding - taps->first * dilation;
   const int64_t new_kernel = taps->last - taps->first + 1;
   // Symmetric padding must still give the same number of outputs (the right edge only decides the count).
-  const int64_t new_outputs = (input + 2 * *new_padding - dilation * (new_kernel - 1) - 1) / stride + 1;
+  const int64_t new_outputs = conv_outputs(input, new_kernel, *new_padding, stride, dilation);
   return *new_padding >= 0 && new_outputs == outputs;
 }
 

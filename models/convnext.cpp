@@ -152,12 +152,27 @@ class ConvNeXt : public Classifier {
   nn::Linear head_{nullptr};
 };
 
+// The 4x4 stride-4 stem and the three 2x2 stride-2 downsampling convolutions have no padding: a side below 32 leaves
+// the last of them an empty output, which PyTorch's convolution refuses at the first forward.
+constexpr int64_t kSmallestSide = 32;
+
+std::optional<BrokenRule> check_convnext(const Config& cfg) {
+  for (const ImageSide& side : image_sides(cfg))
+    if ((side.value != 0 || side.key == std::string("data.image_size")) && side.value < kSmallestSide)
+      return BrokenRule{{side.key, "model.name"},
+                        "model.name = \"" + cfg.model.name.name + "\" downsamples by 32 without padding (a 4x4 " +
+                            "stride-4 stem, three 2x2 stride-2 convolutions): " + side.key + " = " +
+                            std::to_string(side.value) + " is below its smallest side, " +
+                            std::to_string(kSmallestSide)};
+  return std::nullopt;
+}
+
 }  // namespace
 
 const ModelKind& convnext_tiny_model() {
   static const ModelKind kind{{"convnext_tiny", "torchvision.models.convnext_tiny", "torchvision's ConvNeXt-Tiny",
                                /*batch_norm=*/false, /*cuda_graph=*/true, /*head_known=*/true, /*path=*/"",
-                               /*dropout=*/-1, /*stochastic_depth=*/0.1},
+                               /*dropout=*/-1, /*stochastic_depth=*/0.1, /*library=*/"", check_convnext},
                               [](const ModelConfig& cfg) { return std::make_shared<ConvNeXt>(cfg); }};
   return kind;
 }

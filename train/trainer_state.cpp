@@ -69,9 +69,17 @@ void Trainer::load_state_dict(const c10::impl::GenericDict& state) {
   if (!problem.empty()) throw std::runtime_error(problem);
   apply_state(*model_, ckpt_model_entry(state), "checkpoint");
   load_optimizer_entry(state, version);
-  if (const c10::IValue* scaler_state = ckpt_optional_entry(state, "scaler")) {  // absent: a fresh scaler
-    const auto scaler_dict = ckpt_dict_entry(*scaler_state, "scaler");
-    if (scaler_dict.size() > 0) scaler_->load_state_dict(scaler_dict);  // a disabled scaler ignores it
+  // A checkpoint written without loss scaling (bfloat16, amp off, or Python without a GradScaler) has an empty or no
+  // "scaler": where this run scales the loss, its scaler starts afresh, and the user is told (Python's
+  // GradScaler.load_state_dict refuses an empty state).
+  const c10::IValue* scaler_state = ckpt_optional_entry(state, "scaler");
+  if (scaler_state && ckpt_dict_entry(*scaler_state, "scaler").size() > 0) {
+    scaler_->load_state_dict(ckpt_dict_entry(*scaler_state, "scaler"));  // a disabled scaler ignores it
+  } else if (scaler_->enabled()) {
+    reporter_.warning(
+        "the checkpoint holds no loss scaler state (written without float16 loss scaling): the scale "
+        "starts at amp.init_scale = " +
+        shortest_number(cfg_.amp.init_scale));
   }
   const std::string reshard = state_.load_state_dict(
       state, [this](int64_t world, int64_t batch) { return steps_per_epoch(world, batch); },

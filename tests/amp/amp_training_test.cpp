@@ -97,6 +97,26 @@ TEST_P(AmpTraining, Fp16TrainsWithDynamicLossScaling) {
   for (double s : scales) EXPECT_GT(s, 1.0);  // scaled: GradScaler on (amp.loss_scaling = "auto" with fp16)
 }
 
+// A checkpoint written without loss scaling (bf16) resumed with fp16: the scaler starts at amp.init_scale, and the run
+// says so (Python's GradScaler.load_state_dict refuses the empty state such a checkpoint holds).
+TEST(AmpResume, ACheckpointWithoutLossScalerStateIsResumedWithAFreshScaleAndSaysSo) {
+  TempDir dir;
+  const std::string cfg = amp_config(dir) + " --checkpoint.every_steps=4 --amp.init_scale=4096";
+  const CommandResult first =
+      run_command(ddptrain_path() + " " + cfg + " --training.max_steps=4 --amp.loss_scaling=auto");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output.find("no loss scaler state"), std::string::npos) << first.output;
+  const CommandResult resumed = run_command(ddptrain_path() + " " + cfg + " --amp.dtype=fp16 --training.max_steps=5");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("warning: the checkpoint holds no loss scaler state (written without float16 loss "
+                                "scaling): the scale starts at amp.init_scale = 4096"),
+            std::string::npos)
+      << resumed.output;
+  const std::vector<double> scales = field_values(read_file(dir / "out/metrics.jsonl"), "loss_scale");
+  ASSERT_FALSE(scales.empty());
+  EXPECT_EQ(scales.back(), 4096);  // step 5: the first after the resume, no overflow at this scale
+}
+
 INSTANTIATE_ON_DEVICES(AmpTraining);
 
 }  // namespace

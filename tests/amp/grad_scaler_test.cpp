@@ -139,6 +139,34 @@ TEST(GradScalerTest, MisuseBeforeScaleAndBadOptionsThrow) {
                std::runtime_error);
 }
 
+// A checkpoint's scaler state passes the range check with any growth_interval amp.growth_interval takes (2**31 - 1,
+// a common way to turn growth off, and its largest), so that a run resumes from its own checkpoints; a tracker of
+// 2**31 - 2 is that interval's last before growth. Zero, NaN and a tracker past the interval's largest are refused.
+TEST(GradScalerTest, StateRangesAreTheConfigsRanges) {
+  AmpConfig amp;
+  amp.growth_interval = int64_t{1} << 31;
+  GradScaler scaler(amp);
+  auto state = scaler.state_dict();
+  state.insert_or_assign("growth_interval", int64_t{2147483647});
+  state.insert_or_assign("_growth_tracker", int64_t{2147483646});
+  EXPECT_NO_THROW(GradScaler::check_state_dict(state));
+  state.insert_or_assign("growth_interval", static_cast<int64_t>(kMaxSteps));
+  EXPECT_NO_THROW(GradScaler::check_state_dict(state));
+  GradScaler resumed(amp);
+  resumed.load_state_dict(state);
+  EXPECT_EQ(resumed.options().growth_interval, static_cast<int64_t>(kMaxSteps));
+  for (const auto& [key, bad] :
+       std::vector<std::pair<std::string, c10::IValue>>{{"growth_interval", int64_t{0}},
+                                                        {"growth_interval", static_cast<int64_t>(kMaxSteps) + 1},
+                                                        {"_growth_tracker", static_cast<int64_t>(kMaxSteps)},
+                                                        {"scale", 0.0},
+                                                        {"scale", std::nan("")}}) {
+    auto broken = scaler.state_dict();
+    broken.insert_or_assign(key, bad);
+    EXPECT_THROW(GradScaler::check_state_dict(broken), std::runtime_error) << key << " = " << bad;
+  }
+}
+
 TEST(GradScalerTest, DisabledIsAPassThrough) {
   GradScaler scaler(AmpConfig{}, /*enabled=*/false);
   Tiny t(6);

@@ -218,6 +218,37 @@ TEST(CliOverrides, UnknownOrValuelessKeysExitTwo) {
                      "error: --optimizer.lr=-0.5: optimizer.lr must be > 0.0 and <= 100.0, got -0.5");
 }
 
+// A retired key is read and ignored in both forms of an override, --k=V and --k V (the config path after it stays the
+// config path).
+TEST(CliOverrides, ARetiredKeyIsIgnoredInEitherForm) {
+  test::TempDir dir;
+  test::write_file(dir / "ok.toml", "[optimizer]\nlr = 0.25\n");
+  const auto plain = printed_config(dir, "ok.toml");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  for (const char* args : {"--job.step_memory planned ok.toml", "ok.toml --job.step_memory planned",
+                           "ok.toml --job.step_memory=planned"}) {
+    const auto r = printed_config(dir, args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, plain.output) << args;
+  }
+}
+
+// A value or key with a line break in it (a quoted TOML string, an override from a script) is shown as \n: the error
+// is still one line.
+TEST(CliOverrides, ALineBreakInAValueStaysInTheOneErrorLine) {
+  test::TempDir dir;
+  test::write_file(dir / "name.toml", "[model]\nname = \"net\\nx\"\n");
+  expect_usage_error(dir, "name.toml", "error: name.toml:2:8: model.name must be one of");
+  const auto r = ddptrain_in(dir.path(), "name.toml");
+  EXPECT_NE(r.output.find("got \"net\\nx\""), std::string::npos) << r.output;
+  test::write_file(dir / "key.toml", "[data]\n\"batch\\nsize\" = 8\n");
+  expect_usage_error(dir, "key.toml", "error: key.toml:2:1: unknown key data.batch\\nsize");
+  test::write_file(dir / "ok.toml", "");
+  expect_usage_error(dir, "ok.toml '--batch_size=8\nx'", "error: --batch_size=8 x: ");
+  const auto hint = ddptrain_in(dir.path(), "ok.toml '--batch_size=8\nx'");
+  EXPECT_NE(hint.output.find("--data.batch_size=8\\nx"), std::string::npos) << hint.output;
+}
+
 // The type name --help shows for each kind of key.
 const std::map<KeyKind, std::string> kHelpTypeNames = {
     {KeyKind::Bool, "bool"},           {KeyKind::Int, "int"},   {KeyKind::Float, "float"},
@@ -281,7 +312,7 @@ TEST(CliOk, HelpListsEveryKeyWithTypeDefaultAndRange) {
   EXPECT_NE(help_line(r.output, "data.std").find("range: -1.0 (the dataset's default) or > 0.0 and <= 1000.0"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(help_line(r.output, "dist.timeout_s").find("range: > 0.0 and <= 604800.0"), std::string::npos);
+  EXPECT_NE(help_line(r.output, "dist.timeout_s").find("range: >= 0.001 and <= 604800.0"), std::string::npos);
   EXPECT_NE(help_line(r.output, "optimizer.beta2").find("range: >= 0.0 and < 1.0"), std::string::npos) << r.output;
   EXPECT_NE(help_line(r.output, "metrics.progress").find("one of: auto | bar | plain | off"), std::string::npos);
   EXPECT_NE(

@@ -179,7 +179,7 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:2:10",
        {"training.epochs = 0 trains until training.max_steps, and max_steps = 0 sets no limit"}},
-      {"timeout 0", "[dist]\ntimeout_s = 0\n", {}, "bad.toml:2:13", {"dist.timeout_s must be > 0.0"}},
+      {"timeout 0", "[dist]\ntimeout_s = 0\n", {}, "bad.toml:2:13", {"dist.timeout_s must be >= 0.001"}},
       {"negative seed",
        "[job]\nseed = -1\n",
        {},
@@ -249,7 +249,7 @@ const std::vector<BadCase>& bad_files() {
        "[dist]\ntimeout_s = 1e300\n",
        {},
        "bad.toml:2:13",
-       {"dist.timeout_s must be > 0.0 and <= 604800.0, got 1e+300"}},
+       {"dist.timeout_s must be >= 0.001 and <= 604800.0, got 1e+300"}},
       {"seed 2^63-1",
        "[job]\nseed = 9223372036854775807\n",
        {},
@@ -412,6 +412,32 @@ const std::vector<BadCase>& bad_files() {
        {},
        "bad.toml:4:14",
        {"DDP communication hooks are not captured"}},
+      {"fewer classes than mnist's",
+       "[data]\ndataset = \"mnist\"\n[model]\nnum_classes = 5\n",
+       {},
+       "bad.toml:4:15",
+       {"data.dataset = \"mnist\" has 10 classes, but model.num_classes = 5; set model.num_classes >= 10"}},
+      {"resize_size with mnist",
+       "[data]\ndataset = \"mnist\"\nresize_size = 32\n",
+       {},
+       "bad.toml:3:15",
+       {"data.resize_size applies to data.dataset = ", "only, not \"mnist\""}},
+      {"convnext on 28x28 images",
+       "[model]\nname = \"convnext_tiny\"\n",
+       {},
+       "bad.toml:2:8",
+       {"model.name = \"convnext_tiny\" downsamples by 32 without padding",
+        "data.image_size = 28 is below its smallest side, 32"}},
+      {"convnext evaluating on a smaller crop",
+       "[data]\ndataset = \"image_folder\"\nimage_size = 64\nval_crop_size = 24\n[model]\nname = \"convnext_tiny\"\n",
+       {},
+       "bad.toml:4:17",
+       {"data.val_crop_size = 24 is below its smallest side, 32"}},
+      {"policy interpolation without a policy",
+       "[data]\ndataset = \"image_folder\"\nauto_augment_interpolation = \"bilinear\"\n",
+       {},
+       "bad.toml:3:30",
+       {"data.auto_augment_interpolation is read by a data.auto_augment policy only"}},
       {"image_size with mnist",
        "[data]\nimage_size = 32\n",
        {},
@@ -611,7 +637,12 @@ const std::vector<BadCase>& bad_overrides() {
        "",
        {"dist.timeout_s=1e300"},
        "--dist.timeout_s=1e300",
-       {"dist.timeout_s must be > 0.0 and <= 604800.0"}},
+       {"dist.timeout_s must be >= 0.001 and <= 604800.0"}},
+      {"timeout below a millisecond",
+       "",
+       {"dist.timeout_s=0.0004"},
+       "--dist.timeout_s=0.0004",
+       {"dist.timeout_s must be >= 0.001 and <= 604800.0, got 0.0004"}},
       {"std 0", "", {"data.std=0"}, "--data.std=0", {"data.std must be -1.0 (the dataset's default) or > 0.0"}},
       {"out_dir empty", "", {"job.out_dir="}, "--job.out_dir=", {"job.out_dir must not be empty"}},
       {"override checked after a good file",
@@ -958,8 +989,11 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
       if (key == "data.dataset") overrides.push_back("model.name=resnet18");  // net takes 28x28 images only
       if (key == "data.dataset" && dataset_row(name).shards)
         overrides.insert(overrides.end(), {"data.train_shards=t.tar", "data.val_shards=v.tar"});
-      if (key == "data.interpolation" || key == "data.auto_augment")          // an image folder's keys
+      if (key == "data.interpolation" || key == "data.auto_augment")  // an image folder's keys
         overrides.insert(overrides.end(), {"data.dataset=image_folder", "model.name=resnet18"});
+      if (key == "data.auto_augment_interpolation")  // a policy's
+        overrides.insert(overrides.end(),
+                         {"data.dataset=image_folder", "model.name=resnet18", "data.auto_augment=ta_wide"});
       if (key == "model.name" && name == "torchscript") overrides.push_back("model.path=m.pt");
       if (key == "model.name" && name == "plugin") overrides.push_back("model.library=m.so");
       // A model whose row refuses the default dataset's 28x28 images (a ViT: whole patches) is shown 224x224 ones.
@@ -979,7 +1013,7 @@ TEST(ConfigChoices, EveryNameParsesToAValueThatPrintsItsOwnName) {
     EXPECT_EQ(printed_names.size(), f.choices.size() - (key == "amp.dtype" ? 2 : 0))
         << key << ": names that print as another";
   }
-  EXPECT_EQ(keys, 25);
+  EXPECT_EQ(keys, 26);
   // The aliases print as the name they stand for.
   EXPECT_EQ(parse_config("[amp]\ndtype = \"fp16\"\n", "a.toml").amp.dtype, AmpDtype::Float16);
   EXPECT_NE(format_config(parse_config("[amp]\ndtype = \"bf16\"\n", "a.toml")).find("dtype = \"bfloat16\""),

@@ -58,6 +58,8 @@ TEST(Configs, TorchvisionV2RecipeIsTheReferenceCommand) {
   EXPECT_EQ(c.data.val_crop_size, 224);
   EXPECT_EQ(c.data.val_resize_size, 232);
   EXPECT_EQ(c.data.interpolation, Interpolation::Bilinear);
+  // presets.ClassificationPresetTrain passes the interpolation to the policy: TrivialAugmentWide(interpolation=...).
+  EXPECT_EQ(c.data.auto_augment_interpolation, PolicyInterpolation::Bilinear);
   EXPECT_EQ(c.training.ema_decay, 0.99998);
   EXPECT_EQ(c.training.ema_every_steps, 32);
   EXPECT_TRUE(c.training.ema_adjust);

@@ -123,23 +123,26 @@ TEST(AutoAugmentOps, EqualTorchvisionFunctionalOps) {
 
 AutoAugmentOptions augment_policy_options(const std::string& name) {
   AutoAugmentOptions o;
-  if (name == "ta_wide") o.policy = AutoAugmentChoice::TaWide;
+  if (name.rfind("ta_wide", 0) == 0) o.policy = AutoAugmentChoice::TaWide;
+  if (name == "ta_wide_bilinear") o.interpolation = PolicyInterpolation::Bilinear;
   if (name.rfind("rand_augment", 0) == 0) o.policy = AutoAugmentChoice::RandAugment;
   if (name == "rand_augment_m15_n3") o.ra_magnitude = 15, o.ra_num_ops = 3;
   if (name == "imagenet") o.policy = AutoAugmentChoice::ImageNet;
   if (name.rfind("augmix", 0) == 0) o.policy = AutoAugmentChoice::AugMix;
   if (name == "augmix_s7") o.augmix_severity = 7;
+  if (name == "augmix_nearest") o.interpolation = PolicyInterpolation::Nearest;
   return o;
 }
 
 // Each policy from torch.manual_seed(seed) against an at::Generator seeded the same: the same ops with the same
-// magnitudes (the draws, in torchvision's order), the generator left in the same state, and the same pixels.
+// magnitudes (the draws, in torchvision's order), the generator left in the same state, and the same pixels; also
+// with the interpolation given (TrivialAugmentWide bilinear, AugMix nearest, data.auto_augment_interpolation).
 TEST(AutoAugmentPolicies, SeededDrawsAndOutputsEqualTorchvision) {
   if (!python_has_modules("torch, torchvision")) GTEST_SKIP() << python() << " does not have torchvision";
   AugmentOneThread one_thread;
   TempDir dir;
   const nlohmann::json cases = augment_cases("policies", dir);
-  ASSERT_EQ(cases.size(), 6u * 2 * 40);
+  ASSERT_EQ(cases.size(), 8u * 2 * 40);
   std::map<std::string, int64_t> worst;
   for (const auto& c : cases) {
     const std::string src = c["src"], name = c["policy"];

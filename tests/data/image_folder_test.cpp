@@ -6,6 +6,7 @@
 #include "data/image_folder.h"
 #include "data/image_transforms.h"
 #include "data/loader.h"
+#include "data/sample_transforms.h"
 #include "tests/report/metrics_fields.h"
 #include "tests/report/tensorboard/tensorboard_scalars.h"
 #include "tests/support/test_support.h"
@@ -107,6 +108,12 @@ TEST(ImageFolder, ConfigResolvesClassesShapeAndImageNetStatistics) {
   const Config small = image_folder_config(dir / "f", {"data.image_size=112", "model.num_classes=7"});
   EXPECT_EQ(small.data.resize_size, 128);
   EXPECT_EQ(small.model.num_classes, 7);  // set: kept
+  // Fewer outputs than class folders: a config error naming the key, before any image is read.
+  const std::string fewer = error_of([&] { image_folder_config(dir / "f", {"model.num_classes=3"}); });
+  EXPECT_NE(fewer.find("--model.num_classes=3: data.dataset = \"image_folder\" has 4 classes (the class folders of " +
+                       dir / "f/train), but model.num_classes = 3"),
+            std::string::npos)
+      << fewer;
   const std::string e = error_of([&] { image_folder_config(dir / "f", {"data.resize_size=100"}); });
   EXPECT_NE(e.find("data.resize_size = 100 is smaller than data.image_size = 224"), std::string::npos) << e;
 }
@@ -269,6 +276,43 @@ TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCro
   EXPECT_LT(worst, 3.0) << "mean |difference| of a crop decoded scaled, out of 255";
   EXPECT_GT(worst, 0.0);  // decoded at full size the crops would be equal to the byte
   std::cout << "[ figures ] " << scaled << " of 24 crops decoded scaled; mean |difference| at most " << worst << "\n";
+}
+
+// Evaluation decodes a JPEG at a DCT scale where its shorter side stays at least twice the resize, and resizes it to
+// the size torchvision's Resize gives the full image: 131x262 at resize 32 is 32x64 (int(32 * 262 / 131)), where the
+// 66x131 of its 1/2 decode alone would give 32x63 and stretch the crop by 1.6%. A horizontal sine of period 40 pixels
+// shows a stretch: 1 to 3 pixels of phase across the crop, about 13 levels of mean difference in red.
+TEST(ImageFolder, AScaledEvaluationDecodeIsResizedAsTheFullImage) {
+  if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
+  TempDir dir;
+  const auto made = run_command(
+      python() +
+      " -c \"import os, sys, numpy as np; from PIL import Image\n"
+      "y, x = np.mgrid[0:131, 0:262]\n"
+      "img = np.stack([128 + 100 * np.sin(2 * np.pi * x / 40), 128 + 90 * np.cos(2 * np.pi * y / 50), 0 * x + 128], "
+      "-1).astype(np.uint8)\n"
+      "for split in ('train', 'val'):\n"
+      "    for k in ('a', 'b'):\n"
+      "        os.makedirs(os.path.join(sys.argv[1], split, k), exist_ok=True)\n"
+      "        Image.fromarray(img).save(os.path.join(sys.argv[1], split, k, 'x.jpg'), quality=95)\n"
+      "\" " +
+      dir / "f");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const Config cfg = image_folder_config(dir / "f", {"data.image_size=32", "data.resize_size=32"});
+  const std::string path = dir / "f/val/a/x.jpg";
+  const SampleTransforms eval(cfg.data, /*train=*/false);
+  const DecodedImage scaled = read_image(path, eval.decode_options());
+  ASSERT_EQ(scaled.scale, 2u);  // 66x131: its shorter side is at least 2 x 32
+  const DecodedImage full = read_image(path, {});
+  const torch::Tensor image =
+      torch::from_blob(const_cast<uint8_t*>(full.rgb.data()), {full.height, full.width, 3}, torch::kUInt8)
+          .permute({2, 0, 1});
+  const torch::Tensor expected = center_crop(resize_to(image, 32, 64), 32);
+  const torch::Tensor got = eval(path, read_file_bytes(path), 0).image;
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  const double red = (got[0].to(torch::kFloat) - expected[0].to(torch::kFloat)).abs().mean().item<double>();
+  std::cout << "[ figures ] mean |difference| in red of the 1/2-scale decode's evaluation crop: " << red << "\n";
+  EXPECT_LT(red, 2.0) << "out of 255";
 }
 
 // A file that cannot be decoded: by default the run stops, the rank that read it naming the file, and no rank is

@@ -50,6 +50,11 @@ TEST(SampleTransforms, ListFollowsTheConfigInTorchvisionsOrder) {
             "RandomResizedCrop(16, bilinear) → RandomHorizontalFlip(p=0.5) → ColorJitter(saturation=(0.5, 1.5))");
   const Config erase = mixed_image_folder_config(dir / "f", {"data.random_erase=0.5"});
   EXPECT_TRUE(SampleTransforms(erase.data, true).runs_on_device());
+  const Config policy =
+      mixed_image_folder_config(dir / "f", {"data.auto_augment=ta_wide", "data.auto_augment_interpolation=bilinear"});
+  EXPECT_EQ(SampleTransforms(policy.data, true).describe(),
+            "RandomResizedCrop(16, bilinear) → RandomHorizontalFlip(p=0.5) → "
+            "TrivialAugmentWide(interpolation=bilinear)");
 }
 
 // A training sample never stays a view of its decoded image, which is freed when the transform returns: where the

@@ -148,6 +148,20 @@ TEST(ConvKernels, A3x3KernelOverA1x1MapRunsAsA1x1Kernel) {
   EXPECT_EQ(live.last, 1);
 }
 
+// A map too small for the kernel (a 2x2 stride-2 convolution over a 1x1 map, ConvNeXt's last downsampling of a 28x28
+// image) has no output in PyTorch: with padding taps skipped it is refused as ATen refuses it, not run on a kernel
+// cropped to the map.
+TEST(ConvKernels, AMapSmallerThanTheKernelIsRefusedAsPyTorchRefusesIt) {
+  torch::manual_seed(0);
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(4, 4, 2).stride(2));
+  const auto x = torch::randn({2, 4, 1, 1});
+  EXPECT_THROW(conv->forward(x), c10::Error);
+  for (const bool channels_last : {false, true})
+    EXPECT_THROW(conv2d_forward(*conv, x, ConvKernels{channels_last, true}), c10::Error) << channels_last;
+  EXPECT_EQ(conv2d_forward(*conv, torch::randn({2, 4, 2, 2}), ConvKernels{false, true}).sizes(),
+            (std::vector<int64_t>{2, 4, 1, 1}));
+}
+
 // The cropped kernel's gradient goes straight into the weight's existing gradient (DDP's bucket view), added to what
 // is there: the padding taps keep their value, the live taps get the sum, and the gradient stays the same memory.
 TEST(ConvKernels, CroppedKernelGradientIsAddedIntoTheExistingGradientInPlace) {

@@ -137,6 +137,8 @@ def op_cases():
 def policy(name):
     if name == "ta_wide":
         return v2.TrivialAugmentWide()
+    if name == "ta_wide_bilinear":
+        return v2.TrivialAugmentWide(interpolation=INTERP["bilinear"])
     if name == "rand_augment":
         return v2.RandAugment()
     if name == "rand_augment_m15_n3":
@@ -147,6 +149,8 @@ def policy(name):
         return v2.AugMix()
     if name == "augmix_s7":
         return v2.AugMix(severity=7)
+    if name == "augmix_nearest":
+        return v2.AugMix(interpolation=INTERP["nearest"])
     raise ValueError(name)
 
 
@@ -162,7 +166,8 @@ def main():
                 write(outdir, case["out"], functional(case, IMAGES[src]))
                 cases.append(case)
     elif mode == "policies":
-        for name in ("ta_wide", "rand_augment", "rand_augment_m15_n3", "imagenet", "augmix", "augmix_s7"):
+        for name in ("ta_wide", "ta_wide_bilinear", "rand_augment", "rand_augment_m15_n3", "imagenet", "augmix",
+                     "augmix_s7", "augmix_nearest"):
             for src in ("square", "odd"):
                 for seed in range(40):
                     t = policy(name)

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 
 namespace ddp::test {
 namespace {
@@ -122,7 +123,9 @@ TEST(MathModes, AmpDtypeNamesAndTheCpuDefault) {
 
 // model.memory_format = "auto" on the CPU: net's channels_last in float32, contiguous under autocast (oneDNN's NHWC
 // kernels in bfloat16 and float16 are the slower ones there). The weights are bit for bit those of the layout named
-// outright, and not those of the other layout.
+// outright, and not those of the other layout. Where a CPU's kernels train both layouts to the same bits in one
+// autocast dtype (oneDNN's bfloat16 convolutions on AVX-512 BF16 reorder both into one blocked layout), that dtype
+// cannot tell them apart; float32 and at least one of the two autocast dtypes must.
 TEST(MathModes, AutoMemoryFormatOnTheCpuIsNetsChannelsLastInFloat32AndContiguousUnderAutocast) {
   TempDir dir;
   const std::string cfg = write_tiny_job(dir, 128, 64, 32, {"data.batch_size=32", "metrics.progress=plain"});
@@ -132,6 +135,7 @@ TEST(MathModes, AutoMemoryFormatOnTheCpuIsNetsChannelsLastInFloat32AndContiguous
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return read_file(dir / (name + "/model.pt"));
   };
+  int autocast_told_apart = 0;
   for (const std::string dtype : {"", "bfloat16", "float16"}) {
     SCOPED_TRACE(dtype.empty() ? "float32" : dtype);
     const std::string amp = dtype.empty() ? "" : "--amp.enabled=true --amp.dtype=" + dtype;
@@ -139,9 +143,16 @@ TEST(MathModes, AutoMemoryFormatOnTheCpuIsNetsChannelsLastInFloat32AndContiguous
     const std::string automatic = trained(tag + "_auto", amp);
     const std::string nhwc = trained(tag + "_nhwc", amp + " --model.memory_format=channels_last");
     const std::string nchw = trained(tag + "_nchw", amp + " --model.memory_format=contiguous");
-    ASSERT_NE(nhwc, nchw) << "the two layouts trained to the same bits: this run cannot tell them apart";
+    if (nhwc == nchw) {
+      ASSERT_FALSE(dtype.empty()) << "the two layouts trained to the same bits in float32: this run cannot tell them "
+                                     "apart";
+      std::cout << "[ figures ] " << dtype << ": both layouts train to the same bits on this CPU\n";
+      continue;
+    }
+    autocast_told_apart += !dtype.empty();
     EXPECT_EQ(automatic, dtype.empty() ? nhwc : nchw);
   }
+  EXPECT_GE(autocast_told_apart, 1) << "neither autocast dtype tells the layouts apart";
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(TrainValues, HugeBatchSizeEpochsOrTimeoutAreRefusedNamingTheKey) {
   expect_refused(cfg, "--training.epochs=4611686018427387904", 2,
                  "error: --training.epochs=4611686018427387904: training.epochs must be >= 0 and <= ");
   expect_refused(cfg, "--dist.timeout_s=1e300", 2,
-                 "error: --dist.timeout_s=1e300: dist.timeout_s must be > 0.0 and <= 604800.0");
+                 "error: --dist.timeout_s=1e300: dist.timeout_s must be >= 0.001 and <= 604800.0");
   // The largest epochs with max_steps: epochs x steps per epoch does not overflow; max_steps ends the run.
   expect_trains(cfg, "--training.epochs=1000000 --training.max_steps=2 --data.batch_size=8");
 }
