@@ -477,8 +477,8 @@ struct TrainingConfig {
                                .at_most(kMaxSteps));
     key(s.ema_adjust, Key("ema_adjust",
                           "torchvision's reference train.py: the EMA decays by 1 - min(1, (1 - ema_decay) x world size "
-                          "x data.batch_size x ema_every_steps / epochs), and during lr_scheduler's warmup each "
-                          "update copies the weights"));
+                          "x data.batch_size x training.grad_accum_steps x ema_every_steps / epochs), and during "
+                          "lr_scheduler's warmup each update copies the weights"));
     key(s.on_nonfinite, Key("on_nonfinite",
                             "a step whose gradients are not finite (no loss scaler to handle it): stop every rank, "
                             "or skip it on every rank (no optimizer step, counted)")

@@ -5,6 +5,7 @@
 #include "distributed/compress_hook.h"
 #include "distributed/ddp_reducer.h"
 #include "distributed/powersgd_hook.h"
+#include "distributed/reduce.h"
 #include "distributed/skip_zero_hook.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -18,7 +19,6 @@
 namespace ddp {
 namespace {
 
-constexpr size_t kBroadcastBucketBytes = 250u * 1024 * 1024;  // DDP's broadcast_bucket_size
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;            // dist._DEFAULT_FIRST_BUCKET_BYTES
 constexpr size_t kNamedUnused = 8;  // parameters named in the error for gradients that never came
 
@@ -64,16 +64,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     }
   buffers_ = module_->buffers();
 
-  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
-  c10d::verify_params_across_processes(ctx_.group, params_, std::nullopt);
   {
-    // _sync_module_states: parameters then buffers, from rank 0.
-    torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> states;
-    for (auto& p : module_->parameters()) states.push_back(p.detach());
-    for (auto& b : buffers_) states.push_back(b.detach());
-    if (!states.empty()) c10d::broadcast_coalesced(ctx_.group, states, kBroadcastBucketBytes, 0);
+    PhaseScope waiting(*ctx_.activity, Phase::kCollective);
+    c10d::verify_params_across_processes(ctx_.group, params_, std::nullopt);
   }
+  // _sync_module_states: parameters then buffers, from rank 0.
+  std::vector<at::Tensor> states = module_->parameters();
+  states.insert(states.end(), buffers_.begin(), buffers_.end());
+  broadcast_from_rank0(ctx_, states);
 
   const int64_t bucket_bytes_cap = static_cast<int64_t>(cfg_.bucket_cap_mb * 1024 * 1024);
   std::vector<bool> expect_sparse(params_.size(), false);
@@ -152,14 +150,7 @@ void DistributedDataParallel::all_gradients_computed() {
 
 c10d::Reducer& DistributedDataParallel::reducer() { return *reducer_; }
 
-void DistributedDataParallel::sync_buffers() {
-  if (buffers_.empty()) return;
-  PhaseScope waiting(*ctx_.activity, Phase::kCollective);
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs;
-  for (auto& b : buffers_) bufs.push_back(b.detach());
-  c10d::broadcast_coalesced(ctx_.group, bufs, kBroadcastBucketBytes, 0);
-}
+void DistributedDataParallel::sync_buffers() { broadcast_from_rank0(ctx_, buffers_); }
 
 // Rank 0 logs the residuals' norm: at a logged step the hook adds up their squares as it forms them.
 void DistributedDataParallel::begin_step(bool logged) {

@@ -3,6 +3,7 @@
 #include "distributed/reduce.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
 
 namespace ddp {
 
@@ -41,6 +42,16 @@ void barrier(const DistContext& ctx) {
   if (!ctx.distributed()) return;
   PhaseScope waiting(*ctx.activity, Phase::kCollective);
   ctx.group->barrier()->wait();
+}
+
+void broadcast_from_rank0(const DistContext& ctx, const std::vector<torch::Tensor>& tensors) {
+  if (!ctx.distributed() || tensors.empty()) return;
+  constexpr size_t kBroadcastBucketBytes = 250u * 1024 * 1024;  // DDP's broadcast_bucket_size
+  PhaseScope waiting(*ctx.activity, Phase::kCollective);
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> detached;
+  for (const auto& t : tensors) detached.push_back(t.detach());
+  c10d::broadcast_coalesced(ctx.group, detached, kBroadcastBucketBytes, 0);
 }
 
 AsyncAllReduceMax::~AsyncAllReduceMax() {

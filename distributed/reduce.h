@@ -19,6 +19,9 @@ std::vector<int64_t> all_reduce_sum_exact(const DistContext& ctx, const std::vec
 double all_reduce_max(const DistContext& ctx, double value);
 // Blocks until every rank arrives.
 void barrier(const DistContext& ctx);
+// Rank 0's values of `tensors` in every rank's tensors, in place: DDP's _sync_module_states (c10d's
+// broadcast_coalesced in buckets of DDP's broadcast_bucket_size, 250 MiB).
+void broadcast_from_rank0(const DistContext& ctx, const std::vector<torch::Tensor>& tensors);
 
 // A MAX all-reduce of one value that runs while the caller goes on: start() now, wait() for it later (every
 // rank must start() in the same order relative to its other collectives, as for any collective).

@@ -36,6 +36,7 @@ void AveragedModel::update(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> ema = averaged_tensors(*average_), current = averaged_tensors(model);
   TORCH_CHECK(ema.size() == current.size(), "AveragedModel: the average and the model differ in their tensors");
+  holds_weights_ = true;
   if (n_averaged_++ == 0) {
     for (size_t i = 0; i < ema.size(); ++i) ema[i].copy_(current[i]);
     return;
@@ -64,10 +65,12 @@ void AveragedModel::load_state_dict(const c10::impl::GenericDict& state) {
   const c10::IValue* count = ckpt_optional_entry(state, "ema_n_averaged");
   if (!tensors || !count) {
     n_averaged_ = 0;
+    holds_weights_ = false;
     return;
   }
   apply_state(*average_, tensor_dict(*tensors, "checkpoint entry \"ema\""), "checkpoint entry \"ema\"");
   n_averaged_ = ckpt_int_entry(*count, "ema_n_averaged");
+  holds_weights_ = true;
 }
 
 }  // namespace ddp

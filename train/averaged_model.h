@@ -37,9 +37,12 @@ class AveragedModel {
   void update(const torch::nn::Module& model);
   Classifier& model() { return *average_; }
   int64_t updates() const { return n_averaged_; }
+  // Whether the average holds weights: updated at least once (a restart during the warmup keeps the weights it copied),
+  // or restored from a checkpoint that holds it. torchvision's train.py evaluates it at every evaluation from then on.
+  bool holds_weights() const { return holds_weights_; }
   // An update that a replayed CUDA graph ran (its kernels were captured from update()): counted here.
   void count_replayed_update() {
-    if (average_) ++n_averaged_;
+    if (average_) ++n_averaged_, holds_weights_ = true;
   }
 
   // Checkpoint entries: "ema" (name -> tensor, the averaged module's state_dict) and "ema_n_averaged".
@@ -52,6 +55,7 @@ class AveragedModel {
   double decay_;
   EmaSchedule schedule_;
   int64_t n_averaged_ = 0;
+  bool holds_weights_ = false;
 };
 
 }  // namespace ddp

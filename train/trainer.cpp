@@ -251,10 +251,13 @@ std::string Trainer::ended_by() const {
 double Trainer::ema_decay() const {
   const TrainingConfig& t = cfg_.training;
   if (!t.ema_adjust) return t.ema_decay;
-  // references/classification/train.py: adjust = world_size * batch_size * model_ema_steps / epochs;
-  // alpha = min(1.0, (1 - model_ema_decay) * adjust); decay = 1 - alpha.
+  // references/classification/train.py: adjust = world_size * batch_size * model_ema_steps / epochs, the inverse of
+  // the updates in a run up to the dataset's size (pycls' total_ema_updates); alpha = min(1.0, (1 - model_ema_decay)
+  // * adjust); decay = 1 - alpha. An optimizer step takes grad_accum_steps micro-batches, so an update every
+  // ema_every_steps steps is one every batch_size * grad_accum_steps * ema_every_steps samples of a rank.
   const double adjust = static_cast<double>(ctx_.world_size) * static_cast<double>(cfg_.data.batch_size) *
-                        static_cast<double>(t.ema_every_steps) / static_cast<double>(t.epochs);
+                        static_cast<double>(t.grad_accum_steps) * static_cast<double>(t.ema_every_steps) /
+                        static_cast<double>(t.epochs);
   return 1.0 - std::min(1.0, (1.0 - t.ema_decay) * adjust);
 }
 

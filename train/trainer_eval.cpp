@@ -61,7 +61,11 @@ void Trainer::evaluate_and_report(const std::string& label) {
   PhaseScope phase(*ctx_.activity, Phase::kEval);
   const auto began = std::chrono::steady_clock::now();
   EvalRecord e = evaluate();
-  if (ema_->enabled() && ema_->updates() > 0) {
+  if (ema_->enabled() && ema_->holds_weights()) {
+    // Every rank averages its own BatchNorm statistics (as AveragedModel under DDP does); rank 0's average is the one
+    // saved (model_ema.pt, checkpoints), so every rank evaluates rank 0's buffers: the accuracy reported is that
+    // model's, whatever the world size.
+    broadcast_from_rank0(ctx_, ema_->model().buffers());
     const EvalRecord averaged = evaluate(&ema_->model());
     e.loss_ema = averaged.loss;
     e.accuracy_ema = averaged.accuracy;
