@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
@@ -196,7 +197,7 @@ void GradScaler::check_state_dict(const c10::impl::GenericDict& state) {
     const double x = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : 0.0;
     const std::string key = item.key().isString() ? item.key().toStringRef() : "?";
     const bool ok = (v.isDouble() || v.isInt()) && std::isfinite(x) &&
-                    (key == "_growth_tracker"   ? x >= 0 && x < kMaxSteps
+                    (key == "_growth_tracker"   ? x >= 0 && x <= std::numeric_limits<int32_t>::max()
                      : key == "growth_interval" ? x >= 1 && x <= kMaxSteps
                                                 : x > 0);
     if (!ok) throw std::runtime_error("checkpoint entry \"scaler\" field \"" + key + "\" is out of range");

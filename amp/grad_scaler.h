@@ -64,7 +64,7 @@ class GradScaler {
   void load_state_dict(const c10::impl::GenericDict& state);
   // Range checks of a state_dict() read from a file (a crafted or damaged one must not set a NaN or zero scale):
   // throws std::runtime_error naming the field that is not a finite number in its range (growth_interval as
-  // amp.growth_interval's, so that a run resumes from its own checkpoints).
+  // amp.growth_interval's, so that a run resumes from its own checkpoints; _growth_tracker an int32, as its tensor).
   static void check_state_dict(const c10::impl::GenericDict& state);
 
  private:

@@ -157,8 +157,11 @@ class ConvNeXt : public Classifier {
 constexpr int64_t kSmallestSide = 32;
 
 std::optional<BrokenRule> check_convnext(const Config& cfg) {
+  // data.image_size is a side the model sees unless both crops are set (a dataset of image files resolves them).
+  const bool crops = cfg.data.train_crop_size != 0 && cfg.data.val_crop_size != 0;
   for (const ImageSide& side : image_sides(cfg))
-    if ((side.value != 0 || side.key == std::string("data.image_size")) && side.value < kSmallestSide)
+    if (side.key == std::string("data.image_size") ? !crops && side.value < kSmallestSide
+                                                   : side.value != 0 && side.value < kSmallestSide)
       return BrokenRule{{side.key, "model.name"},
                         "model.name = \"" + cfg.model.name.name + "\" downsamples by 32 without padding (a 4x4 " +
                             "stride-4 stem, three 2x2 stride-2 convolutions): " + side.key + " = " +

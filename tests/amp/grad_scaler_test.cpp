@@ -141,7 +141,7 @@ TEST(GradScalerTest, MisuseBeforeScaleAndBadOptionsThrow) {
 
 // A checkpoint's scaler state passes the range check with any growth_interval amp.growth_interval takes (2**31 - 1,
 // a common way to turn growth off, and its largest), so that a run resumes from its own checkpoints; a tracker of
-// 2**31 - 2 is that interval's last before growth. Zero, NaN and a tracker past the interval's largest are refused.
+// 2**31 - 2 is that interval's last before growth. Zero, NaN and a tracker past int32 (its tensor's type) are refused.
 TEST(GradScalerTest, StateRangesAreTheConfigsRanges) {
   AmpConfig amp;
   amp.growth_interval = int64_t{1} << 31;
@@ -158,7 +158,7 @@ TEST(GradScalerTest, StateRangesAreTheConfigsRanges) {
   for (const auto& [key, bad] :
        std::vector<std::pair<std::string, c10::IValue>>{{"growth_interval", int64_t{0}},
                                                         {"growth_interval", static_cast<int64_t>(kMaxSteps) + 1},
-                                                        {"_growth_tracker", static_cast<int64_t>(kMaxSteps)},
+                                                        {"_growth_tracker", int64_t{3000000000}},
                                                         {"scale", 0.0},
                                                         {"scale", std::nan("")}}) {
     auto broken = scaler.state_dict();

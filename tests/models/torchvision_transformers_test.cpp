@@ -170,7 +170,11 @@ TEST(VitConfig, ImageSizeMustBeAMultipleOf16) {
       << error({"data.image_size=40"});
   const std::string folder = error({"data.dataset=image_folder", "data.image_size=32", "data.val_crop_size=48"});
   EXPECT_NE(folder.find("data.val_crop_size = 48 differs from data.image_size = 32"), std::string::npos) << folder;
-  EXPECT_EQ(error({"model.name=convnext_tiny", "data.image_size=40"}), "");  // ConvNeXt takes any size
+  EXPECT_EQ(error({"model.name=convnext_tiny", "data.image_size=40"}), "");  // ConvNeXt takes any size from 32
+  // An image size the model never sees (both crops set) is no side of ConvNeXt's.
+  EXPECT_EQ(error({"model.name=convnext_tiny", "data.dataset=image_folder", "data.image_size=24",
+                   "data.train_crop_size=64", "data.val_crop_size=64", "data.val_resize_size=64"}),
+            "");
   TempDir dir;
   const std::string cfg = write_mnist_job(dir, dir / "data", {"model.name=vit_b_16", "job.out_dir=" + dir / "out"});
   const CommandResult run = run_command(ddptrain_path() + " " + cfg + " --data.dataset=synthetic --data.image_size=40");
