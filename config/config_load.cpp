@@ -531,9 +531,11 @@ void check_consistency(const Config& cfg, const std::string& source, const KeyLo
              "-channel images, but model.in_channels = " + std::to_string(cfg.model.in_channels) +
              "; set model.in_channels = " + std::to_string(facts.channels) + " or leave it unset");
   // The labels a dataset holds: 0 .. num_classes - 1 of its row, or one per class folder of train/ (torchvision's
-  // find_classes); a classifier with fewer outputs cannot take them (fewer folders: the dataset's own error).
+  // find_classes); a classifier with fewer outputs cannot take them (fewer folders: the dataset's own error). An unset
+  // model.num_classes is the folders' count already (resolve_defaults), so only a set one has the folders read again.
+  const bool count_folders = facts.class_folders && is_set(locations, "model.num_classes");
   const int64_t classes =
-      facts.class_folders ? static_cast<int64_t>(sorted_subfolders(cfg.data.dir + "/train").size()) : facts.num_classes;
+      count_folders ? static_cast<int64_t>(sorted_subfolders(cfg.data.dir + "/train").size()) : facts.num_classes;
   if (classes >= 2 && cfg.model.num_classes < classes)
     fail({"model.num_classes", "data.dataset"},
          dataset + " has " + std::to_string(classes) + " classes" +

@@ -41,6 +41,20 @@ torch::Tensor image_folder_raw(const std::string& path, std::vector<int64_t> sha
   return t;
 }
 
+// ROOT/{train,val}/{a,b}/x.jpg, each the uint8 array `img` that `image_lines` (Python, numpy as np) define, saved by
+// PIL at JPEG `quality`.
+void write_pil_jpeg_folder(const std::string& root, const std::string& image_lines, int quality) {
+  const CommandResult made =
+      run_command(python() + " -c \"import os, sys, numpy as np; from PIL import Image\n" + image_lines +
+                  "for split in ('train', 'val'):\n"
+                  "    for k in ('a', 'b'):\n"
+                  "        os.makedirs(os.path.join(sys.argv[1], split, k), exist_ok=True)\n"
+                  "        Image.fromarray(img).save(os.path.join(sys.argv[1], split, k, 'x.jpg'), "
+                  "quality=" +
+                  std::to_string(quality) + ")\n\" " + root);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+}
+
 Config image_folder_config(const std::string& dir, const std::vector<std::string>& keys = {}) {
   std::vector<std::string> all = {"data.dataset=image_folder", "data.dir=" + dir, "model.name=resnet18"};
   all.insert(all.end(), keys.begin(), keys.end());
@@ -240,19 +254,12 @@ TEST(ImageTransforms, TrainingCropScaleKeepsTheScaledCropAtLeastTheOutputSize) {
 TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCrop) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
-  const auto made = run_command(
-      python() +
-      " -c \"import os, sys, numpy as np; from PIL import Image\n"
-      "y, x = np.mgrid[0:480, 0:640] / 40.0\n"
-      "img = np.stack([128 + 100 * np.sin(x + y / 3), 128 + 90 * np.cos(y - x / 2), 128 + 80 * np.sin(x * y / 30)], "
-      "-1).astype(np.uint8)\n"
-      "for split in ('train', 'val'):\n"
-      "    for k in ('a', 'b'):\n"
-      "        os.makedirs(os.path.join(sys.argv[1], split, k), exist_ok=True)\n"
-      "        Image.fromarray(img).save(os.path.join(sys.argv[1], split, k, 'x.jpg'), quality=90)\n"
-      "\" " +
-      dir / "f");
-  ASSERT_EQ(made.exit_code, 0) << made.output;
+  ASSERT_NO_FATAL_FAILURE(
+      write_pil_jpeg_folder(dir / "f",
+                            "y, x = np.mgrid[0:480, 0:640] / 40.0\n"
+                            "img = np.stack([128 + 100 * np.sin(x + y / 3), 128 + 90 * np.cos(y - x / 2), "
+                            "128 + 80 * np.sin(x * y / 30)], -1).astype(np.uint8)\n",
+                            90));
   const Config cfg = image_folder_config(dir / "f", {"data.image_size=64"});
   const Dataset ds = load_dataset(cfg.data, cfg.model, 0, {});
   const DecodedImage full = read_image(dir / "f/train/a/x.jpg", {});
@@ -285,19 +292,12 @@ TEST(ImageFolder, LargeTrainingCropsAreDecodedScaledAndStayCloseToTheFullSizeCro
 TEST(ImageFolder, AScaledEvaluationDecodeIsResizedAsTheFullImage) {
   if (!python_has_modules("PIL, numpy")) GTEST_SKIP() << python() << " does not have PIL, numpy";
   TempDir dir;
-  const auto made = run_command(
-      python() +
-      " -c \"import os, sys, numpy as np; from PIL import Image\n"
+  ASSERT_NO_FATAL_FAILURE(write_pil_jpeg_folder(
+      dir / "f",
       "y, x = np.mgrid[0:131, 0:262]\n"
-      "img = np.stack([128 + 100 * np.sin(2 * np.pi * x / 40), 128 + 90 * np.cos(2 * np.pi * y / 50), 0 * x + 128], "
-      "-1).astype(np.uint8)\n"
-      "for split in ('train', 'val'):\n"
-      "    for k in ('a', 'b'):\n"
-      "        os.makedirs(os.path.join(sys.argv[1], split, k), exist_ok=True)\n"
-      "        Image.fromarray(img).save(os.path.join(sys.argv[1], split, k, 'x.jpg'), quality=95)\n"
-      "\" " +
-      dir / "f");
-  ASSERT_EQ(made.exit_code, 0) << made.output;
+      "img = np.stack([128 + 100 * np.sin(2 * np.pi * x / 40), 128 + 90 * np.cos(2 * np.pi * y / 50), "
+      "0 * x + 128], -1).astype(np.uint8)\n",
+      95));
   const Config cfg = image_folder_config(dir / "f", {"data.image_size=32", "data.resize_size=32"});
   const std::string path = dir / "f/val/a/x.jpg";
   const SampleTransforms eval(cfg.data, /*train=*/false);
