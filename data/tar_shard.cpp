@@ -31,6 +31,9 @@ bool metadata(const std::string& name) {
 
 // What a member's bytes are reserved up front at most: a header may claim any size, and the bytes read decide.
 constexpr la_int64_t kMaxReserve = la_int64_t{1} << 24;
+// What one member may hold at most, a sparse member's holes included (libarchive expands GNU and PAX sparse
+// members, and a GNU header's real-size field, to their full size): a header can claim any size at all.
+constexpr la_int64_t kMaxMemberBytes = la_int64_t{1} << 28;
 
 // Whether `name` is absolute or has a ".." part.
 bool escapes(const std::string& name) {
@@ -114,14 +117,29 @@ bool TarShardReader::next_member(std::string& member_name, std::string& bytes, i
       fail("member \"" + member_name +
            "\": an absolute name or one with a \"..\" part (ddptrain only reads members, and refuses such names)");
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
+    const auto too_big = [&](la_int64_t claimed) {
+      fail("member \"" + member_name + "\": " + std::to_string(claimed) + " bytes, over the " +
+           std::to_string(kMaxMemberBytes) + " ddptrain reads for one member");
+    };
+    if (size > kMaxMemberBytes) too_big(size);
     bytes.clear();
     if (size > 0) bytes.reserve(static_cast<size_t>(std::min(size, kMaxReserve)));
-    char buf[1 << 16];
+    // Block by block, as archive_read_data reads them: a sparse member's holes read as zeros.
     while (true) {
-      const la_ssize_t n = archive_read_data(archive_, buf, sizeof buf);
-      if (n < 0) fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
-      if (n == 0) break;
-      bytes.append(buf, static_cast<size_t>(n));
+      const void* block = nullptr;
+      size_t length = 0;
+      la_int64_t at = 0;
+      const int got = archive_read_data_block(archive_, &block, &length, &at);
+      // The end comes with the member's full size as its place: a trailing hole pads up to it.
+      if (got != ARCHIVE_OK && got != ARCHIVE_EOF)
+        fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
+      if (at < static_cast<la_int64_t>(bytes.size()))
+        fail("member \"" + member_name + "\": its sparse blocks are out of order");
+      if (at > kMaxMemberBytes || static_cast<la_int64_t>(length) > kMaxMemberBytes - at)
+        too_big(at > kMaxMemberBytes ? at : at + static_cast<la_int64_t>(std::min<size_t>(length, kMaxMemberBytes)));
+      bytes.resize(static_cast<size_t>(at), '\0');
+      if (length > 0) bytes.append(static_cast<const char*>(block), length);
+      if (got == ARCHIVE_EOF) break;
     }
     if (size >= 0 && static_cast<la_int64_t>(bytes.size()) != size)
       fail("member \"" + member_name + "\": its header says " + std::to_string(size) + " bytes, the shard holds " +

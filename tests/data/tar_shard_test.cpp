@@ -251,6 +251,14 @@ tar(d + "/twice.tar", [("a.jpg", b"1"), ("a.jpg", b"2")])
 open(d + "/empty.tar", "wb").close()
 tar(d + "/no_sample.tar", [("README", b"nothing here")])
 open(d + "/not_a_tar.tar", "wb").write(b"this is not a tar file at all" * 40)
+# A GNU header whose real-size field (offset 483, base-256) claims 2^29 + 1 bytes for a two-byte member, which
+# libarchive reads as the member's size and pads it to with zeros.
+tar(d + "/huge.tar", [("a.jpg", b"12"), ("a.cls", b"1")])
+data = bytearray(open(d + "/huge.tar", "rb").read())
+data[483:495] = bytes([0x80]) + ((1 << 29) + 1).to_bytes(11, "big")
+data[148:156] = b" " * 8
+data[148:156] = b"%06o\0 " % sum(data[:512])
+open(d + "/huge.tar", "wb").write(bytes(data))
 )";
 
 // The error reading the whole shard `path` (called `name`) gives; "" when none.
@@ -284,7 +292,44 @@ TEST(TarShards, ABadShardIsOneLineNamingItAndItsMember) {
   expect_error("empty.tar", "holds no sample");
   expect_error("no_sample.tar", "holds no sample");
   expect_error("not_a_tar.tar", "");
+  expect_error("huge.tar", "member \"a.jpg\": 536870913 bytes, over the 268435456 ddptrain reads for one member");
   EXPECT_NE(first_error(dir / "missing.tar", "missing.tar").find("shard missing.tar: "), std::string::npos);
+}
+
+// A sparse member written by GNU tar (--sparse): its bytes are the ones Python's tarfile expands it to, holes read as
+// zeros.
+TEST(TarShards, ASparseMembersBytesAreTheOnesTarfileExpandsItTo) {
+  TempDir dir;
+  const CommandResult made = run_command(python() + " -c " + shell_quote(R"(
+import os, subprocess, sys, tarfile
+d = sys.argv[1]
+os.makedirs(d + "/in")
+with open(d + "/in/s.bin", "wb") as f:
+    f.write(b"head")
+    f.seek(3 << 20)
+    f.write(b"middle" * 1000)
+    f.seek(9 << 20)
+    f.write(b"tail")
+    f.truncate((9 << 20) + 8192)
+open(d + "/in/s.cls", "w").write("1")
+subprocess.check_call(["tar", "--sparse", "--format=gnu", "-cf", d + "/sparse.tar", "-C", d + "/in", "s.bin", "s.cls"])
+with tarfile.open(d + "/sparse.tar") as t:
+    member = t.getmember("s.bin")
+    assert member.issparse()
+    open(d + "/expected.bin", "wb").write(t.extractfile(member).read())
+)") + " " + dir.path());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string expected = read_file(dir / "expected.bin");
+  ASSERT_EQ(expected.size(), (9u << 20) + 8192u);
+  TarShardReader reader(dir / "sparse.tar", "sparse.tar");
+  const std::optional<ShardSample> sample = reader.next();
+  ASSERT_TRUE(sample);
+  EXPECT_EQ(sample->key, "s");
+  const std::string* bytes = sample->find("bin");
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->size(), expected.size());
+  EXPECT_TRUE(*bytes == expected);
+  EXPECT_FALSE(reader.next());
 }
 
 }  // namespace
