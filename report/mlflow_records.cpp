@@ -32,8 +32,10 @@ MlflowRunSpec mlflow_run_spec(const Config& cfg) {
   spec.experiment = cfg.metrics.mlflow_experiment.empty() ? cfg.job.name : cfg.metrics.mlflow_experiment;
   spec.run_name = cfg.job.name;
   spec.tags = {{"ddptrain.version", DDPTRAIN_VERSION}};
-  for (const KeyInfo& key : describe_keys(cfg))  // "auto" of an int/auto key too
-    spec.params.emplace_back(key.section + "." + key.name, toml_unquoted(key.value));
+  for (const KeyInfo& key : describe_keys(cfg)) {  // "auto" of an int/auto key too
+    const std::string name = key.section + "." + key.name, value = toml_unquoted(key.value);
+    spec.params.emplace_back(name, value == spec.uri ? uri_without_userinfo(value) : value);  // no password shown
+  }
   return spec;
 }
 

@@ -150,8 +150,8 @@ void Reporter::end_run(MlflowStatus status, bool outputs) {
   warn_of_mlflow_failure();
   const int64_t dropped = mlflow_->records_dropped(), logged = mlflow_->records_logged();
   const std::string run = mlflow_->run_id();
-  const std::string where =
-      "MLflow run " + (run.empty() ? std::string("(not made)") : run) + " at " + mlflow_spec_->uri;
+  const std::string where = "MLflow run " + (run.empty() ? std::string("(not made)") : run) + " at " +
+                            uri_without_userinfo(mlflow_spec_->uri);
   if (dropped > 0)
     warning(where + ": " + std::to_string(dropped) + " of " + std::to_string(logged) + " records dropped");
   else

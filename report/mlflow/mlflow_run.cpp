@@ -63,16 +63,54 @@ std::string proxied_artifact_path(const std::string& artifact_uri) {
   return rest;
 }
 
-// "HTTP 400: the server's message" from an MLflow error answer ({"error_code": ..., "message": ...}).
+// An answer's JSON object; an empty one when the answer is not a JSON object (an HTML login page, say).
+Json parsed_object(const std::string& answer) {
+  Json j = Json::parse(answer, nullptr, false);
+  return j.is_object() ? j : Json::object();
+}
+
+// The string at `pointer` in `j`; "" when there is none or it is not a string.
+std::string text_at(const Json& j, const Json::json_pointer& pointer) {
+  try {
+    if (!j.contains(pointer)) return "";
+    const Json& v = j.at(pointer);
+    return v.is_string() ? v.get<std::string>() : "";
+  } catch (const Json::exception&) {
+    return "";
+  }
+}
+
+// A request's body: bytes that are not UTF-8 (a path given on the command line, say) become U+FFFD.
+std::string body_of(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// The first `limit` bytes of `text`, cut back to a UTF-8 character's start.
+std::string cut_utf8(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+// "HTTP 400: the server's message" from an MLflow error answer ({"error_code": ..., "message": ...}), on one line.
 std::string http_error(long status, const std::string& body) {
-  std::string message;
-  const Json j = Json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) message = j["message"];
+  std::string message = text_at(parsed_object(body), "/message"_json_pointer);
   if (message.empty()) message = body.substr(0, 200);
+  for (char& c : message)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
 }
 
 }  // namespace
+
+std::string uri_without_userinfo(const std::string& uri) {
+  const size_t scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  const size_t host = scheme + 3;
+  const size_t end = std::min(uri.find_first_of("/?#", host), uri.size());
+  const size_t at = uri.rfind('@', end == 0 ? 0 : end - 1);
+  if (at == std::string::npos || at < host) return uri;
+  return uri.substr(0, host) + uri.substr(at + 1);
+}
 
 MlflowRun::MlflowRun(MlflowRunSpec spec, std::string resumed_run_id) : spec_(std::move(spec)) {
   while (!spec_.uri.empty() && spec_.uri.back() == '/') spec_.uri.pop_back();
@@ -149,7 +187,7 @@ std::string MlflowRun::take_first_failure() {
 void MlflowRun::failed(const std::string& what) {
   retry_at_ = Clock::now() + kRetryPause;
   std::lock_guard<std::mutex> lock(mu_);
-  if (first_failure_.empty()) first_failure_ = spec_.uri + ": " + what;
+  if (first_failure_.empty()) first_failure_ = uri_without_userinfo(spec_.uri) + ": " + what;
   done_cv_.notify_all();
 }
 
@@ -160,6 +198,7 @@ bool MlflowRun::call(const std::string& method, const std::string& path, const s
   request.url = spec_.uri + path;
   request.body = body;
   request.upload_path = upload;
+  request.moved = &last_answer_;
   if (!upload.empty()) request.timeout_s = 3600;  // an artifact takes what end()'s wait leaves it
   const RestReply reply = rest_call(request, abandon_);
   if (status) *status = reply.status;
@@ -189,10 +228,9 @@ bool MlflowRun::start_run() {
       run_id_.clear();
       resumed_ = false;
     } else {
-      const Json run = Json::parse(answer, nullptr, false);
-      artifact_uri_ = run.value("/run/info/artifact_uri"_json_pointer, std::string());
+      artifact_uri_ = text_at(parsed_object(answer), "/run/info/artifact_uri"_json_pointer);
       const Json update = {{"run_id", run_id()}, {"status", "RUNNING"}};
-      if (!call("POST", "/api/2.0/mlflow/runs/update", update.dump(), nullptr)) {
+      if (!call("POST", "/api/2.0/mlflow/runs/update", body_of(update), nullptr)) {
         artifact_uri_.clear();
         return false;
       }
@@ -204,11 +242,11 @@ bool MlflowRun::start_run() {
     long status = 0;
     if (call("GET", "/api/2.0/mlflow/experiments/get-by-name?experiment_name=" + url_escape(spec_.experiment, false),
              "", &answer, &status)) {
-      experiment_id_ = Json::parse(answer, nullptr, false).value("/experiment/experiment_id"_json_pointer, "");
+      experiment_id_ = text_at(parsed_object(answer), "/experiment/experiment_id"_json_pointer);
     } else if (status == 404) {
       const Json create = {{"name", spec_.experiment}};
-      if (!call("POST", "/api/2.0/mlflow/experiments/create", create.dump(), &answer)) return false;
-      experiment_id_ = Json::parse(answer, nullptr, false).value("experiment_id", "");
+      if (!call("POST", "/api/2.0/mlflow/experiments/create", body_of(create), &answer)) return false;
+      experiment_id_ = text_at(parsed_object(answer), "/experiment_id"_json_pointer);
     } else {
       return false;
     }
@@ -221,14 +259,14 @@ bool MlflowRun::start_run() {
     Json create = {{"experiment_id", experiment_id_}, {"run_name", spec_.run_name}, {"start_time", now_ms()}};
     create["tags"] = Json::array();
     for (const auto& [key, value] : spec_.tags) create["tags"].push_back({{"key", key}, {"value", value}});
-    if (!call("POST", "/api/2.0/mlflow/runs/create", create.dump(), &answer)) return false;
-    const Json run = Json::parse(answer, nullptr, false);
-    const std::string id = run.value("/run/info/run_id"_json_pointer, std::string());
+    if (!call("POST", "/api/2.0/mlflow/runs/create", body_of(create), &answer)) return false;
+    const Json run = parsed_object(answer);
+    const std::string id = text_at(run, "/run/info/run_id"_json_pointer);
     if (id.empty()) {
       failed("no run id in the answer to runs/create");
       return false;
     }
-    artifact_uri_ = run.value("/run/info/artifact_uri"_json_pointer, std::string());
+    artifact_uri_ = text_at(run, "/run/info/artifact_uri"_json_pointer);
     std::lock_guard<std::mutex> lock(mu_);
     run_id_ = id;
     done_cv_.notify_all();
@@ -241,10 +279,10 @@ bool MlflowRun::send_params() {
     Json batch = {{"run_id", run_id()}, {"params", Json::array()}};
     for (size_t i = first; i < std::min(spec_.params.size(), first + kMaxParamsPerBatch); ++i) {
       const auto& [key, value] = spec_.params[i];
-      batch["params"].push_back({{"key", key}, {"value", value.substr(0, kMaxParamValueLength)}});
+      batch["params"].push_back({{"key", key}, {"value", cut_utf8(value, kMaxParamValueLength)}});
     }
     // Logging the same value again is allowed, so a batch that failed half-way is simply sent again.
-    if (!call("POST", "/api/2.0/mlflow/runs/log-batch", batch.dump(), nullptr)) return false;
+    if (!call("POST", "/api/2.0/mlflow/runs/log-batch", body_of(batch), nullptr)) return false;
   }
   params_sent_ = true;
   return true;
@@ -255,10 +293,23 @@ bool MlflowRun::send_metrics(const std::vector<std::vector<MlflowMetric>>& recor
   for (const auto& record : records)
     for (const MlflowMetric& m : record)
       batch["metrics"].push_back({{"key", m.key}, {"value", m.value}, {"timestamp", m.timestamp_ms}, {"step", m.step}});
-  return call("POST", "/api/2.0/mlflow/runs/log-batch", batch.dump(), nullptr);
+  return call("POST", "/api/2.0/mlflow/runs/log-batch", body_of(batch), nullptr);
 }
 
 void MlflowRun::work() {
+  try {
+    talk();
+  } catch (const std::exception& e) {  // the client's own failure ends its talk, never the run
+    failed(std::string("the MLflow client stopped: ") + e.what());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  dropped_ += static_cast<int64_t>(queue_.size());
+  queue_.clear();
+  done_ = true;
+  done_cv_.notify_all();
+}
+
+void MlflowRun::talk() {
   bool started = false;
   for (;;) {
     bool ending = false;
@@ -297,11 +348,6 @@ void MlflowRun::work() {
       break;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  dropped_ += static_cast<int64_t>(queue_.size());
-  queue_.clear();
-  done_ = true;
-  done_cv_.notify_all();
 }
 
 // The artifacts first, the status last: a run whose upload was cut short is not marked as ended.
@@ -323,7 +369,7 @@ void MlflowRun::finish(MlflowStatus status, const std::vector<std::string>& arti
       return;
   }
   const Json update = {{"run_id", run_id()}, {"status", status_name(status)}, {"end_time", now_ms()}};
-  call("POST", "/api/2.0/mlflow/runs/update", update.dump(), nullptr);
+  call("POST", "/api/2.0/mlflow/runs/update", body_of(update), nullptr);
 }
 
 }  // namespace ddp

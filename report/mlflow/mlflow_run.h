@@ -29,6 +29,9 @@ struct MlflowRunSpec {
   std::vector<std::pair<std::string, std::string>> params, tags;
 };
 
+// `uri` without a "user:password@" part, as it is shown in messages and logged as a param.
+std::string uri_without_userinfo(const std::string& uri);
+
 // MLflow's RunStatus values a run ends with.
 enum class MlflowStatus { kFinished, kFailed, kKilled };
 
@@ -42,8 +45,9 @@ enum class MlflowStatus { kFinished, kFailed, kKilled };
 //   the thread for kRetryPause; the first failure is kept for the caller to report;
 // - end() uploads the artifacts through the server's artifact proxy (mlflow server --serve-artifacts:
 //   /api/2.0/mlflow-artifacts/artifacts/...) and sets the run's status; the exit wait (from the first of await_run()
-//   and end()) lasts at most kExitWait, and ends after kExitWaitUnanswered without an answer from the server (a
-//   server that does not answer costs the run that long); what is left then is abandoned.
+//   and end()) lasts at most kExitWait, and ends after kExitWaitUnanswered without an answer from the server or a
+//   byte moved (a server that does not answer costs the run that long); what is left then is abandoned;
+// - an answer that is not the JSON the API describes fails its request, as an error status does.
 // Limits from MLflow's mlflow/utils/validation.py.
 class MlflowRun {
  public:
@@ -69,13 +73,15 @@ class MlflowRun {
   void end(MlflowStatus status, std::vector<std::string> artifacts);
 
   std::string run_id() const;  // "" until the run is created (the resumed one's at once)
-  // The first failed request, once: "URI: what failed" ("" after that, and before any failure).
+  // The first failed request, once: "URI: what failed" (the URI without userinfo; "" after that, and before any
+  // failure).
   std::string take_first_failure();
   int64_t records_logged() const { return logged_; }  // queued by log()
   int64_t records_dropped() const { return dropped_; }
 
  private:
-  void work();
+  void work();  // the thread: talk(), then what is left in the queue dropped
+  void talk();
   bool start_run();
   bool send_params();
   bool send_metrics(const std::vector<std::vector<MlflowMetric>>& records);
@@ -99,7 +105,8 @@ class MlflowRun {
   std::vector<std::string> artifacts_;
   std::string first_failure_;
   bool failure_taken_ = false;
-  std::atomic<int64_t> last_answer_{0};  // steady_clock ticks when the server last answered (whatever its status)
+  // steady_clock ticks when the server last answered (whatever its status) or a byte last moved
+  std::atomic<int64_t> last_answer_{0};
   std::atomic<bool> abandon_{false};
   std::atomic<int64_t> logged_{0}, dropped_{0};
   std::chrono::steady_clock::time_point retry_at_{};

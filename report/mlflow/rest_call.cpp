@@ -70,8 +70,17 @@ RestReply rest_call(const RestRequest& request, const std::atomic<bool>& abandon
   }
   curl_multi_add_handle(multi.get(), h);
   int running = 1;
+  curl_off_t sent = 0, received = 0;
   while (running) {
     if (curl_multi_perform(multi.get(), &running) != CURLM_OK) break;
+    if (request.moved) {
+      curl_off_t up = 0, down = 0;
+      curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
+      curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
+      if (up != sent || down != received) *request.moved = std::chrono::steady_clock::now().time_since_epoch().count();
+      sent = up;
+      received = down;
+    }
     if (!running) break;
     if (abandon.load()) {
       curl_multi_remove_handle(multi.get(), h);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace ddp {
@@ -12,6 +14,9 @@ struct RestRequest {
   std::string body;         // sent with POST as application/json
   std::string upload_path;  // PUT: the file sent as the body (application/octet-stream)
   double connect_timeout_s = 3, timeout_s = 10;
+  // Where the request stores steady_clock ticks whenever bytes move either way (nullptr: nowhere), so that a waiter
+  // can tell a long transfer from a silent server.
+  std::atomic<int64_t>* moved = nullptr;
 };
 
 struct RestReply {

@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <regex>
+#include <thread>
 
 namespace ddp::test {
 namespace {
@@ -111,10 +114,65 @@ class SilentServer {
   }
   ~SilentServer() { ::close(fd_); }
   int port() const { return port_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1, port_ = 0;
 };
+
+// Answers every request it gets with `answer` (a whole HTTP response) on a thread of its own, each on a new
+// connection: a proxy's login page, say, or an error page.
+class AnsweringServer {
+ public:
+  explicit AnsweringServer(std::string answer) : silent_(), answer_(std::move(answer)) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{silent_.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        const int c = ::accept4(silent_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        std::string request;
+        char buf[4096];
+        size_t need = std::string::npos;  // the request's length, once its headers are in
+        while (need == std::string::npos || request.size() < need) {
+          pollfd q{c, POLLIN, 0};
+          if (::poll(&q, 1, 2000) <= 0) break;
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          request.append(buf, static_cast<size_t>(n));
+          const size_t head = request.find("\r\n\r\n");
+          if (need == std::string::npos && head != std::string::npos) {
+            std::smatch m;
+            const std::string headers = request.substr(0, head);
+            need =
+                head + 4 +
+                (std::regex_search(headers, m, std::regex("[Cc]ontent-[Ll]ength: *([0-9]+)")) ? std::stoul(m[1].str())
+                                                                                              : 0);
+          }
+        }
+        (void)!::send(c, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+        ::close(c);
+      }
+    });
+  }
+  ~AnsweringServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  int port() const { return silent_.port(); }
+
+ private:
+  SilentServer silent_;
+  std::string answer_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// An HTTP response of `status` with `body`.
+std::string http_answer(const std::string& status, const std::string& type, const std::string& body) {
+  return "HTTP/1.1 " + status + "\r\nContent-Type: " + type + "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
 
 struct TimedRun {
   CommandResult result;
@@ -145,6 +203,42 @@ TEST(MlflowTracking, ARefusingOrSilentServerNeitherStopsNorSlowsTheRun) {
     EXPECT_EQ(count_of(r.result.output, "warning: metrics.mlflow_uri " + uri + ": "), 1u) << r.result.output;
     EXPECT_NE(r.result.output.find("records dropped"), std::string::npos) << r.result.output;
     EXPECT_LT(r.seconds, alone.seconds + 2.0) << "alone " << alone.seconds << " s\n" << r.result.output;
+  }
+}
+
+// A server that answers what MLflow's API does not (a proxy's HTML page with 200, JSON without the fields asked for,
+// an error page of several lines), a run name that is not UTF-8, a URI with a password: the run goes on, with one
+// warning on one line naming the URI without its password.
+TEST(MlflowTracking, AnswersThatAreNotTheApisAreOneWarningLineAndThePasswordIsNeverShown) {
+  TempDir dir;
+  const std::string cfg = write_tiny_job(dir, 48, 16, 5,
+                                         {"job.out_dir=" + dir / "out", "data.batch_size=8", "training.max_steps=2",
+                                          "metrics.log_every_steps=1", "metrics.progress=plain"});
+  const std::string page = "<html>\n<body>\r\nSign in to continue\n</body>\n</html>\n";
+  const std::vector<std::pair<std::string, std::string>> servers = {
+      {http_answer("200 OK", "text/html", page), "no experiment id in the server's answer"},
+      {http_answer("200 OK", "application/json", R"({"experiment": {"experiment_id": "7"}, "run": 3})"),
+       "no run id in the answer to runs/create"},
+      {http_answer("200 OK", "application/json", R"({"experiment": {"experiment_id": 7}})"), "no experiment id"},
+      {http_answer("502 Bad Gateway", "text/html", page), "HTTP 502: <html> <body>  Sign in to continue"},
+  };
+  for (const auto& [answer, says] : servers) {
+    AnsweringServer server(answer);
+    ASSERT_GT(server.port(), 0);
+    const std::string uri = "http://127.0.0.1:" + std::to_string(server.port());
+    const std::string secret_uri = "http://ddp:s3cret-word@127.0.0.1:" + std::to_string(server.port());
+    // job.name, the run's name, ends in a byte that is not UTF-8 (a Latin-1 e acute).
+    const CommandResult r = run_command(ddptrain_path() + " " + cfg + " --metrics.mlflow_uri=" + secret_uri +
+                                        " --job.name=\"$(printf 'caf\\351')\" 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string warned = "warning: metrics.mlflow_uri " + uri + ": ";
+    ASSERT_EQ(count_of(r.output, warned), 1u) << r.output;
+    const size_t at = r.output.find(warned);
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find(says), std::string::npos) << line;
+    EXPECT_NE(line.find("training goes on"), std::string::npos) << line;
+    EXPECT_EQ(r.output.find("s3cret"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("at " + uri), std::string::npos) << r.output;
   }
 }
 
