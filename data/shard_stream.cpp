@@ -45,6 +45,16 @@ std::string index_source(const std::string& shard) {
 }
 
 ShardStream::ShardStream(const std::string& shard, bool compressed) : shard_(shard) {
+  try {
+    open(compressed);
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    release();
+    throw;
+  }
+}
+
+void ShardStream::open(bool compressed) {
+  const std::string& shard = shard_;
   if (pipe_shard(shard)) {
     int ends[2];
     if (::pipe2(ends, O_CLOEXEC) != 0) fail(std::string("cannot make a pipe: ") + std::strerror(errno));
@@ -83,27 +93,64 @@ ShardStream::ShardStream(const std::string& shard, bool compressed) : shard_(sha
   if (!compressed) return;
   archive_ = archive_read_new();
   if (!archive_) fail("libarchive cannot start a reader");
-  archive_read_support_filter_all(archive_);
+  support_shard_compression(archive_);
   archive_read_support_format_raw(archive_);
   struct archive_entry* entry = nullptr;
   if (archive_read_open_fd(archive_, fd_, 1 << 16) != ARCHIVE_OK ||
-      archive_read_next_header(archive_, &entry) != ARCHIVE_OK)
-    fail("cannot decompress: " + archive_why(archive_, "unreadable") + source_failure());
+      archive_read_next_header(archive_, &entry) != ARCHIVE_OK) {
+    const std::string why = "cannot decompress: " + archive_why(archive_, "unreadable") + source_failure();
+    fail(why + command_status_soon());
+  }
 }
 
-ShardStream::~ShardStream() {
+std::string ShardStream::command_status_soon() {
+  if (pid_ <= 0) return "";
+  ::close(fd_);  // a command still writing ends on a broken pipe
+  fd_ = -1;
+  for (int tries = 0; tries < 200; ++tries) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = 0;
+      if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        return " (the command exited with status " + std::to_string(WEXITSTATUS(status)) + ")";
+      if (WIFSIGNALED(status) && WTERMSIG(status) != SIGPIPE)
+        return " (the command was killed by signal " + std::to_string(WTERMSIG(status)) + ")";
+      return "";
+    }
+    if (r < 0 && errno != EINTR) return "";
+    ::usleep(10000);
+  }
+  return "";  // still running after 2 s: release() stops it
+}
+
+void ShardStream::release() {
   if (archive_) archive_read_free(archive_);
+  archive_ = nullptr;
   if (fd_ >= 0 && !body_) ::close(fd_);
+  fd_ = -1;
   if (pid_ > 0) {
     ::kill(-pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
+  pid_ = 0;
 }
+
+ShardStream::~ShardStream() { release(); }
 
 std::string ShardStream::ended() {
   if (body_) return body_->ended();
   if (pid_ <= 0) return "";
+  // Past a compressed stream's end the command may still write (trailing bytes): read them, as a reader of the
+  // whole output would, so that it can end.
+  if (archive_ && fd_ >= 0) {
+    char sink[1 << 14];
+    for (;;) {
+      const ssize_t got = ::read(fd_, sink, sizeof sink);
+      if (got == 0 || (got < 0 && errno != EINTR)) break;
+    }
+  }
   int status = 0;
   pid_t r;
   while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {

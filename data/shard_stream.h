@@ -52,7 +52,12 @@ class ShardStream {
   void drain(std::string* out, size_t limit);
   // "shard SHARD: ..." with how a command ended, once it has (waited for).
   [[noreturn]] void fail(const std::string& what);
+  void open(bool compressed);
+  void release();       // frees the reader, closes the stream, stops and reaps the command
   std::string ended();  // waits for the command or the transfer; "" when it exited 0 or came whole
+  // A pipe: command's failure, " (the command exited with status N)", when it ends within 2 s of its output being
+  // closed; "" otherwise.
+  std::string command_status_soon();
   // " (why)" when an HTTP transfer has failed (a bad answer, a cut connection), else "". Does not wait.
   std::string source_failure() const;
 

@@ -31,9 +31,6 @@ bool metadata(const std::string& name) {
 
 // What a member's bytes are reserved up front at most: a header may claim any size, and the bytes read decide.
 constexpr la_int64_t kMaxReserve = la_int64_t{1} << 24;
-// What one member may hold at most, a sparse member's holes included (libarchive expands GNU and PAX sparse
-// members, and a GNU header's real-size field, to their full size): a header can claim any size at all.
-constexpr la_int64_t kMaxMemberBytes = la_int64_t{1} << 28;
 
 // Whether `name` is absolute or has a ".." part.
 bool escapes(const std::string& name) {
@@ -61,16 +58,19 @@ const std::string* ShardSample::find(const std::string& ext) const {
   return nullptr;
 }
 
+void support_shard_compression(struct archive* a) {
+  // What Python's tarfile.open(mode="r|*") reads, and zstd: compression through libraries, never an external program
+  // (libarchive's lrzip, grzip and lzop filters run one).
+  archive_read_support_filter_gzip(a);
+  archive_read_support_filter_bzip2(a);
+  archive_read_support_filter_xz(a);
+  archive_read_support_filter_zstd(a);
+}
+
 void TarShardReader::start(const std::string& path_for_errors, bool compressed) {
   archive_ = archive_read_new();
   if (!archive_) throw std::runtime_error("shard " + path_for_errors + ": libarchive could not start a reader");
-  // What Python's tarfile.open(mode="r|*") reads, and zstd: compression through libraries, never an external program.
-  if (compressed) {
-    archive_read_support_filter_gzip(archive_);
-    archive_read_support_filter_bzip2(archive_);
-    archive_read_support_filter_xz(archive_);
-    archive_read_support_filter_zstd(archive_);
-  }
+  if (compressed) support_shard_compression(archive_);
   archive_read_support_format_tar(archive_);
   archive_read_support_format_empty(archive_);
 }
@@ -102,7 +102,7 @@ TarShardReader::~TarShardReader() {
 
 void TarShardReader::fail(const std::string& what) const { throw std::runtime_error("shard " + name_ + ": " + what); }
 
-bool TarShardReader::next_member(std::string& member_name, std::string& bytes, int64_t& offset) {
+bool TarShardReader::next_member(std::string& member_name, int64_t& offset) {
   while (true) {
     struct archive_entry* entry = nullptr;
     const int r = archive_read_next_header(archive_, &entry);
@@ -116,36 +116,45 @@ bool TarShardReader::next_member(std::string& member_name, std::string& bytes, i
     if (escapes(member_name))
       fail("member \"" + member_name +
            "\": an absolute name or one with a \"..\" part (ddptrain only reads members, and refuses such names)");
-    const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
-    const auto too_big = [&](la_int64_t claimed) {
-      fail("member \"" + member_name + "\": " + std::to_string(claimed) + " bytes, over the " +
-           std::to_string(kMaxMemberBytes) + " ddptrain reads for one member");
-    };
-    if (size > kMaxMemberBytes) too_big(size);
-    bytes.clear();
-    if (size > 0) bytes.reserve(static_cast<size_t>(std::min(size, kMaxReserve)));
-    // Block by block, as archive_read_data reads them: a sparse member's holes read as zeros.
-    while (true) {
-      const void* block = nullptr;
-      size_t length = 0;
-      la_int64_t at = 0;
-      const int got = archive_read_data_block(archive_, &block, &length, &at);
-      // The end comes with the member's full size as its place: a trailing hole pads up to it.
-      if (got != ARCHIVE_OK && got != ARCHIVE_EOF)
-        fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
-      if (at < static_cast<la_int64_t>(bytes.size()))
-        fail("member \"" + member_name + "\": its sparse blocks are out of order");
-      if (at > kMaxMemberBytes || static_cast<la_int64_t>(length) > kMaxMemberBytes - at)
-        too_big(at > kMaxMemberBytes ? at : at + static_cast<la_int64_t>(std::min<size_t>(length, kMaxMemberBytes)));
-      bytes.resize(static_cast<size_t>(at), '\0');
-      if (length > 0) bytes.append(static_cast<const char*>(block), length);
-      if (got == ARCHIVE_EOF) break;
-    }
-    if (size >= 0 && static_cast<la_int64_t>(bytes.size()) != size)
-      fail("member \"" + member_name + "\": its header says " + std::to_string(size) + " bytes, the shard holds " +
-           std::to_string(bytes.size()));
+    entry_ = entry;
     return true;
   }
+}
+
+void TarShardReader::read_member(const std::string& member_name, std::string& bytes, int64_t room) {
+  const la_int64_t size = archive_entry_size_is_set(entry_) ? archive_entry_size(entry_) : -1;
+  const bool sparse = archive_entry_sparse_count(entry_) > 0;
+  const auto too_big = [&](la_int64_t claimed) {
+    fail("member \"" + member_name + "\": " + std::to_string(claimed) + " bytes, over the " +
+         std::to_string(kMaxSampleBytes) + " ddptrain reads for one sample" +
+         (room < kMaxSampleBytes ? " (its other members hold " + std::to_string(kMaxSampleBytes - room) + ")" : ""));
+  };
+  if (size > room) too_big(size);
+  bytes.clear();
+  if (size > 0) bytes.reserve(static_cast<size_t>(std::min(size, kMaxReserve)));
+  // Block by block, as archive_read_data reads them: a sparse member's holes read as zeros, up to its full size,
+  // which comes as the place of its end.
+  while (true) {
+    const void* block = nullptr;
+    size_t length = 0;
+    la_int64_t at = 0;
+    const int got = archive_read_data_block(archive_, &block, &length, &at);
+    if (got != ARCHIVE_OK && got != ARCHIVE_EOF)
+      fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
+    if (got == ARCHIVE_EOF && !sparse) break;
+    if (at != static_cast<la_int64_t>(bytes.size()) && !(sparse && at > static_cast<la_int64_t>(bytes.size())))
+      fail("member \"" + member_name + "\": its data blocks are out of order");
+    if (at > room || static_cast<la_int64_t>(length) > room - at)
+      too_big(at > room ? at : at + static_cast<la_int64_t>(std::min<size_t>(length, kMaxSampleBytes)));
+    bytes.resize(static_cast<size_t>(at), '\0');
+    if (length > 0) bytes.append(static_cast<const char*>(block), length);
+    if (got == ARCHIVE_EOF) break;
+  }
+  // A header whose size is not what the stream holds: a truncated member, or a GNU header's real-size field on a
+  // member that is not sparse (Python's tarfile reads that field for sparse members only).
+  if (size >= 0 && static_cast<la_int64_t>(bytes.size()) != size)
+    fail("member \"" + member_name + "\": its header says " + std::to_string(size) + " bytes, the shard holds " +
+         std::to_string(bytes.size()));
 }
 
 std::optional<ShardSample> TarShardReader::next() {
@@ -158,10 +167,13 @@ std::optional<ShardSample> TarShardReader::next() {
     pending_.reset();
   }
   std::string member_name, bytes, key, ext;
-  int64_t offset = 0;
-  while (next_member(member_name, bytes, offset)) {
+  int64_t offset = 0, held = 0;
+  for (const auto& member : sample.members) held += static_cast<int64_t>(member.second.size());
+  while (next_member(member_name, offset)) {
     if (!base_plus_ext(member_name, key, ext)) continue;
-    if (!sample.members.empty() && key != sample.key) {
+    const bool next_sample = !sample.members.empty() && key != sample.key;
+    read_member(member_name, bytes, kMaxSampleBytes - (next_sample ? 0 : held));
+    if (next_sample) {
       pending_.emplace(key, ext);
       pending_bytes_ = std::move(bytes);
       pending_offset_ = offset;
@@ -174,6 +186,7 @@ std::optional<ShardSample> TarShardReader::next() {
       sample.offset = offset;
     }
     if (sample.find(ext)) fail("member \"" + member_name + "\": sample \"" + key + "\" has a second ." + ext);
+    held += static_cast<int64_t>(bytes.size());
     sample.members.emplace_back(ext, std::move(bytes));
   }
   ended_ = true;

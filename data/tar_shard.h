@@ -9,6 +9,7 @@
 #include <vector>
 
 struct archive;
+struct archive_entry;
 
 namespace ddp {
 
@@ -24,11 +25,18 @@ struct ShardSample {
   const std::string* find(const std::string& ext) const;
 };
 
+// Lets the reader `a` read the compressions a shard may have: gzip, bzip2, xz and zstd, each through its library.
+void support_shard_compression(struct archive* a);
+
 // libarchive's message for the last failure of `a`, or `otherwise` when it has none.
 std::string archive_why(struct archive* a, const char* otherwise);
 
 class TarShardReader {
  public:
+  // What one sample's members may hold together at most: a header, a sparse member's map or a compressed stream can
+  // claim any size at all for a few bytes of shard.
+  static constexpr int64_t kMaxSampleBytes = int64_t{1} << 28;
+
   // Opens the shard `path` (a local file: tar, plain or compressed with gzip, bzip2 or xz as Python's
   // tarfile.open(mode="r|*") reads them, or zstd). `name` is how errors name it (its pattern's URL). Throws naming it
   // when the file cannot be opened.
@@ -45,7 +53,8 @@ class TarShardReader {
   // Throws std::runtime_error, one line naming the shard (and the member where one is at fault), for: a tar that is
   // truncated or malformed, a member holding fewer bytes than its header claims, a member name that is absolute or
   // has a ".." part (ddptrain never writes a member anywhere, and refuses names that would point outside the shard),
-  // two members of one sample with the same extension, and a shard that holds no sample.
+  // two members of one sample with the same extension, a sample whose members hold over kMaxSampleBytes together (a
+  // sparse member's holes counted: they read as zeros), and a shard that holds no sample.
   std::optional<ShardSample> next();
 
   const std::string& name() const { return name_; }
@@ -54,9 +63,11 @@ class TarShardReader {
   int64_t samples_read() const { return samples_; }
 
  private:
-  // The next member kept (name, bytes, where its header blocks start); false at the end of the archive, `offset`
-  // then where the end lies.
-  bool next_member(std::string& member_name, std::string& bytes, int64_t& offset);
+  // The header of the next member kept (its name, where its header blocks start); false at the end of the archive,
+  // `offset` then where the end lies.
+  bool next_member(std::string& member_name, int64_t& offset);
+  // The bytes of the member whose header next_member() read last, at most `room` of them.
+  void read_member(const std::string& member_name, std::string& bytes, int64_t room);
   // archive_read_new with what a shard may be: tar, plain or (`compressed`) compressed.
   void start(const std::string& path_for_errors, bool compressed);
   void opened(int status);
@@ -64,6 +75,7 @@ class TarShardReader {
 
   std::string name_;
   struct archive* archive_ = nullptr;
+  struct archive_entry* entry_ = nullptr;                       // libarchive's, valid until the next header is read
   std::optional<std::pair<std::string, std::string>> pending_;  // (key, extension) of a member read ahead
   std::string pending_bytes_;
   int64_t pending_offset_ = 0;

@@ -8,8 +8,11 @@
 #include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -81,6 +84,36 @@ TEST(ShardStream, ReadsAFileOrACommandsOutputDecompressedAndChecksHowTheCommandE
   ASSERT_EQ(run_command("head -c 2000 " + dir / "a.tar.gz" + " > " + dir / "cut.tar.gz").exit_code, 0);
   const std::string cut = error_text([&] { ShardStream(dir / "cut.tar.gz", true).skip(50000); });
   EXPECT_EQ(cut.rfind("shard " + dir / "cut.tar.gz" + ": ", 0), 0u) << cut;
+  // A compressed command's output that does not decompress names how the command ended, and leaves no command or
+  // pipe behind; trailing bytes past a compressed stream are read so that the command ends.
+  const auto open_fds = [] { return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}); };
+  const auto fds = open_fds();
+  EXPECT_EQ(error_text([] { ShardStream("pipe:exit 5", true); }).rfind("shard pipe:exit 5: cannot decompress: ", 0),
+            0u);
+  EXPECT_NE(error_text([] { ShardStream("pipe:exit 5", true); }).find(" (the command exited with status 5)"),
+            std::string::npos);
+  int status = 0;
+  EXPECT_LE(::waitpid(-1, &status, WNOHANG), 0) << "a command left unreaped";
+  EXPECT_EQ(open_fds(), fds);
+  const std::string trailing = "pipe:cat " + dir / "a.tar.gz" + "; head -c 300000 /dev/zero";
+  {
+    ShardStream s(trailing, true);
+    EXPECT_EQ(s.rest(1 << 20), bytes);
+  }
+  // Compression only through libraries: a stream that starts as lrzip's does never runs an lrzip program.
+  ASSERT_EQ(run_command("mkdir -p " + dir / "bin" + " && printf '#!/bin/sh\ntouch " + dir / "ran" + "\ncat\n' > " +
+                        dir / "bin/lrzip" + " && chmod +x " + dir / "bin/lrzip")
+                .exit_code,
+            0);
+  write_file(dir / "l.tar.lrz", std::string("LRZI\0\x06", 6) + std::string(200, 'x'));
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (dir / "bin" + ":" + path).c_str(), 1);
+  try {
+    ShardStream(dir / "l.tar.lrz", true).finish();
+  } catch (const std::exception&) {
+  }
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "ran"));
   // A command that would write forever is stopped when its stream is dropped.
   const auto start = std::chrono::steady_clock::now();
   {

@@ -255,10 +255,14 @@ open(d + "/not_a_tar.tar", "wb").write(b"this is not a tar file at all" * 40)
 # libarchive reads as the member's size and pads it to with zeros.
 tar(d + "/huge.tar", [("a.jpg", b"12"), ("a.cls", b"1")])
 data = bytearray(open(d + "/huge.tar", "rb").read())
-data[483:495] = bytes([0x80]) + ((1 << 29) + 1).to_bytes(11, "big")
-data[148:156] = b" " * 8
-data[148:156] = b"%06o\0 " % sum(data[:512])
-open(d + "/huge.tar", "wb").write(bytes(data))
+def real_size(name, size):
+    data = bytearray(open(d + "/huge.tar", "rb").read())
+    data[483:495] = bytes([0x80]) + size.to_bytes(11, "big")
+    data[148:156] = b" " * 8
+    data[148:156] = b"%06o\0 " % sum(data[:512])
+    open(d + "/" + name, "wb").write(bytes(data))
+real_size("real_size.tar", 1000)  # tarfile reads the field for sparse members only: a.jpg is b"12" to it
+real_size("huge.tar", (1 << 29) + 1)
 )";
 
 // The error reading the whole shard `path` (called `name`) gives; "" when none.
@@ -292,13 +296,15 @@ TEST(TarShards, ABadShardIsOneLineNamingItAndItsMember) {
   expect_error("empty.tar", "holds no sample");
   expect_error("no_sample.tar", "holds no sample");
   expect_error("not_a_tar.tar", "");
-  expect_error("huge.tar", "member \"a.jpg\": 536870913 bytes, over the 268435456 ddptrain reads for one member");
+  expect_error("huge.tar", "member \"a.jpg\": 536870913 bytes, over the 268435456 ddptrain reads for one sample");
+  expect_error("real_size.tar", "member \"a.jpg\": its header says 1000 bytes, the shard holds 2");
   EXPECT_NE(first_error(dir / "missing.tar", "missing.tar").find("shard missing.tar: "), std::string::npos);
 }
 
 // A sparse member written by GNU tar (--sparse): its bytes are the ones Python's tarfile expands it to, holes read as
-// zeros.
-TEST(TarShards, ASparseMembersBytesAreTheOnesTarfileExpandsItTo) {
+// zeros; a sample whose sparse members hold over TarShardReader::kMaxSampleBytes together is refused at the member
+// that goes over.
+TEST(TarShards, ASparseMembersBytesAreTheOnesTarfileExpandsItToUpToTheSamplesBound) {
   TempDir dir;
   const CommandResult made = run_command(python() + " -c " + shell_quote(R"(
 import os, subprocess, sys, tarfile
@@ -313,6 +319,12 @@ with open(d + "/in/s.bin", "wb") as f:
     f.truncate((9 << 20) + 8192)
 open(d + "/in/s.cls", "w").write("1")
 subprocess.check_call(["tar", "--sparse", "--format=gnu", "-cf", d + "/sparse.tar", "-C", d + "/in", "s.bin", "s.cls"])
+for ext in ("a", "b", "c"):
+    with open(d + "/in/big." + ext, "wb") as f:
+        f.write(b"x")
+        f.truncate(100 << 20)
+subprocess.check_call(["tar", "--sparse", "--format=posix", "-cf", d + "/big.tar", "-C", d + "/in", "big.a", "big.b",
+                       "big.c"])
 with tarfile.open(d + "/sparse.tar") as t:
     member = t.getmember("s.bin")
     assert member.issparse()
@@ -330,6 +342,15 @@ with tarfile.open(d + "/sparse.tar") as t:
   EXPECT_EQ(bytes->size(), expected.size());
   EXPECT_TRUE(*bytes == expected);
   EXPECT_FALSE(reader.next());
+  try {
+    TarShardReader big(dir / "big.tar", "big.tar");
+    big.next();
+    ADD_FAILURE() << "a sample of three members of 100 MiB read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "shard big.tar: member \"big.c\": 104857600 bytes, over the 268435456 ddptrain reads for one sample (its "
+              "other members hold 209715200)");
+  }
 }
 
 }  // namespace
