@@ -109,11 +109,13 @@ Entry parse_entry(const std::string& name, const nlohmann::json& info, const std
   if (known == kDtypes.end()) fail(path, "\"" + name + "\": unknown dtype \"" + dtype->get<std::string>() + "\"");
   e.type = known->type;
   if (shape->size() > kMaxDims) fail(path, "\"" + name + "\": more than " + std::to_string(kMaxDims) + " dimensions");
-  uint64_t bytes = c10::elementSize(e.type);
+  uint64_t bytes = c10::elementSize(e.type), elements = 1;  // elements: of the shape with no side 0, as ATen's strides
   for (const auto& d : *shape) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       fail(path, "\"" + name + "\": shape entries must be non-negative integers");
-    if (__builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes))
+    if (__builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes) ||
+        __builtin_mul_overflow(elements, std::max<uint64_t>(d.get<uint64_t>(), 1), &elements) ||
+        elements > static_cast<uint64_t>(INT64_MAX))
       fail(path, "\"" + name + "\": its shape's byte count overflows 64 bits");
     e.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
@@ -244,6 +246,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 bool is_safetensors_file(const std::string& path) {
   const std::string ext = ".safetensors";
   if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return true;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // opening a FIFO to look would wait for its writer
   std::ifstream in(path, std::ios::binary);
   char head[9] = {};
   in.read(head, 9);

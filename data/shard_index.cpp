@@ -127,6 +127,9 @@ ShardIndex decode_shard_index(std::string_view bytes, const std::string& file) {
     if (offset < end || length <= 0 || length > std::numeric_limits<int64_t>::max() - offset)
       throw bad("sample " + std::to_string(i) + "'s place " + std::to_string(offset) + "+" + std::to_string(length) +
                 " overlaps the one before or is empty");
+    if (!index.compressed && offset + length > index.shard_bytes)
+      throw bad("sample " + std::to_string(i) + "'s place " + std::to_string(offset) + "+" + std::to_string(length) +
+                " ends past the shard's " + std::to_string(index.shard_bytes) + " bytes");
     if (k <= key_end || k > key_bytes) throw bad("sample " + std::to_string(i) + "'s key is empty or out of range");
     end = offset + length;
     key_end = k;

@@ -199,6 +199,8 @@ class ShardSamples : public EncodedImages {
       bytes = streamed(shard) ? streams_->sample(s, shard, i) : runs_->sample(s, shard.ranged(), i);
     } catch (const StorageError& e) {  // "shard URL: why": the key added
       throw StorageError(name + ": " + after_shard(e.what(), shard.path));
+    } catch (const std::runtime_error& e) {  // a local shard's read failed
+      throw std::runtime_error(name + ": " + after_shard(e.what(), shard.path));
     }
     const std::string again = " (index it again with ddptrain --index-shards)";
     std::optional<ShardSample> sample;

@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/script.h>
 
+#include <cctype>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -60,6 +61,15 @@ class ScriptedClassifier : public Classifier {
     module_.train(is_training());
   }
 
+  [[noreturn]] void forward_failed(const torch::Tensor& x, const std::string& why) const {
+    std::string cause = why;
+    while (!cause.empty() && std::isspace(static_cast<unsigned char>(cause.back()))) cause.pop_back();
+    if (const size_t line = cause.rfind('\n'); line != std::string::npos) cause = cause.substr(line + 1);
+    throw std::runtime_error(path_ + ": its forward failed on a batch of shape " + shape_text(x.sizes()) +
+                             " (model.path; the module must take one image tensor [batch, channels, height, width]): " +
+                             cause.substr(0, 400));
+  }
+
   torch::Tensor forward(torch::Tensor x) override {
     c10::IValue out;
     try {
@@ -68,10 +78,9 @@ class ScriptedClassifier : public Classifier {
       torch::jit::GraphOptimizerEnabledGuard eager(false);
       out = module_.forward({x});
     } catch (const c10::Error& e) {
-      throw std::runtime_error(path_ + ": its forward failed on a batch of shape " + shape_text(x.sizes()) +
-                               " (model.path; the module must take one image tensor [batch, channels, height, "
-                               "width]): " +
-                               std::string(e.what_without_backtrace()).substr(0, 400));
+      forward_failed(x, e.what_without_backtrace());
+    } catch (const std::exception& e) {  // the interpreter's: its traceback, then the error on the last line
+      forward_failed(x, e.what());
     }
     if (!out.isTensor())
       throw std::runtime_error(path_ + ": its forward returned " + out.tagKind() +

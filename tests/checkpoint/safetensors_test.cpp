@@ -102,6 +102,10 @@ TEST(Safetensors, HostileFilesEndWithOneLineNamingTheFile) {
       {"shape-overflow",
        safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", "abcd"),
        "overflows 64 bits"},
+      {"empty-shape-overflow",  // no bytes, but the strides of its other sides overflow
+       safetensors_bytes(
+           R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})", ""),
+       "overflows 64 bits"},
       {"dtype-shape-mismatch", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
        "need 12"},
       {"overlapping",
@@ -144,6 +148,13 @@ TEST(Safetensors, HostileFilesEndWithOneLineNamingTheFile) {
   for (const std::string& line : split_lines(r.output)) lines += line.find("error:") != std::string::npos;
   EXPECT_EQ(lines, 1u) << r.output;
   EXPECT_NE(r.output.find("overlapping.safetensors: not a valid safetensors file"), std::string::npos) << r.output;
+  // A FIFO is no file of weights: refused, not waited on for a writer.
+  ASSERT_EQ(run_command("mkfifo " + dir / "w.pt").exit_code, 0);
+  const CommandResult fifo =
+      run_command("timeout 60 " + ddptrain_path() + " " + cfg + " --model.init_from=" + dir / "w.pt");
+  EXPECT_EQ(fifo.exit_code, 1) << fifo.output;
+  EXPECT_NE(fifo.output.find("error: "), std::string::npos) << fifo.output;
+  EXPECT_NE(fifo.output.find(dir / "w.pt"), std::string::npos) << fifo.output;
 }
 
 // A run writes model.safetensors, model_ema.safetensors (the same bits as model.pt and model_ema.pt to Python's

@@ -176,7 +176,31 @@ TEST(WebdatasetShards, BadShardsAndIndexesAreOneLineNamingTheShardAndTheSample) 
   EXPECT_NE(load_error(shard_config(train, val)).find(index_file + ": not a ddptrain shard index"), std::string::npos);
   write_file(index_file, index_bytes.substr(0, index_bytes.size() - 3));
   EXPECT_NE(load_error(shard_config(train, val)).find(index_file + ": not a ddptrain shard index"), std::string::npos);
+  {  // the first sample's length (after the 40 header bytes and its offset) 2^40: past the shard's end
+    std::string long_first = index_bytes;
+    for (int b = 0; b < 8; ++b) long_first[48 + b] = b == 5 ? '\x01' : '\0';
+    write_file(index_file, long_first);
+    const std::string error = load_error(shard_config(train, val));
+    EXPECT_NE(error.find(index_file +
+                         ": not a ddptrain shard index (sample 0's place 0+1099511627776 ends past the "
+                         "shard's " +
+                         std::to_string(saved.size()) + " bytes)"),
+              std::string::npos)
+        << error;
+  }
   write_file(index_file, index_bytes);
+  {  // A shard cut short after the index was read: the sample whose bytes are missing is named.
+    const Dataset ds = load(shard_config(train, val));
+    write_file(second, saved.substr(0, 1024));
+    try {
+      ds.train.source->read(5, 0);
+      ADD_FAILURE() << "no error for a shard cut short";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("shard " + second + ", sample \"", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("the file ends there"), std::string::npos) << e.what();
+    }
+    write_file(second, saved);
+  }
   // A shard rewritten with other keys of the same length (its size unchanged): the sample read is not the one its
   // index names.
   {

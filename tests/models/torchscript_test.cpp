@@ -232,6 +232,21 @@ TEST(TorchScript, FilesThatAreNoModelOfLogitsAreOneClearError) {
   const CommandResult pair = run(dir / "pair.pt");
   EXPECT_EQ(pair.exit_code, 1) << pair.output;
   EXPECT_NE(pair.output.find("its forward returned Tuple, not a tensor of logits"), std::string::npos) << pair.output;
+  // A forward that fails inside the interpreter (three input channels for MNIST's one): the file and the cause.
+  const CommandResult made = run_command(
+      python() + " -c " +
+      shell_quote("import sys, torch\n"
+                  "nn = torch.nn\n"
+                  "m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))\n"
+                  "torch.jit.script(m).save(sys.argv[1])\n") +
+      " " + dir / "rgb.pt");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const CommandResult rgb = run(dir / "rgb.pt");
+  EXPECT_EQ(rgb.exit_code, 1) << rgb.output;
+  const size_t at = rgb.output.find("error: " + dir / "rgb.pt: its forward failed on a batch of shape ");
+  ASSERT_NE(at, std::string::npos) << rgb.output;
+  const std::string line = rgb.output.substr(at, rgb.output.find('\n', at) - at);
+  EXPECT_NE(line.find("to have 3 channels, but got 1 channels instead"), std::string::npos) << line;
   // model.sync_batchnorm cannot reach into the compiled forward: the BatchNorm layers are named.
   torchscript_python("make " + dir / "net.pt" + " --seed 3");
   const CommandResult sync = run_command(shell_quote(ddptrain_path()) + " " +
