@@ -99,11 +99,11 @@ void Reporter::banner(const RunFacts& facts) {
                        std::to_string(endpoint_->port()) + "/metrics and /healthz");
 }
 
-void Reporter::open_files(std::optional<int64_t> resumed_at) {
+void Reporter::open_files(std::optional<int64_t> resumed_at, bool keep_records) {
   if (!rank_zero_) return;
   std::filesystem::create_directories(out_dir_);
   const std::string path = out_dir_ + "/metrics.jsonl";
-  if (!resumed_at) std::filesystem::remove(path);
+  if (!resumed_at && !keep_records) std::filesystem::remove(path);
   // What an interrupted run logged after the checkpoint a resume continues from is dropped, as TensorBoard drops it.
   if (resumed_at) drop_records_after(path, *resumed_at);
   jsonl_ = std::make_unique<JsonlWriter>(path);

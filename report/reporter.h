@@ -84,10 +84,10 @@ class Reporter {
   void warning(const std::string& line);
   void banner(const RunFacts& facts);
 
-  // Opens metrics.jsonl (appended to by a resumed run) and, with metrics.tensorboard, an event file; a run resumed
-  // at step N has TensorBoard drop what an interrupted run logged after N. Writes classes.json when the banner's
-  // facts named classes.
-  void open_files(std::optional<int64_t> resumed_at);
+  // Opens metrics.jsonl (appended to by a resumed run, and with `keep_records`, replaced otherwise) and, with
+  // metrics.tensorboard, an event file; a run resumed at step N has TensorBoard drop what an interrupted run logged
+  // after N. Writes classes.json when the banner's facts named classes.
+  void open_files(std::optional<int64_t> resumed_at, bool keep_records = false);
   // metrics.mlflow_uri: rank 0 logs the run to MLflow (mlflow_records.h) from open_files() on; call before it.
   void track_in_mlflow(MlflowRunSpec spec);
   // Checkpoint entry "mlflow_run_id": rank 0's MLflow run, once the server has made it; a resumed run logs into it.

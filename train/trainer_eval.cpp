@@ -77,7 +77,7 @@ void Trainer::evaluate_and_report(const std::string& label) {
 }
 
 void Trainer::evaluate_only() {
-  reporter_.open_files(std::nullopt);
+  reporter_.open_files(std::nullopt, /*keep_records=*/true);  // job.out_dir may be the trained run's own
   reporter_.start();
   evaluate_and_report("(eval only)");
   barrier(ctx_);
