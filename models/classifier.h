@@ -45,6 +45,10 @@ std::shared_ptr<Classifier> make_model(const ModelConfig& cfg);
 void check_logits(const torch::Tensor& logits, const torch::Tensor& images, int64_t num_classes,
                   const std::string& source);
 
+// Throws naming `source` (the file the model came from) where two parameter names hold one tensor (tied weights):
+// LibTorch lists such a tensor under each name, where torch.nn.Module.parameters() lists it once.
+void refuse_tied_parameters(const torch::nn::Module& m, const std::string& source);
+
 // Number of trainable parameters.
 int64_t count_parameters(const torch::nn::Module& m);
 

@@ -69,6 +69,7 @@ class PluginClassifier : public Classifier {
       register_parameter(p.key(), p.value(), p.value().requires_grad());
     for (const auto& b : plugin_->named_buffers(/*recurse=*/false)) register_buffer(b.key(), b.value());
     for (const auto& child : plugin_->named_children()) register_module(child.key(), child.value());
+    refuse_tied_parameters(*this, library_);
     bool trainable = false;
     for (const auto& p : parameters()) trainable = trainable || p.requires_grad();
     if (!trainable) throw std::runtime_error(library_ + ": the plugin's model has no trainable parameters");

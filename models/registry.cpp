@@ -7,6 +7,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <stdexcept>
+#include <unordered_map>
 
 namespace ddp {
 
@@ -51,6 +52,17 @@ void check_logits(const torch::Tensor& logits, const torch::Tensor& images, int6
   throw std::runtime_error(source + ": its forward returned shape " + c10::str(logits.sizes()) + " for " +
                            std::to_string(n) + " images; expected logits [" + std::to_string(n) + ", " +
                            std::to_string(num_classes) + "] (model.num_classes = " + std::to_string(num_classes) + ")");
+}
+
+void refuse_tied_parameters(const torch::nn::Module& m, const std::string& source) {
+  std::unordered_map<const c10::TensorImpl*, std::string> first_name;
+  for (const auto& p : m.named_parameters()) {
+    const auto [at, fresh] = first_name.emplace(p.value().unsafeGetTensorImpl(), p.key());
+    if (!fresh)
+      throw std::runtime_error(source + ": parameters \"" + at->second + "\" and \"" + p.key() +
+                               "\" are one tensor (tied weights), which ddptrain does not train: it steps, averages "
+                               "and reduces each parameter name as a tensor of its own");
+  }
 }
 
 int64_t count_parameters(const torch::nn::Module& m) {

@@ -55,6 +55,7 @@ class ScriptedClassifier : public Classifier {
   ScriptedClassifier(torch::jit::Module module, const ModelConfig& cfg)
       : module_(std::move(module)), path_(cfg.path), num_classes_(cfg.num_classes) {
     mirror_module(module_, *this, norm_layers_);
+    refuse_tied_parameters(*this, path_);
     bool trainable = false;
     for (const auto& p : parameters()) trainable = trainable || p.requires_grad();
     if (!trainable) throw std::runtime_error(path_ + ": the module has no trainable parameters (model.path)");

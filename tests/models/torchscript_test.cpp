@@ -247,6 +247,28 @@ TEST(TorchScript, FilesThatAreNoModelOfLogitsAreOneClearError) {
   ASSERT_NE(at, std::string::npos) << rgb.output;
   const std::string line = rgb.output.substr(at, rgb.output.find('\n', at) - at);
   EXPECT_NE(line.find("to have 3 channels, but got 1 channels instead"), std::string::npos) << line;
+  // Tied weights (one tensor under two names, which torch.jit.save keeps as one): refused, naming both.
+  write_file(dir / "tied.py",
+             "import sys, torch\n"
+             "nn = torch.nn\n"
+             "class Tied(nn.Module):\n"
+             "    def __init__(self):\n"
+             "        super().__init__()\n"
+             "        self.a = nn.Linear(784, 784)\n"
+             "        self.b = nn.Linear(784, 10)\n"
+             "        self.c = nn.Linear(784, 784)\n"
+             "        self.c.weight = self.a.weight\n"
+             "    def forward(self, x):\n"
+             "        return self.b(self.c(self.a(x.flatten(1))))\n"
+             "torch.jit.script(Tied()).save(sys.argv[1])\n");
+  const CommandResult tied_made = run_command(python() + " " + dir / "tied.py" + " " + dir / "tied.pt");
+  ASSERT_EQ(tied_made.exit_code, 0) << tied_made.output;
+  const CommandResult tied = run(dir / "tied.pt");
+  EXPECT_EQ(tied.exit_code, 1) << tied.output;
+  EXPECT_NE(tied.output.find("error: " + dir / "tied.pt: parameters \"a.weight\" and \"c.weight\" are one tensor "
+                                               "(tied weights)"),
+            std::string::npos)
+      << tied.output;
   // model.sync_batchnorm cannot reach into the compiled forward: the BatchNorm layers are named.
   torchscript_python("make " + dir / "net.pt" + " --seed 3");
   const CommandResult sync = run_command(shell_quote(ddptrain_path()) + " " +
