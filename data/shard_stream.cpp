@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -25,6 +26,10 @@ extern char** environ;
 namespace ddp {
 
 std::string index_source(const std::string& shard) {
+  if (http_shard(shard)) {  // beside the path: a query (a token the server takes for any path) stays after it
+    const size_t end = std::min(shard.find_first_of("?#"), shard.size());
+    return shard.substr(0, end) + ".ddpidx" + shard.substr(end);
+  }
   if (!pipe_shard(shard)) return shard + ".ddpidx";
   // The last blank-separated word that contains ".tar".
   size_t best = std::string::npos, best_end = 0;

@@ -11,7 +11,8 @@ struct archive;
 
 namespace ddp {
 
-// Where the index of `shard` is read: SHARD.ddpidx beside a file or URL; for "pipe:COMMAND", the same command with its
+// Where the index of `shard` is read: SHARD.ddpidx beside a file or URL (a URL's query and fragment kept after the
+// path: "https://h/a.tar?token=t" -> "https://h/a.tar.ddpidx?token=t"); for "pipe:COMMAND", the same command with its
 // last word that contains ".tar" followed by ".ddpidx" ("pipe:aws s3 cp s3://b/train-0001.tar -" -> "pipe:aws s3 cp
 // s3://b/train-0001.tar.ddpidx -"). Throws std::invalid_argument for a command with no such word.
 std::string index_source(const std::string& shard);

@@ -12,6 +12,7 @@
 #include "report/progress.h"
 #include "report/tensorboard/tensorboard.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -104,8 +105,9 @@ void Reporter::open_files(std::optional<int64_t> resumed_at, bool keep_records) 
   std::filesystem::create_directories(out_dir_);
   const std::string path = out_dir_ + "/metrics.jsonl";
   if (!resumed_at && !keep_records) std::filesystem::remove(path);
-  // What an interrupted run logged after the checkpoint a resume continues from is dropped, as TensorBoard drops it.
-  if (resumed_at) drop_records_after(path, *resumed_at);
+  // What an interrupted run logged after the checkpoint a resume continues from is dropped, as TensorBoard drops it;
+  // records kept lose an unfinished last line.
+  if (resumed_at || keep_records) drop_records_after(path, resumed_at.value_or(INT64_MAX));
   jsonl_ = std::make_unique<JsonlWriter>(path);
   if (cfg_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(out_dir_ + "/tensorboard");
   // The points an interrupted run logged after the checkpoint it resumes from are orphans: TensorBoard drops them.

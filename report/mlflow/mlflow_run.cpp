@@ -91,13 +91,18 @@ std::string cut_utf8(const std::string& text, size_t limit) {
   return text.substr(0, end);
 }
 
+// `text` with its control characters (line breaks among them) as blanks: a warning is one line.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return text;
+}
+
 // "HTTP 400: the server's message" from an MLflow error answer ({"error_code": ..., "message": ...}), on one line.
 std::string http_error(long status, const std::string& body) {
   std::string message = text_at(parsed_object(body), "/message"_json_pointer);
   if (message.empty()) message = body.substr(0, 200);
-  for (char& c : message)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
+  return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + one_line(message));
 }
 
 }  // namespace
@@ -132,8 +137,12 @@ void MlflowRun::log(std::vector<MlflowMetric> record) {
       queue_.pop_front();
       ++dropped_;
     }
-    queue_.push_back(std::move(record));
     ++logged_;
+    if (done_) {  // the client stopped: nothing sends it
+      ++dropped_;
+      return;
+    }
+    queue_.push_back(std::move(record));
   }
   cv_.notify_all();
 }
@@ -210,6 +219,13 @@ bool MlflowRun::call(const std::string& method, const std::string& path, const s
   if (reply.status != 200) {
     if (!(status && reply.status == 404))
       failed(method + " " + path.substr(0, path.find('?')) + ": " + http_error(reply.status, reply.body));
+    return false;
+  }
+  // Every answer of the API is a JSON object, or nothing (an artifact's upload): anything else (a proxy's login
+  // page) took nothing.
+  if (!reply.body.empty() && !Json::parse(reply.body, nullptr, false).is_object()) {
+    failed(method + " " + path.substr(0, path.find('?')) +
+           ": HTTP 200 with an answer that is not MLflow's JSON: " + one_line(reply.body.substr(0, 200)));
     return false;
   }
   if (answer) *answer = reply.body;
@@ -303,7 +319,8 @@ void MlflowRun::work() {
     failed(std::string("the MLflow client stopped: ") + e.what());
   }
   std::lock_guard<std::mutex> lock(mu_);
-  dropped_ += static_cast<int64_t>(queue_.size());
+  dropped_ += in_flight_ + static_cast<int64_t>(queue_.size());
+  in_flight_ = 0;
   queue_.clear();
   done_ = true;
   done_cv_.notify_all();
@@ -337,7 +354,10 @@ void MlflowRun::talk() {
       }
     }
     if (!batch.empty()) {
-      if (!send_metrics(batch)) {
+      in_flight_ = static_cast<int64_t>(batch.size());
+      const bool sent = send_metrics(batch);
+      in_flight_ = 0;
+      if (!sent) {
         dropped_ += static_cast<int64_t>(batch.size());
         if (ending) break;
       }

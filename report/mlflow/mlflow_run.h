@@ -47,7 +47,7 @@ enum class MlflowStatus { kFinished, kFailed, kKilled };
 //   /api/2.0/mlflow-artifacts/artifacts/...) and sets the run's status; the exit wait (from the first of await_run()
 //   and end()) lasts at most kExitWait, and ends after kExitWaitUnanswered without an answer from the server or a
 //   byte moved (a server that does not answer costs the run that long); what is left then is abandoned;
-// - an answer that is not the JSON the API describes fails its request, as an error status does.
+// - an answer that is neither empty nor the JSON the API describes fails its request, as an error status does.
 // Limits from MLflow's mlflow/utils/validation.py.
 class MlflowRun {
  public:
@@ -109,6 +109,7 @@ class MlflowRun {
   std::atomic<int64_t> last_answer_{0};
   std::atomic<bool> abandon_{false};
   std::atomic<int64_t> logged_{0}, dropped_{0};
+  int64_t in_flight_ = 0;  // records of the request being sent (the thread's; read once it is done)
   std::chrono::steady_clock::time_point retry_at_{};
   std::optional<std::chrono::steady_clock::time_point> exit_start_;
   std::thread thread_;

@@ -48,6 +48,8 @@ TEST(ShardStream, APipeShardsIndexIsTheSameCommandWithItsTarWordFollowedByDdpidx
   EXPECT_EQ(index_source("pipe:tar.sh x.tar y"), "pipe:tar.sh x.tar.ddpidx y");
   EXPECT_EQ(index_source("/data/a.tar"), "/data/a.tar.ddpidx");
   EXPECT_EQ(index_source("http://h/a.tar"), "http://h/a.tar.ddpidx");
+  EXPECT_EQ(index_source("https://h/d/a.tar?token=x.tar&b=1#f"), "https://h/d/a.tar.ddpidx?token=x.tar&b=1#f");
+  EXPECT_EQ(index_source("https://h/a.tar#part"), "https://h/a.tar.ddpidx#part");
   EXPECT_THROW(index_source("pipe:gsutil cat gs://b/shard-0001"), std::invalid_argument);
 }
 

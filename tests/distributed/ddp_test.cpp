@@ -288,15 +288,18 @@ TEST(DdpTest, ShardedEvaluationEqualsSingleProcess) {
   const std::string expected = eval_record(dir / "e1");
   ASSERT_NE(expected.find("\"total\":101"), std::string::npos) << expected;
   ASSERT_NE(expected.find("\"correct_top5\":"), std::string::npos) << expected;  // 10 classes
-  {  // Into the trained run's own folder: its records stay, the eval record follows them.
+  {  // Into the trained run's own folder: its records stay, the eval record follows them (an unfinished last line,
+     // which a killed run leaves, dropped).
     const auto trained = read_lines(dir / "base/metrics.jsonl");
     ASSERT_FALSE(trained.empty());
+    write_file(dir / "base/metrics.jsonl", read_file(dir / "base/metrics.jsonl") + "{\"kind\":\"train\",\"st");
     const CommandResult again = run_command(ddptrain_path() + " " + args + " --job.out_dir=" + dir / "base");
     ASSERT_EQ(again.exit_code, 0) << again.output;
     const auto after = read_lines(dir / "base/metrics.jsonl");
     ASSERT_EQ(after.size(), trained.size() + 1);
     EXPECT_TRUE(std::equal(trained.begin(), trained.end(), after.begin()));
     EXPECT_NE(after.back().find("\"total\":101"), std::string::npos) << after.back();
+    EXPECT_EQ(count_of(after.back(), "\"kind\""), 1u) << after.back();
   }
   for (int world : {2, 3}) {
     auto results = run_ranks(world, args + " --job.out_dir=" + dir / ("e" + std::to_string(world)));

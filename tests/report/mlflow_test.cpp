@@ -216,7 +216,8 @@ TEST(MlflowTracking, AnswersThatAreNotTheApisAreOneWarningLineAndThePasswordIsNe
                                           "metrics.log_every_steps=1", "metrics.progress=plain"});
   const std::string page = "<html>\n<body>\r\nSign in to continue\n</body>\n</html>\n";
   const std::vector<std::pair<std::string, std::string>> servers = {
-      {http_answer("200 OK", "text/html", page), "no experiment id in the server's answer"},
+      {http_answer("200 OK", "text/html", page),
+       "GET /api/2.0/mlflow/experiments/get-by-name: HTTP 200 with an answer that is not MLflow's JSON: <html> <body>"},
       {http_answer("200 OK", "application/json", R"({"experiment": {"experiment_id": "7"}, "run": 3})"),
        "no run id in the answer to runs/create"},
       {http_answer("200 OK", "application/json", R"({"experiment": {"experiment_id": 7}})"), "no experiment id"},
