@@ -142,7 +142,8 @@ void TarShardReader::read_member(const std::string& member_name, std::string& by
     if (got != ARCHIVE_OK && got != ARCHIVE_EOF)
       fail("member \"" + member_name + "\": " + archive_why(archive_, "unreadable data"));
     if (got == ARCHIVE_EOF && !sparse) break;
-    if (at != static_cast<la_int64_t>(bytes.size()) && !(sparse && at > static_cast<la_int64_t>(bytes.size())))
+    const auto held = static_cast<la_int64_t>(bytes.size());
+    if (sparse ? at < held : at != held)  // only a sparse member skips ahead (a hole)
       fail("member \"" + member_name + "\": its data blocks are out of order");
     if (at > room || static_cast<la_int64_t>(length) > room - at)
       too_big(at > room ? at : at + static_cast<la_int64_t>(std::min<size_t>(length, kMaxSampleBytes)));

@@ -63,13 +63,7 @@ std::string proxied_artifact_path(const std::string& artifact_uri) {
   return rest;
 }
 
-// An answer's JSON object; an empty one when the answer is not a JSON object (an HTML login page, say).
-Json parsed_object(const std::string& answer) {
-  Json j = Json::parse(answer, nullptr, false);
-  return j.is_object() ? j : Json::object();
-}
-
-// The string at `pointer` in `j`; "" when there is none or it is not a string.
+// The string at `pointer` in `j`; "" when there is none or it is not a string (`j` not an object among them).
 std::string text_at(const Json& j, const Json::json_pointer& pointer) {
   try {
     if (!j.contains(pointer)) return "";
@@ -100,7 +94,7 @@ std::string one_line(std::string text) {
 
 // "HTTP 400: the server's message" from an MLflow error answer ({"error_code": ..., "message": ...}), on one line.
 std::string http_error(long status, const std::string& body) {
-  std::string message = text_at(parsed_object(body), "/message"_json_pointer);
+  std::string message = text_at(Json::parse(body, nullptr, false), "/message"_json_pointer);
   if (message.empty()) message = body.substr(0, 200);
   return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + one_line(message));
 }
@@ -200,7 +194,7 @@ void MlflowRun::failed(const std::string& what) {
   done_cv_.notify_all();
 }
 
-bool MlflowRun::call(const std::string& method, const std::string& path, const std::string& body, std::string* answer,
+bool MlflowRun::call(const std::string& method, const std::string& path, const std::string& body, Json* answer,
                      long* status, const std::string& upload) {
   RestRequest request;
   request.method = method;
@@ -223,19 +217,20 @@ bool MlflowRun::call(const std::string& method, const std::string& path, const s
   }
   // Every answer of the API is a JSON object, or nothing (an artifact's upload): anything else (a proxy's login
   // page) took nothing.
-  if (!reply.body.empty() && !Json::parse(reply.body, nullptr, false).is_object()) {
+  Json parsed = reply.body.empty() ? Json::object() : Json::parse(reply.body, nullptr, false);
+  if (!parsed.is_object()) {
     failed(method + " " + path.substr(0, path.find('?')) +
            ": HTTP 200 with an answer that is not MLflow's JSON: " + one_line(reply.body.substr(0, 200)));
     return false;
   }
-  if (answer) *answer = reply.body;
+  if (answer) *answer = std::move(parsed);
   return true;
 }
 
 // A resumed run is set RUNNING again; a new one needs its experiment (MLflow's experiments/get-by-name, else
 // experiments/create), runs/create and its params. Each step is done once: a failed one is tried again later.
 bool MlflowRun::start_run() {
-  std::string answer;
+  Json answer;
   if (resumed_ && artifact_uri_.empty()) {
     long status = 0;
     if (!call("GET", "/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id(), false), "", &answer, &status)) {
@@ -244,7 +239,7 @@ bool MlflowRun::start_run() {
       run_id_.clear();
       resumed_ = false;
     } else {
-      artifact_uri_ = text_at(parsed_object(answer), "/run/info/artifact_uri"_json_pointer);
+      artifact_uri_ = text_at(answer, "/run/info/artifact_uri"_json_pointer);
       const Json update = {{"run_id", run_id()}, {"status", "RUNNING"}};
       if (!call("POST", "/api/2.0/mlflow/runs/update", body_of(update), nullptr)) {
         artifact_uri_.clear();
@@ -258,11 +253,11 @@ bool MlflowRun::start_run() {
     long status = 0;
     if (call("GET", "/api/2.0/mlflow/experiments/get-by-name?experiment_name=" + url_escape(spec_.experiment, false),
              "", &answer, &status)) {
-      experiment_id_ = text_at(parsed_object(answer), "/experiment/experiment_id"_json_pointer);
+      experiment_id_ = text_at(answer, "/experiment/experiment_id"_json_pointer);
     } else if (status == 404) {
       const Json create = {{"name", spec_.experiment}};
       if (!call("POST", "/api/2.0/mlflow/experiments/create", body_of(create), &answer)) return false;
-      experiment_id_ = text_at(parsed_object(answer), "/experiment_id"_json_pointer);
+      experiment_id_ = text_at(answer, "/experiment_id"_json_pointer);
     } else {
       return false;
     }
@@ -276,13 +271,12 @@ bool MlflowRun::start_run() {
     create["tags"] = Json::array();
     for (const auto& [key, value] : spec_.tags) create["tags"].push_back({{"key", key}, {"value", value}});
     if (!call("POST", "/api/2.0/mlflow/runs/create", body_of(create), &answer)) return false;
-    const Json run = parsed_object(answer);
-    const std::string id = text_at(run, "/run/info/run_id"_json_pointer);
+    const std::string id = text_at(answer, "/run/info/run_id"_json_pointer);
     if (id.empty()) {
       failed("no run id in the answer to runs/create");
       return false;
     }
-    artifact_uri_ = text_at(run, "/run/info/artifact_uri"_json_pointer);
+    artifact_uri_ = text_at(answer, "/run/info/artifact_uri"_json_pointer);
     std::lock_guard<std::mutex> lock(mu_);
     run_id_ = id;
     done_cv_.notify_all();

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace ddp {
 
 struct MlflowMetric {
@@ -86,9 +88,10 @@ class MlflowRun {
   bool send_params();
   bool send_metrics(const std::vector<std::vector<MlflowMetric>>& records);
   void finish(MlflowStatus status, const std::vector<std::string>& artifacts);
-  // One request to the server (path under the URI); false unless it answered 200, failed() but where `status` is
-  // asked for and the answer is 404 (the caller decides). `status`: the answer's HTTP status, 0 without one.
-  bool call(const std::string& method, const std::string& path, const std::string& body, std::string* answer,
+  // One request to the server (path under the URI); false unless it answered 200 with a JSON object or nothing,
+  // failed() but where `status` is asked for and the answer is 404 (the caller decides). `answer`: the JSON object
+  // (empty for nothing); `status`: the answer's HTTP status, 0 without one.
+  bool call(const std::string& method, const std::string& path, const std::string& body, nlohmann::json* answer,
             long* status = nullptr, const std::string& upload = "");
   void failed(const std::string& what);
   bool exit_wait_over();  // the exit wait starts at its first call
