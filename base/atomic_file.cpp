@@ -1,4 +1,4 @@
-// write_file_atomic: a file replaced whole or not at all (temporary file, fsync, rename, fsync of the folder).
+// write_file_atomic, AtomicFileSet: files replaced whole or not at all (temporary, fsync, rename, folder fsync).
 #include "base/atomic_file.h"
 
 #include "base/direct_io.h"
@@ -14,13 +14,21 @@
 
 namespace ddp {
 
-void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce,
-                       Producer producer) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path folder_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+// PATH's bytes written whole to PATH.tmp-PID and synced (the folder made if missing); returns the temporary's name.
+// Any failure removes the temporary and throws naming PATH.
+std::string write_temporary(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                            Producer producer) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directories(folder_of(path), ec);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
@@ -63,13 +71,12 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
     ::unlink(tmp.c_str());
     throw std::runtime_error(path + ": close failed: " + std::strerror(err));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
-  }
-  // The rename is durable once the folder is: a caller that goes on to delete older files (checkpoint retention) must
-  // not do so on a rename the disk may still lose.
+  return tmp;
+}
+
+// The renames and removals in DIR are durable once the folder is: a caller that goes on to delete older files
+// (checkpoint retention) must not do so on a rename the disk may still lose. PATH names the file in errors.
+void sync_folder(const fs::path& dir, const std::string& path) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0)
     throw std::runtime_error(path + ": cannot open its folder to make the rename durable: " + std::strerror(errno));
@@ -81,8 +88,67 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   ::close(dfd);
 }
 
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                       Producer producer) {
+  AtomicFileSet file;
+  file.write(path, produce, producer);
+  file.commit();
+}
+
+AtomicFileSet::~AtomicFileSet() {
+  for (const Staged& s : staged_) ::unlink(s.temporary.c_str());
+}
+
+void AtomicFileSet::write(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                          Producer producer) {
+  staged_.push_back({write_temporary(path, produce, producer), path});
+}
+
+void AtomicFileSet::write(const std::string& path, const std::vector<char>& bytes) {
+  write(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+void AtomicFileSet::remove(const std::string& path) { removed_.push_back(path); }
+
+bool AtomicFileSet::holds(const std::string& path) const {
+  for (const Staged& s : staged_)
+    if (s.path == path) return true;
+  return false;
+}
+
+void AtomicFileSet::commit() {
+  std::vector<std::pair<fs::path, std::string>> folders;  // each folder touched, with a file of it for errors
+  const auto touched = [&](const std::string& path) {
+    const fs::path dir = folder_of(path);
+    for (const auto& f : folders)
+      if (f.first == dir) return;
+    folders.emplace_back(dir, path);
+  };
+  for (const std::string& path : removed_) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw std::runtime_error(path + ": cannot remove it: " + std::strerror(errno));
+    touched(path);
+  }
+  removed_.clear();
+  while (!staged_.empty()) {
+    const Staged s = staged_.front();
+    staged_.erase(staged_.begin());
+    if (::rename(s.temporary.c_str(), s.path.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(s.temporary.c_str());
+      throw std::runtime_error(s.path + ": rename failed: " + std::strerror(err));
+    }
+    touched(s.path);
+  }
+  for (const auto& [dir, path] : folders) sync_folder(dir, path);
+}
+
 void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
-  write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+  AtomicFileSet file;
+  file.write(path, bytes);
+  file.commit();
 }
 
 }  // namespace ddp

@@ -1,4 +1,4 @@
-// write_file_atomic: a file replaced whole or not at all, so a failed write never leaves a partial one in its place.
+// write_file_atomic, AtomicFileSet: files replaced whole or not at all, so a failed write never leaves a partial one.
 #pragma once
 
 #include <cstddef>
@@ -20,5 +20,35 @@ using ByteSink = std::function<void(const void* data, size_t size)>;
 enum class Producer { ThisThread, IdleThread };
 void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce,
                        Producer producer = Producer::ThisThread);
+
+// Files replaced together: each is written whole and synced to PATH.tmp-PID as it is added, and only commit()
+// removes the paths named by remove() and renames the files into place in the order added, so a failed write leaves
+// every file of the set as it was, and a failed rename the files added after it. The temporaries of a set that is
+// not committed are removed with it.
+class AtomicFileSet {
+ public:
+  AtomicFileSet() = default;
+  AtomicFileSet(const AtomicFileSet&) = delete;
+  AtomicFileSet& operator=(const AtomicFileSet&) = delete;
+  ~AtomicFileSet();
+
+  void write(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+             Producer producer = Producer::ThisThread);
+  void write(const std::string& path, const std::vector<char>& bytes);
+  // A file the set no longer has: removed at commit (no error when it does not exist).
+  void remove(const std::string& path);
+  // Whether write() added `path`.
+  bool holds(const std::string& path) const;
+  // Removes, renames, then syncs each folder touched; throws naming the file whose removal or rename failed.
+  void commit();
+
+ private:
+  struct Staged {
+    std::string temporary;
+    std::string path;
+  };
+  std::vector<Staged> staged_;
+  std::vector<std::string> removed_;
+};
 
 }  // namespace ddp

@@ -7,6 +7,7 @@
 #include "base/seconds_text.h"
 #include "base/thread_name.h"
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/final_outputs.h"
 #include "checkpoint/hub_export.h"
 #include "checkpoint/torch_save/pickle_reader.h"
 #include "checkpoint/state_dict.h"
@@ -517,8 +518,7 @@ Checkpointer::Found Checkpointer::find(const Check& check, const Log& warn, bool
   const std::string named = cfg_.resume.mode == ResumeMode::Path ? cfg_.resume.path : "";
   for (const auto& p : store.remove_debris(named)) node_line("removed " + p + " (left by an interrupted write)");
   if (ctx_.is_main())
-    for (const char* name :
-         {"model.pt", "model_ema.pt", "model_scripted.pt", HubFiles::kModel, HubFiles::kEma, HubFiles::kConfig})
+    for (const std::string& name : FinalOutputs::names())
       for (const auto& p : remove_temp_files(out_dir_, name)) log_("removed " + p + " (left by an interrupted write)");
   Found found;
   found.recorded = store.read_line(warn);

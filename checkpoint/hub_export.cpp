@@ -50,11 +50,11 @@ std::string hub_config_json(const Config& cfg, const ModelCard& card) {
   return out;
 }
 
-void write_hub_files(const std::string& out_dir, const NamedTensors& model, const NamedTensors* ema,
-                     const std::string& config_json) {
-  write_safetensors(out_dir + "/" + HubFiles::kModel, model);
-  if (ema) write_safetensors(out_dir + "/" + HubFiles::kEma, *ema);
-  write_file_atomic(out_dir + "/" + HubFiles::kConfig, std::vector<char>(config_json.begin(), config_json.end()));
+void write_hub_files(AtomicFileSet& files, const std::string& out_dir, const NamedTensors& model,
+                     const NamedTensors* ema, const std::string& config_json) {
+  write_safetensors(files, out_dir + "/" + HubFiles::kModel, model);
+  if (ema) write_safetensors(files, out_dir + "/" + HubFiles::kEma, *ema);
+  files.write(out_dir + "/" + HubFiles::kConfig, std::vector<char>(config_json.begin(), config_json.end()));
 }
 
 }  // namespace ddp

@@ -29,9 +29,9 @@ struct HubFiles {
   static constexpr const char* kConfig = "config.json";
 };
 
-// Writes OUT/model.safetensors (`model`), OUT/model_ema.safetensors (`ema`, when not null) and OUT/config.json,
-// each atomically.
-void write_hub_files(const std::string& out_dir, const NamedTensors& model, const NamedTensors* ema,
-                     const std::string& config_json);
+// Adds OUT/model.safetensors (`model`), OUT/model_ema.safetensors (`ema`, when not null) and OUT/config.json to
+// `files`.
+void write_hub_files(AtomicFileSet& files, const std::string& out_dir, const NamedTensors& model,
+                     const NamedTensors* ema, const std::string& config_json);
 
 }  // namespace ddp

@@ -213,6 +213,13 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  AtomicFileSet file;
+  write_safetensors(file, path, tensors, metadata);
+  file.commit();
+}
+
+void write_safetensors(AtomicFileSet& files, const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   std::vector<at::Tensor> data;
   std::string header = "{";
   if (!metadata.empty()) {
@@ -234,7 +241,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
-  write_file_atomic(path, [&](const ByteSink& sink) {
+  files.write(path, [&](const ByteSink& sink) {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
     sink(length, 8);

@@ -37,6 +37,9 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t size, const std::str
 // any previous file as it was); the header padded with spaces to a multiple of 8 bytes, as safetensors does.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+// The same file added to `files`, replaced when they are committed.
+void write_safetensors(AtomicFileSet& files, const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 // Whether `path` names a safetensors file: its extension is .safetensors, or its bytes start as the format does (an
 // 8-byte length, then '{'), where a torch.save file starts with a zip or pickle signature.

@@ -113,12 +113,18 @@ std::vector<char> torch_save_bytes(const c10::IValue& value) {
   return bytes;
 }
 
-void save_state_dict(const std::string& path, const NamedTensors& state) {
+void save_state_dict(AtomicFileSet& files, const std::string& path, const NamedTensors& state) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, t] : state) dict.insert(name, t.detach().cpu().contiguous());
   // Streamed to the file: the tensors are written from their own memory instead of being copied into one buffer
   // first (ResNet-18: 45 MB less at peak on rank 0).
-  write_file_atomic(path, [&](const ByteSink& sink) { write_torch_save(sink, dict); });
+  files.write(path, [&](const ByteSink& sink) { write_torch_save(sink, dict); });
+}
+
+void save_state_dict(const std::string& path, const NamedTensors& state) {
+  AtomicFileSet file;
+  save_state_dict(file, path, state);
+  file.commit();
 }
 
 namespace {

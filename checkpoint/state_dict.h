@@ -24,6 +24,8 @@ c10::impl::GenericDict module_state_entry(const torch::nn::Module& module);
 // Writes a dict of name -> tensor that Python's torch.load(path) reads as it is (weights_only=True): torch.save's
 // zip format with an untagged pickle (write_torch_save). Atomic: written to PATH.tmp-PID, fsynced, renamed.
 void save_state_dict(const std::string& path, const NamedTensors& state);
+// The same file added to `files`, replaced when they are committed.
+void save_state_dict(AtomicFileSet& files, const std::string& path, const NamedTensors& state);
 // Reads a dict of name -> tensor saved by torch.save (plain dict or OrderedDict) or by save_state_dict.
 NamedTensors load_state_dict_file(const std::string& path);
 // The value torch.save wrote to `path`; unreadable files throw naming the file.

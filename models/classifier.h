@@ -1,6 +1,8 @@
 // Classifier: the interface every model implements (a Module whose forward maps images to class scores).
 #pragma once
 
+#include "base/atomic_file.h"
+
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -24,8 +26,9 @@ class Classifier : public torch::nn::Module {
   virtual int64_t min_training_batch(int64_t /*image_size*/) const { return 1; }
   // The module that maps features to class scores (torchvision's ResNets: "fc"), which fine-tuning re-initialises.
   virtual std::string head_name() const = 0;
-  // Files the model writes of itself beside model.pt (TorchScript: model_scripted.pt); none by default.
-  virtual void write_exports(const std::string& /*out_dir*/) const {}
+  // A TorchScript model: the module itself as torch.jit.save writes it, added to `files` as PATH; other models write
+  // nothing.
+  virtual void write_scripted(AtomicFileSet& /*files*/, const std::string& /*path*/) const {}
   // model.sync_batchnorm, as torch.nn.SyncBatchNorm.convert_sync_batchnorm: the BatchNorm layers normalise over
   // every rank's batch in training (a model without BatchNorm has nothing to convert); throws a ConfigError naming
   // the layers it cannot convert.

@@ -118,12 +118,12 @@ class ScriptedClassifier : public Classifier {
                       "a model without BatchNorm");
   }
 
-  void write_exports(const std::string& out_dir) const override {
+  void write_scripted(AtomicFileSet& files, const std::string& path) const override {
     torch::jit::Module copy = module_.clone();
     copy.to(torch::kCPU);
     copy.eval();
-    // What Module::save writes, replacing the file whole or not at all, as model.pt is.
-    write_file_atomic(out_dir + "/model_scripted.pt", [&](const ByteSink& sink) {
+    // What Module::save writes, replacing the file whole or not at all, with model.pt.
+    files.write(path, [&](const ByteSink& sink) {
       torch::jit::ExportModule(copy, [&](const void* data, size_t size) {
         sink(data, size);
         return size;

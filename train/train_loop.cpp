@@ -5,6 +5,7 @@
 #include "base/exit_codes.h"
 #include "base/first_line.h"
 #include "checkpoint/checkpointer.h"
+#include "checkpoint/final_outputs.h"
 #include "checkpoint/hub_export.h"
 #include "checkpoint/state_dict.h"
 #include "data/device_feed.h"
@@ -204,20 +205,16 @@ void Trainer::write_model() {
   end.bad_samples = bad_samples();
   end.nonfinite_skips = nonfinite_skips();
   end.checkpoints_written = checkpointer_->written();
-  end.model_path = cfg_.job.out_dir + "/model.pt";
+  end.model_path = cfg_.job.out_dir + "/" + FinalOutputs::kModel;
   const std::string summary = reporter_.summary(end);  // collective on CUDA
   const RankZeroOutcome r = on_rank_zero(ctx_, [&] {
-    // Atomic: a full or read-only disk leaves the previous model.pt as it was.
+    // One set of files: a full or read-only disk leaves the previous model.pt as it was.
     const NamedTensors weights = module_state(*model_);
-    save_state_dict(end.model_path, weights);
-    model_->write_exports(cfg_.job.out_dir);
     std::optional<NamedTensors> ema;
-    if (ema_->enabled()) {
-      ema = module_state(ema_->model());
-      save_state_dict(cfg_.job.out_dir + "/model_ema.pt", *ema);
-    }
-    write_hub_files(cfg_.job.out_dir, weights, ema ? &*ema : nullptr,
-                    hub_config_json(cfg_, {dataset_.classes, model_->head_name()}));
+    if (ema_->enabled()) ema = module_state(ema_->model());
+    write_final_outputs(cfg_.job.out_dir,
+                        {weights, ema ? &*ema : nullptr, hub_config_json(cfg_, {dataset_.classes, model_->head_name()}),
+                         [&](AtomicFileSet& files, const std::string& path) { model_->write_scripted(files, path); }});
     reporter_.message(summary);
   });
   if (!r.failed) return;

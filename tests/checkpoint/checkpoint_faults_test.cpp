@@ -148,6 +148,41 @@ TEST(CheckpointFaults, FullOrReadOnlyDiskWhileWritingModelPtIsACleanErrorKeeping
   }
 }
 
+// The final outputs are one set: a full disk while writing any of them (model_ema.safetensors, written before
+// model.pt) leaves every previous one as it was, not a new model.pt beside the old EMA's files; and a run without an
+// EMA removes an earlier run's model_ema.pt and model_ema.safetensors (and a TorchScript export), which belong to
+// other weights than its model.pt.
+TEST(CheckpointFaults, TheFinalOutputsAreReplacedTogetherOrNotAtAll) {
+  TempDir dir;
+  const std::string cfg = ckpt_job_config(dir);
+  const std::string out = dir / "o";
+  const std::vector<std::string> names = {"model.pt", "model_ema.pt", "model.safetensors", "model_ema.safetensors",
+                                          "config.json"};
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + out + " --training.max_steps=4 --training.ema_decay=0.9").exit_code, 0);
+  std::vector<std::string> previous;
+  for (const std::string& name : names) previous.push_back(read_file(out + "/" + name));
+  auto r = ckpt_train(cfg, "--job.out_dir=" + out + " --training.max_steps=6 --training.ema_decay=0.9",
+                      fault_env("write", "model_ema.safetensors.tmp-", "enospc"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: writing the trained model failed: " + out +
+                          "/model_ema.safetensors: write failed: No space left on device (any previous model.pt is "
+                          "intact"),
+            std::string::npos)
+      << r.output;
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(read_file(out + "/" + names[i]) == previous[i]) << names[i];
+  EXPECT_EQ(faults_debris(out), std::vector<std::string>{});
+
+  const std::string plain = dir / "p";
+  ASSERT_EQ(ckpt_train(cfg, "--job.out_dir=" + plain + " --training.max_steps=4").exit_code, 0);
+  for (const char* stale : {"model_ema.pt", "model_ema.safetensors", "model_scripted.pt"})
+    write_file(plain + "/" + stale, "an earlier run's");
+  r = ckpt_train(cfg, "--job.out_dir=" + plain + " --training.max_steps=6");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* stale : {"model_ema.pt", "model_ema.safetensors", "model_scripted.pt"})
+    EXPECT_FALSE(fs::exists(plain + "/" + stale)) << stale;
+  for (const char* kept : {"model.pt", "model.safetensors", "config.json"}) EXPECT_TRUE(fs::exists(plain + "/" + kept));
+}
+
 // The folder's fsync after a checkpoint's rename fails (EIO): the rename may not be on the disk, so the save fails
 // (on_error = fail: one error line naming the file) before retention deletes anything (keep_last = 1 would delete
 // steps 4 and 8 once step 12 is saved).
