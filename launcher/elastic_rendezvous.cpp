@@ -147,11 +147,16 @@ Membership ElasticRendezvous::assemble(int64_t round, int64_t members, int64_t m
   return m;
 }
 
-std::string ElasticRendezvous::lost_member() {
-  if (!has_round_ || Clock::now() < next_keep_alive_) return "";
+bool ElasticRendezvous::keep_alive() {
+  if (!has_round_ || Clock::now() < next_keep_alive_) return false;
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(o_.rdzv_conf.keep_alive_interval * 1000));
   next_keep_alive_ = Clock::now() + interval;
   store_.add(round_key(current_.round, "alive/" + std::to_string(current_.node_rank)), 1);
+  return true;
+}
+
+std::string ElasticRendezvous::lost_member() {
+  if (!keep_alive()) return "";
   const double allowed = o_.rdzv_conf.keep_alive_interval * static_cast<double>(o_.rdzv_conf.keep_alive_max_attempt);
   for (int64_t r = 0; r < current_.nnodes(); ++r) {
     if (r == current_.node_rank) continue;

@@ -52,6 +52,10 @@ class ElasticRendezvous {
   // While the current round runs, called every --monitor-interval: sends this node's keep-alive when it is due, and
   // returns a member that missed keep_alive_max_attempt keep-alives ("" when all are alive).
   std::string lost_member();
+  // Sends this node's keep-alive when it is due (every keep_alive_interval; torchrun's heartbeats go on until its
+  // agent shuts down): also while this node's workers have finished and it waits for the other nodes' (the exit
+  // barrier), so that they do not count it lost. Returns whether it sent one.
+  bool keep_alive();
   // Why the current round makes room for waiting nodes (set by node rank 0 when nodes wait and there is room below
   // MAX), or nullopt.
   std::optional<std::string> scale_up();

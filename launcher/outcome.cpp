@@ -16,20 +16,26 @@ namespace {
 
 using Kind = RoundOutcome::Kind;
 
-// A forwarded signal ended the round; SIGUSR1 after the workers finished ends the job as a success.
-RoundOutcome stopped_by(int sig, bool workers_succeeded) {
-  if (workers_succeeded && sig == SIGUSR1) return {Kind::kSucceededAfterStop, "", 0};
+// A forwarded signal ended the round. SIGUSR1 asks the workers to checkpoint and exit, not to die: after it, workers
+// that all exited 0 end the job as a success, and one that failed ends it as a failure.
+RoundOutcome stopped_by(int sig, const RoundResult& r) {
+  if (sig == SIGUSR1 && !r.failed_while_stopping.empty())
+    return {Kind::kFailedWhileStopping, r.failed_while_stopping, 0};
+  if (sig == SIGUSR1 && r.end == RoundEnd::kSucceeded) return {Kind::kSucceededAfterStop, "", 0};
   return {Kind::kStopped, "", sig};
 }
 
-// What the round's result means before the exit barrier.
+// What the round's result means before the exit barrier. A worker that failed while the round stopped for SIGUSR1
+// or for waiting nodes did not checkpoint as asked: the round failed, whatever its other workers did.
 RoundOutcome outcome_of(const RoundResult& r, ElasticRendezvous* rendezvous) {
-  if (rendezvous && r.signal == 0 && (r.end == RoundEnd::kNodesChanged || r.requeued)) {
+  const bool stopped_cleanly = r.failed_while_stopping.empty();
+  if (rendezvous && r.signal == 0 && stopped_cleanly && (r.end == RoundEnd::kNodesChanged || r.requeued)) {
     const auto why = rendezvous->scale_up_decided();
     if (why || r.end == RoundEnd::kNodesChanged) return {Kind::kMembershipChanged, why.value_or(r.reason), 0};
   }
-  if (r.end == RoundEnd::kSucceeded && r.requeued) return {Kind::kRequeued, "", 0};
-  if (r.signal != 0) return stopped_by(r.signal, r.end == RoundEnd::kSucceeded);
+  if (r.end == RoundEnd::kSucceeded && r.requeued && stopped_cleanly) return {Kind::kRequeued, "", 0};
+  if (r.signal != 0) return stopped_by(r.signal, r);
+  if (r.end == RoundEnd::kNodesChanged && !stopped_cleanly) return {Kind::kFailed, r.failed_while_stopping, 0};
   switch (r.end) {
     case RoundEnd::kSucceeded:
       return {Kind::kSucceeded, "", 0};
@@ -46,14 +52,16 @@ RoundOutcome outcome_of(const RoundResult& r, ElasticRendezvous* rendezvous) {
 }
 
 // After this node's workers all exited 0: every node's have (torchrun's exit barrier), or another node's news.
-RoundOutcome exit_barrier(JobStore& store, int64_t round) {
+// With c10d this node goes on sending keep-alives meanwhile.
+RoundOutcome exit_barrier(JobStore& store, int64_t round, ElasticRendezvous* rendezvous) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   try {
     store.report_done(round);
     while (!store.all_done(round)) {
+      if (rendezvous) rendezvous->keep_alive();
       if (auto failed = store.failure(round)) return {Kind::kFailed, *failed, 0};
       if (auto why = store.stopped()) return {Kind::kJobStopped, *why, 0};
-      if (const int sig = received_stop_signal()) return stopped_by(sig, true);
+      if (const int sig = received_stop_signal()) return stopped_by(sig, RoundResult{});
       if (std::chrono::steady_clock::now() >= deadline) {
         launcher_log("warning: the other nodes did not finish within 300 s of this one; exiting");
         break;
@@ -74,7 +82,7 @@ RoundOutcome stopped_before_workers(int sig) {
 
 RoundOutcome settle_round(const RoundResult& r, int64_t round, JobStore* store, ElasticRendezvous* rendezvous) {
   const RoundOutcome outcome = outcome_of(r, rendezvous);
-  return outcome.kind == Kind::kSucceeded && store ? exit_barrier(*store, round) : outcome;
+  return outcome.kind == Kind::kSucceeded && store ? exit_barrier(*store, round, rendezvous) : outcome;
 }
 
 NextStep next_step(const RoundOutcome& outcome, int64_t restarts, int64_t max_restarts) {
@@ -100,6 +108,9 @@ int end_job(const RoundOutcome& outcome, int64_t max_restarts) {
       return 128 + outcome.signal;
     case Kind::kJobStopped:
       launcher_log("error: the job was stopped: " + outcome.reason);
+      return 1;
+    case Kind::kFailedWhileStopping:
+      launcher_log("error: the job failed while its workers stopped for SIGUSR1: " + outcome.reason);
       return 1;
     case Kind::kLost:
       launcher_log("error: " + outcome.reason);

@@ -12,15 +12,16 @@ namespace ddp {
 
 struct RoundOutcome {
   enum class Kind {
-    kSucceeded,           // every node's workers exited 0 (torchelastic: SUCCEEDED): exit 0
-    kFailed,              // a worker of some node failed, or a c10d member was lost (FAILED): restart or exit 1
-    kMembershipChanged,   // c10d: the round made room for waiting nodes (HEALTHY with nodes waiting): meet again
-    kRequeued,            // the workers checkpointed before a scheduler's time limit: exit kRequeueExitCode
-    kStopped,             // ddprun received a signal and forwarded it: exit 128 + signal
-    kSucceededAfterStop,  // ddprun received SIGUSR1 but the workers had finished: exit 0, without the exit barrier
-    kJobStopped,          // another node stopped the job (a signal, a flag mismatch): exit 1
-    kJobFinished,         // c10d: the job finished before this node could join it: exit 0
-    kLost,                // node 0's ddprun or the rendezvous can no longer be reached: exit 1
+    kSucceeded,            // every node's workers exited 0 (torchelastic: SUCCEEDED): exit 0
+    kFailed,               // a worker of some node failed, or a c10d member was lost (FAILED): restart or exit 1
+    kMembershipChanged,    // c10d: the round made room for waiting nodes (HEALTHY with nodes waiting): meet again
+    kRequeued,             // the workers checkpointed before a scheduler's time limit: exit kRequeueExitCode
+    kStopped,              // ddprun received a signal and forwarded it: exit 128 + signal
+    kSucceededAfterStop,   // ddprun received SIGUSR1 but the workers had finished: exit 0, without the exit barrier
+    kFailedWhileStopping,  // ddprun received SIGUSR1 and a worker failed instead of checkpointing: exit 1
+    kJobStopped,           // another node stopped the job (a signal, a flag mismatch): exit 1
+    kJobFinished,          // c10d: the job finished before this node could join it: exit 0
+    kLost,                 // node 0's ddprun or the rendezvous can no longer be reached: exit 1
   };
   Kind kind = Kind::kSucceeded;
   std::string reason;  // what happened (kStopped: "" or when), for every kind but kSucceeded and kSucceededAfterStop

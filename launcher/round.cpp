@@ -151,7 +151,12 @@ class Round {
         result_.requeued = true;  // checkpointed for a requeue: its peers stop at the same step
         continue;
       }
-      if (stop_.started || wait_status_ok(w->wait_status)) continue;
+      if (wait_status_ok(w->wait_status)) continue;
+      if (stop_.started) {
+        if (result_.failed_while_stopping.empty())
+          result_.failed_while_stopping = describe_worker(*w, node_rank_) + " " + describe_wait_status(w->wait_status);
+        continue;
+      }
       result_.end = RoundEnd::kWorkerFailed;
       result_.reason = describe_worker(*w, node_rank_) + " " + describe_wait_status(w->wait_status);
       group_.read_available(*w);  // what it wrote last belongs to the tail

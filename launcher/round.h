@@ -27,6 +27,9 @@ struct RoundResult {
   std::string reason;     // for every end but kSucceeded
   int signal = 0;         // a SIGINT/SIGTERM/SIGHUP/SIGUSR1 that ddprun received and forwarded (no restart then)
   bool requeued = false;  // a worker exited kRequeueExitCode: it checkpointed before a scheduler's time limit
+  // The first worker that failed (neither 0 nor kRequeueExitCode) once the round was stopping, with how it ended;
+  // empty when none did.
+  std::string failed_while_stopping;
 };
 
 // Starts the workers of round `a` (its ranks, a.restart_count as TORCHELASTIC_RESTART_COUNT) and supervises them;

@@ -231,6 +231,19 @@ TEST(LauncherElasticTest, JobBelowMinWaitsJoinTimeoutAndSaysWhatIsMissing) {
       << r.result.output;
 }
 
+// A node whose workers finished waits for the other node's (the exit barrier) still sending keep-alives: the other
+// node, whose worker runs on for longer than keep_alive_interval x keep_alive_max_attempt (3 s), does not count it
+// lost, and both exit 0.
+TEST(LauncherElasticTest, ANodeThatFinishedFirstKeepsSendingKeepAlives) {
+  TempDir dir;
+  const std::string worker = write_script(dir, "worker.sh", "if [ $RANK = 0 ]; then sleep 5; fi\n");
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "2", "") + " -- " + worker;
+  run_command(start_node(dir, 0, cmd) + start_node(dir, 1, cmd) + "wait\n");
+  const std::string logs = node_logs(dir, 2);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(node_result(dir, i).exit_code, 0) << logs;
+  EXPECT_EQ(logs.find("sent no keep-alive"), std::string::npos) << logs;
+}
+
 // With MAX nodes running, a further node waits; when the job finishes it leaves, exit 0, saying so.
 TEST(LauncherElasticTest, NodeBeyondMaxWaitsAndLeavesWhenTheJobFinishes) {
   TempDir dir;

@@ -86,17 +86,23 @@ TEST(LauncherFailureTest, WorkerKilledBySignalIsNamed) {
   job.expect_nothing_survives();
 }
 
+// ddprun of two workers running `script`, sent `signal` once both are running; its output ends "ddprun exit CODE".
+TimedResult signal_ddprun(const Job& job, const std::string& script, const std::string& signal,
+                          const std::string& flags = "") {
+  const std::string wait_started = "for i in $(seq 200); do [ -f " + job.dir / "pid_1_0" + " ] && [ -f " +
+                                   job.dir / "pid_0_0" + " ] && break; sleep 0.05; done; sleep 0.2\n";
+  // Job control on (set -m): otherwise bash starts background commands with SIGINT ignored.
+  return run_timed("set -m\n" + job.run("--nproc-per-node=2" + flags, script) + " &\nP=$!\n" + wait_started + "kill -" +
+                   signal + " $P\nwait $P\necho \"ddprun exit $?\"\n");
+}
+
 // Each worker records the signal it gets, then exits; ddprun is signalled once both are running.
 void expect_signal_forwarded(const std::string& signal, int expected_exit, const std::string& flags = "") {
   Job job;
   const std::string script = worker_script(
       job.dir, "trap 'echo " + signal + " > " + job.dir.path() + "/got_$RANK; exit 1' " + signal +
                    "\nwhile true; do sleep 0.05; done\n");
-  const std::string wait_started = "for i in $(seq 200); do [ -f " + job.dir / "pid_1_0" + " ] && [ -f " +
-                                   job.dir / "pid_0_0" + " ] && break; sleep 0.05; done; sleep 0.2\n";
-  // Job control on (set -m): otherwise bash starts background commands with SIGINT ignored.
-  auto r = run_timed("set -m\n" + job.run("--nproc-per-node=2" + flags, script) + " &\nP=$!\n" + wait_started +
-                     "kill -" + signal + " $P\nwait $P\necho \"ddprun exit $?\"\n");
+  auto r = signal_ddprun(job, script, signal, flags);
   EXPECT_NE(r.result.output.find("ddprun exit " + std::to_string(expected_exit)), std::string::npos)
       << r.result.output;
   EXPECT_LT(r.seconds, 8.0);
@@ -111,6 +117,23 @@ TEST(LauncherFailureTest, SigintToDdprunIsForwarded) { expect_signal_forwarded("
 TEST(LauncherFailureTest, SigquitToDdprunIsForwarded) { expect_signal_forwarded("QUIT", 128 + 3); }  // torchrun's list
 TEST(LauncherFailureTest, SignalsToHandleAddsOneToForward) {
   expect_signal_forwarded("USR2", 128 + 12, " --signals-to-handle=SIGTERM,SIGUSR2");
+}
+
+// SIGUSR1 asks the workers to checkpoint and exit 75: one that fails instead (exits 3 while the other exits 75, or
+// dies of the signal it does not handle) fails the job, exit 1 naming it, never 0 ("done") or 75 ("requeue me").
+TEST(LauncherFailureTest, AWorkerThatFailsOnSigusr1FailsTheJob) {
+  for (const std::string on_usr1 : {"trap 'if [ $RANK = 0 ]; then exit 75; fi; exit 3' USR1\n", ""}) {
+    SCOPED_TRACE(on_usr1.empty() ? "no trap" : on_usr1);
+    Job job;
+    auto r = signal_ddprun(job, worker_script(job.dir, on_usr1 + "while true; do sleep 0.05; done\n"), "USR1");
+    EXPECT_NE(r.result.output.find("ddprun exit 1\n"), std::string::npos) << r.result.output;
+    EXPECT_NE(r.result.output.find("error: the job failed while its workers stopped for SIGUSR1: rank " +
+                                   std::string(on_usr1.empty() ? "" : "1 (node 0, local rank 1, pid ")),
+              std::string::npos)
+        << r.result.output;
+    EXPECT_LT(r.seconds, 8.0);
+    job.expect_nothing_survives();
+  }
 }
 
 TEST(LauncherFailureTest, WorkerIgnoringSigtermGetsSigkillAfterGracePeriod) {
