@@ -111,9 +111,9 @@ std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& tex
 }
 
 std::string silent_rank_state(const RankView& view) {
-  if (view.host != own_view(0, "").host) return "";
+  if (!pid_visible(view)) return "";
   char state = 0;
-  if (process_start_time(view.pid, &state) == 0 || !process_alive(view.pid)) return "exited";
+  if (process_start_time(view.pid, &state) == 0 || !rank_process_alive(view)) return "exited";
   if (state == 'T' || state == 't') return "stopped (SIGSTOP or a debugger)";
   return "";
 }

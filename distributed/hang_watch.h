@@ -33,8 +33,8 @@ std::optional<HangReport> parse_hang_report(int64_t rank, const std::string& tex
 std::string hang_verdict(const std::vector<HangReport>& reports, int64_t world_size, const std::vector<RankView>& views,
                          const std::function<std::string(int64_t)>& silent);
 
-// Why a rank that posted nothing does not answer, from its process on this host: "stopped (SIGSTOP or a debugger)",
-// "exited", or "" (running, or on another host).
+// Why a rank that posted nothing does not answer, from its process where this one sees it (pid_visible): "stopped
+// (SIGSTOP or a debugger)", "exited", or "" (running, or not seen from here).
 std::string silent_rank_state(const RankView& view);
 
 // After this rank failed with `line` (its error, without the "[rank R] error: " prefix): posts it through

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -32,6 +33,19 @@ std::string arrival_key(int64_t n) { return "ddptrain/arrival/" + std::to_string
 
 std::vector<uint8_t> view_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string view_string(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
+// "BOOT_ID pid:[INODE]": namespace inodes are unique within one boot of one kernel; "" when either is unreadable.
+std::string own_pid_namespace() {
+  static const std::string id = [] {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string boot_id;
+    char ns[128] = {};
+    if (!std::getline(boot, boot_id) || boot_id.empty() || ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1) <= 0)
+      return std::string();
+    return boot_id + " " + ns;
+  }();
+  return id;
+}
 
 std::string where(int64_t rank, const RankView& v) { return "rank " + std::to_string(rank) + " (host " + v.host + ")"; }
 
@@ -57,7 +71,8 @@ std::string describe_missing(const std::vector<int64_t>& ranks, int64_t local_wo
 
 std::string view_text(const RankView& v) {
   return "world=" + std::to_string(v.world_size) + "\nlibtorch=" + v.libtorch + "\nconfig=" + v.config +
-         "\nhost=" + v.host + "\npid=" + std::to_string(v.pid);
+         "\nhost=" + v.host + "\npid=" + std::to_string(v.pid) + "\npidns=" + v.pid_namespace +
+         "\nstart=" + std::to_string(v.start_time);
 }
 
 std::string place_of(const RankView& v) { return "host " + v.host + ", pid " + std::to_string(v.pid); }
@@ -83,11 +98,15 @@ bool parse_view(const std::string& text, RankView& out) {
       else if (k == "config") out.config = v, seen |= 4;
       else if (k == "host") out.host = v, seen |= 8;
       else if (k == "pid") out.pid = std::stoll(v), seen |= 16;
+      else if (k == "pidns")
+        out.pid_namespace = v, seen |= 32;
+      else if (k == "start")
+        out.start_time = std::stoull(v), seen |= 64;
     }
   } catch (const std::exception&) {
     return false;
   }
-  return seen == 31;
+  return seen == 127;
 }
 
 std::string view_mismatch(int64_t rank_a, const RankView& a, int64_t rank_b, const RankView& b) {
@@ -115,7 +134,15 @@ RankView own_view(int64_t world_size, const std::string& config_digest) {
   if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
   v.host = host;
   v.pid = getpid();
+  v.pid_namespace = own_pid_namespace();
+  v.start_time = process_start_time(v.pid);
   return v;
+}
+
+bool pid_visible(const RankView& v) { return !v.pid_namespace.empty() && v.pid_namespace == own_pid_namespace(); }
+
+bool rank_process_alive(const RankView& v) {
+  return process_alive(v.pid) && (v.start_time == 0 || process_start_time(v.pid) == v.start_time);
 }
 
 namespace {
@@ -265,13 +292,12 @@ std::vector<RankView> join_ranks(const c10::intrusive_ptr<c10d::Store>& store, c
 }
 
 std::string gone_ranks(const std::vector<RankView>& views, int64_t self, std::chrono::milliseconds settle) {
-  const std::string host = own_view(0, "").host;
   const auto until = std::chrono::steady_clock::now() + settle;
   for (;;) {
     std::string gone;
     for (size_t r = 0; r < views.size(); ++r) {
       const RankView& v = views[r];
-      if (static_cast<int64_t>(r) == self || v.host != host || process_alive(v.pid)) continue;
+      if (static_cast<int64_t>(r) == self || !pid_visible(v) || rank_process_alive(v)) continue;
       gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r) + " (host " + v.host + ", pid " +
               std::to_string(v.pid) + ")";
     }

@@ -20,6 +20,11 @@ struct RankView {
   std::string config;    // digest of the rank's whole config (overrides included)
   std::string host;
   int64_t pid = 0;
+  // The process table its pid is a number in: the kernel's boot id and the pid namespace (/proc/self/ns/pid); ""
+  // when unknown. Ranks in two containers of one host, or of two hosts with one hostname, see other processes under
+  // the same numbers.
+  std::string pid_namespace;
+  uint64_t start_time = 0;  // the process's start (process_start_time), telling it from a later one with its pid
 };
 
 std::string view_text(const RankView& v);
@@ -31,7 +36,8 @@ bool parse_view(const std::string& text, RankView& out);
 // "" when two ranks agree; else one line naming both ranks, their hosts and the first field that differs.
 std::string view_mismatch(int64_t rank_a, const RankView& a, int64_t rank_b, const RankView& b);
 
-// This process's view: world_size, LibTorch version, hostname, pid, and `config_digest`.
+// This process's view: world_size, LibTorch version, hostname, pid, its pid namespace and start, and
+// `config_digest`.
 RankView own_view(int64_t world_size, const std::string& config_digest);
 
 struct JoinPlace {
@@ -54,8 +60,14 @@ struct JoinPlace {
 std::vector<RankView> join_ranks(const c10::intrusive_ptr<c10d::Store>& store, const JoinPlace& place,
                                  const RankView& mine, std::chrono::milliseconds timeout);
 
-// The ranks on this host (of `views`) whose process is gone: "rank 2 (host h, pid 123) exited", "" when none is
-// known to be after polling for up to `settle` (a killed peer's connections reset before its process is gone).
+// Whether the process of `v` is one this process can see by its pid (the same pid namespace of the same boot).
+bool pid_visible(const RankView& v);
+// Whether that process still runs: its pid is there, neither a zombie nor another process started since.
+bool rank_process_alive(const RankView& v);
+
+// The ranks whose process this one sees (pid_visible, of `views`) and is gone: "rank 2 (host h, pid 123) exited", ""
+// when none is known to be after polling for up to `settle` (a killed peer's connections reset before its process is
+// gone).
 std::string gone_ranks(const std::vector<RankView>& views, int64_t self, std::chrono::milliseconds settle);
 
 }  // namespace ddp

@@ -18,10 +18,12 @@
 namespace ddp {
 namespace {
 
+// A rank's view on `host`, its pid in this process's pid namespace.
 RankView view(const std::string& host, int64_t pid) {
   RankView v;
   v.host = host;
   v.pid = pid;
+  v.pid_namespace = own_view(1, "").pid_namespace;
   return v;
 }
 
@@ -102,6 +104,14 @@ TEST(HangVerdict, ReportTextRoundTripsAndRefusesGarbage) {
   // This process is running, on this host: nothing to say of it; a pid that is not there has exited.
   EXPECT_EQ(silent_rank_state(own_view(1, "")), "");
   EXPECT_EQ(silent_rank_state(view(own_view(1, "").host, 999999999)), "exited");
+  // A pid of another pid namespace (another container, on this host or under this hostname) says nothing here.
+  RankView elsewhere = view(own_view(1, "").host, 999999999);
+  elsewhere.pid_namespace = "another boot pid:[4026531836]";
+  EXPECT_EQ(silent_rank_state(elsewhere), "");
+  // This process's pid, but a process started at another time: the rank that had the pid is gone.
+  RankView reused = own_view(1, "");
+  reused.start_time += 1;
+  EXPECT_EQ(silent_rank_state(reused), "exited");
 }
 
 // The line a watch's `fail` got ("" until then).

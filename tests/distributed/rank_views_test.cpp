@@ -36,9 +36,28 @@ TEST(RankViews, TextRoundTripsAndMalformedViewsAreRefused) {
   EXPECT_EQ(back.config, "abc");
   EXPECT_EQ(back.host, views_host());
   EXPECT_EQ(back.pid, getpid());
+  EXPECT_FALSE(back.pid_namespace.empty());
+  EXPECT_EQ(back.pid_namespace, v.pid_namespace);
+  EXPECT_GT(back.start_time, 0u);
+  EXPECT_EQ(back.start_time, v.start_time);
+  EXPECT_TRUE(pid_visible(back));
+  EXPECT_TRUE(rank_process_alive(back));
   EXPECT_FALSE(parse_view("world=4", back));
   EXPECT_FALSE(parse_view("world=x\nlibtorch=1\nconfig=c\nhost=h\npid=1", back));
   EXPECT_FALSE(parse_view(std::string(5000, 'a'), back));
+}
+
+// gone_ranks names a rank whose process this one sees exited, and never one of another pid namespace, whatever its
+// hostname: there its pid may be no process here, or another one.
+TEST(RankViews, GoneRanksAreThoseSeenGoneInThisPidNamespace) {
+  std::vector<RankView> views = {own_view(3, ""), own_view(3, ""), own_view(3, "")};
+  views[1].pid = 999999999;
+  views[2].pid = 999999998;
+  views[2].pid_namespace = "another boot pid:[4026531836]";
+  EXPECT_EQ(gone_ranks(views, 0, std::chrono::milliseconds(0)),
+            "rank 1 (host " + views_host() + ", pid 999999999) exited");
+  views[1].pid_namespace = views[2].pid_namespace;
+  EXPECT_EQ(gone_ranks(views, 0, std::chrono::milliseconds(0)), "");
 }
 
 TEST(RankViews, MismatchNamesBothRanksAndHosts) {
