@@ -49,6 +49,13 @@ at::Tensor same_place(const at::Tensor& t, const at::Tensor& bucket, const at::T
   return values.slice(0, at, at + t.numel()).view(t.sizes());
 }
 
+// A future already done, of an empty list of tensors, typed for `devices` (none: the CPU).
+c10::intrusive_ptr<c10::ivalue::Future> completed_future(std::vector<c10::Device> devices) {
+  auto done = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(), std::move(devices));
+  done->markCompleted(c10::IValue(c10::List<at::Tensor>()));
+  return done;
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> allreduce(c10d::ProcessGroup& group, const at::Tensor& t) {
   std::vector<at::Tensor> tensors{t};
   return group.allreduce(tensors)->getFuture();
@@ -579,6 +586,12 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
   c->last = bucket.isLast();
   auto group = group_;
   const auto tensors = c10::ListType::ofTensors();
+  // The chain's futures are typed for the bucket's device, as the process group's are (thenAsync's child takes its
+  // parent's devices): a CUDA future's callbacks run on streams that wait for the work it stands for
+  // (ivalue::Future::invokeCallback), where a CPU future's run at once on the current stream, before an all-reduce's
+  // result is there.
+  if (c->input.is_cuda() && tail_->devices() != std::vector<c10::Device>{c->input.device()})
+    tail_ = completed_future({c->input.device()});
   if (!prepare_bucket(*state_, bucket, *c)) {
     c->input.div_(c->world);  // default_hooks._allreduce_fut: the division first, against overflow
     tail_ = tail_->thenAsync([c, group](c10::ivalue::Future&) { return allreduce(*group, c->input); }, tensors);
@@ -618,11 +631,7 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
 }
 
 PowerSgdHook::PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state)
-    : group_(std::move(group)),
-      state_(std::move(state)),
-      tail_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
-  tail_->markCompleted(c10::IValue(c10::List<at::Tensor>()));
-}
+    : group_(std::move(group)), state_(std::move(state)), tail_(completed_future({})) {}
 
 at::Tensor PowerSgdHook::parseHookResult(const c10::IValue& result) {
   return result.isTensor() ? result.toTensor() : result.toTensorVector().at(0);
