@@ -197,8 +197,12 @@ class ShmAllreduceBackend : public ForwardingBackend {
     c10::intrusive_ptr<c10::ivalue::Future> future;
   };
 
-  // Every rank makes the same call with the same shapes and dtypes, so every rank decides the same way.
-  static bool eligible(const at::Tensor& t, const ReduceOp& op) {
+  // Every rank makes the same call with the same shapes and dtypes, so every rank decides the same way. Between
+  // nodes Gloo reduces no int16 (ProcessGroupGloo's GENERATE_ALL_TYPES): the hierarchical path hands such an
+  // all-reduce to Gloo whole, which refuses it in its own words, where the node path's failure between nodes would
+  // read as a lost node.
+  bool eligible(const at::Tensor& t, const ReduceOp& op) const {
+    if (hierarchical_ && t.scalar_type() == at::kShort) return false;
     return t.device().is_cpu() && t.layout() == at::kStrided && t.is_contiguous() && supported(t.scalar_type()) &&
            supported(op.op_);
   }

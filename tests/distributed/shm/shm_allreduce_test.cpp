@@ -308,6 +308,24 @@ TEST(HierarchicalAllreduce, QueuedAllreducesInFlightTogetherHoldTheNodeOrderResu
 }
 
 // Nodes of one rank each have nothing to share: "hierarchical" says why on every rank, "auto" keeps Gloo.
+// Gloo between nodes has no int16: such an all-reduce is Gloo's refusal on every rank, never a node said to be lost.
+TEST(HierarchicalAllreduce, AnInt16AllreduceIsGloosRefusalNotALostNode) {
+  const int port = free_port();
+  expect_no_errors(on_ranks(4, [&](int rank) {
+    DistContext ctx = join(rank, 4, port, "hierarchical", 60.0, 2);
+    ASSERT_EQ(ctx.allreduce, "hierarchical");
+    try {
+      allreduce(*ctx.group, at::ones({8}, at::kShort));
+      ADD_FAILURE() << "rank " << rank << ": an int16 all-reduce did not fail";
+    } catch (const std::exception& e) {
+      EXPECT_EQ(std::string(e.what()).find("gone or unreachable"), std::string::npos) << e.what();
+    }
+    at::Tensor t = at::full({8}, rank + 1, at::kFloat);  // the group still works
+    allreduce(*ctx.group, t);
+    EXPECT_TRUE(at::equal(t, at::full({8}, 10, at::kFloat))) << "rank " << rank;
+  }));
+}
+
 TEST(HierarchicalAllreduce, NodesOfOneRankAreRefusedNamingTheLayout) {
   const int port = free_port();
   const auto errors = on_ranks(2, [&](int rank) { join(rank, 2, port, "hierarchical", 60.0, 1); });
