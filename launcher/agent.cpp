@@ -7,6 +7,17 @@
 #include "launcher/round.h"
 
 namespace ddp {
+namespace {
+
+void close_after_failure(JobStore& store, const RoundOutcome& outcome) {
+  try {
+    store.report_stopped("the job failed: " + outcome.reason);
+  } catch (const std::exception& e) {
+    launcher_log("could not close the rendezvous: " + std::string(e.what()));
+  }
+}
+
+}  // namespace
 
 // torchelastic: _rendezvous, _start_workers, _monitor_workers until the group is no longer healthy, _stop_workers,
 // then _exit_barrier on success, _restart_workers while restarts remain after a failure, and a new rendezvous
@@ -33,6 +44,9 @@ int run_agent(const LaunchOptions& o, const AgentJob& job) {
         break;
       case NextStep::kEnd:
         if (outcome.kind == RoundOutcome::Kind::kSucceeded && job.rendezvous) job.rendezvous->mark_finished();
+        // A job failed for good closes its rendezvous (torchelastic's shutdown on ChildFailedError): a node still
+        // waiting to join ends instead of starting the job again on its own.
+        if (outcome.kind == RoundOutcome::Kind::kFailed && job.rendezvous) close_after_failure(*job.store, outcome);
         return end_job(outcome, o.max_restarts);
     }
   }

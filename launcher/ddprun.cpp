@@ -92,8 +92,10 @@ int launch_job(const LaunchOptions& o, const std::string& program_path) {
     store = std::make_unique<JobStore>(o, secret);
   }
   int code = 1;
+  bool joined = false;  // the job at the store is this node's (its flags are the job's)
   try {
     if (store) store->check_same_job(o);
+    joined = true;
     // Until here a signal ends ddprun at once (no workers yet; connecting to node 0 may take a while).
     install_launcher_signal_handlers(o.signals_to_handle);
     become_child_subreaper();
@@ -106,8 +108,10 @@ int launch_job(const LaunchOptions& o, const std::string& program_path) {
     code = run_agent(o, job);
   } catch (const std::exception& e) {
     if (store) {
+      // With c10d a node refused for other flags was never the job's: the job at the endpoint goes on.
       try {
-        store->report_stopped("node " + std::to_string(store->node_rank()) + ": " + first_line(e.what()));
+        if (joined || !elastic(o))
+          store->report_stopped("node " + std::to_string(store->node_rank()) + ": " + first_line(e.what()));
       } catch (const std::exception&) {
       }
       leave_store(o, *store, rendezvous.get());

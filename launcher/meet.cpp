@@ -34,7 +34,8 @@ std::string describe_node(const RoundAssignment& a, int64_t local_workers) {
 
 Meeting ended(Kind kind, const std::string& why) { return {std::nullopt, {kind, why, 0}}; }
 
-// A stop signal arrived while meeting: the job ends before the workers start, and the other nodes learn so.
+// A stop signal arrived while meeting: the job ends before the workers start, and the other nodes learn so when
+// `store` is given (this node is one of the round's).
 Meeting interrupted_meeting(JobStore* store, int64_t node_rank) {
   if (store) store->report_stopped("node " + std::to_string(node_rank) + "'s ddprun was interrupted");
   return {std::nullopt, stopped_before_workers(received_stop_signal())};
@@ -44,7 +45,9 @@ Meeting join_rendezvous(const LaunchOptions& o, RoundAssignment a, JobStore& sto
   NoRound none;
   const auto m = rendezvous.join(a.round, interrupted, &none);
   if (!m) {
-    if (interrupted()) return interrupted_meeting(&store, o.node_rank);
+    // Not a member of a round: its ddprun ends, the job goes on without it (torchrun's agent, stopped by a signal,
+    // leaves the rendezvous open to the others).
+    if (interrupted()) return interrupted_meeting(nullptr, o.node_rank);
     return ended(none.job_finished ? Kind::kJobFinished : Kind::kJobStopped, none.why);
   }
   a.round = m->round;

@@ -259,6 +259,43 @@ TEST(LauncherElasticTest, NodeBeyondMaxWaitsAndLeavesWhenTheJobFinishes) {
   EXPECT_EQ(node_result(dir, 2).output.find("rank 0 of"), std::string::npos) << logs;  // its worker never started
 }
 
+// A node that is not one of the job's leaves it running, as torchrun's agent does: one waiting beyond MAX that gets
+// SIGTERM exits 143, one started with another --max-restarts is refused (exit 2); the job's two nodes finish, exit 0.
+TEST(LauncherElasticTest, ANodeOutsideTheRunningJobCannotStopIt) {
+  TempDir dir;
+  const std::string worker = write_script(dir, "worker.sh", "echo \"rank $RANK of $WORLD_SIZE\"; sleep 4\n");
+  const int port = free_port();
+  const std::string cmd = elastic_command("127.0.0.1", port, "1:2", "") + " -- " + worker;
+  const std::string other = elastic_command("127.0.0.1", port, "1:2", "--max-restarts=1") + " -- " + worker;
+  run_command(start_node(dir, 0, cmd) + start_node(dir, 1, cmd) + wait_for(dir / "node0.out", " of 2: rank") +
+              wait_for(dir / "node1.out", " of 2: rank") + start_node(dir, 2, cmd) + "sleep 1\nkill -TERM $node2\n" +
+              start_node(dir, 3, other) + "wait\n");
+  const std::string logs = node_logs(dir, 4);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(node_result(dir, i).exit_code, 0) << logs;
+  EXPECT_EQ(node_result(dir, 2).exit_code, 128 + 15) << logs;
+  EXPECT_EQ(node_result(dir, 3).exit_code, 2) << logs;
+  EXPECT_NE(node_result(dir, 3).output.find("this node was started with --nnodes=1:2 --max-restarts=1"),
+            std::string::npos)
+      << logs;
+  EXPECT_EQ(logs.find("the job was stopped"), std::string::npos) << logs;
+}
+
+// A job that failed for good (its worker failed, --max-restarts 0) closes the rendezvous: a node waiting beyond MAX
+// ends with one line saying so instead of starting the job again alone (whose worker would now succeed).
+TEST(LauncherElasticTest, AJobThatFailedForGoodEndsTheNodesWaitingToJoin) {
+  TempDir dir;
+  const std::string marker = dir / "failed_once";
+  const std::string worker = write_script(
+      dir, "worker.sh", "if [ ! -e " + marker + " ]; then touch " + marker + "; sleep 3; exit 7; fi\necho trained\n");
+  const std::string cmd = elastic_command("127.0.0.1", free_port(), "1", "") + " -- " + worker;
+  run_command(start_node(dir, 0, cmd) + wait_for(dir / "node0.out", "of 1: rank") + start_node(dir, 1, cmd) + "wait\n");
+  const std::string logs = node_logs(dir, 2);
+  EXPECT_EQ(node_result(dir, 0).exit_code, 1) << logs;
+  EXPECT_EQ(node_result(dir, 1).exit_code, 1) << logs;
+  EXPECT_NE(node_result(dir, 1).output.find("error: the job was stopped: the job failed: "), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("trained"), std::string::npos) << logs;
+}
+
 // A node whose ddprun and workers stop answering (SIGSTOP: a hung machine, an unplugged cable) misses its
 // keep-alives; the others stop their workers and go on without it.
 TEST(LauncherElasticTest, NodeThatStopsAnsweringIsLostByItsKeepAlives) {
