@@ -17,25 +17,27 @@ namespace {
 using Kind = RoundOutcome::Kind;
 
 // A forwarded signal ended the round. SIGUSR1 asks the workers to checkpoint and exit, not to die: after it, workers
-// that all exited 0 end the job as a success, and one that failed ends it as a failure.
+// that all exited 0 end the job as a success, and one that failed (before it or since) ends it as a failure.
 RoundOutcome stopped_by(int sig, const RoundResult& r) {
+  if (sig == SIGUSR1 && (r.end == RoundEnd::kWorkerFailed || r.end == RoundEnd::kPeerFailed))
+    return {Kind::kFailedWhileStopping, r.reason, 0};
   if (sig == SIGUSR1 && !r.failed_while_stopping.empty())
     return {Kind::kFailedWhileStopping, r.failed_while_stopping, 0};
   if (sig == SIGUSR1 && r.end == RoundEnd::kSucceeded) return {Kind::kSucceededAfterStop, "", 0};
   return {Kind::kStopped, "", sig};
 }
 
-// What the round's result means before the exit barrier. A worker that failed while the round stopped for SIGUSR1
-// or for waiting nodes did not checkpoint as asked: the round failed, whatever its other workers did.
+// What the round's result means before the exit barrier. A worker that failed while the round stopped for ddprun's
+// SIGUSR1 did not checkpoint as asked: no requeue then. (A scale-up's SIGUSR1 is no failure either way: the nodes
+// meet again and resume from the newest complete checkpoint.)
 RoundOutcome outcome_of(const RoundResult& r, ElasticRendezvous* rendezvous) {
-  const bool stopped_cleanly = r.failed_while_stopping.empty();
-  if (rendezvous && r.signal == 0 && stopped_cleanly && (r.end == RoundEnd::kNodesChanged || r.requeued)) {
+  if (rendezvous && r.signal == 0 && (r.end == RoundEnd::kNodesChanged || r.requeued)) {
     const auto why = rendezvous->scale_up_decided();
     if (why || r.end == RoundEnd::kNodesChanged) return {Kind::kMembershipChanged, why.value_or(r.reason), 0};
   }
-  if (r.end == RoundEnd::kSucceeded && r.requeued && stopped_cleanly) return {Kind::kRequeued, "", 0};
+  if (r.end == RoundEnd::kSucceeded && r.requeued && (r.signal != SIGUSR1 || r.failed_while_stopping.empty()))
+    return {Kind::kRequeued, "", 0};
   if (r.signal != 0) return stopped_by(r.signal, r);
-  if (r.end == RoundEnd::kNodesChanged && !stopped_cleanly) return {Kind::kFailed, r.failed_while_stopping, 0};
   switch (r.end) {
     case RoundEnd::kSucceeded:
       return {Kind::kSucceeded, "", 0};

@@ -128,6 +128,10 @@ class Round {
     signals_seen_ = received_stop_signal_count();
     const int sig = received_stop_signal();
     const bool again = result_.signal != 0 || signals_seen_ > 1;
+    // SIGTERM or SIGINT after SIGUSR1 is the stop the job ends by (the workers killed at once), not a failure of
+    // theirs.
+    if (again && result_.signal == SIGUSR1 && received_last_stop_signal() != SIGUSR1)
+      result_.signal = received_last_stop_signal();
     if (result_.signal == 0) {
       result_.signal = sig;
       result_.reason = "ddprun received " + signal_name(sig);

@@ -28,7 +28,7 @@ struct RoundResult {
   int signal = 0;         // a SIGINT/SIGTERM/SIGHUP/SIGUSR1 that ddprun received and forwarded (no restart then)
   bool requeued = false;  // a worker exited kRequeueExitCode: it checkpointed before a scheduler's time limit
   // The first worker that failed (neither 0 nor kRequeueExitCode) once the round was stopping, with how it ended;
-  // empty when none did.
+  // empty when none did. Counts only after ddprun's SIGUSR1 (RoundOutcome).
   std::string failed_while_stopping;
 };
 

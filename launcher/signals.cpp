@@ -15,12 +15,14 @@ namespace {
 int wake_pipe[2] = {-1, -1};
 volatile sig_atomic_t first_stop_signal = 0;
 volatile sig_atomic_t stop_signal_count = 0;
+volatile sig_atomic_t last_stop_signal = 0;
 
 void on_launcher_signal(int sig) {
   const int saved = errno;
   // A SIGUSR1 after another signal (the scheduler's and a user's) changes nothing; any other one counts again.
   if (sig != SIGCHLD && !(sig == SIGUSR1 && first_stop_signal != 0)) {
     if (first_stop_signal == 0) first_stop_signal = sig;
+    last_stop_signal = sig;
     stop_signal_count = stop_signal_count + 1;
   }
   const char byte = static_cast<char>(sig);
@@ -59,5 +61,6 @@ void drain_wake_fd() {
 
 int received_stop_signal() { return first_stop_signal; }
 int received_stop_signal_count() { return stop_signal_count; }
+int received_last_stop_signal() { return last_stop_signal; }
 
 }  // namespace ddp

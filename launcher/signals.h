@@ -14,6 +14,8 @@ void drain_wake_fd();
 // The first forwarded signal received (0 if none), and how many have arrived (a SIGUSR1 after another not counted).
 int received_stop_signal();
 int received_stop_signal_count();
+// The newest of them (a SIGTERM after SIGUSR1, say).
+int received_last_stop_signal();
 // Whether a stop signal has arrived: what the launcher's waits check to give up.
 inline bool interrupted() { return received_stop_signal() != 0; }
 

@@ -136,6 +136,18 @@ TEST(LauncherFailureTest, AWorkerThatFailsOnSigusr1FailsTheJob) {
   }
 }
 
+// SIGTERM while the workers still checkpoint for SIGUSR1 (a time limit reached): they are killed at once and ddprun
+// exits for the signal (128 + 15), not as if they had failed.
+TEST(LauncherFailureTest, SigtermAfterSigusr1EndsTheJobForTheSignal) {
+  Job job;
+  auto r = signal_ddprun(job, worker_script(job.dir, "trap '' USR1 TERM\nwhile true; do sleep 0.05; done\n"),
+                         "USR1 $P; sleep 0.5; kill -TERM");
+  EXPECT_NE(r.result.output.find("ddprun exit 143\n"), std::string::npos) << r.result.output;
+  EXPECT_EQ(r.result.output.find("error:"), std::string::npos) << r.result.output;
+  EXPECT_LT(r.seconds, 8.0);
+  job.expect_nothing_survives();
+}
+
 TEST(LauncherFailureTest, WorkerIgnoringSigtermGetsSigkillAfterGracePeriod) {
   Job job;
   const std::string script = worker_script(
